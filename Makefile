@@ -1,0 +1,63 @@
+# AWARE for Kubernetes. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+
+BIN        ?= bin
+BINARIES   := recommender updater admission-controller rl-agent
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS    := -s -w -X github.com/aware-k8s/aware/pkg/version.Version=$(VERSION)
+# Packages under test: everything except the e2e suite, which needs a
+# control plane (make e2e).
+UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e')
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build the four binaries into bin/.
+	@mkdir -p $(BIN)
+	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./,$(BINARIES))
+
+.PHONY: test
+test: ## Run unit and integration tests with the race detector (not e2e).
+	go test -race -count=1 -timeout 20m $(UNIT_PKGS)
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, clients, CRDs and protobuf code.
+	hack/update-codegen.sh
+
+.PHONY: verify
+verify: ## Fail if any generated file is out of date or gofmt would change code.
+	hack/verify-codegen.sh
+	@out="$$(gofmt -l .)"; \
+	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: lint
+lint: ## Run go vet and the pinned staticcheck.
+	go vet ./...
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" ./...
+
+.PHONY: demo
+demo: build ## Run the simulator demo: default policies vs the oracle, with plots.
+	$(BIN)/rl-agent demo
+
+.PHONY: testbed-up
+testbed-up: ## Start a loopback control plane (builds and caches the binaries).
+	@test -x hack/testbed/up.sh || { echo "make testbed-up: not implemented yet (issue 8)"; exit 1; }
+	hack/testbed/up.sh
+
+.PHONY: testbed-down
+testbed-down: ## Stop the loopback control plane.
+	@test -x hack/testbed/down.sh || { echo "make testbed-down: not implemented yet (issue 8)"; exit 1; }
+	hack/testbed/down.sh
+
+.PHONY: e2e
+e2e: ## Run the end-to-end tests against a loopback control plane.
+	@test -x hack/e2e.sh || { echo "make e2e: not implemented yet (issue 8)"; exit 1; }
+	hack/e2e.sh
+
+.PHONY: clean
+clean: ## Remove build outputs.
+	rm -rf $(BIN)

@@ -1,0 +1,167 @@
+package fusion
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/hpa"
+	"github.com/aware-k8s/aware/pkg/vpa"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func observation(at time.Time, replicas int32, perPodCPU, request float64) workload.Observation {
+	return workload.Observation{
+		Time: at, Window: 15 * time.Second, Replicas: replicas, ReadyReplicas: replicas, Samples: 1,
+		Containers: []workload.ContainerObservation{{
+			Name: "app", Requests: workload.Resources{CPU: request, Memory: 1 << 30},
+			Limits: workload.Resources{CPU: 4 * request, Memory: 2 << 30},
+			Usage:  workload.Resources{CPU: perPodCPU, Memory: 300 << 20},
+		}},
+	}
+}
+
+// warm feeds n steady observations so the histograms hold history.
+func warm(t *testing.T, p workload.Policy, n int, replicas int32, perPodCPU, request float64) workload.Recommendation {
+	t.Helper()
+	var rec workload.Recommendation
+	var err error
+	for i := 0; i < n; i++ {
+		if rec, err = p.Recommend(context.Background(), observation(t0.Add(time.Duration(i)*15*time.Second), replicas, perPodCPU, request)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rec
+}
+
+func TestNames(t *testing.T) {
+	for want, f := range map[string]workload.PolicyFactory{
+		"fused": NewPolicyFactory(Options{}), "hpa+vpa": NewNaiveFactory(Options{}),
+		"hpa": hpa.NewPolicyFactory(hpa.PolicyOptions{}), "vpa": vpa.NewPolicyFactory(vpa.PolicyOptions{}),
+	} {
+		p, err := f(workload.Constraints{})
+		if err != nil {
+			t.Fatalf("%s: %v", want, err)
+		}
+		if p.Name() != want {
+			t.Errorf("name %q, want %q", p.Name(), want)
+		}
+	}
+}
+
+func TestRejectsBadInput(t *testing.T) {
+	bad := observation(t0, 2, 0.5, 1)
+	bad.Containers[0].Usage.CPU = math.NaN()
+	for name, f := range map[string]workload.PolicyFactory{"fused": NewPolicyFactory(Options{}), "hpa+vpa": NewNaiveFactory(Options{})} {
+		t.Run(name, func(t *testing.T) {
+			p, _ := f(workload.Constraints{})
+			if _, err := p.Recommend(context.Background(), bad); err == nil || !strings.Contains(err.Error(), "NaN") {
+				t.Errorf("NaN observation: err = %v", err)
+			}
+			if _, err := f(workload.Constraints{MinReplicas: 5, MaxReplicas: 2}); err == nil {
+				t.Error("contradictory constraints accepted")
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			if _, err := p.Recommend(ctx, observation(t0, 2, 0.5, 1)); err == nil {
+				t.Error("cancelled context accepted")
+			}
+		})
+	}
+	if err := (Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: -1}}).Validate(); err == nil {
+		t.Error("negative target accepted")
+	}
+	if _, err := NewPolicyFactory(Options{VPA: vpa.Options{TargetPercentile: 2}})(workload.Constraints{}); err == nil {
+		t.Error("bad vpa options accepted")
+	}
+}
+
+func TestFusedSizesCPUWithHPATarget(t *testing.T) {
+	p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+	rec := warm(t, p, 100, 4, 0.7, 2) // heavily over-requested
+	c, _ := rec.Container("app")
+	// Request ≈ p90(0.7)/0.7 ≈ 1 core, so utilisation against it ≈ 70%:
+	// no horizontal change follows the vertical one.
+	if c.Target.CPU < 1 || c.Target.CPU > 1.1 {
+		t.Errorf("cpu target %g, want about 1 core", c.Target.CPU)
+	}
+	if rec.Replicas != 4 {
+		t.Errorf("replicas %d: a vertical resize must not move replicas", rec.Replicas)
+	}
+}
+
+func TestSLOViolationScalesOutAndKeepsRequests(t *testing.T) {
+	p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+	warm(t, p, 100, 4, 0.2, 2) // the histogram wants ~0.3 cores
+	o := observation(t0.Add(time.Hour), 4, 0.2, 2)
+	o.SLO, o.Latency.P95 = 0.1, 0.5
+	rec, err := p.Recommend(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Replicas != 5 {
+		t.Errorf("replicas %d, want a scale-out to 5", rec.Replicas)
+	}
+	if c, _ := rec.Container("app"); c.Target.CPU < 2 {
+		t.Errorf("cpu target %g reduced below the current 2 cores during an SLO violation", c.Target.CPU)
+	}
+	if !strings.Contains(rec.Reason, "SLOViolated") {
+		t.Errorf("reason %q should name the SLO", rec.Reason)
+	}
+}
+
+func TestMaxReplicasMovesDemandToVertical(t *testing.T) {
+	c := workload.Constraints{MaxReplicas: 4, Containers: []workload.ContainerPolicy{{Name: "*", MaxAllowed: workload.Resources{CPU: 8}}}}
+	p, _ := NewPolicyFactory(Options{})(c)
+	warm(t, p, 40, 4, 1, 1.5)
+	// Demand triples at once: the horizontal loop wants 12 pods, gets 4.
+	rec, err := p.Recommend(context.Background(), observation(t0.Add(time.Hour), 4, 3, 1.5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := rec.Container("app")
+	if rec.Replicas != 4 {
+		t.Errorf("replicas %d, want max 4", rec.Replicas)
+	}
+	// 4 pods must carry 12 cores at 70%: about 4.3 cores each.
+	if got.Target.CPU < 3*0.9/0.7 {
+		t.Errorf("cpu target %g: the unmet horizontal demand was not moved to vertical", got.Target.CPU)
+	}
+	if got.Target.CPU > 8 {
+		t.Errorf("cpu target %g exceeds maxAllowed", got.Target.CPU)
+	}
+}
+
+func TestPerReadyPodNormalisation(t *testing.T) {
+	// Two pods report 1 core each, but four are ready and one more has no
+	// metrics: per ready pod the demand is 2/4 = 0.5 cores.
+	o := observation(t0, 5, 1, 2)
+	o.ReadyReplicas = 4
+	o.Pods = []workload.PodSample{
+		{Name: "a", Ready: true, HasMetrics: true}, {Name: "b", Ready: true, HasMetrics: true},
+		{Name: "c", Ready: true}, {Name: "d", Ready: true}, {Name: "e"},
+	}
+	scale, ok := perReadyPodScale(&o)
+	if !ok || scale != 0.5 {
+		t.Errorf("scale %g, %v; want 0.5", scale, ok)
+	}
+	o.ReadyReplicas = 0
+	if _, ok := perReadyPodScale(&o); ok {
+		t.Error("no ready pods must give no per-pod sample")
+	}
+}
+
+func BenchmarkFusedRecommend(b *testing.B) {
+	p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 100})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if _, err := p.Recommend(ctx, observation(t0.Add(time.Duration(i)*15*time.Second), 10, 0.35, 0.5)); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package workload
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Resource names a dimension that vertical scaling controls.
+type Resource string
+
+const (
+	CPU    Resource = "cpu"
+	Memory Resource = "memory"
+)
+
+// Resources is an amount of CPU (cores) and memory (bytes).
+type Resources struct {
+	CPU    float64
+	Memory float64
+}
+
+// Get returns the amount of r.
+func (r Resources) Get(name Resource) float64 {
+	if name == Memory {
+		return r.Memory
+	}
+	return r.CPU
+}
+
+// With returns a copy of r with name set to v.
+func (r Resources) With(name Resource, v float64) Resources {
+	if name == Memory {
+		r.Memory = v
+	} else {
+		r.CPU = v
+	}
+	return r
+}
+
+// Add returns r+o.
+func (r Resources) Add(o Resources) Resources {
+	return Resources{CPU: r.CPU + o.CPU, Memory: r.Memory + o.Memory}
+}
+
+// Scale returns r*f.
+func (r Resources) Scale(f float64) Resources {
+	return Resources{CPU: r.CPU * f, Memory: r.Memory * f}
+}
+
+// Valid reports an error when an amount is NaN, infinite or negative.
+func (r Resources) Valid() error {
+	for _, v := range []struct {
+		n string
+		x float64
+	}{{"cpu", r.CPU}, {"memory", r.Memory}} {
+		if err := finiteNonNegative(v.n, v.x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Latency holds latency percentiles in seconds. Zero means "no requests
+// completed in the window", which callers must not read as "fast".
+type Latency struct {
+	P50 float64
+	P95 float64
+	P99 float64
+}
+
+// PodSample is one pod's state in the observation window. The HPA rules for
+// missing and unready pods need per-pod detail, not only aggregates.
+type PodSample struct {
+	Name string
+	// Ready is the pod's Ready condition at the end of the window.
+	Ready bool
+	// HasMetrics is false when no usage sample exists for the pod.
+	HasMetrics bool
+	// Started is when the pod's containers last started; zero if unknown.
+	Started time.Time
+	// ReadySince is when the Ready condition last changed (its
+	// lastTransitionTime); zero if unknown. The HPA unready-pod rule needs it
+	// to tell a pod that just became ready from one whose metrics already
+	// cover a full window of readiness.
+	ReadySince time.Time
+	// Usage is the summed usage of the pod's controlled containers.
+	Usage Resources
+	// Requests is the summed requests of the pod's controlled containers.
+	Requests Resources
+}
+
+// ContainerObservation describes one container (by name) across the pods of
+// a workload.
+type ContainerObservation struct {
+	Name string
+	// Requests and Limits are the per-pod values currently in the pod spec.
+	Requests Resources
+	Limits   Resources
+	// Usage is the mean per-pod usage over the window (CPU cores, memory
+	// working set bytes) across pods that have metrics.
+	Usage Resources
+	// Peak is the highest per-pod usage seen in the window.
+	Peak Resources
+	// OOMKills counts OOM kills of this container since the previous
+	// observation.
+	OOMKills int
+}
+
+// Observation is what a policy sees of one workload at one tick.
+type Observation struct {
+	// Time is the end of the window; policies treat it as "now".
+	Time time.Time
+	// Window is the length of the period the aggregates cover.
+	Window time.Duration
+	// Replicas is the current scale (spec.replicas of the target).
+	Replicas int32
+	// ReadyReplicas counts pods that are Ready.
+	ReadyReplicas int32
+	// Containers lists the controlled containers, in pod-spec order.
+	Containers []ContainerObservation
+	// Pods holds per-pod samples; may be empty when only aggregates exist.
+	Pods []PodSample
+	// RequestRate is the arrival rate across the workload (requests/s).
+	RequestRate float64
+	// Latency is the end-to-end request latency over the window.
+	Latency Latency
+	// ErrorRate is failed or timed-out requests per second.
+	ErrorRate float64
+	// SLO is the latency objective (seconds) for the p95; 0 means none.
+	SLO float64
+	// Samples is how many usage samples the window holds; 0 means the
+	// workload has no metrics yet.
+	Samples int
+}
+
+// Validate rejects observations that no policy can reason about: NaN,
+// infinite or negative quantities, and containers without names. It never
+// mutates the observation.
+func (o *Observation) Validate() error {
+	var errs []error
+	if o.Replicas < 0 || o.ReadyReplicas < 0 {
+		errs = append(errs, fmt.Errorf("replicas must be >= 0, got %d (ready %d)", o.Replicas, o.ReadyReplicas))
+	}
+	for _, f := range []struct {
+		n string
+		x float64
+	}{
+		{"requestRate", o.RequestRate}, {"errorRate", o.ErrorRate}, {"slo", o.SLO},
+		{"latency.p50", o.Latency.P50}, {"latency.p95", o.Latency.P95}, {"latency.p99", o.Latency.P99},
+	} {
+		if err := finiteNonNegative(f.n, f.x); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for i, c := range o.Containers {
+		if c.Name == "" {
+			errs = append(errs, fmt.Errorf("containers[%d]: name is empty", i))
+		}
+		for _, r := range []struct {
+			n string
+			v Resources
+		}{{"requests", c.Requests}, {"limits", c.Limits}, {"usage", c.Usage}, {"peak", c.Peak}} {
+			if err := r.v.Valid(); err != nil {
+				errs = append(errs, fmt.Errorf("containers[%d] %q %s: %w", i, c.Name, r.n, err))
+			}
+		}
+		if c.OOMKills < 0 {
+			errs = append(errs, fmt.Errorf("containers[%d] %q: oomKills must be >= 0", i, c.Name))
+		}
+	}
+	for i, p := range o.Pods {
+		if err := p.Usage.Valid(); err != nil {
+			errs = append(errs, fmt.Errorf("pods[%d] %q usage: %w", i, p.Name, err))
+		}
+		if err := p.Requests.Valid(); err != nil {
+			errs = append(errs, fmt.Errorf("pods[%d] %q requests: %w", i, p.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Container returns the observation of the named container, if present.
+func (o *Observation) Container(name string) (ContainerObservation, bool) {
+	for _, c := range o.Containers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return ContainerObservation{}, false
+}
+
+func finiteNonNegative(name string, x float64) error {
+	switch {
+	case math.IsNaN(x):
+		return fmt.Errorf("%s is NaN", name)
+	case math.IsInf(x, 0):
+		return fmt.Errorf("%s is infinite", name)
+	case x < 0:
+		return fmt.Errorf("%s is negative (%g)", name, x)
+	}
+	return nil
+}

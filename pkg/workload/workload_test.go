@@ -1,0 +1,115 @@
+package workload
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestObservationValidate(t *testing.T) {
+	good := func() Observation {
+		return Observation{
+			Replicas: 2, ReadyReplicas: 2, RequestRate: 10, SLO: 0.2,
+			Latency:    Latency{P50: 0.05, P95: 0.1, P99: 0.2},
+			Containers: []ContainerObservation{{Name: "app", Requests: Resources{CPU: 0.5, Memory: 1 << 28}, Usage: Resources{CPU: 0.3, Memory: 1 << 27}}},
+			Pods:       []PodSample{{Name: "p", Ready: true, HasMetrics: true, Usage: Resources{CPU: 0.3}}},
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Observation)
+		want   string
+	}{
+		{"valid", func(*Observation) {}, ""},
+		{"NaN request rate", func(o *Observation) { o.RequestRate = math.NaN() }, "requestRate is NaN"},
+		{"infinite latency", func(o *Observation) { o.Latency.P95 = math.Inf(1) }, "latency.p95 is infinite"},
+		{"negative replicas", func(o *Observation) { o.Replicas = -1 }, "replicas must be >= 0"},
+		{"negative usage", func(o *Observation) { o.Containers[0].Usage.CPU = -0.1 }, `"app" usage: cpu is negative`},
+		{"NaN memory request", func(o *Observation) { o.Containers[0].Requests.Memory = math.NaN() }, "memory is NaN"},
+		{"unnamed container", func(o *Observation) { o.Containers[0].Name = "" }, "name is empty"},
+		{"negative OOM count", func(o *Observation) { o.Containers[0].OOMKills = -1 }, "oomKills"},
+		{"NaN pod usage", func(o *Observation) { o.Pods[0].Usage.CPU = math.NaN() }, `pods[0] "p" usage`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := good()
+			tc.mutate(&o)
+			err := o.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestConstraintsContainerPolicy(t *testing.T) {
+	c := Constraints{Containers: []ContainerPolicy{
+		{Name: "*", Mode: ContainerModeAuto, MaxAllowed: Resources{CPU: 2}},
+		{Name: "sidecar", Mode: ContainerModeOff},
+	}}
+	for _, tc := range []struct {
+		name, container string
+		wantMode        ContainerMode
+		wantMaxCPU      float64
+	}{
+		{"own entry wins over wildcard", "sidecar", ContainerModeOff, 0},
+		{"wildcard applies, renamed", "app", ContainerModeAuto, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := c.ContainerPolicy(tc.container)
+			if p.Name != tc.container || p.Mode != tc.wantMode || p.MaxAllowed.CPU != tc.wantMaxCPU {
+				t.Fatalf("got %+v", p)
+			}
+		})
+	}
+	empty := Constraints{}
+	if p := empty.ContainerPolicy("x"); p.Mode != ContainerModeAuto || !p.Controls(CPU) || !p.Controls(Memory) {
+		t.Fatalf("no policy must mean Auto for both resources, got %+v", p)
+	}
+	cpuOnly := ContainerPolicy{ControlledResources: []Resource{CPU}}
+	if !cpuOnly.Controls(CPU) || cpuOnly.Controls(Memory) {
+		t.Fatal("controlledResources not honoured")
+	}
+}
+
+func TestConstraintsValidateAndClamp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		c    Constraints
+		want string
+	}{
+		{"valid", Constraints{MinReplicas: 1, MaxReplicas: 5}, ""},
+		{"min above max", Constraints{MinReplicas: 6, MaxReplicas: 5}, "minReplicas 6 > maxReplicas 5"},
+		{"minAllowed above maxAllowed", Constraints{Containers: []ContainerPolicy{{Name: "a", MinAllowed: Resources{Memory: 2}, MaxAllowed: Resources{Memory: 1}}}}, "minAllowed memory"},
+		{"NaN bound", Constraints{Containers: []ContainerPolicy{{Name: "a", MaxAllowed: Resources{CPU: math.NaN()}}}}, "maxAllowed: cpu is NaN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.c.Validate()
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+		})
+	}
+	c := Constraints{MinReplicas: 2, MaxReplicas: 4}
+	for in, want := range map[int32]int32{0: 2, 3: 3, 9: 4} {
+		if got := c.ClampReplicas(in); got != want {
+			t.Errorf("ClampReplicas(%d) = %d, want %d", in, got, want)
+		}
+	}
+	if got := (&Constraints{}).ClampReplicas(0); got != 1 {
+		t.Errorf("unbounded ClampReplicas(0) = %d, want 1", got)
+	}
+}
+
+func TestRecommendationValidate(t *testing.T) {
+	r := Recommendation{Replicas: 2, Containers: []ContainerRecommendation{{Name: "a", Target: Resources{CPU: 1}}}}
+	if err := r.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	r.Containers[0].UpperBound.Memory = math.Inf(1)
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "upperBound") {
+		t.Fatalf("got %v", err)
+	}
+}
