@@ -46,26 +46,6 @@ type trajectory struct {
 	cpu      []float64
 }
 
-// reversals counts direction changes of the replica count.
-func (tr trajectory) reversals(from int) int {
-	n, dir := 0, 0
-	for i := from + 1; i < len(tr.replicas); i++ {
-		d := int(tr.replicas[i]) - int(tr.replicas[i-1])
-		if d == 0 {
-			continue
-		}
-		s := 1
-		if d < 0 {
-			s = -1
-		}
-		if dir != 0 && s != dir {
-			n++
-		}
-		dir = s
-	}
-	return n
-}
-
 // changes counts ticks at which replicas or the CPU request moved by more
 // than 1%.
 func (tr trajectory) changes(from int) int {
