@@ -76,3 +76,27 @@ func TestListenError(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+func TestLintMetrics(t *testing.T) {
+	for _, tc := range []struct {
+		name, component, metric string
+		counter                 bool
+		want                    string
+	}{
+		{"conforming counter", "updater", "aware_updater_evictions_total", true, ""},
+		{"dash in component name is dropped", "rl-agent", "aware_rlagent_decisions_total", true, ""},
+		{"wrong component prefix", "updater", "aware_recommender_evictions_total", true, "must start with aware_updater_"},
+		{"counter without _total", "updater", "aware_updater_evictions", true, "counter metrics should have \"_total\" suffix"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			if tc.counter {
+				reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: tc.metric, Help: "Test."}))
+			}
+			err := LintMetrics(reg, tc.component)
+			if (tc.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
