@@ -1,0 +1,76 @@
+package policy
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// smallConfig is a fast configuration for tests.
+func smallConfig(stateDim, numActions int, seed uint64) Config {
+	cfg := DefaultConfig(stateDim, numActions)
+	cfg.Hidden = []int{16, 16}
+	cfg.MinibatchSize = 32
+	cfg.Seed = seed
+	return cfg
+}
+
+func mustPPO(t testing.TB, cfg Config) *PPO {
+	t.Helper()
+	p, err := NewPPO(cfg)
+	if err != nil {
+		t.Fatalf("NewPPO: %v", err)
+	}
+	return p
+}
+
+func mustMarshal(t testing.TB, p *PPO) []byte {
+	t.Helper()
+	b, err := p.MarshalBinary()
+	if err != nil {
+		t.Fatalf("MarshalBinary: %v", err)
+	}
+	return b
+}
+
+func newRNG(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, 0x7e57)) }
+
+func randomState(rng *rand.Rand, dim int) []float64 {
+	s := make([]float64, dim)
+	for i := range s {
+		s[i] = rng.Float64()*2 - 1
+	}
+	return s
+}
+
+// randomBatch returns episodes of random experience with random masks; every
+// fifth step ends an episode.
+func randomBatch(rng *rand.Rand, n, stateDim, numActions int) []Transition {
+	batch := make([]Transition, n)
+	state := randomState(rng, stateDim)
+	for i := range batch {
+		mask := make([]bool, numActions)
+		for j := range mask {
+			mask[j] = rng.IntN(4) != 0
+		}
+		a := rng.IntN(numActions)
+		mask[a] = true
+		next := randomState(rng, stateDim)
+		batch[i] = Transition{
+			State: state, Mask: mask, Action: a, Reward: rng.Float64()*2 - 1,
+			NextState: next, Done: i%5 == 4,
+		}
+		state = next
+		if batch[i].Done {
+			state = randomState(rng, stateDim)
+		}
+	}
+	return batch
+}
+
+func requireSameBytes(t *testing.T, what string, a, b []byte) {
+	t.Helper()
+	if !bytes.Equal(a, b) {
+		t.Fatalf("%s differ (len %d vs %d)", what, len(a), len(b))
+	}
+}

@@ -1,0 +1,560 @@
+package policy
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+
+	G "gorgonia.org/gorgonia"
+)
+
+// Independent PCG streams derived from Config.Seed, so that changing how
+// many random numbers initialisation draws never changes the shuffling.
+const (
+	streamInit    = 0x5eed_0001
+	streamShuffle = 0x5eed_0002
+)
+
+// PPO is a proximal-policy-optimisation actor-critic over a discrete, maskable
+// action set. Actor and critic are separate tanh MLPs.
+//
+// PPO is safe for concurrent use. Training calls (Update, BehaviourClone,
+// UnmarshalBinary) are serialised with each other and with MarshalBinary;
+// acting (Act, ActBatch) runs in parallel with other acting calls and only
+// waits for the brief copy that publishes new weights at the end of a
+// training call, so a long Update does not stall inference.
+type PPO struct {
+	cfg Config
+
+	// mu guards the canonical weights and Adam state (ps.*.data, m, v,
+	// steps), the shuffle generator and the training graphs, whose
+	// TapeMachines are not goroutine-safe. Lock order: mu, then inferMu.
+	mu         sync.Mutex
+	ps         *paramSet
+	shufflePCG *rand.PCG
+	shuffle    *rand.Rand
+	ppo        *ppoGraph
+	bc         *bcGraph
+	grads      [][]float64 // scratch, aligned with ps.all
+
+	// inferMu guards the inference weight copies (ps.*.infer). Acting only
+	// reads them, so many Act calls proceed in parallel.
+	inferMu sync.RWMutex
+}
+
+// NewPPO creates a PPO learner with freshly initialised weights. The same
+// config (including Seed) always yields bit-identical weights.
+func NewPPO(cfg Config) (*PPO, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.clone()
+	initRNG := rand.New(rand.NewPCG(cfg.Seed, streamInit))
+	p := &PPO{
+		cfg:        cfg,
+		ps:         newActorCriticParams(cfg, initRNG),
+		shufflePCG: rand.NewPCG(cfg.Seed, streamShuffle),
+	}
+	p.shuffle = rand.New(p.shufflePCG)
+	p.grads = make([][]float64, len(p.ps.all))
+	var err error
+	if p.ppo, err = newPPOGraph(cfg, p.ps); err != nil {
+		return nil, err
+	}
+	if p.bc, err = newBCGraph(cfg, p.ps); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Config returns a copy of the learner's configuration.
+func (p *PPO) Config() Config { return p.cfg.clone() }
+
+// Act chooses an action for one state; see DiscreteLearner.
+func (p *PPO) Act(state []float64, mask []bool, greedy bool, rng *rand.Rand) (Decision, error) {
+	if err := p.checkActInput(state, mask, greedy, rng); err != nil {
+		return Decision{}, err
+	}
+	p.inferMu.RLock()
+	logits, values := actorCriticForward(p.ps, true, [][]float64{state}, p.cfg.StateDim)
+	p.inferMu.RUnlock()
+	return decide(logits, values[0], mask, greedy, rng)
+}
+
+// ActBatch chooses actions for many states in one forward pass; see
+// DiscreteLearner.
+func (p *PPO) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *rand.Rand) ([]Decision, error) {
+	if masks != nil && len(masks) != len(states) {
+		return nil, fmt.Errorf("%w: %d masks for %d states", ErrInvalidInput, len(masks), len(states))
+	}
+	if len(states) == 0 {
+		return nil, nil
+	}
+	maskOf := func(i int) []bool {
+		if masks == nil {
+			return nil
+		}
+		return masks[i]
+	}
+	for i, s := range states {
+		if err := p.checkActInput(s, maskOf(i), greedy, rng); err != nil {
+			return nil, fmt.Errorf("state %d: %w", i, err)
+		}
+	}
+	p.inferMu.RLock()
+	logits, values := actorCriticForward(p.ps, true, states, p.cfg.StateDim)
+	p.inferMu.RUnlock()
+	a := p.cfg.NumActions
+	out := make([]Decision, len(states))
+	for i := range states {
+		d, err := decide(logits[i*a:(i+1)*a], values[i], maskOf(i), greedy, rng)
+		if err != nil {
+			return nil, fmt.Errorf("state %d: %w", i, err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func (p *PPO) checkActInput(state []float64, mask []bool, greedy bool, rng *rand.Rand) error {
+	if err := checkState("state", state, p.cfg.StateDim); err != nil {
+		return err
+	}
+	if err := checkMask("mask", mask, p.cfg.NumActions); err != nil {
+		return err
+	}
+	if !greedy && rng == nil {
+		return fmt.Errorf("%w: sampling needs a random source", ErrInvalidInput)
+	}
+	return nil
+}
+
+// decide turns logits into a Decision. Masked actions get log-probability
+// -Inf and probability exactly 0, and are skipped by both argmax and sampling.
+func decide(logits []float64, value float64, mask []bool, greedy bool, rng *rand.Rand) (Decision, error) {
+	if !isFinite(value) {
+		return Decision{}, fmt.Errorf("%w: value estimate is %v", ErrNonFinite, value)
+	}
+	logp := make([]float64, len(logits))
+	if err := maskedLogSoftmax(logits, mask, logp); err != nil {
+		return Decision{}, err
+	}
+	probs := make([]float64, len(logits))
+	best, chosen := -1, -1
+	for i, lp := range logp {
+		probs[i] = math.Exp(lp)
+		if mask != nil && !mask[i] {
+			continue
+		}
+		if best < 0 || lp > logp[best] {
+			best = i
+		}
+	}
+	if greedy {
+		chosen = best
+	} else {
+		u := rng.Float64()
+		var cum float64
+		for i, pr := range probs {
+			if mask != nil && !mask[i] {
+				continue
+			}
+			chosen = i // the last legal action absorbs rounding in cum
+			cum += pr
+			if u < cum {
+				break
+			}
+		}
+	}
+	return Decision{Action: chosen, LogProb: logp[chosen], Value: value, Probs: probs}, nil
+}
+
+func (p *PPO) checkTransitions(batch []Transition) error {
+	if len(batch) == 0 {
+		return fmt.Errorf("%w: empty batch", ErrInvalidInput)
+	}
+	for i, t := range batch {
+		if err := checkState("state", t.State, p.cfg.StateDim); err != nil {
+			return fmt.Errorf("transition %d: %w", i, err)
+		}
+		if err := checkMask("mask", t.Mask, p.cfg.NumActions); err != nil {
+			return fmt.Errorf("transition %d: %w", i, err)
+		}
+		if err := checkAction("action", t.Action, t.Mask, p.cfg.NumActions); err != nil {
+			return fmt.Errorf("transition %d: %w", i, err)
+		}
+		if !isFinite(t.Reward) {
+			return fmt.Errorf("transition %d: %w: %w: reward is %v", i, ErrInvalidInput, ErrNonFinite, t.Reward)
+		}
+		if !t.Done {
+			if err := checkState("nextState", t.NextState, p.cfg.StateDim); err != nil {
+				return fmt.Errorf("transition %d (not done): %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// Update runs PPO on a batch of experience: advantages by GAE(γ, λ) with the
+// current critic, normalised over the batch; then Epochs passes of shuffled
+// minibatches, each one Adam step on the clipped surrogate loss plus
+// ValueCoef×value loss minus EntropyCoef×entropy, after global-norm clipping.
+//
+// The "old" policy of the probability ratio is the policy at the start of the
+// call, so the batch may come from a slightly older policy (as with
+// experience reported with some lag) without unbounded ratios.
+//
+// Bad input is rejected before any change. If training produces a non-finite
+// loss, gradient or weight, every change of the call is rolled back and an
+// error wrapping ErrDiverged is returned.
+func (p *PPO) Update(batch []Transition) (Stats, error) {
+	if err := p.checkTransitions(batch); err != nil {
+		return Stats{}, fmt.Errorf("PPO update: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	snap, err := p.snapshot()
+	if err != nil {
+		return Stats{}, fmt.Errorf("PPO update: %w", err)
+	}
+	stats, err := p.update(batch)
+	if err == nil {
+		if name, ok := p.ps.finite(); !ok {
+			err = fmt.Errorf("%w: parameter %s is not finite after the update", ErrDiverged, name)
+		}
+	}
+	if err != nil {
+		if rerr := p.restore(snap); rerr != nil {
+			return Stats{}, fmt.Errorf("PPO update: %w (rollback failed: %v)", err, rerr)
+		}
+		return Stats{}, fmt.Errorf("PPO update: %w", err)
+	}
+	p.publish()
+	return stats, nil
+}
+
+func (p *PPO) update(batch []Transition) (Stats, error) {
+	n, a := len(batch), p.cfg.NumActions
+	states := make([][]float64, n)
+	var nextStates [][]float64
+	var nextIdx []int
+	for i, t := range batch {
+		states[i] = t.State
+		if !t.Done {
+			nextStates = append(nextStates, t.NextState)
+			nextIdx = append(nextIdx, i)
+		}
+	}
+	logits, values := actorCriticForward(p.ps, false, states, p.cfg.StateDim)
+	nextValues := make([]float64, n)
+	if len(nextStates) > 0 {
+		nv := mlpForward(p.ps.critic, false, flatten(nextStates, p.cfg.StateDim), len(nextStates))
+		for j, i := range nextIdx {
+			nextValues[i] = nv[j]
+		}
+	}
+	oldLogp := make([]float64, n)
+	rowLogp := make([]float64, a)
+	rewards := make([]float64, n)
+	dones := make([]bool, n)
+	truncs := make([]bool, n)
+	for i, t := range batch {
+		if err := maskedLogSoftmax(logits[i*a:(i+1)*a], t.Mask, rowLogp); err != nil {
+			return Stats{}, fmt.Errorf("%w: old policy of transition %d: %w", ErrDiverged, i, err)
+		}
+		oldLogp[i] = rowLogp[t.Action]
+		rewards[i], dones[i], truncs[i] = t.Reward, t.Done, t.Truncated
+	}
+	if i, ok := allFinite(values); !ok {
+		return Stats{}, fmt.Errorf("%w: value of state %d is %v", ErrDiverged, i, values[i])
+	}
+	if i, ok := allFinite(nextValues); !ok {
+		return Stats{}, fmt.Errorf("%w: value of next state %d is %v", ErrDiverged, i, nextValues[i])
+	}
+	adv, ret, err := ComputeGAE(rewards, values, nextValues, dones, truncs, p.cfg.Gamma, p.cfg.Lambda)
+	if err != nil {
+		return Stats{}, fmt.Errorf("%w: %w", ErrDiverged, err)
+	}
+	normalize(adv)
+
+	stats := Stats{ExplainedVariance: explainedVariance(values, ret)}
+	g := p.ppo
+	eps := p.cfg.ClipEpsilon
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+epochs:
+	for epoch := 0; epoch < p.cfg.Epochs; epoch++ {
+		p.shuffle.Shuffle(n, func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+		for start := 0; start < n; start += g.batch {
+			rows := idx[start:min(start+g.batch, n)]
+			g.fill(batch, rows, oldLogp, adv, ret, p.cfg)
+			if err := g.m.run(); err != nil {
+				return Stats{}, err
+			}
+			pl, vl, ent, kl, clipFrac, err := g.readStats(len(rows), eps)
+			if err != nil {
+				return Stats{}, err
+			}
+			if p.cfg.TargetKL > 0 && kl > 1.5*p.cfg.TargetKL {
+				stats.EarlyStopped = true
+				break epochs
+			}
+			norm, err := p.step(g.grads, p.ps.all)
+			if err != nil {
+				return Stats{}, err
+			}
+			stats.PolicyLoss += pl
+			stats.ValueLoss += vl
+			stats.Entropy += ent
+			stats.ApproxKL += kl
+			stats.ClipFraction += clipFrac
+			stats.GradNorm += norm
+			stats.Steps++
+		}
+		stats.Epochs++
+	}
+	if stats.Steps > 0 {
+		k := float64(stats.Steps)
+		stats.PolicyLoss /= k
+		stats.ValueLoss /= k
+		stats.Entropy /= k
+		stats.ApproxKL /= k
+		stats.ClipFraction /= k
+		stats.GradNorm /= k
+	}
+	return stats, nil
+}
+
+// fill writes the selected rows into the graph's input buffers; the remaining
+// rows are zero with weight 0, so they do not affect losses or gradients.
+func (g *ppoGraph) fill(batch []Transition, rows []int, oldLogp, adv, ret []float64, cfg Config) {
+	s, a := cfg.StateDim, cfg.NumActions
+	clear(g.x)
+	clear(g.maskBias)
+	clear(g.oneHot)
+	clear(g.oldLogp)
+	clear(g.adv)
+	clear(g.ret)
+	clear(g.w)
+	w := 1 / float64(len(rows))
+	for r, i := range rows {
+		t := batch[i]
+		copy(g.x[r*s:(r+1)*s], t.State)
+		fillMaskBias(g.maskBias[r*a:(r+1)*a], t.Mask)
+		g.oneHot[r*a+t.Action] = 1
+		g.oldLogp[r] = oldLogp[i]
+		g.adv[r] = adv[i]
+		g.ret[r] = ret[i]
+		g.w[r] = w
+	}
+}
+
+func fillMaskBias(dst []float64, mask []bool) {
+	for j := range dst {
+		if mask != nil && !mask[j] {
+			dst[j] = maskedLogit
+		} else {
+			dst[j] = 0
+		}
+	}
+}
+
+// readStats reads the losses of the last run and derives approximate KL
+// (the k3 estimator E[(r-1) - log r]) and the clip fraction over the n real
+// rows.
+func (g *ppoGraph) readStats(n int, eps float64) (pl, vl, ent, kl, clipFrac float64, err error) {
+	if pl, err = scalarOf(g.policyLoss); err != nil {
+		return
+	}
+	if vl, err = scalarOf(g.valueLoss); err != nil {
+		return
+	}
+	if ent, err = scalarOf(g.entropy); err != nil {
+		return
+	}
+	if !isFinite(pl) || !isFinite(vl) || !isFinite(ent) {
+		err = fmt.Errorf("%w: losses policy=%v value=%v entropy=%v", ErrDiverged, pl, vl, ent)
+		return
+	}
+	logp, err := float64s(g.logp)
+	if err != nil {
+		return
+	}
+	for r := 0; r < n; r++ {
+		logRatio := logp[r] - g.oldLogp[r]
+		ratio := math.Exp(logRatio)
+		kl += (ratio - 1) - logRatio
+		if math.Abs(ratio-1) > eps {
+			clipFrac++
+		}
+	}
+	kl /= float64(n)
+	clipFrac /= float64(n)
+	return
+}
+
+// step applies one optimiser step to ps from the gradients of the last run.
+// The caller holds p.mu.
+func (p *PPO) step(gradValues []*G.Value, ps []*param) (float64, error) {
+	return applyGradients(gradValues, ps, p.grads, p.cfg.MaxGradNorm, adamConfig{
+		lr: p.cfg.LearningRate, beta1: p.cfg.AdamBeta1, beta2: p.cfg.AdamBeta2, eps: p.cfg.AdamEpsilon,
+	})
+}
+
+// BehaviourClone trains the actor to imitate a teacher (for bootstrapping
+// from the default controller): Epochs passes of shuffled minibatches
+// minimising the cross-entropy between the masked policy and the teacher's
+// actions, with Adam and global-norm clipping. The critic is not changed.
+// Failures roll back like Update.
+func (p *PPO) BehaviourClone(batch []Demonstration) (BCStats, error) {
+	if len(batch) == 0 {
+		return BCStats{}, fmt.Errorf("behaviour cloning: %w: empty batch", ErrInvalidInput)
+	}
+	for i, d := range batch {
+		if err := checkState("state", d.State, p.cfg.StateDim); err != nil {
+			return BCStats{}, fmt.Errorf("behaviour cloning: demonstration %d: %w", i, err)
+		}
+		if err := checkMask("mask", d.Mask, p.cfg.NumActions); err != nil {
+			return BCStats{}, fmt.Errorf("behaviour cloning: demonstration %d: %w", i, err)
+		}
+		if err := checkAction("teacher action", d.Action, d.Mask, p.cfg.NumActions); err != nil {
+			return BCStats{}, fmt.Errorf("behaviour cloning: demonstration %d: %w", i, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+
+	snap, err := p.snapshot()
+	if err != nil {
+		return BCStats{}, fmt.Errorf("behaviour cloning: %w", err)
+	}
+	stats, err := p.behaviourClone(batch)
+	if err == nil {
+		if name, ok := p.ps.finite(); !ok {
+			err = fmt.Errorf("%w: parameter %s is not finite after behaviour cloning", ErrDiverged, name)
+		}
+	}
+	if err != nil {
+		if rerr := p.restore(snap); rerr != nil {
+			return BCStats{}, fmt.Errorf("behaviour cloning: %w (rollback failed: %v)", err, rerr)
+		}
+		return BCStats{}, fmt.Errorf("behaviour cloning: %w", err)
+	}
+	p.publish()
+	return stats, nil
+}
+
+func (p *PPO) behaviourClone(batch []Demonstration) (BCStats, error) {
+	n, s, a := len(batch), p.cfg.StateDim, p.cfg.NumActions
+	g := p.bc
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	var stats BCStats
+	var agree int
+	for epoch := 0; epoch < p.cfg.Epochs; epoch++ {
+		last := epoch == p.cfg.Epochs-1
+		p.shuffle.Shuffle(n, func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+		for start := 0; start < n; start += g.batch {
+			rows := idx[start:min(start+g.batch, n)]
+			clear(g.x)
+			clear(g.maskBias)
+			clear(g.oneHot)
+			clear(g.w)
+			w := 1 / float64(len(rows))
+			for r, i := range rows {
+				d := batch[i]
+				copy(g.x[r*s:(r+1)*s], d.State)
+				fillMaskBias(g.maskBias[r*a:(r+1)*a], d.Mask)
+				g.oneHot[r*a+d.Action] = 1
+				g.w[r] = w
+			}
+			if err := g.m.run(); err != nil {
+				return BCStats{}, err
+			}
+			loss, err := scalarOf(g.loss)
+			if err != nil {
+				return BCStats{}, err
+			}
+			if !isFinite(loss) {
+				return BCStats{}, fmt.Errorf("%w: loss is %v", ErrDiverged, loss)
+			}
+			if last {
+				logpAll, err := float64s(g.logpAll)
+				if err != nil {
+					return BCStats{}, err
+				}
+				for r, i := range rows {
+					if argmax(logpAll[r*a:(r+1)*a]) == batch[i].Action {
+						agree++
+					}
+				}
+			}
+			norm, err := p.step(g.grads, p.ps.actor)
+			if err != nil {
+				return BCStats{}, err
+			}
+			stats.Loss += loss
+			stats.GradNorm += norm
+			stats.Steps++
+		}
+	}
+	stats.Loss /= float64(stats.Steps)
+	stats.GradNorm /= float64(stats.Steps)
+	stats.Accuracy = float64(agree) / float64(n)
+	return stats, nil
+}
+
+// argmax returns the index of the largest value, the lowest index on ties.
+// Masked entries are ~-1e9 and never win against a legal one.
+func argmax(xs []float64) int {
+	best := 0
+	for i, x := range xs {
+		if x > xs[best] {
+			best = i
+		}
+	}
+	return best
+}
+
+// snapshot captures the training state for rollback. The caller holds p.mu.
+func (p *PPO) snapshot() (*snapshot, error) {
+	s := p.ps.snapshot()
+	rng, err := p.shufflePCG.MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("saving shuffle state: %w", err)
+	}
+	s.rng = rng
+	return s, nil
+}
+
+// restore rolls back to a snapshot. The caller holds p.mu. The inference
+// copies were never touched, so they need no refresh.
+func (p *PPO) restore(s *snapshot) error {
+	p.ps.restore(s)
+	if err := p.shufflePCG.UnmarshalBinary(s.rng); err != nil {
+		return fmt.Errorf("restoring shuffle state: %w", err)
+	}
+	return nil
+}
+
+func flatten(rows [][]float64, dim int) []float64 {
+	x := make([]float64, len(rows)*dim)
+	for i, r := range rows {
+		copy(x[i*dim:(i+1)*dim], r)
+	}
+	return x
+}
+
+// publish makes the canonical weights visible to inference. The caller holds
+// p.mu.
+func (p *PPO) publish() {
+	p.inferMu.Lock()
+	defer p.inferMu.Unlock()
+	p.ps.syncInference()
+}
