@@ -58,7 +58,7 @@ type MultidimPodAutoscalerSpec struct {
 
 	// goals are the metrics the replica count is computed from, with
 	// autoscaling/v2 MetricSpec semantics (Resource, ContainerResource, Pods,
-	// Object, External). If unset, CPU utilisation of 80% of the
+	// Object, External). If unset, CPU utilisation of 70% of the
 	// recommended request is the goal.
 	// +optional
 	Goals *Goals `json:"goals,omitempty"`
