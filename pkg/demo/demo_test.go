@@ -1,0 +1,177 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aware-k8s/aware/pkg/eval"
+)
+
+func tinyOptions() Options {
+	o := DefaultOptions()
+	o.Apps, o.Steps = 2, 120
+	o.Traces = []string{"steady", "flash-crowd"}
+	return o
+}
+
+func TestRunSmoke(t *testing.T) {
+	t.Chdir(t.TempDir())
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), tinyOptions(), &stdout, &stderr); err != nil {
+		t.Fatalf("Run: %v\nstderr: %s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, p := range DefaultPolicies() {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == p && f[1] == "4" { // 2 apps × 2 traces
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("table has no row for %s over 4 runs:\n%s", p, out)
+		}
+	}
+	dir := "aware-demo-1"
+	if !strings.Contains(out, dir) {
+		t.Errorf("output does not name the folder %s:\n%s", dir, out)
+	}
+	for _, f := range []string{eval.JSONFile, eval.ScatterFile, eval.TimeSeriesFile} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(stderr.String(), "20/20") {
+		t.Errorf("progress bar did not reach 20/20 jobs: %q", stderr.String())
+	}
+
+	// A second run picks a fresh folder and writes the same report.
+	stdout.Reset()
+	if err := Run(context.Background(), tinyOptions(), &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "aware-demo-1-2") {
+		t.Errorf("second run did not use a fresh folder:\n%s", stdout.String())
+	}
+	a, errA := os.ReadFile(filepath.Join(dir, eval.JSONFile))
+	b, errB := os.ReadFile(filepath.Join("aware-demo-1-2", eval.JSONFile))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Errorf("same seed, different reports (%v, %v)", errA, errB)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*Options)
+		wantErr string
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"no apps", func(o *Options) { o.Apps = 0 }, "apps must be > 0"},
+		{"unknown policy", func(o *Options) { o.Policies = []string{"hpa", "magic"} }, `unknown policy "magic"`},
+		{"unknown trace", func(o *Options) { o.Traces = []string{"sawtooth"} }, `unknown trace kind "sawtooth"`},
+		{"series trace not run", func(o *Options) { o.Traces = []string{"steady"} }, "series trace"},
+		{"bad resize", func(o *Options) { o.Resize = "Sometimes" }, "resize must be"},
+		{"series app out of range", func(o *Options) { o.SeriesApp = o.Apps }, "series app"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.mutate(&o)
+			err := o.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRunsHeldOut(t *testing.T) {
+	o := tinyOptions()
+	o.Apps = 3
+	runs, err := Runs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 6 {
+		t.Fatalf("%d runs, want 3 apps × 2 traces", len(runs))
+	}
+	want := []string{"app-0004", "app-0004", "app-0009", "app-0009", "app-0014", "app-0014"}
+	for i, r := range runs {
+		if r.App.Name != want[i] || r.Trace.Name != o.Traces[i%2] || len(r.Trace.Rates) != o.Steps {
+			t.Errorf("run %d: %s/%s with %d windows, want %s/%s with %d", i, r.App.Name, r.Trace.Name, len(r.Trace.Rates), want[i], o.Traces[i%2], o.Steps)
+		}
+	}
+}
+
+func azureCSV(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("HashOwner,HashApp,HashFunction,Trigger")
+	for m := 1; m <= 1440; m++ {
+		fmt.Fprintf(&b, ",%d", m)
+	}
+	b.WriteString("\n")
+	for _, fn := range []struct {
+		name  string
+		count func(m int) int
+	}{
+		{"idle", func(int) int { return 0 }},
+		{"busy", func(m int) int { return 30 + 60*(m/60%2) }}, // 30/min, 90/min every other hour
+	} {
+		b.WriteString("o,a," + fn.name + ",http")
+		for m := range 1440 {
+			fmt.Fprintf(&b, ",%d", fn.count(m))
+		}
+		b.WriteString("\n")
+	}
+	p := filepath.Join(t.TempDir(), "invocations.csv")
+	if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestRunsAzure(t *testing.T) {
+	o := tinyOptions()
+	o.Steps = 960 // four hours: two calm hours, two busy ones
+	o.AzureCSV = azureCSV(t)
+	runs, err := Runs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 6 {
+		t.Fatalf("%d runs, want 2 apps × (2 kinds + azure)", len(runs))
+	}
+	for _, r := range []eval.Run{runs[2], runs[5]} {
+		if r.Trace.Name != "azure:busy" || len(r.Trace.Rates) != o.Steps {
+			t.Fatalf("azure run %s/%s with %d windows", r.App.Name, r.Trace.Name, len(r.Trace.Rates))
+		}
+		// The function's day-long mean maps to the app's base rate: 60/min.
+		if got, want := r.Trace.Rates[0], r.App.BaseRate/2; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("calm rate %g, want %g", got, want)
+		}
+		if got, want := r.Trace.Rates[300], 1.5*r.App.BaseRate; math.Abs(got-want) > 1e-9*want {
+			t.Errorf("busy rate %g, want %g", got, want)
+		}
+	}
+	o.Steps = 5761
+	if _, err := Runs(o); err == nil || !strings.Contains(err.Error(), "covers 5760 windows") {
+		t.Errorf("error %v, want one about the day's length", err)
+	}
+	o.AzureCSV = filepath.Join(t.TempDir(), "missing.csv")
+	if _, err := Runs(o); err == nil {
+		t.Error("a missing file was accepted")
+	}
+}

@@ -1,0 +1,52 @@
+package app
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestDemoCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		wantErr  string
+		wantRows []string
+	}{
+		{
+			name:     "tiny run",
+			args:     []string{"--apps=1", "--steps=40", "--traces=steady", "--series-trace=steady", "--policies=hpa,oracle", "--no-progress"},
+			wantRows: []string{"hpa", "oracle"},
+		},
+		{name: "bad policy", args: []string{"--policies=magic"}, wantErr: `unknown policy "magic"`},
+		{name: "bad apps", args: []string{"--apps=-1"}, wantErr: "apps must be > 0"},
+		{name: "positional argument", args: []string{"extra"}, wantErr: "unknown command"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Chdir(t.TempDir())
+			cmd := newDemoCommand()
+			var out, errOut bytes.Buffer
+			cmd.SetOut(&out)
+			cmd.SetErr(&errOut)
+			cmd.SetArgs(tc.args)
+			err := cmd.Execute()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("demo: %v\n%s", err, errOut.String())
+			}
+			for _, r := range tc.wantRows {
+				if !strings.Contains(out.String(), "  "+r+"  ") {
+					t.Errorf("no %s row in:\n%s", r, out.String())
+				}
+			}
+			if errOut.Len() != 0 {
+				t.Errorf("--no-progress still wrote to stderr: %q", errOut.String())
+			}
+		})
+	}
+}
