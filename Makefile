@@ -23,6 +23,9 @@ build: ## Build the four binaries into bin/.
 .PHONY: test
 test: ## Run unit and integration tests with the race detector (not e2e).
 	go test -race -count=1 -timeout 20m $(UNIT_PKGS)
+	@# Single-goroutine learning tests that the race detector slows 20-fold
+	@# are built with !race; run them here so they still gate every change.
+	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/policy/
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, clients, CRDs and protobuf code.

@@ -81,3 +81,74 @@ func BenchmarkDDPGUpdate(b *testing.B) {
 		}
 	}
 }
+
+// benchMetaConfig is the production default meta architecture on an
+// AWARE-sized problem: 16-step windows, 8-dimensional embeddings.
+func benchMetaConfig() MetaConfig { return DefaultMetaConfig(12, 7) }
+
+func benchWindows(n int) [][]Step {
+	rng := newRNG(1)
+	ws := make([][]Step, n)
+	for i := range ws {
+		ws[i] = randomWindow(rng, 16, 12, 7)
+	}
+	return ws
+}
+
+// BenchmarkMetaEmbed is the GRU embedding cost of one full window.
+func BenchmarkMetaEmbed(b *testing.B) {
+	m := mustMeta(b, benchMetaConfig())
+	w := benchWindows(1)[0]
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Embed(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMetaEmbedBatch64(b *testing.B) {
+	m := mustMeta(b, benchMetaConfig())
+	ws := benchWindows(64)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.EmbedBatch(ws); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(ws))/b.Elapsed().Seconds(), "windows/s")
+}
+
+// BenchmarkMetaActWindow is one decision including its embedding.
+func BenchmarkMetaActWindow(b *testing.B) {
+	m := mustMeta(b, benchMetaConfig())
+	w := benchWindows(1)[0]
+	rng := newRNG(1)
+	s := randomState(rng, 12)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.ActWindow(s, w, nil, false, rng); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMetaUpdate is BenchmarkUpdate with 16-step windows: the GRU is
+// unrolled 16 steps in every graph run.
+func BenchmarkMetaUpdate(b *testing.B) {
+	cfg := benchMetaConfig()
+	m := mustMeta(b, cfg)
+	plain := randomBatch(newRNG(1), 1024, 12, 7)
+	ws := benchWindows(len(plain))
+	batch := make([]MetaTransition, len(plain))
+	for i := range batch {
+		batch[i] = MetaTransition{Transition: plain[i], Window: ws[i]}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Update(batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(batch)*cfg.Epochs)/b.Elapsed().Seconds(), "samples/s")
+}

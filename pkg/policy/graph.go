@@ -227,12 +227,14 @@ func scalarOf(v *G.Value) (float64, error) {
 	return 0, fmt.Errorf("graph output holds %T, want a float64 scalar", (*v).Data())
 }
 
-// ppoGraph computes the PPO loss of one minibatch and its gradient with
-// respect to all parameters.
-type ppoGraph struct {
+// ppoHead holds the loss part shared by every PPO training graph: the
+// per-row inputs besides the policy's own input features, and the outputs.
+// The graphs differ only in how they compute the features that actor and
+// critic read (the plain state for PPO, state and trajectory embedding for
+// MetaPPO).
+type ppoHead struct {
 	batch int
 
-	x        []float64 // batch×stateDim
 	maskBias []float64 // batch×numActions: 0 for legal, maskedLogit for masked
 	oneHot   []float64 // batch×numActions: 1 at the action taken
 	oldLogp  []float64 // batch
@@ -246,42 +248,45 @@ type ppoGraph struct {
 	valueLoss  *G.Value
 	entropy    *G.Value
 	total      *G.Value
-	grads      []*G.Value // aligned with paramSet.all
+	grads      []*G.Value // aligned with the parameters passed to finish
 	m          machine
 }
 
-func newPPOGraph(cfg Config, ps *paramSet) (*ppoGraph, error) {
-	n, s, a := cfg.MinibatchSize, cfg.StateDim, cfg.NumActions
-	p := &ppoGraph{
-		batch:    n,
-		x:        make([]float64, n*s),
-		maskBias: make([]float64, n*a),
-		oneHot:   make([]float64, n*a),
-		oldLogp:  make([]float64, n),
-		adv:      make([]float64, n),
-		ret:      make([]float64, n),
-		w:        make([]float64, n),
-	}
+// ppoGraph computes the PPO loss of one minibatch and its gradient with
+// respect to all parameters.
+type ppoGraph struct {
+	ppoHead
+	x []float64 // batch×stateDim
+}
+
+// buildLoss allocates the head's input buffers and builds the PPO loss on
+// the actor and critic applied to in (batch×features). It returns the total
+// loss node, or nil if b has failed.
+func (h *ppoHead) buildLoss(b *builder, cfg Config, in *G.Node, actorW, criticW []*G.Node) *G.Node {
+	n, a := cfg.MinibatchSize, cfg.NumActions
+	h.batch = n
+	h.maskBias = make([]float64, n*a)
+	h.oneHot = make([]float64, n*a)
+	h.oldLogp = make([]float64, n)
+	h.adv = make([]float64, n)
+	h.ret = make([]float64, n)
+	h.w = make([]float64, n)
 	lo := make([]float64, n)
 	hi := make([]float64, n)
 	for i := range lo {
 		lo[i], hi[i] = 1-cfg.ClipEpsilon, 1+cfg.ClipEpsilon
 	}
 
-	b := &builder{g: G.NewGraph()}
-	x := b.input("x", p.x, n, s)
-	maskBias := b.input("maskBias", p.maskBias, n, a)
-	oneHot := b.input("oneHot", p.oneHot, n, a)
-	oldLogp := b.input("oldLogp", p.oldLogp, n)
-	adv := b.input("adv", p.adv, n)
-	ret := b.input("ret", p.ret, n)
-	w := b.input("w", p.w, n)
+	maskBias := b.input("maskBias", h.maskBias, n, a)
+	oneHot := b.input("oneHot", h.oneHot, n, a)
+	oldLogp := b.input("oldLogp", h.oldLogp, n)
+	adv := b.input("adv", h.adv, n)
+	ret := b.input("ret", h.ret, n)
+	w := b.input("w", h.w, n)
 	loN := b.input("clipLo", lo, n)
 	hiN := b.input("clipHi", hi, n)
-	actorW := b.weights(ps.actor)
-	criticW := b.weights(ps.critic)
 
-	logpAll := b.logSoftmax(b.add(b.mlp(x, actorW), maskBias))
+	logpAll := b.logSoftmax(b.add(b.mlp(in, actorW), maskBias))
 	logp := b.sum(b.mul(logpAll, oneHot), 1)
 
 	// Clipped surrogate: -E[min(r·A, clip(r, 1-ε, 1+ε)·A)].
@@ -294,7 +299,7 @@ func newPPOGraph(cfg Config, ps *paramSet) (*ppoGraph, error) {
 	probs := b.exp(logpAll)
 	entropy := b.neg(b.weightedMean(w, b.sum(b.mul(probs, logpAll), 1)))
 
-	value := b.reshape(b.mlp(x, criticW), n)
+	value := b.reshape(b.mlp(in, criticW), n)
 	valueLoss := b.weightedMean(w, b.square(b.sub(value, ret)))
 
 	total := b.sub(
@@ -302,16 +307,43 @@ func newPPOGraph(cfg Config, ps *paramSet) (*ppoGraph, error) {
 		b.scale(entropy, cfg.EntropyCoef),
 	)
 	if b.err != nil {
+		return nil
+	}
+	h.logp, h.value, h.total = b.read(logp), b.read(value), b.read(total)
+	h.policyLoss, h.valueLoss, h.entropy = b.read(policyLoss), b.read(valueLoss), b.read(entropy)
+	return total
+}
+
+// finish differentiates total with respect to params and compiles the
+// graph. It must be the last step of building: Read nodes added afterwards
+// would not be on the tape.
+func (h *ppoHead) finish(b *builder, total *G.Node, params []*G.Node) error {
+	grads, err := G.Grad(total, params...)
+	if err != nil {
+		return fmt.Errorf("gradients: %w", err)
+	}
+	h.grads = b.readAll(grads)
+	if b.err != nil {
+		return b.err
+	}
+	h.m = machine{vm: G.NewTapeMachine(b.g)}
+	return nil
+}
+
+func newPPOGraph(cfg Config, ps *paramSet) (*ppoGraph, error) {
+	n, s := cfg.MinibatchSize, cfg.StateDim
+	p := &ppoGraph{x: make([]float64, n*s)}
+	b := &builder{g: G.NewGraph()}
+	x := b.input("x", p.x, n, s)
+	actorW := b.weights(ps.actor)
+	criticW := b.weights(ps.critic)
+	total := p.buildLoss(b, cfg, x, actorW, criticW)
+	if b.err != nil {
 		return nil, fmt.Errorf("PPO graph: %w", b.err)
 	}
-	grads, err := G.Grad(total, append(append([]*G.Node{}, actorW...), criticW...)...)
-	if err != nil {
-		return nil, fmt.Errorf("PPO graph gradients: %w", err)
+	if err := p.finish(b, total, append(append([]*G.Node{}, actorW...), criticW...)); err != nil {
+		return nil, fmt.Errorf("PPO graph: %w", err)
 	}
-	p.logp, p.value, p.total = b.read(logp), b.read(value), b.read(total)
-	p.policyLoss, p.valueLoss, p.entropy = b.read(policyLoss), b.read(valueLoss), b.read(entropy)
-	p.grads = b.readAll(grads)
-	p.m = machine{vm: G.NewTapeMachine(b.g)}
 	return p, nil
 }
 

@@ -236,7 +236,25 @@ func (p *PPO) Update(batch []Transition) (Stats, error) {
 }
 
 func (p *PPO) update(batch []Transition) (Stats, error) {
-	n, a := len(batch), p.cfg.NumActions
+	oldLogp, adv, ret, ev, err := prepareAdvantages(p.ps, p.cfg, batch)
+	if err != nil {
+		return Stats{}, err
+	}
+	g := p.ppo
+	stats, err := runPPOEpochs(p.cfg, p.shuffle, len(batch), &g.ppoHead,
+		func(rows []int) { g.fill(batch, rows, oldLogp, adv, ret, p.cfg) },
+		func() (float64, error) { return p.step(g.grads, p.ps.all) })
+	stats.ExplainedVariance = ev
+	return stats, err
+}
+
+// prepareAdvantages evaluates the policy at the start of an update: the old
+// log-probabilities of the actions taken, GAE advantages (normalised over the
+// batch) and returns under the current critic, and the critic's explained
+// variance of those returns. cfg.StateDim is the width of the states in
+// batch, which are the actor's and critic's inputs.
+func prepareAdvantages(ps *paramSet, cfg Config, batch []Transition) (oldLogp, adv, ret []float64, ev float64, err error) {
+	n, a := len(batch), cfg.NumActions
 	states := make([][]float64, n)
 	var nextStates [][]float64
 	var nextIdx []int
@@ -247,63 +265,68 @@ func (p *PPO) update(batch []Transition) (Stats, error) {
 			nextIdx = append(nextIdx, i)
 		}
 	}
-	logits, values := actorCriticForward(p.ps, false, states, p.cfg.StateDim)
+	logits, values := actorCriticForward(ps, false, states, cfg.StateDim)
 	nextValues := make([]float64, n)
 	if len(nextStates) > 0 {
-		nv := mlpForward(p.ps.critic, false, flatten(nextStates, p.cfg.StateDim), len(nextStates))
+		nv := mlpForward(ps.critic, false, flatten(nextStates, cfg.StateDim), len(nextStates))
 		for j, i := range nextIdx {
 			nextValues[i] = nv[j]
 		}
 	}
-	oldLogp := make([]float64, n)
+	oldLogp = make([]float64, n)
 	rowLogp := make([]float64, a)
 	rewards := make([]float64, n)
 	dones := make([]bool, n)
 	truncs := make([]bool, n)
 	for i, t := range batch {
 		if err := maskedLogSoftmax(logits[i*a:(i+1)*a], t.Mask, rowLogp); err != nil {
-			return Stats{}, fmt.Errorf("%w: old policy of transition %d: %w", ErrDiverged, i, err)
+			return nil, nil, nil, 0, fmt.Errorf("%w: old policy of transition %d: %w", ErrDiverged, i, err)
 		}
 		oldLogp[i] = rowLogp[t.Action]
 		rewards[i], dones[i], truncs[i] = t.Reward, t.Done, t.Truncated
 	}
 	if i, ok := allFinite(values); !ok {
-		return Stats{}, fmt.Errorf("%w: value of state %d is %v", ErrDiverged, i, values[i])
+		return nil, nil, nil, 0, fmt.Errorf("%w: value of state %d is %v", ErrDiverged, i, values[i])
 	}
 	if i, ok := allFinite(nextValues); !ok {
-		return Stats{}, fmt.Errorf("%w: value of next state %d is %v", ErrDiverged, i, nextValues[i])
+		return nil, nil, nil, 0, fmt.Errorf("%w: value of next state %d is %v", ErrDiverged, i, nextValues[i])
 	}
-	adv, ret, err := ComputeGAE(rewards, values, nextValues, dones, truncs, p.cfg.Gamma, p.cfg.Lambda)
+	adv, ret, err = ComputeGAE(rewards, values, nextValues, dones, truncs, cfg.Gamma, cfg.Lambda)
 	if err != nil {
-		return Stats{}, fmt.Errorf("%w: %w", ErrDiverged, err)
+		return nil, nil, nil, 0, fmt.Errorf("%w: %w", ErrDiverged, err)
 	}
 	normalize(adv)
+	return oldLogp, adv, ret, explainedVariance(values, ret), nil
+}
 
-	stats := Stats{ExplainedVariance: explainedVariance(values, ret)}
-	g := p.ppo
-	eps := p.cfg.ClipEpsilon
+// runPPOEpochs runs cfg.Epochs shuffled passes over n samples in minibatches
+// of the graph's batch size: fill writes the selected rows into the graph's
+// inputs, and step applies the optimiser to the gradients of the run. Losses
+// and KL are read from h. ExplainedVariance is left to the caller.
+func runPPOEpochs(cfg Config, shuffle *rand.Rand, n int, h *ppoHead, fill func(rows []int), step func() (float64, error)) (Stats, error) {
+	var stats Stats
 	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i
 	}
 epochs:
-	for epoch := 0; epoch < p.cfg.Epochs; epoch++ {
-		p.shuffle.Shuffle(n, func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
-		for start := 0; start < n; start += g.batch {
-			rows := idx[start:min(start+g.batch, n)]
-			g.fill(batch, rows, oldLogp, adv, ret, p.cfg)
-			if err := g.m.run(); err != nil {
+	for epoch := 0; epoch < cfg.Epochs; epoch++ {
+		shuffle.Shuffle(n, func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+		for start := 0; start < n; start += h.batch {
+			rows := idx[start:min(start+h.batch, n)]
+			fill(rows)
+			if err := h.m.run(); err != nil {
 				return Stats{}, err
 			}
-			pl, vl, ent, kl, clipFrac, err := g.readStats(len(rows), eps)
+			pl, vl, ent, kl, clipFrac, err := h.readStats(len(rows), cfg.ClipEpsilon)
 			if err != nil {
 				return Stats{}, err
 			}
-			if p.cfg.TargetKL > 0 && kl > 1.5*p.cfg.TargetKL {
+			if cfg.TargetKL > 0 && kl > 1.5*cfg.TargetKL {
 				stats.EarlyStopped = true
 				break epochs
 			}
-			norm, err := p.step(g.grads, p.ps.all)
+			norm, err := step()
 			if err != nil {
 				return Stats{}, err
 			}
@@ -332,24 +355,35 @@ epochs:
 // fill writes the selected rows into the graph's input buffers; the remaining
 // rows are zero with weight 0, so they do not affect losses or gradients.
 func (g *ppoGraph) fill(batch []Transition, rows []int, oldLogp, adv, ret []float64, cfg Config) {
-	s, a := cfg.StateDim, cfg.NumActions
+	s := cfg.StateDim
 	clear(g.x)
-	clear(g.maskBias)
-	clear(g.oneHot)
-	clear(g.oldLogp)
-	clear(g.adv)
-	clear(g.ret)
-	clear(g.w)
+	g.fillHead(rows, oldLogp, adv, ret, cfg.NumActions,
+		func(i int) ([]bool, int) { return batch[i].Mask, batch[i].Action })
+	for r, i := range rows {
+		copy(g.x[r*s:(r+1)*s], batch[i].State)
+	}
+}
+
+// fillHead writes the loss inputs of the selected rows (row r holds sample
+// rows[r]) and zeroes the padding rows, which get weight 0. maskAction
+// returns sample i's mask and action.
+func (h *ppoHead) fillHead(rows []int, oldLogp, adv, ret []float64, numActions int, maskAction func(i int) ([]bool, int)) {
+	a := numActions
+	clear(h.maskBias)
+	clear(h.oneHot)
+	clear(h.oldLogp)
+	clear(h.adv)
+	clear(h.ret)
+	clear(h.w)
 	w := 1 / float64(len(rows))
 	for r, i := range rows {
-		t := batch[i]
-		copy(g.x[r*s:(r+1)*s], t.State)
-		fillMaskBias(g.maskBias[r*a:(r+1)*a], t.Mask)
-		g.oneHot[r*a+t.Action] = 1
-		g.oldLogp[r] = oldLogp[i]
-		g.adv[r] = adv[i]
-		g.ret[r] = ret[i]
-		g.w[r] = w
+		mask, action := maskAction(i)
+		fillMaskBias(h.maskBias[r*a:(r+1)*a], mask)
+		h.oneHot[r*a+action] = 1
+		h.oldLogp[r] = oldLogp[i]
+		h.adv[r] = adv[i]
+		h.ret[r] = ret[i]
+		h.w[r] = w
 	}
 }
 
@@ -366,7 +400,7 @@ func fillMaskBias(dst []float64, mask []bool) {
 // readStats reads the losses of the last run and derives approximate KL
 // (the k3 estimator E[(r-1) - log r]) and the clip fraction over the n real
 // rows.
-func (g *ppoGraph) readStats(n int, eps float64) (pl, vl, ent, kl, clipFrac float64, err error) {
+func (g *ppoHead) readStats(n int, eps float64) (pl, vl, ent, kl, clipFrac float64, err error) {
 	if pl, err = scalarOf(g.policyLoss); err != nil {
 		return
 	}

@@ -38,7 +38,7 @@ type MultidimPodAutoscalerSpecApplyConfiguration struct {
 	Policy *PodUpdatePolicyApplyConfiguration `json:"policy,omitempty"`
 	// goals are the metrics the replica count is computed from, with
 	// autoscaling/v2 MetricSpec semantics (Resource, ContainerResource, Pods,
-	// Object, External). If unset, CPU utilisation of 80% of the
+	// Object, External). If unset, CPU utilisation of 70% of the
 	// recommended request is the goal.
 	Goals *GoalsApplyConfiguration `json:"goals,omitempty"`
 	// constraints bound horizontal and vertical scaling.
