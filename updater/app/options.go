@@ -4,8 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/aware-k8s/aware/updater/controller"
+	"github.com/aware-k8s/aware/updater/logic"
 )
 
 // Options are the updater's command-line options.
@@ -16,13 +20,65 @@ type Options struct {
 	MetricsBindAddress string
 	// HealthBindAddress serves /healthz and /readyz.
 	HealthBindAddress string
+	KubeAPIQPS        float32
+	KubeAPIBurst      int
+	// Namespace restricts the updater to one namespace; empty means all.
+	Namespace string
+
+	UpdateInterval        time.Duration
+	MaxRecommendationAge  time.Duration
+	MinReplicas           int32
+	SmallWorkloadPolicy   string
+	DriftThreshold        float64
+	DriftMinAge           time.Duration
+	OOMWindow             time.Duration
+	ResizeDeferredTimeout time.Duration
+	EvictionRateLimit     float64
+	EvictionRateBurst     int
+	WorkloadEvictionRate  float64
+	WorkloadEvictionBurst int
+	AdmissionLeaseName    string
+	AdmissionLeaseNS      string
+	DryRun                bool
+
+	LeaderElect         bool
+	LeaseName           string
+	LeaseNamespace      string
+	LeaseDuration       time.Duration
+	RenewDeadline       time.Duration
+	RetryPeriod         time.Duration
+	ShutdownGracePeriod time.Duration
 }
 
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
+	v := logic.DefaultVerticalConfig()
 	return &Options{
-		MetricsBindAddress: ":8080",
-		HealthBindAddress:  ":8081",
+		MetricsBindAddress:    ":8080",
+		HealthBindAddress:     ":8081",
+		KubeAPIQPS:            20,
+		KubeAPIBurst:          40,
+		UpdateInterval:        time.Minute,
+		MaxRecommendationAge:  15 * time.Minute,
+		MinReplicas:           v.MinReplicas,
+		SmallWorkloadPolicy:   string(v.SmallWorkloads),
+		DriftThreshold:        v.DriftThreshold,
+		DriftMinAge:           v.DriftMinAge,
+		OOMWindow:             v.OOMWindow,
+		ResizeDeferredTimeout: v.ResizeDeferredTimeout,
+		EvictionRateLimit:     1,
+		EvictionRateBurst:     10,
+		WorkloadEvictionRate:  0.1,
+		WorkloadEvictionBurst: 1,
+		AdmissionLeaseName:    "aware-admission-controller",
+		AdmissionLeaseNS:      "aware-system",
+		LeaderElect:           true,
+		LeaseName:             "aware-updater",
+		LeaseNamespace:        "aware-system",
+		LeaseDuration:         15 * time.Second,
+		RenewDeadline:         10 * time.Second,
+		RetryPeriod:           2 * time.Second,
+		ShutdownGracePeriod:   10 * time.Second,
 	}
 }
 
@@ -31,6 +87,56 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port).")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server.")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only act on this namespace (autoscalers and pods). Empty means all namespaces.")
+
+	fs.DurationVar(&o.UpdateInterval, "update-interval", o.UpdateInterval, "How often every MultidimPodAutoscaler's recommendation is applied.")
+	fs.DurationVar(&o.MaxRecommendationAge, "max-recommendation-age", o.MaxRecommendationAge, "Do not act, in either dimension, on a recommendation whose status.recommendationTime is older than this (or unset). Must exceed the recommender's --status-refresh-interval.")
+	fs.Int32Var(&o.MinReplicas, "min-replicas", o.MinReplicas, "An eviction never leaves fewer than this many running and ready pods of a workload.")
+	fs.StringVar(&o.SmallWorkloadPolicy, "small-workload-policy", o.SmallWorkloadPolicy, "What to do with workloads of at most --min-replicas replicas, single-replica ones included, which cannot keep --min-replicas pods alive during an eviction: \"Never\" evicts none of their pods (they change by in-place resize in InPlaceOrRecreate mode, or at their next rollout); \"OutsideBounds\" accepts a short outage to evict one pod at a time, only while all replicas are alive and only when the pod is outside the recommendation's bounds, OOM-killed, or its resize failed.")
+	fs.Float64Var(&o.DriftThreshold, "drift-threshold", o.DriftThreshold, "A pod within the recommended bounds is still updated when a request differs from the target by at least this fraction of the target and the pod is older than --drift-min-age.")
+	fs.DurationVar(&o.DriftMinAge, "drift-min-age", o.DriftMinAge, "How long a pod must have run before drift alone gets it updated.")
+	fs.DurationVar(&o.OOMWindow, "oom-window", o.OOMWindow, "A container OOM-killed this recently makes its pod urgent when the recommended memory exceeds its request.")
+	fs.DurationVar(&o.ResizeDeferredTimeout, "resize-deferred-timeout", o.ResizeDeferredTimeout, "In InPlaceOrRecreate mode, a resize the kubelet has deferred for this long falls back to eviction (an infeasible one falls back at once).")
+	fs.Float64Var(&o.EvictionRateLimit, "eviction-rate-limit", o.EvictionRateLimit, "Evictions per second across all workloads; 0 or less means unlimited.")
+	fs.IntVar(&o.EvictionRateBurst, "eviction-rate-burst", o.EvictionRateBurst, "Burst of evictions across all workloads.")
+	fs.Float64Var(&o.WorkloadEvictionRate, "workload-eviction-rate-limit", o.WorkloadEvictionRate, "Evictions per second within one workload; 0 or less means unlimited.")
+	fs.IntVar(&o.WorkloadEvictionBurst, "workload-eviction-rate-burst", o.WorkloadEvictionBurst, "Burst of evictions within one workload.")
+	fs.StringVar(&o.AdmissionLeaseName, "admission-lease-name", o.AdmissionLeaseName, "Name of the admission controller's heartbeat Lease; while it is stale (renewTime older than its leaseDurationSeconds) or missing, no pod is evicted, since evicted pods would come back unchanged. Empty disables the guard.")
+	fs.StringVar(&o.AdmissionLeaseNS, "admission-lease-namespace", o.AdmissionLeaseNS, "Namespace of the admission controller's heartbeat Lease.")
+	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Log what would be scaled, evicted or resized, and change nothing (no writes, no events).")
+
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader on a Lease so several replicas can run; only the leader acts.")
+	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the Lease used for leader election.")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "Namespace of the Lease used for leader election.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying a renewal before giving up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between leader election attempts.")
+	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long HTTP endpoints drain on shutdown.")
+}
+
+// ControllerConfig is the controller configuration the options describe.
+func (o *Options) ControllerConfig() controller.Config {
+	return controller.Config{
+		UpdateInterval:       o.UpdateInterval,
+		MaxRecommendationAge: o.MaxRecommendationAge,
+		Vertical: logic.VerticalConfig{
+			MinReplicas:           o.MinReplicas,
+			SmallWorkloads:        logic.SmallWorkloadPolicy(o.SmallWorkloadPolicy),
+			DriftThreshold:        o.DriftThreshold,
+			DriftMinAge:           o.DriftMinAge,
+			OOMWindow:             o.OOMWindow,
+			ResizeDeferredTimeout: o.ResizeDeferredTimeout,
+		},
+		GlobalEvictionRate:      o.EvictionRateLimit,
+		GlobalEvictionBurst:     o.EvictionRateBurst,
+		WorkloadEvictionRate:    o.WorkloadEvictionRate,
+		WorkloadEvictionBurst:   o.WorkloadEvictionBurst,
+		AdmissionLeaseNamespace: o.AdmissionLeaseNS,
+		AdmissionLeaseName:      o.AdmissionLeaseName,
+		DryRun:                  o.DryRun,
+	}
 }
 
 // Validate reports every invalid option at once.
@@ -43,6 +149,26 @@ func (o *Options) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(o.HealthBindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--health-bind-address %q: %w", o.HealthBindAddress, err))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be > 0"))
+	}
+	if o.EvictionRateBurst < 1 || o.WorkloadEvictionBurst < 1 {
+		errs = append(errs, errors.New("--eviction-rate-burst and --workload-eviction-rate-burst must be >= 1"))
+	}
+	if err := o.ControllerConfig().Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.LeaderElect {
+		if o.LeaseName == "" || o.LeaseNamespace == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
+		}
+		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+			errs = append(errs, fmt.Errorf("leader election needs lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+		}
+	}
+	if o.ShutdownGracePeriod < 0 {
+		errs = append(errs, errors.New("--shutdown-grace-period must be >= 0"))
 	}
 	return errors.Join(errs...)
 }

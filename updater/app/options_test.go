@@ -1,0 +1,52 @@
+package app
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestOptionsDefaultsValid(t *testing.T) {
+	o := NewOptions()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("defaults invalid: %v", err)
+	}
+	if err := o.ControllerConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOptionsFlagsAndValidation(t *testing.T) {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("updater", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	err := fs.Parse([]string{
+		"--dry-run", "--min-replicas=0", "--small-workload-policy=Sometimes", "--update-interval=0s",
+		"--max-recommendation-age=-1s", "--leader-elect-renew-deadline=1m", "--admission-lease-namespace=",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !o.DryRun || !o.ControllerConfig().DryRun {
+		t.Error("--dry-run not bound")
+	}
+	err = o.Validate()
+	if err == nil {
+		t.Fatal("invalid options accepted")
+	}
+	for _, want := range []string{"min replicas", "small-workload policy", "update interval", "max recommendation age", "lease-duration", "admission lease namespace"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+}
+
+func TestRunFailsCleanlyWithoutCluster(t *testing.T) {
+	o := NewOptions()
+	o.Kubeconfig = t.TempDir() + "/missing-kubeconfig"
+	err := run(t.Context(), o)
+	if err == nil || !strings.Contains(err.Error(), "kubeconfig") {
+		t.Fatalf("err = %v, want a kubeconfig error", err)
+	}
+}

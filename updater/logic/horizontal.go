@@ -1,0 +1,76 @@
+package logic
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/hpa"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// Horizontal decides the replica count of one workload from the
+// recommender's desiredReplicas. It reuses pkg/hpa's Decider for the
+// constraints.global.behavior rules (stabilization windows, policies,
+// selectPolicy), so an agent's or a third-party recommender's output is held
+// to the same HPA semantics as the default: the stabilization windows are
+// what keep it from flapping.
+//
+// The decider records a scale event whenever it returns a count different
+// from the current one. If the caller then fails to apply it, the rate
+// limits count a change that did not happen, which only makes the next
+// step more conservative.
+type Horizontal struct {
+	d *hpa.Decider
+	c workload.Constraints
+}
+
+// HorizontalDecision is the outcome of Horizontal.Decide.
+type HorizontalDecision struct {
+	Current, Desired, Replicas int32
+	// Reason is the HPA-style CamelCase reason of the decider, or why
+	// nothing was considered.
+	Reason string
+}
+
+// Changed reports whether the decision changes the replica count.
+func (d HorizontalDecision) Changed() bool { return d.Replicas != d.Current }
+
+// NewHorizontal validates the constraints and returns a fresh state; a
+// fresh state does not scale down before a full scale-down window passed.
+func NewHorizontal(c workload.Constraints) (*Horizontal, error) {
+	d, err := hpa.NewDecider(c, hpa.DefaultCalculator())
+	if err != nil {
+		return nil, fmt.Errorf("horizontal: %w", err)
+	}
+	return &Horizontal{d: d, c: c}, nil
+}
+
+// Decide returns the count to apply at now given the target's current
+// count and the recommended count.
+//
+//   - current 0 means the user scaled the workload to zero: scaling is
+//     disabled, as for an HPA.
+//   - a current count outside [min, max] is brought to the bound at once.
+//   - otherwise desired (clamped to [min, max]) goes through stabilization
+//     and the behavior rate limits.
+func (h *Horizontal) Decide(now time.Time, current, desired int32) HorizontalDecision {
+	out := HorizontalDecision{Current: current, Desired: desired, Replicas: current}
+	lo, hi := max(h.c.MinReplicas, 1), h.c.MaxReplicas
+	switch {
+	case current <= 0:
+		out.Reason = string(SkipScalingDisabled)
+		return out
+	case current < lo || (hi > 0 && current > hi):
+		// Decide without metrics takes the out-of-bounds path only, and
+		// records the scale event for the rate limits.
+		dec, _ := h.d.Decide(now, current, nil)
+		out.Replicas, out.Reason = dec.Replicas, dec.Reason
+		return out
+	case desired <= 0:
+		out.Reason = string(SkipNoRecommendation)
+		return out
+	}
+	proposed := h.c.ClampReplicas(desired)
+	out.Replicas, out.Reason = h.d.Normalize(now, current, proposed)
+	return out
+}

@@ -1,0 +1,466 @@
+package logic
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+const gi = 1 << 30
+
+func dur(d time.Duration) *time.Duration { return &d }
+
+// rec: target 1 CPU / 1 GiB, bounds [0.5, 2] CPU and [0.5, 2] GiB.
+func testWorkload(mode v1alpha1.UpdateMode, replicas int32, pods ...Pod) *Workload {
+	return &Workload{
+		Key:  "ns/mpa",
+		Mode: mode,
+		Recommendation: workload.Recommendation{Replicas: replicas, Containers: []workload.ContainerRecommendation{{
+			Name:       "app",
+			Target:     workload.Resources{CPU: 1, Memory: gi},
+			LowerBound: workload.Resources{CPU: 0.5, Memory: gi / 2},
+			UpperBound: workload.Resources{CPU: 2, Memory: 2 * gi},
+		}}},
+		HasRecommendation:  true,
+		RecommendationTime: t0,
+		Replicas:           replicas,
+		Pods:               pods,
+	}
+}
+
+// pod with one "app" container at cpu cores and mem GiB, alive, started at
+// started.
+func pod(name string, cpu, mem float64, started time.Time) Pod {
+	return Pod{Name: name, Started: started, Alive: true, Containers: []Container{{
+		Name:     "app",
+		Requests: workload.Resources{CPU: cpu, Memory: mem * gi},
+		Limits:   workload.Resources{CPU: 2 * cpu, Memory: mem * gi},
+	}}}
+}
+
+func open() Guards {
+	return Guards{AdmissionFresh: true}
+}
+
+func names(us []PodUpdate) []string {
+	var out []string
+	for _, u := range us {
+		out = append(out, u.Pod+":"+string(u.Action)+":"+string(u.Reason))
+	}
+	return out
+}
+
+func skips(ss []PodSkip) []string {
+	var out []string
+	for _, s := range ss {
+		out = append(out, s.Pod+":"+string(s.Reason))
+	}
+	return out
+}
+
+func TestVerticalWhichPods(t *testing.T) {
+	old := t0.Add(-24 * time.Hour)
+	young := t0.Add(-time.Hour)
+	cfg := DefaultVerticalConfig()
+	cfg.MinReplicas = 1 // this test is about selection, not the floor
+	cases := []struct {
+		name string
+		pods []Pod
+		want []string
+	}{
+		{"within bounds and at target: nothing", []Pod{pod("a", 1, 1, old)}, nil},
+		{"below lower bound cpu", []Pod{pod("a", 0.2, 1, young), pod("b", 1, 1, young)}, []string{"a:Evict:OutsideBounds"}},
+		{"above upper bound memory", []Pod{pod("b", 1, 1, young), pod("a", 1, 3, young)}, []string{"a:Evict:OutsideBounds"}},
+		{"within bounds, drifted 40% but young: wait", []Pod{pod("a", 1.4, 1, young), pod("b", 1, 1, young)}, nil},
+		{"within bounds, drifted 40% and old", []Pod{pod("a", 1.4, 1, old), pod("b", 1, 1, old)}, []string{"a:Evict:Drift"}},
+		{"within bounds, drifted 5% and old: below threshold", []Pod{pod("a", 1.05, 1, old), pod("b", 1, 1, old)}, nil},
+		{"missing request counts as outside", []Pod{pod("a", 0, 1, young), pod("b", 1, 1, young)}, []string{"a:Evict:OutsideBounds"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := testWorkload(v1alpha1.UpdateModeRecreate, int32(len(tc.pods)), tc.pods...)
+			p := DecideVertical(t0, cfg, w, open())
+			if got := names(p.Updates); !slices.Equal(got, tc.want) {
+				t.Errorf("updates = %v, want %v (skips %v)", got, tc.want, skips(p.Skips))
+			}
+		})
+	}
+}
+
+func TestVerticalOOMAndPriority(t *testing.T) {
+	old := t0.Add(-24 * time.Hour)
+	cfg := DefaultVerticalConfig()
+	cfg.MinReplicas = 1
+	oom := pod("oom", 1, 0.8, t0.Add(-time.Hour)) // within bounds, memory below target
+	oom.Containers[0].LastOOMKill = t0.Add(-2 * time.Minute)
+	oldOOM := pod("oldoom", 1, 0.8, t0.Add(-time.Hour))
+	oldOOM.Containers[0].LastOOMKill = t0.Add(-time.Hour) // outside the OOM window
+	w := testWorkload(v1alpha1.UpdateModeRecreate, 6,
+		pod("drift-small", 1.3, 1, old),
+		pod("drift-big", 1.8, 1, old),
+		oldOOM,
+		pod("outside", 3, 1, t0.Add(-time.Minute)),
+		oom,
+		pod("fine", 1, 1, old),
+	)
+	p := DecideVertical(t0, cfg, w, open())
+	want := []string{"outside:Evict:OutsideBounds", "oom:Evict:OOMKilled", "drift-big:Evict:Drift", "drift-small:Evict:Drift"}
+	if got := names(p.Updates); !slices.Equal(got, want) {
+		t.Errorf("priority order = %v, want %v", got, want)
+	}
+}
+
+func TestVerticalModesAndPolicies(t *testing.T) {
+	for _, mode := range []v1alpha1.UpdateMode{v1alpha1.UpdateModeOff, v1alpha1.UpdateModeInitial} {
+		w := testWorkload(mode, 3, pod("a", 5, 1, t0), pod("b", 5, 1, t0), pod("c", 5, 1, t0))
+		if p := DecideVertical(t0, DefaultVerticalConfig(), w, open()); len(p.Updates) != 0 || p.Skip != SkipUpdateModeOff {
+			t.Errorf("mode %s: updates %v skip %q", mode, names(p.Updates), p.Skip)
+		}
+	}
+	// A container whose policy is Off is left alone even far outside bounds.
+	w := testWorkload(v1alpha1.UpdateModeAuto, 3, pod("a", 5, 1, t0), pod("b", 1, 1, t0), pod("c", 1, 1, t0))
+	w.Constraints.Containers = []workload.ContainerPolicy{{Name: "app", Mode: workload.ContainerModeOff}}
+	if p := DecideVertical(t0, DefaultVerticalConfig(), w, open()); len(p.Updates) != 0 {
+		t.Errorf("container mode Off: updates %v", names(p.Updates))
+	}
+	// Only memory controlled: a CPU outside bounds does not count.
+	w.Constraints.Containers = []workload.ContainerPolicy{{Name: "*", Mode: workload.ContainerModeAuto, ControlledResources: []workload.Resource{workload.Memory}}}
+	if p := DecideVertical(t0, DefaultVerticalConfig(), w, open()); len(p.Updates) != 0 {
+		t.Errorf("cpu not controlled: updates %v", names(p.Updates))
+	}
+	// No recommendation.
+	w = testWorkload(v1alpha1.UpdateModeAuto, 3, pod("a", 5, 1, t0))
+	w.HasRecommendation = false
+	if p := DecideVertical(t0, DefaultVerticalConfig(), w, open()); p.Skip != SkipNoRecommendation {
+		t.Errorf("no recommendation: skip %q", p.Skip)
+	}
+}
+
+func TestVerticalMinReplicas(t *testing.T) {
+	cfg := DefaultVerticalConfig() // MinReplicas 2
+	bad := func(n string) Pod { return pod(n, 5, 1, t0) }
+
+	// 4 replicas all outside: evict two, keeping 2 alive.
+	w := testWorkload(v1alpha1.UpdateModeRecreate, 4, bad("a"), bad("b"), bad("c"), bad("d"))
+	p := DecideVertical(t0, cfg, w, open())
+	if len(p.Updates) != 2 || !slices.Equal(skips(p.Skips), []string{"c:MinReplicas", "d:MinReplicas"}) {
+		t.Errorf("4 replicas: updates %v skips %v", names(p.Updates), skips(p.Skips))
+	}
+
+	// A pod already terminating (evicted last loop) is not alive: only one more.
+	term := bad("a")
+	term.Alive, term.Terminating = false, true
+	w = testWorkload(v1alpha1.UpdateModeRecreate, 4, term, bad("b"), bad("c"), bad("d"))
+	if p := DecideVertical(t0, cfg, w, open()); len(p.Updates) != 1 {
+		t.Errorf("with one terminating: updates %v skips %v", names(p.Updates), skips(p.Skips))
+	}
+
+	// Small workloads under the default policy: never evicted.
+	for _, n := range []int{1, 2} {
+		var pods []Pod
+		for i := range n {
+			pods = append(pods, bad(string(rune('a'+i))))
+		}
+		w = testWorkload(v1alpha1.UpdateModeRecreate, int32(n), pods...)
+		if p := DecideVertical(t0, cfg, w, open()); len(p.Updates) != 0 || len(p.Skips) != n || p.Skips[0].Reason != SkipMinReplicas {
+			t.Errorf("%d replicas, policy Never: updates %v skips %v", n, names(p.Updates), skips(p.Skips))
+		}
+	}
+
+	// Policy OutsideBounds: a single replica outside bounds is evicted...
+	cfg.SmallWorkloads = SmallWorkloadOutsideBounds
+	w = testWorkload(v1alpha1.UpdateModeRecreate, 1, bad("a"))
+	if p := DecideVertical(t0, cfg, w, open()); !slices.Equal(names(p.Updates), []string{"a:Evict:OutsideBounds"}) {
+		t.Errorf("1 replica, policy OutsideBounds: %v %v", names(p.Updates), skips(p.Skips))
+	}
+	// ...but never for drift alone...
+	w = testWorkload(v1alpha1.UpdateModeRecreate, 1, pod("a", 1.5, 1, t0.Add(-48*time.Hour)))
+	if p := DecideVertical(t0, cfg, w, open()); len(p.Updates) != 0 {
+		t.Errorf("1 replica drift: %v", names(p.Updates))
+	}
+	// ...one at a time, and not while a replica is missing.
+	w = testWorkload(v1alpha1.UpdateModeRecreate, 2, bad("a"), bad("b"))
+	if p := DecideVertical(t0, cfg, w, open()); len(p.Updates) != 1 {
+		t.Errorf("2 replicas OutsideBounds: %v", names(p.Updates))
+	}
+	notReady := bad("b")
+	notReady.Alive = false
+	w = testWorkload(v1alpha1.UpdateModeRecreate, 2, bad("a"), notReady)
+	if p := DecideVertical(t0, cfg, w, open()); len(p.Updates) != 0 {
+		t.Errorf("2 replicas, one not alive: %v", names(p.Updates))
+	}
+}
+
+func TestVerticalRateLimits(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	cfg.MinReplicas = 1
+	mk := func() *Workload {
+		var pods []Pod
+		for _, n := range []string{"a", "b", "c", "d", "e", "f"} {
+			pods = append(pods, pod(n, 5, 1, t0))
+		}
+		return testWorkload(v1alpha1.UpdateModeRecreate, 6, pods...)
+	}
+	global := NewTokenBucket(1, 3) // 1/s, burst 3
+	perA := NewTokenBucket(0.1, 2) // 1 per 10 s, burst 2
+	perB := NewTokenBucket(0, 0)   // unlimited
+	wa, wb := mk(), mk()
+
+	pa := DecideVertical(t0, cfg, wa, Guards{AdmissionFresh: true, Global: global, Workload: perA})
+	if len(pa.Updates) != 2 || pa.Skips[0].Reason != SkipWorkloadRateLimit {
+		t.Fatalf("workload A: updates %v skips %v", names(pa.Updates), skips(pa.Skips))
+	}
+	pb := DecideVertical(t0, cfg, wb, Guards{AdmissionFresh: true, Global: global, Workload: perB})
+	if len(pb.Updates) != 1 || pb.Skips[0].Reason != SkipGlobalRateLimit {
+		t.Fatalf("workload B: updates %v skips %v", names(pb.Updates), skips(pb.Skips))
+	}
+	// One second later the global bucket has one token again; A's own
+	// bucket is still empty, so the token goes to B.
+	t1 := t0.Add(time.Second)
+	if p := DecideVertical(t1, cfg, mk(), Guards{AdmissionFresh: true, Global: global, Workload: perA}); len(p.Updates) != 0 {
+		t.Errorf("A at t+1s: %v", names(p.Updates))
+	}
+	if p := DecideVertical(t1, cfg, mk(), Guards{AdmissionFresh: true, Global: global, Workload: perB}); len(p.Updates) != 1 {
+		t.Errorf("B at t+1s: %v", names(p.Updates))
+	}
+	// Ten seconds on, A's bucket has refilled one token.
+	t2 := t0.Add(11 * time.Second)
+	if p := DecideVertical(t2, cfg, mk(), Guards{AdmissionFresh: true, Global: global, Workload: perA}); len(p.Updates) != 1 {
+		t.Errorf("A at t+11s: %v %v", names(p.Updates), skips(p.Skips))
+	}
+}
+
+func TestTokenBucket(t *testing.T) {
+	b := NewTokenBucket(2, 2)
+	for i := range 2 {
+		if !b.Ready(t0) {
+			t.Fatalf("token %d not ready", i)
+		}
+		b.Take(t0)
+	}
+	if b.Ready(t0) {
+		t.Fatal("empty bucket ready")
+	}
+	if b.Ready(t0.Add(400 * time.Millisecond)) {
+		t.Fatal("0.8 tokens counted as one")
+	}
+	if !b.Ready(t0.Add(500 * time.Millisecond)) {
+		t.Fatal("1 token after 0.5 s at 2/s")
+	}
+	// Refill is capped at burst.
+	if !b.Ready(t0.Add(time.Hour)) || b.tokens != 2 {
+		t.Fatalf("tokens after an hour = %g, want burst 2", b.tokens)
+	}
+	// Time going backwards neither refills nor panics.
+	b.Take(t0.Add(time.Hour))
+	b.Take(t0.Add(time.Hour))
+	if b.Ready(t0) {
+		t.Fatal("refilled by a clock going backwards")
+	}
+	if !NewTokenBucket(0, 0).Ready(t0) {
+		t.Fatal("zero rate must be unlimited")
+	}
+}
+
+func TestVerticalAdmissionStale(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	w := testWorkload(v1alpha1.UpdateModeRecreate, 3, pod("a", 5, 1, t0), pod("b", 1, 1, t0), pod("c", 1, 1, t0))
+	p := DecideVertical(t0, cfg, w, Guards{AdmissionFresh: false})
+	if len(p.Updates) != 0 || !slices.Equal(skips(p.Skips), []string{"a:AdmissionHeartbeatStale"}) {
+		t.Errorf("evictions with a stale heartbeat: %v %v", names(p.Updates), skips(p.Skips))
+	}
+	// In-place resizes do not depend on the admission controller.
+	w.Mode = v1alpha1.UpdateModeInPlaceOrRecreate
+	p = DecideVertical(t0, cfg, w, Guards{AdmissionFresh: false})
+	if !slices.Equal(names(p.Updates), []string{"a:Resize:OutsideBounds"}) {
+		t.Errorf("resize with a stale heartbeat: %v %v", names(p.Updates), skips(p.Skips))
+	}
+}
+
+func TestVerticalInPlace(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	mk := func(p Pod) *Workload {
+		return testWorkload(v1alpha1.UpdateModeInPlaceOrRecreate, 3, p, pod("x", 1, 1, t0), pod("y", 1, 1, t0))
+	}
+	// Resize computes requests = target and limits in proportion.
+	p := DecideVertical(t0, cfg, mk(pod("a", 4, 3, t0)), open())
+	if len(p.Updates) != 1 || p.Updates[0].Action != ActionResize {
+		t.Fatalf("updates %v", names(p.Updates))
+	}
+	got := p.Updates[0].Resources
+	want := []ContainerResources{{Name: "app",
+		Requests: workload.Resources{CPU: 1, Memory: gi},
+		Limits:   workload.Resources{CPU: 2, Memory: gi}}} // cpu limit/request was 2, memory 1
+	if !slices.Equal(got, want) {
+		t.Errorf("resources = %+v, want %+v", got, want)
+	}
+	// RequestsOnly keeps limits.
+	w := mk(pod("a", 4, 3, t0))
+	w.Constraints.Containers = []workload.ContainerPolicy{{Name: "*", Mode: workload.ContainerModeAuto, ControlledValues: workload.RequestsOnly}}
+	p = DecideVertical(t0, cfg, w, open())
+	if l := p.Updates[0].Resources[0].Limits; l != (workload.Resources{CPU: 8, Memory: 3 * gi}) {
+		t.Errorf("RequestsOnly limits = %+v", l)
+	}
+
+	// The spec already holds the target but the kubelet reports the resize
+	// infeasible: fall back to eviction at once.
+	inf := pod("a", 1, 1, t0)
+	inf.Resize, inf.ResizeSince = ResizeInfeasible, t0
+	if p := DecideVertical(t0, cfg, mk(inf), open()); !slices.Equal(names(p.Updates), []string{"a:Evict:ResizeInfeasible"}) {
+		t.Errorf("infeasible: %v %v", names(p.Updates), skips(p.Skips))
+	}
+	// Deferred: wait, then fall back after the timeout.
+	def := pod("a", 1, 1, t0)
+	def.Resize, def.ResizeSince = ResizeDeferred, t0.Add(-time.Minute)
+	if p := DecideVertical(t0, cfg, mk(def), open()); len(p.Updates) != 0 || !slices.Equal(skips(p.Skips), []string{"a:ResizePending"}) {
+		t.Errorf("deferred 1m: %v %v", names(p.Updates), skips(p.Skips))
+	}
+	def.ResizeSince = t0.Add(-cfg.ResizeDeferredTimeout)
+	if p := DecideVertical(t0, cfg, mk(def), open()); !slices.Equal(names(p.Updates), []string{"a:Evict:ResizeDeferred"}) {
+		t.Errorf("deferred past timeout: %v %v", names(p.Updates), skips(p.Skips))
+	}
+	// The fallback eviction obeys the eviction guards.
+	if p := DecideVertical(t0, cfg, mk(def), Guards{}); len(p.Updates) != 0 || p.Skips[0].Reason != SkipAdmissionStale {
+		t.Errorf("fallback with stale admission: %v %v", names(p.Updates), skips(p.Skips))
+	}
+	// In progress and not yet at target: wait.
+	prog := pod("a", 4, 1, t0)
+	prog.Resize = ResizeInProgress
+	if p := DecideVertical(t0, cfg, mk(prog), open()); len(p.Updates) != 0 || !slices.Equal(skips(p.Skips), []string{"a:ResizeInProgress"}) {
+		t.Errorf("in progress: %v %v", names(p.Updates), skips(p.Skips))
+	}
+	// Resize conditions mean nothing in Recreate mode (someone else's resize).
+	w = mk(inf)
+	w.Mode = v1alpha1.UpdateModeRecreate
+	if p := DecideVertical(t0, cfg, w, open()); len(p.Updates) != 0 {
+		t.Errorf("Recreate with foreign infeasible resize: %v", names(p.Updates))
+	}
+}
+
+func TestRecommendationFresh(t *testing.T) {
+	if RecommendationFresh(t0, time.Time{}, time.Hour) {
+		t.Error("missing time is fresh")
+	}
+	if !RecommendationFresh(t0, t0.Add(-time.Hour), time.Hour) {
+		t.Error("exactly max age is stale")
+	}
+	if RecommendationFresh(t0, t0.Add(-time.Hour-time.Second), time.Hour) {
+		t.Error("older than max age is fresh")
+	}
+}
+
+func horizontal(t *testing.T, c workload.Constraints) *Horizontal {
+	t.Helper()
+	h, err := NewHorizontal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestHorizontalBounds(t *testing.T) {
+	h := horizontal(t, workload.Constraints{MinReplicas: 2, MaxReplicas: 10})
+	if d := h.Decide(t0, 4, 50); d.Replicas != 8 || d.Reason != "ScaleUpLimit" {
+		// default scale-up policy: max(+100%, +4) per 15 s = 8.
+		t.Errorf("scale up to 50 from 4: %+v", d)
+	}
+	if d := h.Decide(t0.Add(time.Minute), 8, 50); d.Replicas != 10 {
+		t.Errorf("capped at max: %+v", d)
+	}
+	// Current outside the bounds is corrected at once, without a window.
+	h = horizontal(t, workload.Constraints{MinReplicas: 2, MaxReplicas: 10})
+	if d := h.Decide(t0, 15, 12); d.Replicas != 10 || d.Reason != "TooManyReplicas" {
+		t.Errorf("current above max: %+v", d)
+	}
+	if d := h.Decide(t0, 1, 1); d.Replicas != 2 || d.Reason != "TooFewReplicas" {
+		t.Errorf("current below min: %+v", d)
+	}
+	// Scaled to zero by the user: disabled.
+	if d := h.Decide(t0, 0, 5); d.Changed() || d.Reason != string(SkipScalingDisabled) {
+		t.Errorf("current 0: %+v", d)
+	}
+	// No desired count.
+	if d := h.Decide(t0, 3, 0); d.Changed() {
+		t.Errorf("desired 0: %+v", d)
+	}
+}
+
+func TestHorizontalBehaviorWindows(t *testing.T) {
+	c := workload.Constraints{MinReplicas: 1, MaxReplicas: 20, Behavior: &workload.Behavior{
+		ScaleDown: &workload.ScalingRules{StabilizationWindow: dur(60 * time.Second), Select: workload.SelectMax,
+			Policies: []workload.ScalingPolicy{{Type: workload.PodsScalingPolicy, Value: 1, Period: 30 * time.Second}}},
+		ScaleUp: &workload.ScalingRules{StabilizationWindow: dur(0), Select: workload.SelectMax,
+			Policies: []workload.ScalingPolicy{{Type: workload.PodsScalingPolicy, Value: 2, Period: 60 * time.Second}}},
+	}}
+	h := horizontal(t, c)
+	cur := int32(10)
+	step := func(at time.Duration, desired int32) HorizontalDecision {
+		d := h.Decide(t0.Add(at), cur, desired)
+		cur = d.Replicas
+		return d
+	}
+	// Scale-down is held for the 60 s window...
+	if d := step(0, 5); d.Replicas != 10 {
+		t.Fatalf("t=0: %+v", d)
+	}
+	if d := step(30*time.Second, 5); d.Replicas != 10 {
+		t.Fatalf("t=30s: %+v", d)
+	}
+	// ...then limited to 1 pod per 30 s.
+	if d := step(61*time.Second, 5); d.Replicas != 9 || d.Reason != "ScaleDownLimit" {
+		t.Fatalf("t=61s: %+v", d)
+	}
+	if d := step(75*time.Second, 5); d.Replicas != 9 {
+		t.Fatalf("t=75s (within the 30 s period): %+v", d)
+	}
+	if d := step(92*time.Second, 5); d.Replicas != 8 {
+		t.Fatalf("t=92s: %+v", d)
+	}
+	// Scale-up: at most 2 pods per 60 s, counted from the start of the
+	// period: 8 now, +1 scale-down at 92 s still within the 30 s scale-down
+	// history (the one at 61 s is pruned, as upstream) → 9 + 2 = 11.
+	if d := step(100*time.Second, 15); d.Replicas != 11 || d.Reason != "ScaleUpLimit" {
+		t.Fatalf("t=100s up: %+v", d)
+	}
+	if d := step(110*time.Second, 15); d.Replicas != 11 {
+		t.Fatalf("t=110s up within period: %+v", d)
+	}
+}
+
+func TestHorizontalNoFlapping(t *testing.T) {
+	// Default behavior: a recommendation oscillating between 4 and 8 every
+	// 30 s scales up once and never back down within the 300 s window.
+	h := horizontal(t, workload.Constraints{MinReplicas: 1, MaxReplicas: 20})
+	cur := int32(4)
+	changes := 0
+	for i := range 20 {
+		desired := int32(4)
+		if i%2 == 0 {
+			desired = 8
+		}
+		d := h.Decide(t0.Add(time.Duration(i)*30*time.Second), cur, desired)
+		if d.Changed() {
+			changes++
+		}
+		cur = d.Replicas
+	}
+	if changes != 1 || cur != 8 {
+		t.Errorf("changes = %d, final %d; want one change to 8", changes, cur)
+	}
+}
+
+func TestVerticalConfigValidate(t *testing.T) {
+	if err := DefaultVerticalConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	bad := DefaultVerticalConfig()
+	bad.MinReplicas, bad.SmallWorkloads, bad.DriftThreshold = 0, "Sometimes", 0
+	if err := bad.Validate(); err == nil {
+		t.Fatal("invalid config accepted")
+	}
+}

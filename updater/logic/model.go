@@ -1,0 +1,99 @@
+// Package logic is the updater's pure decision core: given a model of one
+// workload (its MPA's constraints and recommendation, the target's scale and
+// its pods) and the current time, it decides what to change. Nothing here
+// reads a clock or talks to an API server; the controller package turns API
+// objects into this model (input), calls Decide, and executes the result.
+// This is the VPA updater's input → model → logic split, with time passed in
+// as in Knative's autoscaler, so every rule is testable without a cluster.
+package logic
+
+import (
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// Container is one container of a running pod.
+type Container struct {
+	Name string
+	// Requests and Limits are the pod spec's desired values (what a resize
+	// last asked for, not necessarily what the kubelet has allocated).
+	Requests workload.Resources
+	Limits   workload.Resources
+	// LastOOMKill is when the container last terminated with OOMKilled;
+	// zero if it never did (as far as the pod status tells).
+	LastOOMKill time.Time
+}
+
+// ResizeState is where a pod's in-place resize stands, from its
+// PodResizePending and PodResizeInProgress conditions.
+type ResizeState string
+
+const (
+	ResizeNone       ResizeState = ""
+	ResizeDeferred   ResizeState = "Deferred"
+	ResizeInfeasible ResizeState = "Infeasible"
+	ResizeInProgress ResizeState = "InProgress"
+)
+
+// Pod is one pod of a workload.
+type Pod struct {
+	Name string
+	// Started is when the pod started (status.startTime), or its creation.
+	Started time.Time
+	// Alive: running, ready and not being deleted. Only alive pods count
+	// towards the minimum of live replicas.
+	Alive bool
+	// Terminating: the pod has a deletion timestamp (e.g. evicted earlier).
+	Terminating bool
+	Containers  []Container
+	Resize      ResizeState
+	// ResizeSince is when the resize condition last transitioned.
+	ResizeSince time.Time
+}
+
+// Workload is everything the decision needs about one MPA and its target.
+type Workload struct {
+	// Key identifies the MPA (namespace/name) in reasons and logs.
+	Key         string
+	Mode        v1alpha1.UpdateMode
+	Constraints workload.Constraints
+	// Recommendation and HasRecommendation come from mpa.Recommendation.
+	Recommendation    workload.Recommendation
+	HasRecommendation bool
+	// RecommendationTime is status.recommendationTime; zero when unset,
+	// which the staleness guard treats as stale.
+	RecommendationTime time.Time
+	// Replicas is the target's configured replica count (/scale spec).
+	Replicas int32
+	Pods     []Pod
+}
+
+// SkipReason says why something was not done; it labels metrics and
+// events, so the set is closed and CamelCase.
+type SkipReason string
+
+const (
+	SkipNoRecommendation    SkipReason = "NoRecommendation"
+	SkipStaleRecommendation SkipReason = "StaleRecommendation"
+	SkipUpdateModeOff       SkipReason = "UpdateModeOff"
+	SkipScalingDisabled     SkipReason = "ScalingDisabled"
+	SkipAdmissionStale      SkipReason = "AdmissionHeartbeatStale"
+	SkipMinReplicas         SkipReason = "MinReplicas"
+	SkipGlobalRateLimit     SkipReason = "GlobalRateLimit"
+	SkipWorkloadRateLimit   SkipReason = "WorkloadRateLimit"
+	SkipResizeInProgress    SkipReason = "ResizeInProgress"
+	SkipResizePending       SkipReason = "ResizePending"
+	SkipInvalidConstraints  SkipReason = "InvalidConstraints"
+)
+
+// RecommendationFresh is the staleness guard: a recommendation is usable
+// only if it has a time and is at most maxAge old. A missing time is stale
+// because nothing proves the recommender is still maintaining it.
+func RecommendationFresh(now, at time.Time, maxAge time.Duration) bool {
+	if at.IsZero() {
+		return false
+	}
+	return now.Sub(at) <= maxAge
+}
