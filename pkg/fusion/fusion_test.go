@@ -165,3 +165,132 @@ func BenchmarkFusedRecommend(b *testing.B) {
 		}
 	}
 }
+
+// served is an observation of a workload serving rate requests/s of cpuSec
+// CPU-seconds each, with CPU limit = request; usage saturates at the limit.
+func served(at time.Time, replicas int32, rate, cpuSec, request float64) workload.Observation {
+	u := math.Min(rate*cpuSec/float64(replicas), request)
+	return workload.Observation{
+		Time: at, Window: 15 * time.Second, Replicas: replicas, ReadyReplicas: replicas, Samples: 1, RequestRate: rate,
+		Containers: []workload.ContainerObservation{{
+			Name: "app", Requests: workload.Resources{CPU: request, Memory: 1 << 30},
+			Limits: workload.Resources{CPU: request, Memory: 1 << 30},
+			Usage:  workload.Resources{CPU: u, Memory: 300 << 20},
+			Peak:   workload.Resources{CPU: u, Memory: 300 << 20},
+		}},
+	}
+}
+
+func TestViolationAtLowUtilisationGrowsVertically(t *testing.T) {
+	p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+	// 0.1 CPU-seconds per request, 0.98 cores per pod on 1.4-core pods
+	// (70%); the SLO (1 s) is met and the floor is ln(20)·0.1/1/(1−0.77) ≈
+	// 1.3 cores.
+	var rec workload.Recommendation
+	for i := range 100 {
+		o := served(t0.Add(time.Duration(i)*15*time.Second), 4, 39.2, 0.1, 1.4)
+		o.SLO, o.Latency.P95 = 1, 0.5
+		var err error
+		if rec, err = p.Recommend(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if c, _ := rec.Container("app"); c.Target.CPU != 1.4 || rec.Replicas != 4 {
+		t.Fatalf("steady state moved: %d x %g", rec.Replicas, c.Target.CPU)
+	}
+	// Latency exceeds the SLO while utilisation is at the target:
+	// adding pods would not help a request's own service time.
+	o := served(t0.Add(time.Hour), 4, 39.2, 0.1, 1.4)
+	o.SLO, o.Latency.P95 = 1, 1.5
+	rec, err := p.Recommend(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := rec.Container("app")
+	if rec.Replicas != 4 {
+		t.Errorf("replicas %d, want 4: the pod size is the bottleneck", rec.Replicas)
+	}
+	if c.Target.CPU < 1.25*1.4*0.999 || c.LowerBound.CPU <= 1.4 {
+		t.Errorf("cpu target %g (lower bound %g), want a vertical step of 25%% that the updater applies", c.Target.CPU, c.LowerBound.CPU)
+	}
+	if !strings.Contains(rec.Reason, "SLOVerticalGrow") {
+		t.Errorf("reason %q should name the vertical growth", rec.Reason)
+	}
+	// The growth persists once the SLO is met again.
+	o = served(t0.Add(time.Hour+15*time.Second), 4, 39.2, 0.1, c.Target.CPU)
+	o.SLO, o.Latency.P95 = 1, 0.5
+	if rec, err = p.Recommend(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if c2, _ := rec.Container("app"); c2.Target.CPU < c.Target.CPU*0.999 {
+		t.Errorf("cpu target fell back to %g after the growth to %g", c2.Target.CPU, c.Target.CPU)
+	}
+}
+
+func TestRequestRateScalesOutPastTheCPULimit(t *testing.T) {
+	p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 100})
+	for i := range 100 {
+		if _, err := p.Recommend(context.Background(), served(t0.Add(time.Duration(i)*15*time.Second), 10, 70, 0.1, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Load triples; CPU usage saturates at the 1-core limit, so CPU alone
+	// sees 1/0.7 of the target (15 pods). The request rate says 30.
+	rec, err := p.Recommend(context.Background(), served(t0.Add(time.Hour), 10, 210, 0.1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Replicas != 20 { // the default scale-up limit: +100% per 15 s
+		t.Errorf("replicas %d, want 20 (30 wanted, limited to doubling)", rec.Replicas)
+	}
+}
+
+func TestOverloadDoesNotSizeMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		saturated bool
+		wantBump  bool
+	}{{"oom while cpu-saturated", true, false}, {"oom at moderate load", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+			for i := range 100 {
+				if _, err := p.Recommend(context.Background(), served(t0.Add(time.Duration(i)*15*time.Second), 4, 24, 0.1, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rate := 24.0
+			if tc.saturated {
+				rate = 100 // a backlog: requests queue and hold memory
+			}
+			o := served(t0.Add(time.Hour), 4, rate, 0.1, 1)
+			o.Containers[0].Peak.Memory = 1 << 30
+			o.Containers[0].OOMKills = 1
+			rec, err := p.Recommend(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := rec.Container("app")
+			if bumped := c.Target.Memory > 1<<30; bumped != tc.wantBump {
+				t.Errorf("memory target %.0f MiB, bumped above the 1 GiB limit = %v, want %v", c.Target.Memory/(1<<20), bumped, tc.wantBump)
+			}
+		})
+	}
+}
+
+func TestUpperBandResizesOversizedPods(t *testing.T) {
+	p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+	rec := warm(t, p, 40, 4, 0.2, 2) // ten times the usage, little history
+	c, _ := rec.Container("app")
+	if c.UpperBound.CPU > upperBand*c.Target.CPU || c.UpperBound.Memory > upperBand*c.Target.Memory {
+		t.Errorf("bounds %+v above %g x target %+v", c.UpperBound, upperBand, c.Target)
+	}
+	if c.Target.CPU >= 2 || c.UpperBound.CPU >= 2 {
+		t.Errorf("cpu target %g, upper bound %g: the 2-core request would be kept", c.Target.CPU, c.UpperBound.CPU)
+	}
+	// A request within the bounds is kept, and the target says so.
+	p, _ = NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+	rec = warm(t, p, 40, 4, 0.7, 1.2)
+	if c, _ := rec.Container("app"); c.Target.CPU != 1.2 {
+		t.Errorf("cpu target %g, want the current 1.2 (within [%g, %g])", c.Target.CPU, c.LowerBound.CPU, c.UpperBound.CPU)
+	}
+}

@@ -52,7 +52,7 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 		if err != nil {
 			return nil, fmt.Errorf("fused: %w", err)
 		}
-		return &Fused{c: c, target: h.TargetCPUUtilization, decider: d, rec: r}, nil
+		return &Fused{c: c, target: h.TargetCPUUtilization, decider: d, rec: r, slo: sloState{gain: 1}}, nil
 	}
 }
 
@@ -63,6 +63,8 @@ type Fused struct {
 	decider *hpa.Decider
 	rec     *vpa.Recommender
 	pods    []hpa.PodMetric
+	metrics []hpa.Metric
+	slo     sloState
 }
 
 var _ workload.Policy = (*Fused)(nil)
@@ -82,19 +84,46 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		return workload.Recommendation{}, fmt.Errorf("fused: invalid observation: %w", err)
 	}
 
-	// 1. Per-pod usage normalised to ready pods.
+	// 1. Per-pod usage normalised to ready pods; 6. memory only from windows
+	// at the operating point.
 	scale, ok := perReadyPodScale(&obs)
-	in := obs
-	if !ok {
-		in.Samples = 0 // nothing serves load: record OOMs only
-	}
-	if err := f.rec.Observe(&in, &f.c, scale); err != nil {
+	usage, request, limit := podCPU(&obs, scale)
+	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit
+	violated := obs.SLO > 0 && obs.Latency.P95 > obs.SLO
+	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
 		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)
+	}
+	if ok && obs.Samples > 0 && obs.RequestRate > 0 && !saturated {
+		f.slo.observe(obs.Time, usage*float64(obs.ReadyReplicas), obs.RequestRate)
 	}
 
 	// 2. Vertical first, with the HPA target as the CPU headroom.
 	containers := f.vertical(&obs)
-	violated := obs.SLO > 0 && obs.Latency.P95 > obs.SLO
+
+	// 3. SLO floor on the per-pod CPU request, and vertical growth when the
+	// SLO is violated although utilisation is within the HPA target.
+	tolUp := f.decider.Calculator().Tolerances.ScaleUp
+	maxUtil := f.target * (1 + tolUp)
+	sizeBound := false // the pod size, not the load, limits latency
+	floorNote := ""
+	if s, known := f.slo.cpuPerRequest(); known && obs.SLO > 0 && request > 0 {
+		sizeBound = violated && ok && !saturated && usage <= maxUtil*request
+		// Grow only once the last change has taken effect, and not for a
+		// window whose violation is an OOM kill's lost requests.
+		grow := sizeBound && !anyOOM(&obs) && rolledOut(&obs, request)
+		q := 1.0
+		if limit > request {
+			q = limit / request
+		}
+		base := baseFloor(s, obs.SLO, q, maxUtil)
+		if grow {
+			f.slo.gain = min(maxGain, max(f.slo.gain*growStep, growStep*request/base))
+			floorNote = fmt.Sprintf("; SLOVerticalGrow(gain %.3g)", f.slo.gain)
+		}
+		if f.applyFloor(&obs, containers, f.slo.gain*base) && floorNote == "" {
+			floorNote = "; SLOCPUFloor"
+		}
+	}
 	if violated {
 		// 4. Never shrink while the SLO is violated.
 		for i := range containers {
@@ -108,37 +137,60 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		}
 	}
 
-	// 3. Horizontal against the recommended per-pod CPU request.
+	// 5. Bounds: a request more than upperBand above the target is resized;
+	// one within the bounds is kept, and the target says so.
+	for i := range containers {
+		bandBounds(&containers[i])
+		f.keepWithinBounds(&obs, &containers[i])
+	}
+
+	// 7. Horizontal against the recommended per-pod CPU request (which rule
+	// 5 made the request in effect). 8. An SLO violation never scales in; it
+	// scales out unless the pod size, not the load, is the bottleneck (then
+	// the vertical growth above answers it).
 	podRequest := recommendedPodCPU(&obs, containers)
 	f.pods = hpa.PodMetrics(&obs, workload.CPU, &podRequest, f.pods)
 	floor := int32(0)
 	if violated {
-		floor = obs.Replicas + 1
+		floor = obs.Replicas
+		if !sizeBound {
+			floor = obs.Replicas + 1
+		}
 	}
-	dec, err := f.decider.DecideAtLeast(obs.Time, obs.Replicas, []hpa.Metric{{
+	metrics := append(f.metrics[:0], hpa.Metric{
 		Name: "cpu", Kind: hpa.ResourceUtilization, Target: f.target, Pods: f.pods, CPU: true, Window: obs.Window,
-	}}, floor)
+	})
+	if s, known := f.slo.cpuPerRequest(); known && obs.RequestRate > 0 && podRequest > 0 {
+		// The same target expressed in requests: CPU usage saturates at the
+		// limit, the request rate does not.
+		metrics = append(metrics, hpa.Metric{
+			Name: "requests", Kind: hpa.ObjectAverageValue, Value: obs.RequestRate, Target: f.target * podRequest / s,
+		})
+	}
+	f.metrics = metrics
+	dec, err := f.decider.DecideAtLeast(obs.Time, obs.Replicas, metrics, floor)
 	reason := dec.Reason
 	if err != nil {
 		reason = "FailedGetResourceMetric: " + err.Error()
-		if violated && obs.Replicas > 0 {
+		if violated && !sizeBound && obs.Replicas > 0 {
 			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, obs.Replicas+1)
 			reason = "SLOViolated: " + reason
 		}
 	} else if violated {
 		reason = "SLOViolated: " + reason
 	}
+	reason += floorNote
 
-	// 5. At maxReplicas, move the unmet horizontal factor to vertical CPU.
+	// 9. At maxReplicas, move the unmet horizontal factor to vertical CPU.
 	if err == nil && f.c.MaxReplicas > 0 && dec.Replicas == f.c.MaxReplicas && dec.Proposed > f.c.MaxReplicas {
 		factor := float64(dec.Proposed) / float64(f.c.MaxReplicas)
 		f.growCPU(&obs, containers, factor)
+		for i := range containers {
+			forceCPU(&containers[i])
+			bandBounds(&containers[i])
+			f.keepWithinBounds(&obs, &containers[i])
+		}
 		reason += "; MaxReplicasVerticalAbsorb"
-	}
-	for i := range containers {
-		c := &containers[i]
-		c.LowerBound = minResources(c.LowerBound, c.Target)
-		c.UpperBound = maxRes(c.UpperBound, c.Target)
 	}
 	return workload.Recommendation{Replicas: dec.Replicas, Containers: containers, Source: workload.SourceDefault, Reason: reason}, nil
 }
@@ -236,4 +288,114 @@ func minResources(a, b workload.Resources) workload.Resources {
 
 func maxRes(a, b workload.Resources) workload.Resources {
 	return workload.Resources{CPU: max(a.CPU, b.CPU), Memory: max(a.Memory, b.Memory)}
+}
+
+// observe feeds the histograms like vpa.Recommender.Observe with the
+// per-ready-pod scale, except that memory samples are taken only when
+// memory is true and OOM kills are recorded only when oom is true (see rule
+// 6 of the package documentation). ok is false when no pod is ready: then
+// only OOM kills are recorded.
+func (f *Fused) observe(obs *workload.Observation, scale float64, ok, memory, oom bool) error {
+	for i := range obs.Containers {
+		co := &obs.Containers[i]
+		if f.c.ContainerPolicy(co.Name).Mode == workload.ContainerModeOff {
+			continue
+		}
+		s := f.rec.State(co.Name)
+		if ok && obs.Samples > 0 {
+			if err := s.AddCPUSample(obs.Time, co.Usage.CPU*scale, co.Requests.CPU); err != nil {
+				return fmt.Errorf("container %q: %w", co.Name, err)
+			}
+			if memory {
+				mem := co.Peak.Memory
+				if mem == 0 {
+					mem = co.Usage.Memory
+				}
+				if err := s.AddMemorySample(obs.Time, mem*scale); err != nil {
+					return fmt.Errorf("container %q: %w", co.Name, err)
+				}
+			}
+		}
+		if oom && co.OOMKills > 0 {
+			if err := s.RecordOOM(obs.Time, vpa.MemoryAtOOM(co)); err != nil {
+				return fmt.Errorf("container %q: %w", co.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// applyFloor raises the CPU targets of the containers whose CPU is
+// controlled, in proportion, so that the pod's recommended CPU is at least
+// podFloor (within maxAllowed), and raises their lower bounds to within
+// floorBand of the new target so that the change is applied. It reports
+// whether the floor raised anything.
+func (f *Fused) applyFloor(obs *workload.Observation, containers []workload.ContainerRecommendation, podFloor float64) bool {
+	cur := 0.0
+	for i := range containers {
+		if p := f.c.ContainerPolicy(containers[i].Name); p.Controls(workload.CPU) {
+			cur += containers[i].Target.CPU
+		}
+	}
+	if !(cur > 0) || cur >= podFloor {
+		return false
+	}
+	f.growCPU(obs, containers, podFloor/cur)
+	for i := range containers {
+		forceCPU(&containers[i])
+	}
+	return true
+}
+
+// forceCPU raises the CPU lower bound to within floorBand of the target, so
+// that a request further below the target is resized.
+func forceCPU(c *workload.ContainerRecommendation) {
+	c.LowerBound.CPU = max(c.LowerBound.CPU, c.Target.CPU*(1-floorBand))
+}
+
+// bandBounds keeps the target within the bounds and caps the upper bound at
+// upperBand times the target: the fused policy resizes an over-sized pod
+// without waiting for the confidence interval of the histograms to narrow
+// (the horizontal loop, not the upper bound, absorbs load changes).
+func bandBounds(c *workload.ContainerRecommendation) {
+	c.LowerBound = minResources(c.LowerBound, c.Target)
+	c.UpperBound = maxRes(minResources(c.UpperBound, c.Target.Scale(upperBand)), c.Target)
+}
+
+// keepWithinBounds sets the target of each controlled resource whose
+// current request lies within [LowerBound, UpperBound] to that request: the
+// updater would not change it, so the target (which the admission controller
+// gives new pods, and which the horizontal loop measures against) must not
+// differ from it.
+func (f *Fused) keepWithinBounds(obs *workload.Observation, c *workload.ContainerRecommendation) {
+	co, ok := obs.Container(c.Name)
+	if !ok {
+		return
+	}
+	p := f.c.ContainerPolicy(c.Name)
+	for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
+		cur := co.Requests.Get(r)
+		if p.Controls(r) && cur > 0 && cur >= c.LowerBound.Get(r) && cur <= c.UpperBound.Get(r) {
+			c.Target = c.Target.With(r, cur)
+		}
+	}
+}
+
+// anyOOM reports an OOM kill of any container in the window.
+func anyOOM(obs *workload.Observation) bool {
+	for _, co := range obs.Containers {
+		if co.OOMKills > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// peakPodCPU sums the containers' peak per-pod CPU usage of the window.
+func peakPodCPU(obs *workload.Observation) float64 {
+	sum := 0.0
+	for _, co := range obs.Containers {
+		sum += co.Peak.CPU
+	}
+	return sum
 }

@@ -78,6 +78,11 @@ func (r *Recommender) Observe(obs *workload.Observation, c *workload.Constraints
 	return nil
 }
 
+// MemoryAtOOM is the working set Observe records for an OOM kill of co
+// (before the bump); exported for policies that feed a ContainerState
+// themselves.
+func MemoryAtOOM(co *workload.ContainerObservation) float64 { return memoryAtOOM(co) }
+
 // memoryAtOOM is the best estimate of the working set when the kernel
 // killed the container: the limit it hit, else the request, else the peak.
 // Upstream uses the request; with limit > request the kill happens at the

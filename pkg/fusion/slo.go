@@ -1,0 +1,118 @@
+package fusion
+
+import (
+	"math"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// Constants of the SLO-aware CPU floor (see the package documentation).
+const (
+	// tailFactor is ln(20): the p95 of an exponential delay in units of its
+	// mean. A processor-sharing pod with spare capacity x cores serves a
+	// request of s CPU-seconds in s/x on average, so its p95 is about
+	// tailFactor·s/x.
+	tailFactor = 2.995732273553991
+	// cpuPerRequestHalfLife weighs the CPU-seconds-per-request estimate.
+	cpuPerRequestHalfLife = time.Hour
+	// saturatedUtilisation of the CPU limit marks a pod as CPU-bound: its
+	// usage is capped, a backlog forms, and neither its usage per request
+	// nor its working set describe the workload at its operating point.
+	saturatedUtilisation = 0.9
+	// growStep is the vertical step taken when the SLO is violated at a
+	// utilisation the horizontal loop is content with.
+	growStep = 1.25
+	// maxGain bounds the learned correction of the floor (SLO/(SLO−W) for
+	// a non-CPU latency W, so 10 allows W up to 90% of the SLO).
+	maxGain = 10
+	// minSpare is the smallest spare fraction of the request assumed in the
+	// floor's denominator, so that a target utilisation near or above the
+	// limit cannot make the floor infinite.
+	minSpare = 0.1
+	// floorBand: a request within this fraction below the floor is left
+	// alone (no rolling restart for a few percent).
+	floorBand = 0.1
+	// upperBand: a request more than this factor above the target is
+	// resized down.
+	upperBand = 1.5
+)
+
+// sloState is the fused policy's memory for the SLO rule.
+type sloState struct {
+	// cpuSum and rateSum are exponentially decayed sums of the workload's
+	// total CPU usage (cores) and request rate (1/s) over windows whose
+	// pods were not CPU-saturated; their ratio is CPU-seconds per request.
+	cpuSum, rateSum float64
+	last            time.Time
+	// gain ≥ 1 multiplies the floor; it grows when the SLO is violated at
+	// low utilisation (the floor under-estimated the need, e.g. because of
+	// latency that is not CPU: I/O, remote calls).
+	gain float64
+}
+
+// observe updates the CPU-seconds-per-request estimate from a window in
+// which the ready pods used totalCPU cores while serving rate requests/s.
+func (s *sloState) observe(now time.Time, totalCPU, rate float64) {
+	if !s.last.IsZero() && now.After(s.last) {
+		d := math.Exp2(-float64(now.Sub(s.last)) / float64(cpuPerRequestHalfLife))
+		s.cpuSum *= d
+		s.rateSum *= d
+	}
+	if now.After(s.last) {
+		s.last = now
+	}
+	s.cpuSum += totalCPU
+	s.rateSum += rate
+}
+
+// cpuPerRequest returns the estimated CPU-seconds per request, and false
+// before any usable window.
+func (s *sloState) cpuPerRequest() (float64, bool) {
+	if !(s.rateSum > 0) || !(s.cpuSum > 0) {
+		return 0, false
+	}
+	return s.cpuSum / s.rateSum, true
+}
+
+// baseFloor is the per-pod CPU request (cores) below which a request's p95
+// would exceed the SLO when the pod runs at the highest utilisation the
+// horizontal loop tolerates, before the learned gain: with s CPU-seconds per
+// request, limit/request ratio q and utilisation at most u of the request,
+// the spare capacity of the limit is (q − u)·request and must be at least
+// ln(20)·s/SLO.
+func baseFloor(cpuPerReq, slo, limitRatio, maxUtil float64) float64 {
+	return tailFactor * cpuPerReq / slo / math.Max(limitRatio-maxUtil, minSpare)
+}
+
+// podCPU sums the CPU of the observation's containers: per ready pod usage
+// (scaled), requests and limits (limit 0 when any container has none).
+func podCPU(obs *workload.Observation, scale float64) (usage, request, limit float64) {
+	unlimited := false
+	for _, co := range obs.Containers {
+		usage += co.Usage.CPU * scale
+		request += co.Requests.CPU
+		limit += co.Limits.CPU
+		if co.Limits.CPU <= 0 {
+			unlimited = true
+		}
+	}
+	if unlimited {
+		limit = 0
+	}
+	return usage, request, limit
+}
+
+// rolledOut reports whether every pod runs the current requests and is
+// ready: a vertical change has fully taken effect.
+func rolledOut(obs *workload.Observation, podRequest float64) bool {
+	if obs.ReadyReplicas != obs.Replicas {
+		return false
+	}
+	for _, p := range obs.Pods {
+		if !p.Ready || math.Abs(p.Requests.CPU-podRequest) > 1e-9*math.Max(1, podRequest) {
+			return false
+		}
+	}
+	return true
+}
