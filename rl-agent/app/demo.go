@@ -52,7 +52,8 @@ oracle (the cheapest allocation that meets each SLO, knowing the future load)
 on held-out generated apps under steady, diurnal, bursty, ramp, flash-crowd
 and step-change load. It prints a comparison table and writes report.json,
 a cost vs SLO-violation scatter and one app's time series (SVG) to a folder
-it names. With no flags it takes about three minutes on two cores.`,
+it names. With no flags it uses about 100 s of CPU: roughly a minute on two
+idle cores.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
