@@ -4,11 +4,46 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"time"
 
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+	"k8s.io/utils/clock"
 
+	"github.com/aware-k8s/aware/pkg/agent"
 	"github.com/aware-k8s/aware/pkg/cli"
+	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	mpascheme "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/scheme"
+	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
+	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/target"
+	"github.com/aware-k8s/aware/pkg/usage"
+	rlagentv1 "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+	"github.com/aware-k8s/aware/recommender/controller"
 )
 
 // NewCommand returns the recommender root command.
@@ -36,6 +71,191 @@ status.`,
 	return cmd
 }
 
-func run(_ context.Context, _ *Options) error {
-	return fmt.Errorf("recommender: %w (tracked in issue 5)", cli.ErrNotImplemented)
+// targets adapts pkg/target to the controller's interface, translating its
+// typed errors into the controller's "cannot act on this" errors.
+type targets struct{ r target.Interface }
+
+var _ controller.TargetResolver = targets{}
+
+func (t targets) Selector(ctx context.Context, ns string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error) {
+	s, err := t.r.Selector(ctx, ns, ref)
+	switch {
+	case err == nil:
+		return s, nil
+	case errors.Is(err, target.ErrTargetNotFound):
+		return nil, fmt.Errorf("%w: %w", controller.ErrTargetNotFound, err)
+	case target.IsUnsupported(err):
+		return nil, fmt.Errorf("%w: %w", controller.ErrTargetUnsupported, err)
+	}
+	return nil, err
+}
+
+func run(ctx context.Context, o *Options) error {
+	logger := klog.FromContext(ctx).WithName("recommender")
+	ctx = klog.NewContext(ctx, logger)
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg = rest.AddUserAgent(cfg, "aware-recommender")
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	mpaClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("autoscaler client: %w", err)
+	}
+	metrics, err := metricsclient.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("metrics.k8s.io client: %w", err)
+	}
+	resolver, err := target.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("scale target resolver: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	endpoints := serve.New(reg)
+
+	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace))
+	kubeInf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(o.Namespace))
+	podInf := kubeInf.Core().V1().Pods()
+	if err := podInf.Informer().SetTransform(controller.TrimPod); err != nil {
+		return fmt.Errorf("pod cache transform: %w", err)
+	}
+
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), mpascheme.AddToScheme(scheme)); err != nil {
+		return fmt.Errorf("event scheme: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "aware-recommender"})
+
+	cm, err := controller.NewMetrics(reg)
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	var advisor controller.Advisor
+	if o.RLAgentEndpoint != "" {
+		conn, err := grpc.NewClient(o.RLAgentEndpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return fmt.Errorf("rl agent client for %s: %w", o.RLAgentEndpoint, err)
+		}
+		defer conn.Close()
+		advisor = agent.NewAdvisor(rlagentv1.NewAgentServiceClient(conn), agent.Options{
+			Timeout:  o.RLAgentTimeout,
+			Breaker:  agent.NewBreaker(o.RLAgentFailureThreshold, o.RLAgentCooldown),
+			Observer: cm,
+		})
+	}
+
+	c, err := controller.New(controller.Config{
+		RecommenderName:       o.RecommenderName,
+		Interval:              o.Interval,
+		StatusRefreshInterval: o.StatusRefreshInterval,
+		CheckpointInterval:    o.CheckpointInterval,
+		Namespace:             o.Namespace,
+		IgnoredNamespaces:     o.IgnoredNamespaces,
+		Workers:               o.Workers,
+		LowConfidenceDays:     o.LowConfidenceHistory.Hours() / 24,
+	}, controller.Deps{
+		Client:             mpaClient,
+		MPAInformer:        mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalers(),
+		CheckpointInformer: mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalerCheckpoints(),
+		PodInformer:        podInf,
+		Targets:            targets{r: resolver},
+		Usage:              usage.NewMetricsAPI(metrics.MetricsV1beta1()),
+		NewPolicy:          fusion.NewPolicyFactory(fusion.Options{}),
+		Recorder:           recorder,
+		Clock:              clock.RealClock{},
+		Registerer:         reg,
+		Metrics:            cm,
+		Advisor:            advisor,
+	})
+	if err != nil {
+		return fmt.Errorf("building controller: %w", err)
+	}
+
+	// lead runs the informers and the loop; it returns when ctx ends.
+	lead := func(ctx context.Context) error {
+		mpaInf.Start(ctx.Done())
+		kubeInf.Start(ctx.Done())
+		defer mpaInf.Shutdown()
+		defer kubeInf.Shutdown()
+		return c.Run(ctx)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if o.MetricsBindAddress != "0" {
+		g.Go(func() error { return serve.Run(gctx, o.MetricsBindAddress, endpoints.Handler(), o.ShutdownGracePeriod) })
+	}
+	g.Go(func() error { return serve.Run(gctx, o.HealthBindAddress, endpoints.Handler(), o.ShutdownGracePeriod) })
+
+	if !o.LeaderElect {
+		endpoints.AddReadyCheck("controller", c.Ready)
+		g.Go(func() error { return lead(gctx) })
+		return g.Wait()
+	}
+
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("leader election identity: %w", err)
+	}
+	id := host + "_" + uuid.NewString()
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	endpoints.AddHealthCheck("leader-election", func() error { return watchdog.Check(nil) })
+	var leading leaderState
+	// A standby replica is ready (it can take over); the leader is ready
+	// once its caches have synced.
+	endpoints.AddReadyCheck("controller", func() error {
+		if !leading.get() {
+			return nil
+		}
+		return c.Ready()
+	})
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1ObjectMeta(o.LeaseNamespace, o.LeaseName),
+			Client:     kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder},
+		},
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
+		ReleaseOnCancel: true,
+		WatchDog:        watchdog,
+		Name:            o.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Acquired leadership", "identity", id)
+				leading.set(true)
+				if err := lead(ctx); err != nil {
+					logger.Error(err, "Recommender loop failed")
+				}
+			},
+			OnStoppedLeading: func() { leading.set(false) },
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	g.Go(func() error {
+		le.Run(gctx)
+		// Run returns when ctx ends (a clean shutdown) or when leadership
+		// is lost; in the latter case the process must exit so a
+		// restarted replica rebuilds its state from the new leader's
+		// writes instead of acting on a stale model.
+		if gctx.Err() == nil {
+			return errors.New("lost leadership")
+		}
+		return nil
+	})
+	return g.Wait()
 }

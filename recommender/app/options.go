@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/aware-k8s/aware/recommender/controller"
 )
 
 // Options are the recommender's command-line options.
@@ -16,13 +19,56 @@ type Options struct {
 	MetricsBindAddress string
 	// HealthBindAddress serves /healthz and /readyz.
 	HealthBindAddress string
+
+	KubeAPIQPS   float32
+	KubeAPIBurst int
+
+	RecommenderName       string
+	Interval              time.Duration
+	StatusRefreshInterval time.Duration
+	CheckpointInterval    time.Duration
+	Namespace             string
+	IgnoredNamespaces     []string
+	Workers               int
+	LowConfidenceHistory  time.Duration
+
+	RLAgentEndpoint         string
+	RLAgentTimeout          time.Duration
+	RLAgentFailureThreshold int
+	RLAgentCooldown         time.Duration
+
+	LeaderElect         bool
+	LeaseName           string
+	LeaseNamespace      string
+	LeaseDuration       time.Duration
+	RenewDeadline       time.Duration
+	RetryPeriod         time.Duration
+	ShutdownGracePeriod time.Duration
 }
 
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
 	return &Options{
-		MetricsBindAddress: ":8080",
-		HealthBindAddress:  ":8081",
+		MetricsBindAddress:      ":8080",
+		HealthBindAddress:       ":8081",
+		KubeAPIQPS:              50,
+		KubeAPIBurst:            100,
+		RecommenderName:         controller.DefaultRecommenderName,
+		Interval:                time.Minute,
+		StatusRefreshInterval:   5 * time.Minute,
+		CheckpointInterval:      10 * time.Minute,
+		Workers:                 4,
+		LowConfidenceHistory:    24 * time.Hour,
+		RLAgentTimeout:          2 * time.Second,
+		RLAgentFailureThreshold: 5,
+		RLAgentCooldown:         30 * time.Second,
+		LeaderElect:             true,
+		LeaseName:               "aware-recommender",
+		LeaseNamespace:          "aware-system",
+		LeaseDuration:           15 * time.Second,
+		RenewDeadline:           10 * time.Second,
+		RetryPeriod:             2 * time.Second,
+		ShutdownGracePeriod:     10 * time.Second,
 	}
 }
 
@@ -31,6 +77,27 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port).")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (status and checkpoint writes).")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
+	fs.StringVar(&o.RecommenderName, "recommender-name", o.RecommenderName, "Handle the MultidimPodAutoscalers whose spec.recommenders[0].name is this; \""+controller.DefaultRecommenderName+"\" also handles those naming no recommender.")
+	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window.")
+	fs.DurationVar(&o.StatusRefreshInterval, "status-refresh-interval", o.StatusRefreshInterval, "Rewrite status.recommendationTime at least this often while recommendations are being made, even if nothing changed, so the updater can tell a live recommender from a dead one.")
+	fs.DurationVar(&o.CheckpointInterval, "checkpoints-interval", o.CheckpointInterval, "How often each autoscaler's usage histograms are saved in MultidimPodAutoscalerCheckpoint objects, and checkpoints of deleted autoscalers are deleted.")
+	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only watch this namespace (autoscalers, pods, checkpoints, metrics). Empty means all namespaces.")
+	fs.StringSliceVar(&o.IgnoredNamespaces, "ignored-namespaces", o.IgnoredNamespaces, "Comma-separated namespaces whose autoscalers are ignored.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Concurrent status writers.")
+	fs.DurationVar(&o.LowConfidenceHistory, "low-confidence-history", o.LowConfidenceHistory, "Set the LowConfidence condition while a container has less usage history than this (VPA's confidence measure).")
+	fs.StringVar(&o.RLAgentEndpoint, "rl-agent-endpoint", o.RLAgentEndpoint, "gRPC address (host:port) of the RL agent, for autoscalers with spec.rl.mode Shadow or On. Empty means defaults only. The connection is plaintext.")
+	fs.DurationVar(&o.RLAgentTimeout, "rl-agent-timeout", o.RLAgentTimeout, "Deadline of each call to the RL agent.")
+	fs.IntVar(&o.RLAgentFailureThreshold, "rl-agent-failure-threshold", o.RLAgentFailureThreshold, "Consecutive agent failures that open the circuit breaker.")
+	fs.DurationVar(&o.RLAgentCooldown, "rl-agent-cooldown", o.RLAgentCooldown, "How long an open circuit breaker stops calling the agent before one trial call.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader on a Lease so several replicas can run; only the leader computes and writes.")
+	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the Lease used for leader election.")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "Namespace of the Lease used for leader election.")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying a renewal before giving up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between leader election attempts.")
+	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long to wait for in-flight work and HTTP connections at shutdown.")
 }
 
 // Validate reports every invalid option at once.
@@ -43,6 +110,37 @@ func (o *Options) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(o.HealthBindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--health-bind-address %q: %w", o.HealthBindAddress, err))
+	}
+	if o.RecommenderName == "" {
+		errs = append(errs, errors.New("--recommender-name must not be empty"))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"--recommender-interval", o.Interval}, {"--status-refresh-interval", o.StatusRefreshInterval}, {"--checkpoints-interval", o.CheckpointInterval}, {"--low-confidence-history", o.LowConfidenceHistory}, {"--shutdown-grace-period", o.ShutdownGracePeriod}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
+		}
+	}
+	if o.StatusRefreshInterval < o.Interval {
+		errs = append(errs, fmt.Errorf("--status-refresh-interval %s must not be shorter than --recommender-interval %s", o.StatusRefreshInterval, o.Interval))
+	}
+	if o.RLAgentTimeout <= 0 || o.RLAgentCooldown <= 0 || o.RLAgentFailureThreshold < 1 {
+		errs = append(errs, errors.New("--rl-agent-timeout and --rl-agent-cooldown must be positive and --rl-agent-failure-threshold at least 1"))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	if o.LeaderElect {
+		if o.LeaseName == "" || o.LeaseNamespace == "" {
+			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
+		}
+		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
+			errs = append(errs, fmt.Errorf("leader election needs lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/workload"
+	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+)
+
+// Observer receives call outcomes, e.g. to export metrics. code is "OK",
+// a gRPC code name, or "InvalidAnswer".
+type Observer interface {
+	ObserveAgentCall(method string, d time.Duration, code string)
+	ObserveBreaker(s State)
+}
+
+// Options configure an Advisor.
+type Options struct {
+	// Timeout is each call's deadline.
+	Timeout time.Duration
+	// Breaker stops calls to a failing agent.
+	Breaker *Breaker
+	// Now is the clock (time is an input).
+	Now func() time.Time
+	// Observer may be nil.
+	Observer Observer
+}
+
+// Advisor asks the agent for each workload whose spec.rl.mode is Shadow or
+// On and decides whether its answer is applied. It also reports the
+// outcome of the previous step (whatever was applied) with the current
+// observation, so the agent can learn, including from the defaults while
+// it bootstraps.
+type Advisor struct {
+	client pb.AgentServiceClient
+	opts   Options
+
+	mu   sync.Mutex
+	last map[types.UID]step
+}
+
+type step struct {
+	obs     *pb.Observation
+	applied *pb.Recommendation
+	source  pb.Source
+}
+
+// NewAdvisor returns an advisor calling client.
+func NewAdvisor(client pb.AgentServiceClient, o Options) *Advisor {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Breaker == nil {
+		o.Breaker = NewBreaker(5, 30*time.Second)
+	}
+	return &Advisor{client: client, opts: o, last: map[types.UID]step{}}
+}
+
+// Forget drops the state of a deleted workload.
+func (a *Advisor) Forget(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.last, uid)
+}
+
+func (a *Advisor) observe(method string, start time.Time, err error) {
+	if a.opts.Observer == nil {
+		return
+	}
+	code := "OK"
+	if errors.Is(err, ErrInvalidAnswer) {
+		code = "InvalidAnswer"
+	} else if err != nil {
+		code = status.Code(err).String()
+	}
+	a.opts.Observer.ObserveAgentCall(method, a.opts.Now().Sub(start), code)
+	a.opts.Observer.ObserveBreaker(a.opts.Breaker.State())
+}
+
+func config(m *v1alpha1.MultidimPodAutoscaler) *pb.Config {
+	cfg := &pb.Config{Mode: pb.RLMode_RL_MODE_OFF, Alpha: 0.5}
+	rl := m.Spec.RL
+	if rl == nil {
+		return cfg
+	}
+	switch rl.Mode {
+	case v1alpha1.RLModeShadow:
+		cfg.Mode = pb.RLMode_RL_MODE_SHADOW
+	case v1alpha1.RLModeOn:
+		cfg.Mode = pb.RLMode_RL_MODE_ON
+	}
+	if rl.Alpha != nil {
+		cfg.Alpha = *rl.Alpha
+	}
+	if g := rl.Gates; g != nil {
+		cfg.Gates = &pb.Gates{Window: g.Window, EpisodeSteps: g.EpisodeSteps}
+		for dst, src := range map[*float64]*float64{&cfg.Gates.PromoteMinMean: g.PromoteMinMean, &cfg.Gates.PromoteMaxStdDev: g.PromoteMaxStdDev,
+			&cfg.Gates.RetrainBelowMean: g.RetrainBelowMean, &cfg.Gates.RetrainAboveStdDev: g.RetrainAboveStdDev} {
+			if src != nil {
+				*dst = *src
+			}
+		}
+	}
+	return cfg
+}
+
+// Advise implements the recommender's Advisor: the returned
+// recommendation is the agent's only when the mode is On, the agent's
+// stage lets it act, it chose to act (source Agent or Safeguard) and the
+// answer is valid and within the constraints; otherwise it is def, and
+// status.rl says why.
+func (a *Advisor) Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, obs *workload.Observation, c *workload.Constraints, def workload.Recommendation) (workload.Recommendation, *v1alpha1.RLStatus) {
+	now := a.opts.Now()
+	ref := &pb.WorkloadRef{Namespace: m.Namespace, Name: m.Name, Uid: string(m.UID)}
+	if m.Spec.ScaleTargetRef != nil {
+		ref.TargetKind = m.Spec.ScaleTargetRef.Kind
+	}
+	cfg := config(m)
+	pobs := ToObservation(obs)
+	fallback := func(reason, msg string, rl *v1alpha1.RLStatus) (workload.Recommendation, *v1alpha1.RLStatus) {
+		// Outcomes are reported only for steps the agent answered: after
+		// a failure it has no record of the step to attach a reward to.
+		if rl == nil {
+			rl = &v1alpha1.RLStatus{}
+			a.Forget(m.UID)
+		} else {
+			a.remember(m.UID, pobs, ToRecommendation(&def), pb.Source_SOURCE_DEFAULT)
+		}
+		rl.Source, rl.Reason, rl.Message = v1alpha1.SourceDefault, reason, msg
+		return def, rl
+	}
+	if !a.opts.Breaker.Allow(now) {
+		return fallback("CircuitOpen", "the agent failed repeatedly; calls are paused", nil)
+	}
+	a.reportPrevious(ctx, m.UID, ref, pobs, cfg)
+
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	start := a.opts.Now()
+	resp, err := a.client.Recommend(cctx, &pb.RecommendRequest{
+		Workload: ref, Observation: pobs, Constraints: ToConstraints(c), DefaultRecommendation: ToRecommendation(&def), Config: cfg,
+	})
+	if err != nil {
+		a.opts.Breaker.Failure(a.opts.Now())
+		a.observe("Recommend", start, err)
+		reason := "AgentUnavailable"
+		if status.Code(err) == codes.DeadlineExceeded {
+			reason = "AgentTimeout"
+		}
+		return fallback(reason, fmt.Sprintf("the agent did not answer: %s", status.Code(err)), nil)
+	}
+	a.opts.Breaker.Success()
+	rl := &v1alpha1.RLStatus{
+		Stage:                stage(resp.GetStage()),
+		PolicyVersion:        resp.GetPolicyVersion(),
+		LastAgentContactTime: &metav1.Time{Time: now},
+	}
+	rec, err := FromRecommendation(resp.GetRecommendation())
+	src := resp.GetSource()
+	if err == nil && src != pb.Source_SOURCE_AGENT && src != pb.Source_SOURCE_SAFEGUARD && src != pb.Source_SOURCE_DEFAULT {
+		err = fmt.Errorf("%w: source %s", ErrInvalidAnswer, src)
+	}
+	a.observe("Recommend", start, err)
+	switch {
+	case err != nil:
+		return fallback("InvalidAgentAnswer", err.Error(), rl)
+	case cfg.Mode != pb.RLMode_RL_MODE_ON:
+		return fallback("ShadowMode", "spec.rl.mode is Shadow: the agent learns, the default is applied", rl)
+	case !actingStage(resp.GetStage()):
+		reason := "AgentStageUnknown"
+		if rl.Stage != "" {
+			reason = "Agent" + string(rl.Stage)
+		}
+		return fallback(reason, "the agent's stage does not let it act yet", rl)
+	case src == pb.Source_SOURCE_DEFAULT:
+		return fallback("AgentDeferred", "the agent deferred to the default", rl)
+	}
+	if err := Within(&rec, c); err != nil {
+		return fallback("OutOfConstraints", err.Error(), rl)
+	}
+	rec.Source, rl.Source, rl.Reason = workload.SourceAgent, v1alpha1.SourceAgent, "AgentActing"
+	if src == pb.Source_SOURCE_SAFEGUARD {
+		rec.Source, rl.Source, rl.Reason = workload.SourceSafeguard, v1alpha1.SourceSafeguard, "SafeguardApplied"
+	}
+	rl.Message = resp.GetReason()
+	a.remember(m.UID, pobs, ToRecommendation(&rec), src)
+	return rec, rl
+}
+
+// reportPrevious sends the previous step's outcome with the current
+// observation. Failures are counted, not retried: a lost transition costs
+// one sample of learning, not correctness.
+func (a *Advisor) reportPrevious(ctx context.Context, uid types.UID, ref *pb.WorkloadRef, next *pb.Observation, cfg *pb.Config) {
+	a.mu.Lock()
+	prev, ok := a.last[uid]
+	delete(a.last, uid)
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	start := a.opts.Now()
+	_, err := a.client.ReportOutcome(cctx, &pb.ReportOutcomeRequest{
+		Workload: ref, Observation: prev.obs, Applied: prev.applied, AppliedSource: prev.source, NextObservation: next, Config: cfg,
+	})
+	a.observe("ReportOutcome", start, err)
+}
+
+func (a *Advisor) remember(uid types.UID, obs *pb.Observation, applied *pb.Recommendation, src pb.Source) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.last[uid] = step{obs: obs, applied: applied, source: src}
+}
+
+func actingStage(s pb.Stage) bool {
+	return s == pb.Stage_STAGE_ONLINE_TRAINING || s == pb.Stage_STAGE_SERVING || s == pb.Stage_STAGE_RETRAINING
+}
+
+func stage(s pb.Stage) v1alpha1.RLStage {
+	switch s {
+	case pb.Stage_STAGE_BOOTSTRAPPING:
+		return v1alpha1.RLStageBootstrapping
+	case pb.Stage_STAGE_ONLINE_TRAINING:
+		return v1alpha1.RLStageOnlineTraining
+	case pb.Stage_STAGE_SERVING:
+		return v1alpha1.RLStageServing
+	case pb.Stage_STAGE_RETRAINING:
+		return v1alpha1.RLStageRetraining
+	}
+	return ""
+}

@@ -1,0 +1,605 @@
+// Package controller is the recommender's control loop, in the style of the
+// VPA recommender: input (informer caches of autoscalers, pods and
+// checkpoints, plus one metrics read per loop) → model (one stateful
+// workload.Policy per autoscaler, holding the histograms) → logic (the
+// fused HPA+VPA default, optionally the RL agent) → routines (status
+// writes through a rate-limited workqueue, checkpoints, garbage
+// collection). The maths never touches the API server: a loop reads caches
+// and one metrics list, and only changed statuses are queued for writing.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	informers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
+	listers "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/usage"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// DefaultRecommenderName is the name that also covers autoscalers naming
+// no recommender.
+const DefaultRecommenderName = "default"
+
+// Errors a TargetResolver wraps to say the scaleTargetRef cannot be acted
+// on (reported with ConfigUnsupported) rather than failed transiently
+// (retried).
+var (
+	ErrTargetNotFound    = errors.New("scale target not found")
+	ErrTargetUnsupported = errors.New("scale target unsupported")
+)
+
+// TargetResolver finds the pods of a scaleTargetRef through its scale
+// subresource.
+type TargetResolver interface {
+	Selector(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error)
+}
+
+// Advisor asks the RL agent. It returns the recommendation to apply
+// (def when the agent is not used) and the status.rl to write, whose
+// Reason says why. A nil Advisor means defaults only.
+type Advisor interface {
+	Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, obs *workload.Observation, c *workload.Constraints, def workload.Recommendation) (workload.Recommendation, *v1alpha1.RLStatus)
+}
+
+// Config holds the loop's settings.
+type Config struct {
+	// RecommenderName selects the autoscalers handled: those whose
+	// recommenders[0].name equals it; DefaultRecommenderName also covers
+	// autoscalers naming none.
+	RecommenderName string
+	// Interval between loops; also the observation window.
+	Interval time.Duration
+	// StatusRefreshInterval bounds the age of status.recommendationTime
+	// while recommendations are being made, so the updater's staleness
+	// guard only fires when the recommender really stopped.
+	StatusRefreshInterval time.Duration
+	// CheckpointInterval is how often each autoscaler's histograms are
+	// saved, and how often orphaned checkpoints are collected.
+	CheckpointInterval time.Duration
+	// Namespace limits the metrics read to one namespace ("" = all); the
+	// informers are expected to be scoped the same way.
+	Namespace string
+	// IgnoredNamespaces are skipped entirely.
+	IgnoredNamespaces []string
+	// Workers write statuses concurrently.
+	Workers int
+	// LowConfidenceDays: a container with less history (VPA's confidence,
+	// in days) sets LowConfidence.
+	LowConfidenceDays float64
+}
+
+// Deps are the controller's collaborators; everything that touches the
+// outside world or time is injected.
+type Deps struct {
+	Client             versioned.Interface
+	MPAInformer        informers.MultidimPodAutoscalerInformer
+	CheckpointInformer informers.MultidimPodAutoscalerCheckpointInformer
+	PodInformer        coreinformers.PodInformer
+	Targets            TargetResolver
+	Usage              usage.Source
+	NewPolicy          workload.PolicyFactory
+	Advisor            Advisor
+	Recorder           record.EventRecorder
+	Clock              clock.PassiveClock
+	Registerer         prometheus.Registerer
+	// Metrics, if set, is used instead of registering new ones (so the
+	// agent advisor can share them).
+	Metrics *Metrics
+}
+
+// Controller is the recommender loop.
+type Controller struct {
+	cfg         Config
+	client      versioned.Interface
+	mpas        listers.MultidimPodAutoscalerLister
+	checkpoints listers.MultidimPodAutoscalerCheckpointLister
+	pods        corelisters.PodLister
+	podIndexer  cache.Indexer
+	synced      []cache.InformerSynced
+	targets     TargetResolver
+	usage       usage.Source
+	newPolicy   workload.PolicyFactory
+	advisor     Advisor
+	recorder    record.EventRecorder
+	clock       clock.PassiveClock
+	metrics     *Metrics
+	queue       workqueue.TypedRateLimitingInterface[string]
+
+	// states is touched by the loop goroutine only.
+	states      map[string]*state
+	lastCollect time.Time
+
+	mu      sync.Mutex
+	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
+
+	ready atomic.Bool
+}
+
+// state is the model of one autoscaler.
+type state struct {
+	namespace, name string
+	uid             types.UID
+	generation      int64
+	policy          workload.Policy
+	constraints     workload.Constraints
+	configErr       error
+	lastObs         time.Time
+	containers      []string
+	lastCheckpoint  time.Time
+	restored        int
+}
+
+// New builds the controller. The pod informer should carry TrimPod as its
+// transform (set before it starts).
+func New(cfg Config, d Deps) (*Controller, error) {
+	if cfg.Interval <= 0 || cfg.StatusRefreshInterval <= 0 || cfg.CheckpointInterval <= 0 {
+		return nil, errors.New("intervals must be positive")
+	}
+	if cfg.RecommenderName == "" {
+		cfg.RecommenderName = DefaultRecommenderName
+	}
+	cfg.Workers = max(cfg.Workers, 1)
+	if d.Clock == nil {
+		d.Clock = clock.RealClock{}
+	}
+	m := d.Metrics
+	if m == nil {
+		var err error
+		if m, err = NewMetrics(d.Registerer); err != nil {
+			return nil, fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	// The label index must be added before the informer starts.
+	if err := d.PodInformer.Informer().AddIndexers(cache.Indexers{labelIndex: labelIndexFunc}); err != nil {
+		return nil, fmt.Errorf("adding the pod label index: %w", err)
+	}
+	c := &Controller{
+		cfg:         cfg,
+		podIndexer:  d.PodInformer.Informer().GetIndexer(),
+		client:      d.Client,
+		mpas:        d.MPAInformer.Lister(),
+		checkpoints: d.CheckpointInformer.Lister(),
+		pods:        d.PodInformer.Lister(),
+		synced:      []cache.InformerSynced{d.MPAInformer.Informer().HasSynced, d.CheckpointInformer.Informer().HasSynced, d.PodInformer.Informer().HasSynced},
+		targets:     d.Targets,
+		usage:       d.Usage,
+		newPolicy:   d.NewPolicy,
+		advisor:     d.Advisor,
+		recorder:    d.Recorder,
+		clock:       d.Clock,
+		metrics:     m,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "recommender-status"}),
+		states:  map[string]*state{},
+		pending: map[string]*v1alpha1.MultidimPodAutoscalerStatus{},
+	}
+	return c, nil
+}
+
+// Ready reports whether the caches have synced and the loop runs.
+func (c *Controller) Ready() error {
+	if !c.ready.Load() {
+		return errors.New("caches not synced yet")
+	}
+	return nil
+}
+
+// Run waits for the caches, then runs the loop every interval and the
+// status writers until ctx ends. In-flight writes finish before it returns.
+func (c *Controller) Run(ctx context.Context) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx)
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
+		c.queue.ShutDown()
+		return errors.New("timed out waiting for caches to sync")
+	}
+	c.ready.Store(true)
+	var wg sync.WaitGroup
+	for range c.cfg.Workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
+	}
+	logger.Info("Recommender loop started", "interval", c.cfg.Interval, "recommenderName", c.cfg.RecommenderName)
+	wait.UntilWithContext(ctx, c.RunOnce, c.cfg.Interval)
+	c.queue.ShutDown()
+	wg.Wait()
+	logger.Info("Recommender loop stopped")
+	return nil
+}
+
+func (c *Controller) ignored(ns string) bool { return slices.Contains(c.cfg.IgnoredNamespaces, ns) }
+
+// Handles reports whether this recommender is responsible for m.
+func (c *Controller) Handles(m *v1alpha1.MultidimPodAutoscaler) bool {
+	if c.ignored(m.Namespace) {
+		return false
+	}
+	n := mpa.RecommenderName(m)
+	if n == "" {
+		return c.cfg.RecommenderName == DefaultRecommenderName
+	}
+	return n == c.cfg.RecommenderName
+}
+
+// RunOnce is one loop: read metrics once, recommend for every handled
+// autoscaler, queue the statuses that changed, and save checkpoints and
+// collect garbage when due.
+func (c *Controller) RunOnce(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	start := time.Now() // wall time for the duration metric, not the injected clock
+	now := c.clock.Now()
+	all, err := c.mpas.List(labels.Everything())
+	if err != nil {
+		logger.Error(err, "Listing autoscalers from cache")
+		return
+	}
+	var handled []*v1alpha1.MultidimPodAutoscaler
+	for _, m := range all {
+		if c.Handles(m) {
+			handled = append(handled, m)
+		}
+	}
+	var use map[string]map[string]*usage.PodUsage
+	var useErr error
+	if len(handled) > 0 {
+		use, useErr = c.readUsage(ctx)
+		if useErr != nil {
+			logger.Error(useErr, "Reading pod metrics; keeping the last recommendations")
+		}
+	}
+	dropped := map[string]int{}
+	seen := make(map[string]bool, len(handled))
+	for _, m := range handled {
+		key := m.Namespace + "/" + m.Name
+		seen[key] = true
+		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, dropped)
+		if c.needsWrite(&m.Status, status, fresh, now) {
+			c.mu.Lock()
+			c.pending[key] = status
+			c.mu.Unlock()
+			c.queue.Add(key)
+		}
+	}
+	for k, st := range c.states {
+		if !seen[k] {
+			if f, ok := c.advisor.(interface{ Forget(types.UID) }); ok {
+				f.Forget(st.uid)
+			}
+			delete(c.states, k)
+		}
+	}
+	for r, n := range dropped {
+		c.metrics.invalidSamples.WithLabelValues(r).Add(float64(n))
+	}
+	c.metrics.autoscalers.Set(float64(len(handled)))
+	if now.Sub(c.lastCollect) >= c.cfg.CheckpointInterval {
+		c.saveCheckpoints(ctx, now, c.cfg.Interval/2)
+		if err := c.collectGarbage(ctx); err != nil {
+			logger.Error(err, "Collecting checkpoints of deleted autoscalers")
+		}
+		c.lastCollect = now
+	}
+	c.metrics.loopDuration.Observe(time.Since(start).Seconds())
+	logger.V(4).Info("Loop done", "autoscalers", len(handled), "duration", time.Since(start))
+}
+
+func (c *Controller) readUsage(ctx context.Context) (map[string]map[string]*usage.PodUsage, error) {
+	list, err := c.usage.PodUsage(ctx, c.cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]*usage.PodUsage{}
+	for i := range list {
+		pu := &list[i]
+		ns := out[pu.Namespace]
+		if ns == nil {
+			ns = map[string]*usage.PodUsage{}
+			out[pu.Namespace] = ns
+		}
+		ns[pu.Name] = pu
+	}
+	return out, nil
+}
+
+// needsWrite: write when anything but timestamps and currentMetrics
+// changed, or when a fresh recommendation is due for its periodic
+// recommendationTime refresh.
+func (c *Controller) needsWrite(old, cur *v1alpha1.MultidimPodAutoscalerStatus, fresh bool, now time.Time) bool {
+	if !sameIgnoringTimes(old, cur) {
+		return true
+	}
+	return fresh && (old.RecommendationTime == nil || now.Sub(old.RecommendationTime.Time) >= c.cfg.StatusRefreshInterval)
+}
+
+// stateFor returns the model of m, creating the policy (and restoring
+// checkpoints) the first time, and rebuilding it, histograms kept, when the
+// spec changes.
+func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.MultidimPodAutoscaler) *state {
+	st := c.states[key]
+	if st != nil && st.uid == m.UID && st.generation == m.Generation {
+		return st
+	}
+	// lastCheckpoint starts now: there is nothing new to save before a
+	// checkpoint interval of samples has been seen.
+	ns := &state{namespace: m.Namespace, name: m.Name, uid: m.UID, generation: m.Generation, constraints: mpa.Constraints(m), lastCheckpoint: c.clock.Now()}
+	if err := ns.constraints.Validate(); err != nil {
+		ns.configErr = fmt.Errorf("invalid constraints: %w", err)
+	} else if p, err := c.newPolicy(ns.constraints); err != nil {
+		ns.configErr = err
+	} else {
+		ns.policy = p
+	}
+	h, ok := ns.policy.(histograms)
+	switch {
+	case !ok:
+	case st != nil && st.uid == m.UID:
+		// Spec changed: carry the histograms over to the new policy. The
+		// HPA stabilization history starts afresh with the new behavior.
+		if old, ok := st.policy.(histograms); ok {
+			for _, name := range st.containers {
+				if err := h.Recommender().State(name).Restore(old.Recommender().State(name).Checkpoint()); err != nil {
+					klog.FromContext(ctx).Error(err, "Carrying history over a spec change", "mpa", klog.KObj(m), "container", name)
+				}
+			}
+		}
+		ns.containers, ns.lastObs, ns.lastCheckpoint, ns.restored = st.containers, st.lastObs, st.lastCheckpoint, st.restored
+	default:
+		ns.restored = c.restore(ctx, m, h)
+	}
+	c.states[key] = ns
+	return ns
+}
+
+// recommend computes the new status of m. fresh is true when a new
+// recommendation was made this loop (only then may recommendationTime
+// advance: a recommendation kept while metrics are missing must age so the
+// updater's staleness guard can act).
+func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.MultidimPodAutoscaler, now time.Time,
+	use map[string]*usage.PodUsage, useErr error, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
+	s := m.Status.DeepCopy()
+	s.ObservedGeneration = m.Generation
+	st := c.stateFor(ctx, key, m)
+
+	reason, msg := "NoHistorySource", "no checkpoint found; Prometheus history is not implemented yet"
+	if st.restored > 0 {
+		reason, msg = "CheckpointRestored", "history restored from checkpoints"
+	}
+	setCondition(s, v1alpha1.FetchingHistory, corev1.ConditionFalse, reason, msg, now)
+
+	if st.configErr != nil {
+		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "InvalidConfiguration", st.configErr.Error(), now)
+		setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionFalse, "InvalidConfiguration", "the configuration cannot be acted on", now)
+		return s, false
+	}
+	sel, err := c.targets.Selector(ctx, m.Namespace, m.Spec.ScaleTargetRef)
+	if err != nil {
+		switch {
+		case errors.Is(err, ErrTargetNotFound):
+			setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "TargetNotFound", err.Error(), now)
+		case errors.Is(err, ErrTargetUnsupported):
+			setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "TargetUnsupported", err.Error(), now)
+		default:
+			klog.FromContext(ctx).Error(err, "Resolving scale target", "mpa", klog.KObj(m))
+		}
+		setCondition(s, v1alpha1.AbleToScale, corev1.ConditionFalse, "FailedGetScale", "the scale target cannot be read", now)
+		return s, false
+	}
+	setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported", "", now)
+	setCondition(s, v1alpha1.AbleToScale, corev1.ConditionTrue, "SucceededGetScale", "the scale target was read", now)
+
+	all, err := c.podsFor(m.Namespace, sel)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing pods from cache", "mpa", klog.KObj(m))
+		return s, false
+	}
+	pods := activePods(all)
+	if len(pods) == 0 {
+		setCondition(s, v1alpha1.NoPodsMatched, corev1.ConditionTrue, "NoPodsMatched", "the target's selector matches no running pods", now)
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "NoPodsMatched", "no pods to measure", now)
+		return s, false
+	}
+	setCondition(s, v1alpha1.NoPodsMatched, corev1.ConditionFalse, "PodsMatched", "", now)
+	if useErr != nil {
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "FailedGetResourceMetric", "the metrics source failed; the last recommendation is kept", now)
+		return s, false
+	}
+	since := st.lastObs
+	if since.IsZero() {
+		since = now.Add(-c.cfg.Interval)
+	}
+	obs := observation(now, c.cfg.Interval, since, pods, use, dropped)
+	if obs.Samples == 0 {
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing", "no valid usage for any matched pod; the last recommendation is kept", now)
+		return s, false
+	}
+	def, err := st.policy.Recommend(ctx, obs)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Computing recommendation", "mpa", klog.KObj(m))
+		setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionFalse, "RecommendationFailed", "the default policy could not use the observation", now)
+		return s, false
+	}
+	st.lastObs = now
+	st.containers = st.containers[:0]
+	for _, co := range obs.Containers {
+		st.containers = append(st.containers, co.Name)
+	}
+
+	rec := def
+	rl := &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "RLOff", Message: "spec.rl.mode is Off: the fused default decides"}
+	if m.Spec.RL != nil && m.Spec.RL.Mode != "" && m.Spec.RL.Mode != v1alpha1.RLModeOff {
+		if c.advisor != nil {
+			rec, rl = c.advisor.Advise(ctx, m, &obs, &st.constraints, def)
+		} else {
+			rl = &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "NoAgentEndpoint", Message: "no --rl-agent-endpoint is configured: the fused default decides"}
+		}
+	}
+	c.metrics.recommendations.WithLabelValues(string(rl.Source)).Inc()
+
+	s.RecommendationTime = &metav1.Time{Time: now}
+	s.CurrentReplicas = obs.Replicas
+	s.DesiredReplicas = rec.Replicas
+	s.Recommendation = mpa.RecommendedPodResources(rec)
+	s.CurrentMetrics = currentMetrics(&obs)
+	s.RL = rl
+	setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided", "", now)
+	if !strings.Contains(def.Reason, "FailedGetResourceMetric") {
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", "the replica count was computed from CPU utilization", now)
+	} else {
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "FailedGetResourceMetric", "CPU utilization could not be computed (are requests set?)", now)
+	}
+	if r := limitedReason(def.Reason); r != "" {
+		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionTrue, r, "the desired replica count was limited by the constraints or behavior", now)
+	} else {
+		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionFalse, "DesiredWithinRange", "", now)
+	}
+	if h, ok := st.policy.(histograms); ok {
+		low := false
+		for _, name := range st.containers {
+			if st.constraints.ContainerPolicy(name).Mode != workload.ContainerModeOff && h.Recommender().State(name).Confidence() < c.cfg.LowConfidenceDays {
+				low = true
+			}
+		}
+		if low {
+			setCondition(s, v1alpha1.LowConfidence, corev1.ConditionTrue, "InsufficientHistory", "some container has less usage history than --low-confidence-history", now)
+		} else {
+			setCondition(s, v1alpha1.LowConfidence, corev1.ConditionFalse, "EnoughHistory", "", now)
+		}
+	}
+	return s, true
+}
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.writeStatus(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Writing status; will retry", "mpa", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// writeStatus writes the pending status of key through the status
+// subresource. The first attempt starts from the cached object; on a
+// conflict the object is re-read from the API server and the recommender's
+// fields are merged into the fresh status again.
+func (c *Controller) writeStatus(ctx context.Context, key string) error {
+	c.mu.Lock()
+	ours := c.pending[key]
+	c.mu.Unlock()
+	if ours == nil {
+		return nil
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return fmt.Errorf("bad key %q: %w", key, err)
+	}
+	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
+	cur, err := c.mpas.MultidimPodAutoscalers(ns).Get(name)
+	var before *v1alpha1.MultidimPodAutoscalerStatus
+	var written *v1alpha1.MultidimPodAutoscaler
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err != nil { // first attempt's cache read failed, or a conflict
+			if cur, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		obj := cur.DeepCopy()
+		before = &cur.Status
+		merge(&obj.Status, ours)
+		written, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			c.metrics.statusWrites.WithLabelValues("conflict").Inc()
+		}
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		c.dropPending(key, ours)
+		return nil
+	}
+	if err != nil {
+		c.metrics.statusWrites.WithLabelValues("error").Inc()
+		return fmt.Errorf("updating status of %s: %w", key, err)
+	}
+	c.metrics.statusWrites.WithLabelValues("success").Inc()
+	c.dropPending(key, ours)
+	c.emitEvents(written, before, ours)
+	return nil
+}
+
+// dropPending forgets ours unless a newer status replaced it meanwhile.
+func (c *Controller) dropPending(key string, ours *v1alpha1.MultidimPodAutoscalerStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[key] == ours {
+		delete(c.pending, key)
+	}
+}
+
+// emitEvents records an event for each condition that changed status.
+// Conditions describing trouble are warnings.
+func (c *Controller) emitEvents(obj *v1alpha1.MultidimPodAutoscaler, before, after *v1alpha1.MultidimPodAutoscalerStatus) {
+	if c.recorder == nil || obj == nil {
+		return
+	}
+	bad := map[v1alpha1.MultidimPodAutoscalerConditionType]corev1.ConditionStatus{
+		v1alpha1.ConfigUnsupported: corev1.ConditionTrue, v1alpha1.NoPodsMatched: corev1.ConditionTrue,
+		v1alpha1.ScalingActive: corev1.ConditionFalse, v1alpha1.AbleToScale: corev1.ConditionFalse,
+		v1alpha1.RecommendationProvided: corev1.ConditionFalse,
+	}
+	for _, t := range ownedConditions {
+		a := condition(after, t)
+		if a == nil {
+			continue
+		}
+		if b := condition(before, t); b != nil && b.Status == a.Status {
+			continue
+		}
+		bs, isBad := bad[t]
+		if !isBad {
+			continue // LowConfidence, FetchingHistory, ScalingLimited: status only, too chatty as events
+		}
+		typ := corev1.EventTypeNormal
+		if bs == a.Status {
+			typ = corev1.EventTypeWarning
+		} else if condition(before, t) == nil {
+			continue // a healthy first status is not news
+		}
+		c.recorder.Eventf(obj, typ, a.Reason, "%s is %s: %s", t, a.Status, a.Message)
+	}
+}

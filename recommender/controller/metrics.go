@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aware-k8s/aware/pkg/agent"
+)
+
+// Metrics are the recommender's Prometheus metrics. They register into an
+// injected registry so tests and several controllers in one process do not
+// collide.
+type Metrics struct {
+	loopDuration    prometheus.Histogram
+	recommendations *prometheus.CounterVec
+	invalidSamples  *prometheus.CounterVec
+	statusWrites    *prometheus.CounterVec
+	checkpoints     *prometheus.CounterVec
+	autoscalers     prometheus.Gauge
+	agentDuration   *prometheus.HistogramVec
+	agentErrors     *prometheus.CounterVec
+	breakerState    prometheus.Gauge
+}
+
+// NewMetrics creates the metrics and registers them with reg.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		loopDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "aware_recommender_loop_duration_seconds",
+			Help:    "Duration of one recommender loop over every handled autoscaler, including the metrics read.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}),
+		recommendations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aware_recommender_recommendations_total",
+			Help: "Recommendations computed, by the source that was applied (Agent, Default, Safeguard).",
+		}, []string{"source"}),
+		invalidSamples: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aware_recommender_invalid_samples_total",
+			Help: "Usage values dropped because they were NaN, infinite or negative, by reason.",
+		}, []string{"reason"}),
+		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aware_recommender_status_writes_total",
+			Help: "Writes of autoscaler status through the status subresource, by result (success, conflict, error).",
+		}, []string{"result"}),
+		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aware_recommender_checkpoint_operations_total",
+			Help: "Checkpoint operations (save, delete, restore) by result (success, error).",
+		}, []string{"operation", "result"}),
+		autoscalers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aware_recommender_autoscalers",
+			Help: "Autoscalers handled by this recommender in the last loop.",
+		}),
+		agentDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "aware_recommender_agent_request_duration_seconds",
+			Help:    "Latency of calls to the RL agent, by method.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
+		}, []string{"method"}),
+		agentErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aware_recommender_agent_errors_total",
+			Help: "Failed or refused RL agent calls and unusable answers, by method and gRPC code or reason.",
+		}, []string{"method", "code"}),
+		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aware_recommender_agent_circuit_breaker_state",
+			Help: "State of the RL agent circuit breaker: 0 closed, 1 half-open, 2 open.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites,
+		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	// Pre-create the common series so dashboards see zeros, not gaps.
+	for _, s := range []string{"Agent", "Default", "Safeguard"} {
+		m.recommendations.WithLabelValues(s)
+	}
+	for _, r := range []string{dropNaN, dropInfinite, dropNegative} {
+		m.invalidSamples.WithLabelValues(r)
+	}
+	return m, nil
+}
+
+// ObserveAgentCall records one RL agent call (agent.Observer).
+func (m *Metrics) ObserveAgentCall(method string, d time.Duration, code string) {
+	m.agentDuration.WithLabelValues(method).Observe(d.Seconds())
+	if code != "OK" {
+		m.agentErrors.WithLabelValues(method, code).Inc()
+	}
+}
+
+// ObserveBreaker records the circuit breaker's state (agent.Observer).
+func (m *Metrics) ObserveBreaker(s agent.State) { m.breakerState.Set(float64(s)) }
+
+var _ agent.Observer = (*Metrics)(nil)
