@@ -4,11 +4,41 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 
+	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
+	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
+	"github.com/aware-k8s/aware/admission-controller/pkg/match"
+	"github.com/aware-k8s/aware/admission-controller/pkg/register"
+	"github.com/aware-k8s/aware/admission-controller/pkg/webhook"
 	"github.com/aware-k8s/aware/pkg/cli"
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
+	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/target"
 )
 
 // NewCommand returns the admission-controller root command.
@@ -20,7 +50,10 @@ func NewCommand() *cobra.Command {
 		Short: "Mutating webhook that sets pod resources at creation",
 		Long: `The admission controller is a mutating webhook on pod CREATE: it sets each
 container's requests and limits from the matching MultidimPodAutoscaler's
-recommendation, within its resource policy. It fails open.`,
+recommendation, within its resource policy. It fails open.
+
+Without --register-webhook it only serves: registering the webhook is left
+to the operator's manifests.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Validate(); err != nil {
@@ -35,6 +68,174 @@ recommendation, within its resource policy. It fails open.`,
 	return cmd
 }
 
-func run(_ context.Context, _ *Options) error {
-	return fmt.Errorf("admission-controller: %w (tracked in issue 7)", cli.ErrNotImplemented)
+func run(ctx context.Context, o *Options) error {
+	logger := klog.FromContext(ctx).WithName("admission-controller")
+	ctx = klog.NewContext(ctx, logger)
+
+	// Fail fast on the certificate: without it nothing can be served.
+	reloader, err := certs.NewFileReloader(o.TLSCertFile, o.TLSKeyFile, logger.WithName("certs"))
+	if err != nil {
+		return fmt.Errorf("serving certificate: %w", err)
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg = rest.AddUserAgent(cfg, "aware-admission-controller")
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+	mpaClient, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("autoscaler client: %w", err)
+	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	resolver, err := target.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("scale target resolver: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics, err := webhook.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
+	endpoints := serve.New(reg)
+
+	// Informers: MPAs (indexed by target), LimitRanges, and metadata only
+	// of the intermediate owners (ReplicaSets, Jobs), stripped of managed
+	// fields, which is all the owner walk reads.
+	mpaFactory := mpainformers.NewSharedInformerFactory(mpaClient, 0)
+	mpaInf := mpaFactory.Autoscaling().V1alpha1().MultidimPodAutoscalers().Informer()
+	if err := match.AddTargetIndex(mpaInf); err != nil {
+		return err
+	}
+	kubeFactory := kubeinformers.NewSharedInformerFactory(kube, 0)
+	lrLister := kubeFactory.Core().V1().LimitRanges().Lister()
+	metaFactory := metadatainformer.NewSharedInformerFactoryWithOptions(meta, 0, metadatainformer.WithTransform(stripManagedFields))
+	owners := map[schema.GroupKind]kubeinformers.GenericInformer{}
+	for gk, gvr := range match.FollowedKinds {
+		owners[gk] = metaFactory.ForResource(gvr)
+	}
+
+	handler := &webhook.Handler{
+		Matcher: &match.Matcher{
+			MPAs:      &match.InformerIndex{Indexer: mpaInf.GetIndexer()},
+			Owners:    match.NewMetadataOwners(owners, meta),
+			Selectors: resolver,
+		},
+		LimitRanges: webhook.LimitRangesFunc(func(ns string) ([]*corev1.LimitRange, error) {
+			return lrLister.LimitRanges(ns).List(labels.Everything())
+		}),
+		Metrics:      metrics,
+		MaxBodyBytes: o.MaxRequestBytes,
+		Timeout:      o.AdmissionTimeout,
+	}
+
+	var synced, serving atomic.Bool
+	endpoints.AddHealthCheck("ping", func() error { return nil })
+	endpoints.AddReadyCheck("caches", func() error {
+		if !synced.Load() {
+			return errors.New("MPA, LimitRange and owner caches not synced")
+		}
+		return nil
+	})
+	endpoints.AddReadyCheck("webhook", func() error {
+		if !serving.Load() {
+			return errors.New("webhook not listening")
+		}
+		return nil
+	})
+
+	g, ctx := errgroup.WithContext(ctx)
+	mpaFactory.Start(ctx.Done())
+	kubeFactory.Start(ctx.Done())
+	metaFactory.Start(ctx.Done())
+	g.Go(func() error {
+		if !cache.WaitForCacheSync(ctx.Done(), mpaInf.HasSynced) {
+			return nil // ctx ended
+		}
+		for typ, ok := range kubeFactory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("cache of %v did not sync", typ)
+			}
+		}
+		for gvr, ok := range metaFactory.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return fmt.Errorf("cache of %v did not sync", gvr)
+			}
+		}
+		synced.Store(true)
+		logger.Info("Caches synced")
+		return nil
+	})
+
+	ln, err := serve.Listen(o.WebhookBindAddress)
+	if err != nil {
+		return err
+	}
+	serving.Store(true)
+	g.Go(func() error {
+		return webhook.Serve(ctx, ln, webhook.Mux(o.WebhookPath, handler, metrics), webhook.TLSConfig(reloader.GetCertificate), o.ShutdownGrace)
+	})
+	g.Go(func() error { return serve.Run(ctx, o.HealthBindAddress, endpoints.Handler(), o.ShutdownGrace) })
+	if o.MetricsBindAddress != "0" && o.MetricsBindAddress != o.HealthBindAddress {
+		g.Go(func() error { return serve.Run(ctx, o.MetricsBindAddress, endpoints.Handler(), o.ShutdownGrace) })
+	}
+
+	if o.HeartbeatLeaseName != "" {
+		identity, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("heartbeat identity: %w", err)
+		}
+		hb := &heartbeat.Heartbeat{
+			Client: kube.CoordinationV1(), Namespace: o.Namespace, Name: o.HeartbeatLeaseName, Identity: identity,
+			Interval: o.HeartbeatInterval, Duration: o.HeartbeatLeaseDuration, Clock: clock.RealClock{},
+			Ready: func() bool { return synced.Load() && serving.Load() },
+		}
+		g.Go(func() error { hb.Run(ctx); return nil })
+	}
+
+	if o.RegisterWebhook {
+		ca, err := os.ReadFile(o.WebhookCABundleFile)
+		if err != nil {
+			return fmt.Errorf("webhook CA bundle: %w", err)
+		}
+		rc := &register.Config{
+			Name:               o.WebhookConfigName,
+			URL:                o.WebhookURL,
+			CABundle:           ca,
+			FailurePolicy:      admissionregistrationv1.FailurePolicyType(o.WebhookFailurePolicy),
+			TimeoutSeconds:     o.WebhookTimeoutSeconds,
+			ExcludedNamespaces: []string{"kube-system", o.Namespace},
+		}
+		if o.WebhookURL == "" {
+			rc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.WebhookServiceName, Path: ptr.To(o.WebhookPath), Port: ptr.To(o.WebhookServicePort)}
+		}
+		if err := rc.Validate(); err != nil {
+			return fmt.Errorf("webhook registration: %w", err)
+		}
+		// Registered once; a failure is fatal so that a deployment asking
+		// for registration does not run silently unregistered.
+		if err := register.Apply(ctx, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), register.Build(rc)); err != nil {
+			return err
+		}
+	}
+
+	return g.Wait()
+}
+
+// stripManagedFields drops what the owner walk never reads; managed fields
+// are often the largest part of an object's metadata.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := apimeta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

@@ -31,7 +31,7 @@ oracle on generated applications and writes plots.`,
 	logging.Install(cmd)
 	cmd.AddCommand(
 		newDemoCommand(),
-		notImplemented("serve", "Serve the agent over gRPC to the recommender"),
+		newServeCommand(),
 		notImplemented("train", "Train a policy on the simulator"),
 		notImplemented("eval", "Evaluate a trained policy on the simulator"),
 	)

@@ -1,0 +1,160 @@
+// Package match finds the MultidimPodAutoscaler that governs a new pod.
+//
+// A pod belongs to an MPA when the MPA's scaleTargetRef is one of the pod's
+// controllers (followed through owner references: Pod → ReplicaSet →
+// Deployment, Pod → Job → CronJob, Pod → StatefulSet, …) and the target's
+// selector, read from its scale subresource, matches the pod's labels. The
+// owner chain makes the lookup an index hit instead of a scan of every MPA
+// in the namespace; the selector check guards against an owner reference
+// that outlived a selector change. When several MPAs target the same
+// controller, the oldest wins, as in VPA, so the answer is stable.
+//
+// Lookups go through small interfaces (MPAIndex, Owners, Selectors) so that
+// tests use fakes and production uses informers and the scale client.
+package match
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/target"
+)
+
+// Ref names a controller in the pod's namespace by API group, kind and
+// name; the version does not matter for identity.
+type Ref struct {
+	Group, Kind, Name string
+}
+
+func (r Ref) String() string {
+	if r.Group == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "." + r.Group + "/" + r.Name
+}
+
+// RefFromOwner converts an owner reference.
+func RefFromOwner(o *metav1.OwnerReference) Ref {
+	gv, _ := schema.ParseGroupVersion(o.APIVersion)
+	return Ref{Group: gv.Group, Kind: o.Kind, Name: o.Name}
+}
+
+// TargetRef converts an MPA's scaleTargetRef; ok is false when it is unset.
+func TargetRef(m *v1alpha1.MultidimPodAutoscaler) (Ref, bool) {
+	t := m.Spec.ScaleTargetRef
+	if t == nil || t.Kind == "" || t.Name == "" {
+		return Ref{}, false
+	}
+	gv, _ := schema.ParseGroupVersion(t.APIVersion)
+	return Ref{Group: gv.Group, Kind: t.Kind, Name: t.Name}, true
+}
+
+// MPAIndex returns the MPAs in a namespace whose scaleTargetRef is target.
+type MPAIndex interface {
+	ForTarget(namespace string, target Ref) ([]*v1alpha1.MultidimPodAutoscaler, error)
+}
+
+// Owners returns the controller of an object, or nil when it has none or
+// its kind is not one whose owners we follow.
+type Owners interface {
+	Controller(ctx context.Context, namespace string, obj Ref) (*Ref, error)
+}
+
+// Selectors returns the label selector of a scale target. pkg/target's
+// Resolver (scale subresource, cached) implements it.
+type Selectors interface {
+	Selector(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error)
+}
+
+var _ Selectors = (*target.Resolver)(nil)
+
+// maxDepth bounds the owner walk; real chains are two or three deep, and a
+// cycle of owner references must not loop forever.
+const maxDepth = 8
+
+// Matcher finds a pod's MPA.
+type Matcher struct {
+	MPAs      MPAIndex
+	Owners    Owners
+	Selectors Selectors
+}
+
+// Match returns the pod's MPA, or nil when none governs it. An error means
+// the answer is unknown (e.g. the API server did not answer); the caller
+// fails open.
+func (m *Matcher) Match(ctx context.Context, pod *corev1.Pod) (*v1alpha1.MultidimPodAutoscaler, error) {
+	owner := metav1.GetControllerOf(pod)
+	if owner == nil {
+		return nil, nil
+	}
+	ns := pod.Namespace
+	chain := []Ref{RefFromOwner(owner)}
+	for len(chain) < maxDepth {
+		next, err := m.Owners.Controller(ctx, ns, chain[len(chain)-1])
+		if err != nil {
+			return nil, fmt.Errorf("owner of %s: %w", chain[len(chain)-1], err)
+		}
+		if next == nil || contains(chain, *next) {
+			break
+		}
+		chain = append(chain, *next)
+	}
+	// The top-most controller is what users normally target (the
+	// Deployment, not its current ReplicaSet); a lower level still counts,
+	// e.g. an MPA on a bare ReplicaSet.
+	for i := len(chain) - 1; i >= 0; i-- {
+		cands, err := m.MPAs.ForTarget(ns, chain[i])
+		if err != nil {
+			return nil, fmt.Errorf("MPAs targeting %s: %w", chain[i], err)
+		}
+		if len(cands) == 0 {
+			continue
+		}
+		chosen := oldest(cands)
+		if len(cands) > 1 {
+			klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
+		}
+		sel, err := m.Selectors.Selector(ctx, ns, chosen.Spec.ScaleTargetRef)
+		if err != nil {
+			return nil, fmt.Errorf("selector of %s: %w", chain[i], err)
+		}
+		if !sel.Matches(labels.Set(pod.Labels)) {
+			return nil, nil
+		}
+		return chosen, nil
+	}
+	return nil, nil
+}
+
+func contains(chain []Ref, r Ref) bool {
+	for _, c := range chain {
+		if c == r {
+			return true
+		}
+	}
+	return false
+}
+
+func oldest(ms []*v1alpha1.MultidimPodAutoscaler) *v1alpha1.MultidimPodAutoscaler {
+	if len(ms) == 1 {
+		return ms[0]
+	}
+	s := append([]*v1alpha1.MultidimPodAutoscaler(nil), ms...)
+	sort.Slice(s, func(i, j int) bool {
+		ti, tj := s[i].CreationTimestamp, s[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return s[i].Name < s[j].Name
+	})
+	return s[0]
+}

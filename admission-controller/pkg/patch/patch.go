@@ -1,0 +1,321 @@
+// Package patch computes the JSON patch (RFC 6902) the admission controller
+// returns for a new pod: container requests and limits taken from the
+// matching MultidimPodAutoscaler's recommendation, bounded by its resource
+// policy and by the namespace's LimitRanges, and an annotation recording
+// what changed.
+//
+// The package is pure: it reads API types but imports no client, so every
+// rule is table-tested without a cluster.
+//
+// The order of bounds follows what the API server will enforce after us:
+// the MPA's minAllowed/maxAllowed first (the user's intent), then
+// LimitRange min/max and maxLimitRequestRatio, because a pod that violates a
+// LimitRange is rejected by the LimitRanger validation that runs after
+// mutating webhooks, and failing a pod's creation is worse than sizing it
+// less precisely.
+package patch
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/vpa"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// UpdatesAnnotation is the pod annotation listing what the admission
+// controller changed, e.g. "container app: cpu request, memory request".
+const UpdatesAnnotation = "autoscaling.aware.dev/updates"
+
+// Operation is one RFC 6902 operation. Only add and replace are produced.
+type Operation struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+// Input is everything the patch depends on.
+type Input struct {
+	// Mode is the MPA's update mode; Off produces no patch.
+	Mode v1alpha1.UpdateMode
+	// Constraints bound the requests per container.
+	Constraints workload.Constraints
+	// Recommendation holds the per-container targets.
+	Recommendation workload.Recommendation
+	// Caps are the namespace's LimitRange bounds.
+	Caps Caps
+}
+
+// InputFor reads an MPA into an Input; ok is false when the MPA has no
+// recommendation yet.
+func InputFor(m *v1alpha1.MultidimPodAutoscaler, caps Caps) (in Input, ok bool) {
+	rec, ok := mpa.Recommendation(&m.Status)
+	if !ok {
+		return Input{}, false
+	}
+	return Input{Mode: mpa.UpdateMode(m), Constraints: mpa.Constraints(m), Recommendation: rec, Caps: caps}, true
+}
+
+// Result is the outcome for one pod. An empty Patch means "leave the pod
+// alone".
+type Result struct {
+	Patch []Operation
+	// Updates lists the changes per container, in pod order, e.g.
+	// "container app: cpu request, cpu limit". It is also the value of the
+	// UpdatesAnnotation.
+	Updates []string
+}
+
+// AppliesAtCreation reports whether pods are sized at creation in mode m.
+// Unknown modes do nothing: an API newer than this binary must not make it
+// act on a mode it does not understand.
+func AppliesAtCreation(m v1alpha1.UpdateMode) bool {
+	switch m {
+	case v1alpha1.UpdateModeInitial, v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeAuto:
+		return true
+	}
+	return false
+}
+
+var resourcesInOrder = []workload.Resource{workload.CPU, workload.Memory}
+
+// containerPlan is the new requests and limits of one container; a field
+// is changed only where changed[r] says so.
+type containerPlan struct {
+	index            int
+	name             string
+	curReq, curLim   workload.Resources
+	newReq, newLim   workload.Resources
+	changed          map[workload.Resource]bool
+	requestsAndLimit bool
+}
+
+// Compute returns the patch for pod under in. The pod is not modified.
+func Compute(pod *corev1.Pod, in Input) Result {
+	if pod == nil || !AppliesAtCreation(in.Mode) {
+		return Result{}
+	}
+	plans := make([]containerPlan, 0, len(pod.Spec.Containers))
+	for i := range pod.Spec.Containers {
+		ctr := &pod.Spec.Containers[i]
+		plans = append(plans, planContainer(i, ctr, &in))
+	}
+	capPod(plans, in.Caps.PodMax)
+	return render(pod, plans)
+}
+
+func planContainer(i int, ctr *corev1.Container, in *Input) containerPlan {
+	p := containerPlan{
+		index:   i,
+		name:    ctr.Name,
+		curReq:  mpa.Resources(ctr.Resources.Requests),
+		curLim:  mpa.Resources(ctr.Resources.Limits),
+		changed: map[workload.Resource]bool{},
+	}
+	p.newReq, p.newLim = p.curReq, p.curLim
+	pol := in.Constraints.ContainerPolicy(ctr.Name)
+	p.requestsAndLimit = pol.ControlledValues != workload.RequestsOnly
+	rec, ok := in.Recommendation.Container(ctr.Name)
+	if !ok || pol.Mode == workload.ContainerModeOff {
+		return p
+	}
+	for _, r := range resourcesInOrder {
+		target := rec.Target.Get(r)
+		if !pol.Controls(r) || !positive(target) {
+			continue
+		}
+		req := clamp(target, pol.MinAllowed.Get(r), pol.MaxAllowed.Get(r))
+		lim := p.curLim.Get(r)
+		if p.requestsAndLimit {
+			lim, _ = vpa.ScaleLimit(p.curReq.Get(r), req, lim, maxQuantity(r))
+		}
+		req, lim = in.Caps.bound(r, req, lim, p.requestsAndLimit)
+		p.newReq = p.newReq.With(r, req)
+		p.newLim = p.newLim.With(r, lim)
+		p.changed[r] = true
+	}
+	return p
+}
+
+func maxQuantity(r workload.Resource) float64 {
+	if r == workload.Memory {
+		return vpa.MaxMemoryQuantity
+	}
+	return vpa.MaxCPUQuantity
+}
+
+func positive(x float64) bool { return x > 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
+
+// clamp bounds x to [lo, hi]; a zero bound is absent.
+func clamp(x, lo, hi float64) float64 {
+	if lo > 0 && x < lo {
+		x = lo
+	}
+	if hi > 0 && x > hi {
+		x = hi
+	}
+	return x
+}
+
+// capPod scales the changed containers down, in proportion, when the sum
+// over the pod would exceed a LimitRange of type Pod. Containers we do not
+// size keep their amounts: they are the user's and we cannot shrink them.
+func capPod(plans []containerPlan, podMax workload.Resources) {
+	for _, r := range resourcesInOrder {
+		hi := podMax.Get(r)
+		if hi <= 0 {
+			continue
+		}
+		var fixedReq, fixedLim, ownReq, ownLim float64
+		for i := range plans {
+			if plans[i].changed[r] {
+				ownReq += plans[i].newReq.Get(r)
+				ownLim += plans[i].newLim.Get(r)
+			} else {
+				fixedReq += plans[i].curReq.Get(r)
+				fixedLim += plans[i].curLim.Get(r)
+			}
+		}
+		f := 1.0
+		if ownReq > 0 && fixedReq+ownReq > hi {
+			f = min(f, (hi-fixedReq)/ownReq)
+		}
+		if ownLim > 0 && fixedLim+ownLim > hi {
+			f = min(f, (hi-fixedLim)/ownLim)
+		}
+		if f >= 1 {
+			continue
+		}
+		for i := range plans {
+			if !plans[i].changed[r] {
+				continue
+			}
+			if f <= 0 {
+				// The user's own containers already use the whole pod
+				// budget; any value of ours fails validation, so keep the
+				// pod as it was written and let the user see the error.
+				plans[i].newReq = plans[i].newReq.With(r, plans[i].curReq.Get(r))
+				plans[i].newLim = plans[i].newLim.With(r, plans[i].curLim.Get(r))
+				delete(plans[i].changed, r)
+				continue
+			}
+			plans[i].newReq = plans[i].newReq.With(r, plans[i].newReq.Get(r)*f)
+			plans[i].newLim = plans[i].newLim.With(r, plans[i].newLim.Get(r)*f)
+		}
+	}
+}
+
+// render turns the plans into the minimal patch: nothing for a value that
+// does not change, one operation per changed value, and a whole map or
+// object only where the pod has none to add into.
+func render(pod *corev1.Pod, plans []containerPlan) Result {
+	var res Result
+	for _, p := range plans {
+		ctr := &pod.Spec.Containers[p.index]
+		reqs, lims := corev1.ResourceList{}, corev1.ResourceList{}
+		var what []string
+		for _, r := range resourcesInOrder {
+			if !p.changed[r] {
+				continue
+			}
+			name := corev1.ResourceName(r)
+			if q, ok := quantity(r, p.newReq.Get(r)); ok && differs(ctr.Resources.Requests, name, q) {
+				reqs[name] = q
+				what = append(what, string(r)+" request")
+			}
+			if q, ok := quantity(r, p.newLim.Get(r)); ok && differs(ctr.Resources.Limits, name, q) {
+				lims[name] = q
+				what = append(what, string(r)+" limit")
+			}
+		}
+		if len(what) == 0 {
+			continue
+		}
+		res.Updates = append(res.Updates, "container "+p.name+": "+strings.Join(what, ", "))
+		res.Patch = append(res.Patch, resourceOps(p.index, &ctr.Resources, reqs, lims)...)
+	}
+	if len(res.Patch) == 0 {
+		return Result{}
+	}
+	value := strings.Join(res.Updates, "; ")
+	if len(pod.Annotations) == 0 {
+		res.Patch = append(res.Patch, Operation{Op: "add", Path: "/metadata/annotations", Value: map[string]string{UpdatesAnnotation: value}})
+	} else {
+		op := "add"
+		if _, ok := pod.Annotations[UpdatesAnnotation]; ok {
+			op = "replace"
+		}
+		res.Patch = append(res.Patch, Operation{Op: op, Path: "/metadata/annotations/" + EscapePointer(UpdatesAnnotation), Value: value})
+	}
+	return res
+}
+
+func quantity(r workload.Resource, v float64) (resource.Quantity, bool) {
+	q, ok := mpa.ResourceList(workload.Resources{}.With(r, v))[corev1.ResourceName(r)]
+	return q, ok
+}
+
+func differs(cur corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) bool {
+	old, ok := cur[name]
+	return !ok || old.Cmp(q) != 0
+}
+
+func resourceOps(i int, cur *corev1.ResourceRequirements, reqs, lims corev1.ResourceList) []Operation {
+	base := "/spec/containers/" + strconv.Itoa(i) + "/resources"
+	if len(cur.Requests) == 0 && len(cur.Limits) == 0 && len(cur.Claims) == 0 {
+		// Nothing inside resources to keep: one operation sets it whole,
+		// and works whether or not the serialised pod has "resources".
+		v := corev1.ResourceRequirements{}
+		if len(reqs) > 0 {
+			v.Requests = reqs
+		}
+		if len(lims) > 0 {
+			v.Limits = lims
+		}
+		return []Operation{{Op: "add", Path: base, Value: v}}
+	}
+	var ops []Operation
+	ops = append(ops, listOps(base+"/requests", cur.Requests, reqs)...)
+	ops = append(ops, listOps(base+"/limits", cur.Limits, lims)...)
+	return ops
+}
+
+func listOps(path string, cur, set corev1.ResourceList) []Operation {
+	if len(set) == 0 {
+		return nil
+	}
+	if len(cur) == 0 {
+		return []Operation{{Op: "add", Path: path, Value: set}}
+	}
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, string(n))
+	}
+	slices.Sort(names)
+	ops := make([]Operation, 0, len(names))
+	for _, n := range names {
+		op := "add"
+		if _, ok := cur[corev1.ResourceName(n)]; ok {
+			op = "replace"
+		}
+		ops = append(ops, Operation{Op: op, Path: path + "/" + EscapePointer(n), Value: set[corev1.ResourceName(n)]})
+	}
+	return ops
+}
+
+// EscapePointer escapes one RFC 6901 reference token: "~" becomes "~0" and
+// "/" becomes "~1", in that order so an escaped "/" is not re-escaped.
+func EscapePointer(token string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(token, "~", "~0"), "/", "~1")
+}
+
+// String renders an operation for logs.
+func (o Operation) String() string { return fmt.Sprintf("%s %s %v", o.Op, o.Path, o.Value) }

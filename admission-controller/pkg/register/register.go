@@ -1,0 +1,174 @@
+// Package register creates or updates the admission controller's own
+// MutatingWebhookConfiguration. It is used only when the operator asks for
+// it (--register-webhook); otherwise the binary changes nothing in the
+// cluster's admission chain.
+//
+// The configuration is built to be harmless when we are down or wrong:
+// failurePolicy Ignore by default, a short timeout, sideEffects None, and
+// selectors that keep kube-system, our own namespace and pods labelled
+// OptOutLabel=OptOutValue out of the webhook entirely, so neither the
+// control plane nor the autoscaler's own pods can be blocked by it.
+package register
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+)
+
+// Names and labels of the registration.
+const (
+	// DefaultConfigName is the MutatingWebhookConfiguration's name.
+	DefaultConfigName = "aware-admission-controller"
+	// WebhookName is the webhook's name inside it (must be a qualified
+	// domain-like name).
+	WebhookName = "pods.admission.autoscaling.aware.dev"
+	// OptOutLabel on a pod, set to OptOutValue, keeps the webhook from
+	// being called for it.
+	OptOutLabel = "autoscaling.aware.dev/admission"
+	OptOutValue = "disabled"
+	// namespaceNameLabel is set on every namespace by the API server.
+	namespaceNameLabel = "kubernetes.io/metadata.name"
+)
+
+// Config describes the registration. Exactly one of URL and Service is set.
+type Config struct {
+	Name string
+	// URL is the webhook's https URL (URL mode, e.g. outside the cluster).
+	URL string
+	// Service names the Service in front of the webhook (service mode).
+	Service *admissionregistrationv1.ServiceReference
+	// CABundle is the PEM CA the API server uses to verify our certificate.
+	CABundle       []byte
+	FailurePolicy  admissionregistrationv1.FailurePolicyType
+	TimeoutSeconds int32
+	// ExcludedNamespaces never reach the webhook; kube-system and our own
+	// namespace belong here.
+	ExcludedNamespaces []string
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	if (c.URL == "") == (c.Service == nil) {
+		errs = append(errs, errors.New("exactly one of a webhook URL and a service must be given"))
+	}
+	if len(c.CABundle) == 0 {
+		errs = append(errs, errors.New("a CA bundle is required so the API server can verify the webhook"))
+	}
+	if c.TimeoutSeconds < 1 || c.TimeoutSeconds > 30 {
+		errs = append(errs, fmt.Errorf("timeout %ds must be within 1..30", c.TimeoutSeconds))
+	}
+	switch c.FailurePolicy {
+	case admissionregistrationv1.Ignore, admissionregistrationv1.Fail:
+	default:
+		errs = append(errs, fmt.Errorf("failure policy %q must be Ignore or Fail", c.FailurePolicy))
+	}
+	return errors.Join(errs...)
+}
+
+// Build returns the desired configuration.
+func Build(c *Config) *admissionregistrationv1.MutatingWebhookConfiguration {
+	cc := admissionregistrationv1.WebhookClientConfig{CABundle: c.CABundle}
+	if c.URL != "" {
+		cc.URL = ptr.To(c.URL)
+	} else {
+		s := *c.Service
+		cc.Service = &s
+	}
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: c.Name, Labels: map[string]string{"app.kubernetes.io/managed-by": "aware-admission-controller"}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:         WebhookName,
+			ClientConfig: cc,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule: admissionregistrationv1.Rule{
+					APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"},
+					Scope: ptr.To(admissionregistrationv1.NamespacedScope),
+				},
+			}},
+			FailurePolicy:           ptr.To(c.FailurePolicy),
+			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
+			NamespaceSelector:       &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: c.ExcludedNamespaces}}},
+			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: OptOutLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{OptOutValue}}}},
+			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
+			TimeoutSeconds:          ptr.To(c.TimeoutSeconds),
+			AdmissionReviewVersions: []string{"v1"},
+			// Our patch is idempotent; a later webhook that adds a
+			// container does not need us again (its containers have no
+			// recommendation).
+			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
+		}},
+	}
+}
+
+// Apply creates the configuration, or updates it when it differs. It
+// overwrites only what it owns: the labels it sets and the webhooks.
+func Apply(ctx context.Context, client admissionclient.MutatingWebhookConfigurationInterface, desired *admissionregistrationv1.MutatingWebhookConfiguration) error {
+	logger := klog.FromContext(ctx).WithValues("mutatingWebhookConfiguration", desired.Name)
+	cur, err := client.Get(ctx, desired.Name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if _, err := client.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create MutatingWebhookConfiguration %s: %w", desired.Name, err)
+		}
+		logger.Info("Registered the admission webhook")
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get MutatingWebhookConfiguration %s: %w", desired.Name, err)
+	}
+	next := cur.DeepCopy()
+	if next.Labels == nil {
+		next.Labels = map[string]string{}
+	}
+	for k, v := range desired.Labels {
+		next.Labels[k] = v
+	}
+	next.Webhooks = desired.Webhooks
+	if reflect.DeepEqual(cur.Labels, next.Labels) && webhooksEqual(cur.Webhooks, next.Webhooks) {
+		logger.V(2).Info("Admission webhook registration is up to date")
+		return nil
+	}
+	if _, err := client.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update MutatingWebhookConfiguration %s: %w", desired.Name, err)
+	}
+	logger.Info("Updated the admission webhook registration")
+	return nil
+}
+
+// webhooksEqual compares what we set; fields the API server defaults and
+// we leave unset (matchConditions) would otherwise cause an update on
+// every start.
+func webhooksEqual(a, b []admissionregistrationv1.MutatingWebhook) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i].DeepCopy(), b[i].DeepCopy()
+		x.MatchConditions, y.MatchConditions = nil, nil
+		if !bytes.Equal(x.ClientConfig.CABundle, y.ClientConfig.CABundle) {
+			return false
+		}
+		x.ClientConfig.CABundle, y.ClientConfig.CABundle = nil, nil
+		if x.ClientConfig.Service != nil && x.ClientConfig.Service.Port == nil {
+			x.ClientConfig.Service.Port = ptr.To[int32](443)
+		}
+		if y.ClientConfig.Service != nil && y.ClientConfig.Service.Port == nil {
+			y.ClientConfig.Service.Port = ptr.To[int32](443)
+		}
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,117 @@
+package register
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+)
+
+func serviceConfig() *Config {
+	return &Config{
+		Name:               DefaultConfigName,
+		Service:            &admissionregistrationv1.ServiceReference{Namespace: "aware-system", Name: "aware-admission-controller", Path: ptr.To("/mutate-pods"), Port: ptr.To[int32](443)},
+		CABundle:           []byte("ca"),
+		FailurePolicy:      admissionregistrationv1.Ignore,
+		TimeoutSeconds:     3,
+		ExcludedNamespaces: []string{"kube-system", "aware-system"},
+	}
+}
+
+func TestValidate(t *testing.T) {
+	if err := serviceConfig().Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := serviceConfig()
+	c.URL = "https://127.0.0.1:8443/mutate-pods"
+	c.CABundle = nil
+	c.TimeoutSeconds = 60
+	c.FailurePolicy = "Sometimes"
+	err := c.Validate()
+	for _, want := range []string{"exactly one", "CA bundle", "timeout 60s", "failure policy"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to mention %q", err, want)
+		}
+	}
+}
+
+func TestBuildSelectors(t *testing.T) {
+	w := Build(serviceConfig()).Webhooks[0]
+	if *w.FailurePolicy != admissionregistrationv1.Ignore || *w.TimeoutSeconds != 3 || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+		t.Fatalf("unsafe defaults: %+v", w)
+	}
+	if len(w.Rules) != 1 || w.Rules[0].Operations[0] != admissionregistrationv1.Create || w.Rules[0].Resources[0] != "pods" {
+		t.Fatalf("rules: %+v", w.Rules)
+	}
+	ns, err := metav1.LabelSelectorAsSelector(w.NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := metav1.LabelSelectorAsSelector(w.ObjectSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name      string
+		namespace string
+		podLabels labels.Set
+		called    bool
+	}{
+		{"workload namespace", "shop", labels.Set{"app": "web"}, true},
+		{"kube-system", "kube-system", nil, false},
+		{"our own namespace", "aware-system", nil, false},
+		{"opted-out pod", "shop", labels.Set{OptOutLabel: OptOutValue}, false},
+	} {
+		got := ns.Matches(labels.Set{namespaceNameLabel: tc.namespace}) && obj.Matches(tc.podLabels)
+		if got != tc.called {
+			t.Errorf("%s: webhook called = %v, want %v", tc.name, got, tc.called)
+		}
+	}
+	url := serviceConfig()
+	url.Service, url.URL = nil, "https://127.0.0.1:8443/mutate-pods"
+	if cc := Build(url).Webhooks[0].ClientConfig; cc.URL == nil || *cc.URL != url.URL || cc.Service != nil {
+		t.Fatalf("URL mode: %+v", cc)
+	}
+}
+
+func TestApply(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	mwc := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	desired := Build(serviceConfig())
+	if err := Apply(ctx, mwc, desired); err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, mwc, desired); err != nil {
+		t.Fatal(err)
+	}
+	var updates int
+	for _, a := range client.Actions() {
+		if a.GetVerb() == "update" {
+			updates++
+		}
+	}
+	if updates != 0 {
+		t.Fatalf("an unchanged registration was updated %d times", updates)
+	}
+	// A rotated CA must reach the API server; a foreign label survives.
+	cur, _ := mwc.Get(ctx, DefaultConfigName, metav1.GetOptions{})
+	cur.Labels["team"] = "platform"
+	if _, err := mwc.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	c := serviceConfig()
+	c.CABundle = []byte("new ca")
+	if err := Apply(ctx, mwc, Build(c)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := mwc.Get(ctx, DefaultConfigName, metav1.GetOptions{})
+	if string(got.Webhooks[0].ClientConfig.CABundle) != "new ca" || got.Labels["team"] != "platform" {
+		t.Fatalf("after update: ca %q labels %v", got.Webhooks[0].ClientConfig.CABundle, got.Labels)
+	}
+}

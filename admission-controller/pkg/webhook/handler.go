@@ -1,0 +1,287 @@
+// Package webhook serves the admission controller's AdmissionReview
+// endpoint: it decodes the review defensively, finds the pod's MPA, asks
+// package patch for the JSON patch and answers.
+//
+// The handler fails open. Whatever arrives — a wrong kind, a review without
+// a request, unknown fields, garbage, a body over the size limit, a lookup
+// that fails or does not finish within the timeout, a panic — it answers
+// "allowed, no patch" with HTTP 200, so a fault here never blocks pod
+// creation, even if the webhook was registered with failurePolicy Fail.
+// Each answer is counted by result in aware_admission_requests_total.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	kjson "sigs.k8s.io/json"
+
+	"github.com/aware-k8s/aware/admission-controller/pkg/match"
+	"github.com/aware-k8s/aware/admission-controller/pkg/patch"
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+)
+
+// Results counted in aware_admission_requests_total.
+const (
+	// ResultPatched: the pod was patched.
+	ResultPatched = "patched"
+	// ResultUnchanged: an MPA governs the pod but nothing needed changing
+	// (already at the recommendation, mode Off, no recommendation yet).
+	ResultUnchanged = "unchanged"
+	// ResultSkipped: not a pod CREATE, or no MPA governs the pod.
+	ResultSkipped = "skipped"
+	// ResultInvalid: the body was not a usable AdmissionReview v1.
+	ResultInvalid = "invalid"
+	// ResultError: a lookup failed, or the handler panicked.
+	ResultError = "error"
+	// ResultTimeout: the decision did not finish within the timeout.
+	ResultTimeout = "timeout"
+)
+
+// Results lists every result label value.
+var Results = []string{ResultPatched, ResultUnchanged, ResultSkipped, ResultInvalid, ResultError, ResultTimeout}
+
+// Matcher finds the MPA governing a pod; nil means none.
+type Matcher interface {
+	Match(ctx context.Context, pod *corev1.Pod) (*v1alpha1.MultidimPodAutoscaler, error)
+}
+
+var _ Matcher = (*match.Matcher)(nil)
+
+// LimitRanges lists the LimitRanges of a namespace.
+type LimitRanges interface {
+	LimitRanges(namespace string) ([]*corev1.LimitRange, error)
+}
+
+// LimitRangesFunc adapts a function to LimitRanges.
+type LimitRangesFunc func(namespace string) ([]*corev1.LimitRange, error)
+
+// LimitRanges implements LimitRanges.
+func (f LimitRangesFunc) LimitRanges(namespace string) ([]*corev1.LimitRange, error) {
+	return f(namespace)
+}
+
+var _ LimitRanges = LimitRangesFunc(nil)
+
+// Defaults for Handler.
+const (
+	// DefaultMaxBodyBytes is above any valid review: etcd refuses objects
+	// over 1.5 MiB, and a CREATE review carries the object once.
+	DefaultMaxBodyBytes = 3 << 20
+	// DefaultTimeout is below the registered webhook timeout (3s), so we
+	// answer before the API server gives up on us.
+	DefaultTimeout = 2 * time.Second
+)
+
+// Handler answers AdmissionReview v1 requests for pod CREATE.
+type Handler struct {
+	Matcher      Matcher
+	LimitRanges  LimitRanges
+	Metrics      *Metrics
+	MaxBodyBytes int64
+	Timeout      time.Duration
+}
+
+var _ http.Handler = (*Handler)(nil)
+
+// outcome is the answer to one review.
+type outcome struct {
+	result  string
+	patch   []byte
+	updates string
+	err     error
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	logger := klog.FromContext(r.Context())
+	if r.Method != http.MethodPost {
+		h.Metrics.observe(ResultInvalid, start)
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST an AdmissionReview", http.StatusMethodNotAllowed)
+		return
+	}
+	limit := h.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var uid types.UID
+	var out outcome
+	if err != nil {
+		out = outcome{result: ResultInvalid, err: fmt.Errorf("read body: %w", err)}
+	} else {
+		var req *admissionv1.AdmissionRequest
+		req, out = decode(body)
+		if req != nil {
+			uid = req.UID
+			logger = klog.LoggerWithValues(logger, "uid", req.UID, "pod", klog.KRef(req.Namespace, req.Name))
+			out = h.decide(klog.NewContext(r.Context(), logger), req)
+		}
+	}
+	switch {
+	case out.err != nil && out.result == ResultInvalid:
+		logger.V(2).Info("Answering allowed to an unusable admission request", "result", out.result, "err", out.err)
+	case out.err != nil:
+		logger.Error(out.err, "Admitting the pod unchanged", "result", out.result)
+	case out.result == ResultPatched:
+		logger.V(2).Info("Patched pod resources", "updates", out.updates)
+	}
+	writeReview(w, logger, uid, out.patch)
+	h.Metrics.observe(out.result, start)
+}
+
+// decode returns the request of a well-formed AdmissionReview v1, or nil
+// and the reason it is unusable. Unknown or duplicate fields make a review
+// unusable: the API server never sends them, so they mean the sender is
+// not the API server we were written for.
+func decode(body []byte) (*admissionv1.AdmissionRequest, outcome) {
+	var review admissionv1.AdmissionReview
+	strictErrs, err := kjson.UnmarshalStrict(body, &review)
+	switch {
+	case err != nil:
+		return nil, outcome{result: ResultInvalid, err: fmt.Errorf("decode AdmissionReview: %w", err)}
+	case len(strictErrs) > 0:
+		return nil, outcome{result: ResultInvalid, err: fmt.Errorf("decode AdmissionReview: %w", errors.Join(strictErrs...))}
+	case review.APIVersion != admissionv1.SchemeGroupVersion.String() || review.Kind != "AdmissionReview":
+		return nil, outcome{result: ResultInvalid, err: fmt.Errorf("got %s %s, want admission.k8s.io/v1 AdmissionReview", review.APIVersion, review.Kind)}
+	case review.Request == nil:
+		return nil, outcome{result: ResultInvalid, err: errors.New("AdmissionReview has no request")}
+	}
+	return review.Request, outcome{}
+}
+
+var podKind = metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "Pod"}
+
+// decide computes the answer within the timeout. The work runs in its own
+// goroutine so that a lookup which ignores its context still cannot hold
+// the answer back; it ends when its lookups do.
+func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest) outcome {
+	if req.Kind != podKind || req.Resource.Resource != "pods" || req.SubResource != "" || req.Operation != admissionv1.Create {
+		return outcome{result: ResultSkipped}
+	}
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan outcome, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- outcome{result: ResultError, err: fmt.Errorf("panic: %v", p)}
+			}
+		}()
+		done <- h.admitPod(ctx, req)
+	}()
+	select {
+	case out := <-done:
+		return out
+	case <-ctx.Done():
+		return outcome{result: ResultTimeout, err: fmt.Errorf("no decision within %s: %w", timeout, ctx.Err())}
+	}
+}
+
+func (h *Handler) admitPod(ctx context.Context, req *admissionv1.AdmissionRequest) outcome {
+	var pod corev1.Pod
+	// Lenient about the pod itself: an API server newer than our
+	// k8s.io/api may send fields we do not know, and the patch only
+	// addresses resources by container index, which such fields don't move.
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, &pod); err != nil {
+		return outcome{result: ResultInvalid, err: fmt.Errorf("decode pod: %w", err)}
+	}
+	if pod.Namespace == "" {
+		// On CREATE the namespace may only be in the request.
+		pod.Namespace = req.Namespace
+	}
+	m, err := h.Matcher.Match(ctx, &pod)
+	if err != nil {
+		return outcome{result: ResultError, err: fmt.Errorf("find MPA: %w", err)}
+	}
+	if m == nil {
+		return outcome{result: ResultSkipped}
+	}
+	var lrs []*corev1.LimitRange
+	if h.LimitRanges != nil {
+		if lrs, err = h.LimitRanges.LimitRanges(pod.Namespace); err != nil {
+			return outcome{result: ResultError, err: fmt.Errorf("list LimitRanges: %w", err)}
+		}
+	}
+	in, ok := patch.InputFor(m, patch.CapsFrom(lrs))
+	if !ok {
+		return outcome{result: ResultUnchanged}
+	}
+	res := patch.Compute(&pod, in)
+	if len(res.Patch) == 0 {
+		return outcome{result: ResultUnchanged}
+	}
+	b, err := json.Marshal(res.Patch)
+	if err != nil {
+		return outcome{result: ResultError, err: fmt.Errorf("encode patch: %w", err)}
+	}
+	return outcome{result: ResultPatched, patch: b, updates: res.Updates[0] + summary(res.Updates)}
+}
+
+func summary(u []string) string {
+	if len(u) <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (+%d more containers)", len(u)-1)
+}
+
+// writeReview answers allowed, with the patch if there is one.
+func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonPatch []byte) {
+	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: true}
+	if len(jsonPatch) > 0 {
+		pt := admissionv1.PatchTypeJSONPatch
+		resp.Patch, resp.PatchType = jsonPatch, &pt
+	}
+	b, err := json.Marshal(&admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+		Response: resp,
+	})
+	if err != nil {
+		// Cannot happen for these types; answer nothing rather than garbage.
+		logger.Error(err, "Encoding AdmissionReview")
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if _, err := w.Write(b); err != nil {
+		logger.V(2).Info("Writing AdmissionReview", "err", err)
+	}
+}
+
+// Recover answers "allowed, no patch" when next panics, so a bug costs a
+// pod its sizing, never its creation, and the server keeps running.
+func Recover(next http.Handler, m *Metrics) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		defer func() {
+			p := recover()
+			if p == nil || p == http.ErrAbortHandler {
+				if p != nil {
+					panic(p)
+				}
+				return
+			}
+			logger := klog.FromContext(r.Context())
+			logger.Error(fmt.Errorf("panic: %v", p), "Admission handler panicked; admitting unchanged")
+			m.observe(ResultError, start)
+			writeReview(w, logger, "", nil)
+		}()
+		next.ServeHTTP(w, r)
+	})
+}

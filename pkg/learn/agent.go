@@ -1,0 +1,445 @@
+package learn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/lifecycle"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/reward"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// Mode is spec.rl.mode.
+type Mode string
+
+const (
+	// ModeOff: the agent neither acts nor learns; the default is applied.
+	ModeOff Mode = "Off"
+	// ModeShadow: the agent learns from the defaults and moves through its
+	// stages, but the default is applied whatever the stage.
+	ModeShadow Mode = "Shadow"
+	// ModeOn: the agent acts once its lifecycle allows.
+	ModeOn Mode = "On"
+)
+
+// Config is one workload's spec.rl as the agent needs it.
+type Config struct {
+	Mode  Mode
+	Alpha float64
+	Gates lifecycle.Gates
+}
+
+// DefaultConfig is spec.rl's defaults, except Mode On: a workload that
+// reaches the agent has asked for it.
+func DefaultConfig() Config {
+	return Config{Mode: ModeOn, Alpha: 0.5, Gates: lifecycle.DefaultGates()}
+}
+
+// Validate checks c as it arrives over the wire.
+func (c Config) Validate() error {
+	var errs []error
+	switch c.Mode {
+	case ModeOff, ModeShadow, ModeOn:
+	default:
+		errs = append(errs, fmt.Errorf("mode must be Off, Shadow or On, got %q", c.Mode))
+	}
+	if !(c.Alpha >= 0 && c.Alpha <= 1) {
+		errs = append(errs, fmt.Errorf("alpha must be in [0, 1], got %v", c.Alpha))
+	}
+	if err := c.Gates.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("gates: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// Buffer sizes per workload. Demonstrations are kept across episodes (the
+// behaviour-cloning corpus grows while bootstrapping); transitions only for
+// the current episode, which is what one PPO update consumes. 512
+// demonstrations are about 100 KiB, so memory stays bounded by the
+// server's workload limit.
+const (
+	maxDemonstrations = 512
+	maxEpisodeSteps   = 10000
+)
+
+// Prepared is the first half of a decision: the state and legal actions
+// the shared learner needs. It is produced by Agent.Prepare and consumed by
+// Agent.Decide, so that a server can batch the forward passes of many
+// workloads between the two.
+type Prepared struct {
+	State []float64
+	Mask  []bool
+	// NeedsPolicy is false when the decision does not depend on the policy
+	// (bootstrapping, mode Off): Decide then takes a nil decision.
+	NeedsPolicy bool
+	// Greedy is true when the policy should exploit rather than explore.
+	Greedy bool
+
+	obs      workload.Observation
+	cons     workload.Constraints
+	def      workload.Recommendation
+	cfg      Config
+	stage    lifecycle.Stage
+	prevRate float64
+	hasPrev  bool
+}
+
+// Result is one decision.
+type Result struct {
+	Recommendation workload.Recommendation
+	Stage          lifecycle.Stage
+	// Action is the policy's action, or the default's nearest action when
+	// the default was chosen.
+	Action Action
+}
+
+// Outcome is what happened after a decision was applied.
+type Outcome struct {
+	Observation   workload.Observation
+	Applied       workload.Recommendation
+	AppliedSource workload.Source
+	Next          workload.Observation
+	Config        Config
+}
+
+// OutcomeResult is what the agent made of an Outcome.
+type OutcomeResult struct {
+	Reward          reward.Terms
+	Stage           lifecycle.Stage
+	EpisodeComplete bool
+	// Transition is set when the episode moved the workload to a new stage.
+	Transition *lifecycle.Transition
+	// Train is set when the completed episode should train the learner.
+	Train *TrainJob
+	// Experience is the transition to persist.
+	Experience Experience
+}
+
+// TrainJob is the training an episode asks for. Bootstrapping jobs clone
+// the defaults (Demonstrations) and then run offline PPO updates on their
+// transitions; training jobs run a PPO update on the episode.
+type TrainJob struct {
+	Demonstrations []policy.Demonstration
+	Batch          []policy.Transition
+}
+
+// Run trains l as the job asks. It may take tens of milliseconds; servers
+// run it off the request path.
+func (j *TrainJob) Run(l policy.DiscreteLearner) error {
+	if len(j.Demonstrations) > 0 {
+		if _, err := l.BehaviourClone(j.Demonstrations); err != nil {
+			return fmt.Errorf("behaviour cloning: %w", err)
+		}
+	}
+	if len(j.Batch) > 0 {
+		if _, err := l.Update(j.Batch); err != nil {
+			return fmt.Errorf("PPO update: %w", err)
+		}
+	}
+	return nil
+}
+
+// Experience is one persisted transition of a workload, with the default's
+// label, so a restarted agent can rebuild its behaviour-cloning corpus.
+type Experience struct {
+	Workload   string            `json:"w"`
+	Transition policy.Transition `json:"t"`
+	// Teacher is the default's nearest action in State, or -1 when the
+	// transition was not the default's.
+	Teacher int `json:"d"`
+}
+
+// Status is a workload's agent as GetPolicyStatus reports it.
+type Status struct {
+	Stage        lifecycle.Stage
+	Episodes     int64
+	Transitions  int64
+	RewardMean   float64
+	RewardStdDev float64
+	LastUpdate   time.Time
+}
+
+// AgentState is the persistent part of an Agent.
+type AgentState struct {
+	Workload     string          `json:"workload"`
+	Lifecycle    lifecycle.State `json:"lifecycle"`
+	Gates        lifecycle.Gates `json:"gates"`
+	Transitions  int64           `json:"transitions"`
+	EpisodeSum   float64         `json:"episodeSum"`
+	EpisodeSteps int             `json:"episodeSteps"`
+	LastUpdate   time.Time       `json:"lastUpdate"`
+	PrevRate     float64         `json:"prevRate"`
+	HasPrev      bool            `json:"hasPrev"`
+}
+
+// Agent is one workload's side of the AWARE agent: its lifecycle, episode
+// accounting and experience. The policy itself is shared by every workload
+// (one network serves many workloads, DESIGN §5) and owned by the caller.
+// Agent is safe for concurrent use.
+type Agent struct {
+	key   string
+	steps Steps
+
+	mu           sync.Mutex
+	machine      *lifecycle.Machine
+	transitions  int64
+	episodeSum   float64
+	episodeSteps int
+	lastUpdate   time.Time
+	prevRate     float64
+	hasPrev      bool
+	// last is the most recent decision, matched to its outcome by the
+	// observation time, so the outcome's transition uses exactly the state,
+	// mask and action of the decision.
+	last    *decided
+	cons    workload.Constraints
+	demos   []policy.Demonstration
+	episode []policy.Transition
+}
+
+type decided struct {
+	time   time.Time
+	state  []float64
+	mask   []bool
+	action Action
+	source workload.Source
+}
+
+// NewAgent returns a workload's agent in Bootstrapping since now.
+func NewAgent(key string, gates lifecycle.Gates, steps Steps, now time.Time) (*Agent, error) {
+	m, err := lifecycle.New(gates, now)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{key: key, steps: steps, machine: m, lastUpdate: now}, nil
+}
+
+// RestoreAgent returns an agent resuming st.
+func RestoreAgent(st AgentState, steps Steps) (*Agent, error) {
+	m, err := lifecycle.Restore(st.Gates, st.Lifecycle)
+	if err != nil {
+		return nil, fmt.Errorf("workload %s: %w", st.Workload, err)
+	}
+	if st.Transitions < 0 || st.EpisodeSteps < 0 || math.IsNaN(st.EpisodeSum) || math.IsInf(st.EpisodeSum, 0) {
+		return nil, fmt.Errorf("workload %s: invalid episode accounting", st.Workload)
+	}
+	return &Agent{
+		key: st.Workload, steps: steps, machine: m,
+		transitions: st.Transitions, episodeSum: st.EpisodeSum, episodeSteps: st.EpisodeSteps,
+		lastUpdate: st.LastUpdate, prevRate: st.PrevRate, hasPrev: st.HasPrev,
+	}, nil
+}
+
+// Key returns the workload key.
+func (a *Agent) Key() string { return a.key }
+
+// State returns the persistent state.
+func (a *Agent) State() AgentState {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return AgentState{
+		Workload: a.key, Lifecycle: a.machine.State(), Gates: a.machine.Gates(),
+		Transitions: a.transitions, EpisodeSum: a.episodeSum, EpisodeSteps: a.episodeSteps,
+		LastUpdate: a.lastUpdate, PrevRate: a.prevRate, HasPrev: a.hasPrev,
+	}
+}
+
+// Stage returns the current stage.
+func (a *Agent) Stage() lifecycle.Stage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.machine.Stage()
+}
+
+// Status returns the agent's state for GetPolicyStatus.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	mean, std := a.machine.Stats()
+	st := a.machine.State()
+	return Status{Stage: st.Stage, Episodes: st.Episodes, Transitions: a.transitions, RewardMean: mean, RewardStdDev: std, LastUpdate: a.lastUpdate}
+}
+
+// Restore feeds a persisted experience record back into the agent: the
+// default's demonstrations rebuild the behaviour-cloning corpus.
+func (a *Agent) Restore(e Experience) {
+	if e.Teacher < 0 || e.Teacher >= int(NumActions) {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.addDemo(policy.Demonstration{State: e.Transition.State, Mask: e.Transition.Mask, Action: e.Teacher})
+}
+
+func (a *Agent) addDemo(d policy.Demonstration) {
+	if len(a.demos) >= maxDemonstrations {
+		a.demos = slices.Delete(a.demos, 0, len(a.demos)-maxDemonstrations+1)
+	}
+	a.demos = append(a.demos, d)
+}
+
+// Prepare computes the state and mask for a Recommend call. cfg must be
+// valid.
+func (a *Agent) Prepare(obs workload.Observation, cons workload.Constraints, def workload.Recommendation, cfg Config) (Prepared, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.machine.SetGates(cfg.Gates); err != nil {
+		return Prepared{}, err
+	}
+	stage := a.machine.Stage()
+	p := Prepared{
+		obs: obs, cons: cons, def: def, cfg: cfg, stage: stage,
+		prevRate: a.prevRate, hasPrev: a.hasPrev,
+	}
+	p.State = Encode(Input{Observation: obs, Constraints: cons, Default: def, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev})
+	p.Mask = Mask(&obs, &cons, a.steps)
+	// Only mode On ever applies the policy's decision, so only then is a
+	// forward pass worth its cost. (Shadow learns from the defaults.)
+	p.NeedsPolicy = cfg.Mode == ModeOn && stage.AgentActs()
+	// Serving exploits; training stages explore by sampling.
+	p.Greedy = stage == lifecycle.Serving
+	return p, nil
+}
+
+// Decide completes a decision. d is the learner's decision for p.State and
+// p.Mask, or nil when !p.NeedsPolicy.
+func (a *Agent) Decide(p Prepared, d *policy.Decision) (Result, error) {
+	if p.NeedsPolicy && d == nil {
+		return Result{}, errors.New("decision needs the policy's action")
+	}
+	res := Result{Stage: p.stage}
+	teacher := NearestAction(&p.obs, &p.cons, p.def, a.steps, p.Mask)
+	useDefault := func(reason string, src workload.Source) {
+		res.Recommendation = p.def
+		res.Recommendation.Source, res.Recommendation.Reason = src, reason
+		res.Action = teacher
+	}
+	switch {
+	case p.cfg.Mode == ModeOff:
+		useDefault("RLModeOff", workload.SourceDefault)
+	case !p.stage.AgentActs():
+		useDefault("Bootstrapping", workload.SourceDefault)
+	case p.cfg.Mode == ModeShadow:
+		useDefault("Shadow", workload.SourceDefault)
+	default:
+		act := Action(d.Action)
+		if act < 0 || act >= NumActions || !p.Mask[act] {
+			return Result{}, fmt.Errorf("policy chose illegal action %d", d.Action)
+		}
+		if SafeguardRefuses(&p.obs, &p.cons, act) {
+			// FaaSRM: refuse the downward step and restore the user's
+			// allocation, which the default recommendation stands for.
+			useDefault("SafeguardPeakUsage", workload.SourceSafeguard)
+			break
+		}
+		res.Recommendation = Apply(&p.obs, &p.cons, act, a.steps)
+		res.Recommendation.Source, res.Recommendation.Reason = workload.SourceAgent, p.stage.String()
+		res.Action = act
+	}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.prevRate, a.hasPrev = p.obs.RequestRate, true
+	a.cons = p.cons
+	a.last = &decided{time: p.obs.Time, state: p.State, mask: p.Mask, action: res.Action, source: res.Recommendation.Source}
+	return res, nil
+}
+
+// Outcome records the result of an applied decision: the reward, the
+// transition, the episode accounting and, at the end of an episode, the
+// lifecycle gate. now is the time of the report.
+func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
+	terms, err := Reward(&o.Next, o.Config.Alpha)
+	if err != nil {
+		return OutcomeResult{}, err
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.machine.SetGates(o.Config.Gates); err != nil {
+		return OutcomeResult{}, err
+	}
+
+	var state []float64
+	var mask []bool
+	var action Action
+	if l := a.last; l != nil && l.time.Equal(o.Observation.Time) {
+		state, mask = l.state, l.mask
+		action = l.action
+		if o.AppliedSource != l.source {
+			// The recommender applied something else (e.g. it fell back to
+			// the default): learn from what was applied.
+			action = NearestAction(&o.Observation, &a.cons, o.Applied, a.steps, mask)
+		}
+	} else {
+		// No matching decision (e.g. the agent restarted in between): the
+		// applied recommendation stands in for the default in the state.
+		state = Encode(Input{Observation: o.Observation, Constraints: a.cons, Default: o.Applied, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev})
+		mask = Mask(&o.Observation, &a.cons, a.steps)
+		action = NearestAction(&o.Observation, &a.cons, o.Applied, a.steps, mask)
+	}
+	a.last = nil
+	next := Encode(Input{Observation: o.Next, Constraints: a.cons, Default: o.Applied, PrevRequestRate: o.Observation.RequestRate, HasPrev: true})
+
+	gates := a.machine.Gates()
+	a.episodeSum += terms.Reward
+	a.episodeSteps++
+	a.transitions++
+	a.lastUpdate = now
+	done := a.episodeSteps >= gates.EpisodeSteps
+	tr := policy.Transition{State: state, Mask: mask, Action: int(action), Reward: terms.Reward, NextState: next, Truncated: done}
+	stage := a.machine.Stage()
+	teacher := -1
+	if o.AppliedSource == workload.SourceDefault || o.AppliedSource == workload.SourceSafeguard {
+		teacher = int(action)
+		a.addDemo(policy.Demonstration{State: state, Mask: mask, Action: teacher})
+	}
+	if stage.Learns() && len(a.episode) < maxEpisodeSteps {
+		a.episode = append(a.episode, tr)
+	}
+	res := OutcomeResult{Reward: terms, Stage: stage, Experience: Experience{Workload: a.key, Transition: tr, Teacher: teacher}}
+	if !done {
+		return res, nil
+	}
+
+	res.EpisodeComplete = true
+	episodeReward := a.episodeSum / float64(a.episodeSteps)
+	a.episodeSum, a.episodeSteps = 0, 0
+	if stage.Learns() && len(a.episode) > 0 {
+		job := &TrainJob{Batch: a.episode}
+		if stage == lifecycle.Bootstrapping {
+			job.Demonstrations = slices.Clone(a.demos)
+		}
+		res.Train = job
+	}
+	a.episode = nil
+	t, moved, err := a.machine.RecordEpisode(episodeReward, now)
+	if err != nil {
+		return OutcomeResult{}, err
+	}
+	if moved {
+		res.Transition = &t
+	}
+	res.Stage = a.machine.Stage()
+	return res, nil
+}
+
+// MarshalExperience encodes e for the experience log.
+func MarshalExperience(e Experience) ([]byte, error) { return json.Marshal(e) }
+
+// UnmarshalExperience decodes a record of the experience log.
+func UnmarshalExperience(b []byte) (Experience, error) {
+	var e Experience
+	if err := json.Unmarshal(b, &e); err != nil {
+		return Experience{}, fmt.Errorf("decode experience: %w", err)
+	}
+	if len(e.Transition.State) != StateDim {
+		return Experience{}, fmt.Errorf("experience of %s: state of length %d, want %d", e.Workload, len(e.Transition.State), StateDim)
+	}
+	return e, nil
+}

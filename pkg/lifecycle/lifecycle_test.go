@@ -1,0 +1,199 @@
+package lifecycle
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func repeat(x float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = x
+	}
+	return out
+}
+
+// alternate returns n rewards alternating mean±d: mean `mean`, std `d`.
+func alternate(mean, d float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = mean + d
+		if i%2 == 1 {
+			out[i] = mean - d
+		}
+	}
+	return out
+}
+
+func TestTransitions(t *testing.T) {
+	g := Gates{Window: 4, EpisodeSteps: 5, PromoteMinMean: 0.6, PromoteMaxStdDev: 0.1, RetrainBelowMean: 0.5, RetrainAboveStdDev: 0.2}
+	for _, tc := range []struct {
+		name    string
+		from    Stage
+		rewards []float64
+		// want is the stage after the rewards; atEpisode the 1-based episode
+		// of the transition (0: none).
+		want      Stage
+		atEpisode int
+		reason    string
+	}{
+		{"bootstrap gate passes on a full window", Bootstrapping, repeat(0.7, 4), OnlineTraining, 4, "RewardGatePassed"},
+		{"bootstrap waits for a full window", Bootstrapping, repeat(0.9, 3), Bootstrapping, 0, ""},
+		{"bootstrap mean too low", Bootstrapping, repeat(0.59, 8), Bootstrapping, 0, ""},
+		{"bootstrap mean exactly at gate", Bootstrapping, repeat(0.6, 4), OnlineTraining, 4, "RewardGatePassed"},
+		{"bootstrap too noisy", Bootstrapping, alternate(0.8, 0.15, 8), Bootstrapping, 0, ""},
+		{"bootstrap passes once old bad episodes leave the window", Bootstrapping, append(repeat(0.1, 3), repeat(0.8, 4)...), OnlineTraining, 7, "RewardGatePassed"},
+		{"online training becomes serving when stable", OnlineTraining, repeat(0.65, 4), Serving, 4, "TrainingStable"},
+		{"online training stays while unstable", OnlineTraining, alternate(0.7, 0.2, 6), OnlineTraining, 0, ""},
+		{"online training is not demoted by low reward", OnlineTraining, repeat(-1, 6), OnlineTraining, 0, ""},
+		{"serving stays while healthy", Serving, alternate(0.7, 0.1, 10), Serving, 0, ""},
+		{"serving mean drops below retrain threshold", Serving, repeat(0.45, 4), Retraining, 4, "RewardDropped"},
+		{"serving mean at retrain threshold does not fire", Serving, repeat(0.5, 6), Serving, 0, ""},
+		{"serving std above retrain threshold", Serving, alternate(0.8, 0.25, 4), Retraining, 4, "RewardUnstable"},
+		{"serving detector needs a full window", Serving, repeat(-1, 3), Serving, 0, ""},
+		{"retraining back to online training", Retraining, repeat(0.62, 4), OnlineTraining, 4, "RewardGatePassed"},
+		{"retraining stays below gate", Retraining, repeat(0.55, 8), Retraining, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Restore(g, State{Stage: tc.from, Since: t0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			for i, r := range tc.rewards {
+				tr, ok, err := m.RecordEpisode(r, t0.Add(time.Duration(i+1)*time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					continue
+				}
+				if got != 0 {
+					t.Fatalf("second transition at episode %d: %+v", i+1, tr)
+				}
+				got = i + 1
+				if tr.From != tc.from || tr.To != tc.want || tr.Reason != tc.reason || tr.Episode != int64(i+1) {
+					t.Errorf("transition %+v, want %v→%v (%s) at episode %d", tr, tc.from, tc.want, tc.reason, i+1)
+				}
+				if !tr.Time.Equal(t0.Add(time.Duration(i+1) * time.Minute)) {
+					t.Errorf("transition time %v is not the episode's", tr.Time)
+				}
+				// The window restarts with the new stage.
+				if n := len(m.State().Window); n != 0 {
+					t.Errorf("window holds %d rewards after a transition, want 0", n)
+				}
+				// Stop here: what follows belongs to the next stage's test.
+				break
+			}
+			if got != tc.atEpisode {
+				t.Errorf("transition at episode %d, want %d", got, tc.atEpisode)
+			}
+			if m.Stage() != tc.want {
+				t.Errorf("stage %v, want %v", m.Stage(), tc.want)
+			}
+		})
+	}
+}
+
+// TestFullCycle walks every stage in order with one machine, as a workload
+// would: gate, stability, detector, recovery.
+func TestFullCycle(t *testing.T) {
+	g := DefaultGates()
+	g.Window = 3
+	m, err := New(g, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path []Stage
+	now := t0
+	feed := func(rs ...float64) {
+		for _, r := range rs {
+			now = now.Add(time.Minute)
+			tr, ok, err := m.RecordEpisode(r, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				path = append(path, tr.To)
+			}
+		}
+	}
+	feed(0.2, 0.3, 0.7, 0.7, 0.7) // bootstrap: gate passes on the 5th
+	feed(0.7, 0.7, 0.7)           // online: stable → serving
+	feed(0.3, 0.3, 0.3)           // serving: detector fires
+	feed(0.7, 0.7, 0.7)           // retraining: gate → online
+	want := []Stage{OnlineTraining, Serving, Retraining, OnlineTraining}
+	if len(path) != len(want) {
+		t.Fatalf("path %v, want %v", path, want)
+	}
+	for i := range want {
+		if path[i] != want[i] {
+			t.Fatalf("path %v, want %v", path, want)
+		}
+	}
+	if st := m.State(); st.Episodes != 14 || !st.Since.Equal(now) {
+		t.Errorf("state %+v: want 14 episodes since %v", st, now)
+	}
+}
+
+func TestRestoreResumes(t *testing.T) {
+	g := DefaultGates()
+	g.Window = 4
+	m, _ := New(g, t0)
+	for range 3 {
+		if _, _, err := m.RecordEpisode(0.9, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m2, err := Restore(g, m.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One more episode completes the window restored from the state.
+	if _, ok, _ := m2.RecordEpisode(0.9, t0); !ok || m2.Stage() != OnlineTraining {
+		t.Fatalf("restored machine did not resume its window: stage %v", m2.Stage())
+	}
+}
+
+func TestInvalidInputs(t *testing.T) {
+	m, _ := New(DefaultGates(), t0)
+	for _, r := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		if _, _, err := m.RecordEpisode(r, t0); err == nil {
+			t.Errorf("reward %v accepted", r)
+		}
+	}
+	if m.State().Episodes != 0 {
+		t.Error("a rejected reward was counted")
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Gates)
+		want   string
+	}{
+		{"window too small", func(g *Gates) { g.Window = 1 }, "window"},
+		{"no episode steps", func(g *Gates) { g.EpisodeSteps = -1 }, "episodeSteps"},
+		{"NaN promote", func(g *Gates) { g.PromoteMinMean = math.NaN() }, "promoteMinMean"},
+		{"retrain above promote", func(g *Gates) { g.RetrainBelowMean = 0.7 }, "must not exceed"},
+		{"retrain std below promote std", func(g *Gates) { g.RetrainAboveStdDev = 0.05 }, "at least"},
+		{"std out of range", func(g *Gates) { g.PromoteMaxStdDev = 3; g.RetrainAboveStdDev = 3 }, "promoteMaxStdDev"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := DefaultGates()
+			tc.mutate(&g)
+			err := g.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate() = %v, want an error mentioning %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Restore(DefaultGates(), State{Stage: 9}); err == nil {
+		t.Error("stage 9 restored")
+	}
+	if got := (Gates{Window: 5}).WithDefaults(); got.Window != 5 || got.EpisodeSteps != 30 || got.PromoteMinMean != 0.6 {
+		t.Errorf("WithDefaults = %+v", got)
+	}
+}

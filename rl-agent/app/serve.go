@@ -1,0 +1,207 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+	"k8s.io/klog/v2"
+
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/rl-agent/server"
+)
+
+// serveOptions are the flags of `rl-agent serve`.
+type serveOptions struct {
+	ListenAddress       string
+	StateDir            string
+	TLSCertFile         string
+	TLSKeyFile          string
+	MetricsBindAddress  string
+	HealthBindAddress   string
+	ShutdownGracePeriod time.Duration
+	CheckpointInterval  time.Duration
+	Seed                uint64
+	MaxBatch            int
+	BatchWait           time.Duration
+	QueueSize           int
+	MaxWorkloads        int
+}
+
+func newServeOptions() *serveOptions {
+	d := server.DefaultOptions()
+	return &serveOptions{
+		// Loopback by default: the service may run without TLS, and then
+		// it must not be reachable from the network unless an operator
+		// says so (in a cluster: --listen-address=:9090 with TLS files).
+		ListenAddress:       "127.0.0.1:9090",
+		MetricsBindAddress:  ":8080",
+		HealthBindAddress:   ":8081",
+		ShutdownGracePeriod: 10 * time.Second,
+		CheckpointInterval:  d.FlushInterval,
+		Seed:                1,
+		MaxBatch:            d.MaxBatch,
+		BatchWait:           d.BatchWait,
+		QueueSize:           d.QueueSize,
+		MaxWorkloads:        d.MaxWorkloads,
+	}
+}
+
+// AddFlags registers the serve flags on fs.
+func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address (host:port) of the gRPC AgentService and health service. The default accepts local connections only; use e.g. :9090 in a cluster, with TLS.")
+	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "Directory for the experience log and checkpoints (required). It is locked: one agent per directory. Restored at start.")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM certificate for gRPC TLS; with --tls-key-file. Without both, gRPC is plaintext (logged as a warning).")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "PEM private key for --tls-cert-file.")
+	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
+	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port); \"0\" disables the endpoint (the gRPC health service is always served).")
+	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long in-flight calls may take at shutdown before connections are closed.")
+	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", o.CheckpointInterval, "How often experience is flushed and the policy and stages are checkpointed (also at shutdown).")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the initial policy weights and of exploration.")
+	fs.IntVar(&o.MaxBatch, "max-batch", o.MaxBatch, "Most decisions answered by one forward pass of the policy.")
+	fs.DurationVar(&o.BatchWait, "batch-wait", o.BatchWait, "Longest a decision waits for concurrent ones to share its forward pass; 0 disables waiting.")
+	fs.IntVar(&o.QueueSize, "queue-size", o.QueueSize, "Decisions that may wait for a forward pass; beyond it calls fail with UNAVAILABLE and the recommender falls back to its default.")
+	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED.")
+}
+
+// Validate reports every invalid option at once.
+func (o *serveOptions) Validate() error {
+	var errs []error
+	addr := func(flag, v string, disable bool) {
+		if disable && v == "0" {
+			return
+		}
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: %w", flag, v, err))
+		}
+	}
+	addr("listen-address", o.ListenAddress, false)
+	addr("metrics-bind-address", o.MetricsBindAddress, true)
+	addr("health-bind-address", o.HealthBindAddress, true)
+	if o.StateDir == "" {
+		errs = append(errs, errors.New("--state-dir is required"))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file must be set together"))
+	}
+	if o.ShutdownGracePeriod <= 0 || o.CheckpointInterval <= 0 {
+		errs = append(errs, errors.New("--shutdown-grace-period and --checkpoint-interval must be positive"))
+	}
+	if o.BatchWait < 0 || o.BatchWait > time.Second {
+		errs = append(errs, fmt.Errorf("--batch-wait must be in [0, 1s], got %s", o.BatchWait))
+	}
+	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 {
+		errs = append(errs, errors.New("--max-batch, --queue-size and --max-workloads must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+func newServeCommand() *cobra.Command {
+	o := newServeOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the agent over gRPC to the recommender",
+		Long: `serve runs the AWARE agent as the gRPC AgentService (proto/aware/rlagent/v1)
+that the recommender calls once per workload and tick. Each workload starts
+in Bootstrapping (the defaults act while the agent learns from them), moves
+to OnlineTraining once its reward passes the gates of spec.rl, then to
+Serving, and to Retraining when its reward drops. Experience, the policy and
+every workload's stage are kept in --state-dir and survive restarts and
+crashes. The standard gRPC health service is served beside the agent, and
+Prometheus metrics (aware_rlagent_*) on --metrics-bind-address.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return fmt.Errorf("invalid flags: %w", err)
+			}
+			return runServe(cmd.Context(), o)
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func runServe(ctx context.Context, o *serveOptions) (err error) {
+	logger := klog.FromContext(ctx)
+	st, rec, err := store.Open(o.StateDir)
+	if err != nil {
+		return fmt.Errorf("open state directory: %w", err)
+	}
+	defer func() {
+		if cerr := st.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close state directory: %w", cerr))
+		}
+	}()
+	if rec.DiscardedBytes > 0 {
+		logger.Info("Discarded the torn tail of the experience log (the previous run crashed)", "bytes", rec.DiscardedBytes, "records", rec.Records)
+	}
+
+	cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+	cfg.Seed = o.Seed
+	learner, err := policy.NewPPO(cfg)
+	if err != nil {
+		return fmt.Errorf("create policy: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	so := server.DefaultOptions()
+	so.Learner, so.Store, so.Registerer, so.Seed = learner, st, reg, o.Seed
+	so.FlushInterval, so.MaxBatch, so.BatchWait, so.QueueSize, so.MaxWorkloads = o.CheckpointInterval, o.MaxBatch, o.BatchWait, o.QueueSize, o.MaxWorkloads
+	srv, err := server.New(so)
+	if err != nil {
+		return err
+	}
+
+	gopts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()),
+		// The recommender keeps one long-lived connection; let it ping
+		// through idle periods without being cut off.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if o.TLSCertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("load TLS key pair: %w", err)
+		}
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+	} else {
+		logger.Info("WARNING: serving gRPC without TLS; set --tls-cert-file and --tls-key-file unless the listen address is private", "address", o.ListenAddress)
+	}
+	lis, err := net.Listen("tcp", o.ListenAddress)
+	if err != nil {
+		srv.Close()
+		return fmt.Errorf("listen on %s: %w", o.ListenAddress, err)
+	}
+	g := grpc.NewServer(gopts...)
+	srv.Register(g)
+
+	endpoints := serve.New(reg)
+	endpoints.AddReadyCheck("agent", srv.Ready)
+	eg, gctx := errgroup.WithContext(ctx)
+	for i, a := range []string{o.MetricsBindAddress, o.HealthBindAddress} {
+		// Both endpoints share one handler, so one listener serves both
+		// when the addresses are equal.
+		if a == "0" || (i == 1 && a == o.MetricsBindAddress) {
+			continue
+		}
+		eg.Go(func() error { return serve.Run(gctx, a, endpoints.Handler(), o.ShutdownGracePeriod) })
+	}
+	eg.Go(func() error { return server.Serve(gctx, g, lis, srv, o.ShutdownGracePeriod) })
+	return eg.Wait()
+}

@@ -1,0 +1,108 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+)
+
+const serveChildEnv = "AWARE_RLAGENT_SERVE_CHILD_ARGS"
+
+// TestMain turns the test binary into `rl-agent serve` when the crash test
+// re-executes it.
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(serveChildEnv); raw != "" {
+		var args []string
+		if err := json.Unmarshal([]byte(raw), &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		cmd := newServeCommand()
+		cmd.SetArgs(args)
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func startServeChild(t *testing.T, args []string) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	raw, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), serveChildEnv+"="+string(raw))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return cmd, &out
+}
+
+// TestServeSurvivesKill promotes a workload, SIGKILLs the agent without any
+// shutdown, and checks that the restarted agent resumes the stage the
+// recommender was told about.
+func TestServeSurvivesKill(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	child, out := startServeChild(t, args)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+	c := pb.NewAgentServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	obs := request().Observation
+	next := request().Observation
+	next.Time = timestamppb.New(obs.Time.AsTime().Add(time.Minute))
+	cfg := &pb.Config{Mode: pb.RLMode_RL_MODE_ON, Alpha: 0.5, Gates: &pb.Gates{Window: 2, EpisodeSteps: 1, PromoteMinMean: 0.5}}
+	var last *pb.ReportOutcomeResponse
+	for range 2 {
+		last, err = c.ReportOutcome(ctx, &pb.ReportOutcomeRequest{
+			Workload: request().Workload, Observation: obs, Applied: request().DefaultRecommendation,
+			AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: next, Config: cfg,
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	if last.Stage != pb.Stage_STAGE_ONLINE_TRAINING {
+		t.Fatalf("not promoted: %v (reward %v)", last.Stage, last.Reward)
+	}
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Wait()
+
+	startServeChild(t, args)
+	waitServing(t, conn)
+	st, err := c.GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status.Stage != pb.Stage_STAGE_ONLINE_TRAINING || st.Status.Episodes != 2 {
+		t.Errorf("after kill -9 and restart: %v", st.Status)
+	}
+}

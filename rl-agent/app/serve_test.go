@@ -1,0 +1,246 @@
+package app
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+)
+
+func TestServeOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*serveOptions)
+		want   string
+	}{
+		{"valid", func(*serveOptions) {}, ""},
+		{"no state dir", func(o *serveOptions) { o.StateDir = "" }, "--state-dir"},
+		{"bad listen address", func(o *serveOptions) { o.ListenAddress = "nonsense" }, "--listen-address"},
+		{"bad metrics address", func(o *serveOptions) { o.MetricsBindAddress = "x" }, "--metrics-bind-address"},
+		{"metrics disabled", func(o *serveOptions) { o.MetricsBindAddress = "0" }, ""},
+		{"cert without key", func(o *serveOptions) { o.TLSCertFile = "c.pem" }, "--tls-key-file"},
+		{"negative batch wait", func(o *serveOptions) { o.BatchWait = -time.Millisecond }, "--batch-wait"},
+		{"zero queue", func(o *serveOptions) { o.QueueSize = 0 }, "--queue-size"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newServeOptions()
+			o.StateDir = "/tmp/x"
+			tc.mutate(o)
+			err := o.Validate()
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// runCommand starts `rl-agent serve args...` (the subcommand alone: the
+// root's logging flags can only be applied once per process) and returns a function that stops it
+// (as SIGTERM would) and returns its error.
+func runCommand(t *testing.T, args ...string) func() error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := newServeCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	done := make(chan error, 1)
+	go func() {
+		err := cmd.ExecuteContext(ctx)
+		if err != nil {
+			t.Logf("rl-agent serve %s: %v", strings.Join(args, " "), err)
+		}
+		done <- err
+	}()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(20 * time.Second):
+			t.Fatal("serve did not stop within 20s")
+			return nil
+		}
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func waitServing(t *testing.T, conn *grpc.ClientConn) {
+	t.Helper()
+	hc := healthpb.NewHealthClient(conn)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r, err := hc.Check(ctx, &healthpb.HealthCheckRequest{Service: pb.AgentService_ServiceDesc.ServiceName})
+		cancel()
+		if err == nil && r.Status == healthpb.HealthCheckResponse_SERVING {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not serving: %v %v", r, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func request() *pb.RecommendRequest {
+	return &pb.RecommendRequest{
+		Workload: &pb.WorkloadRef{Namespace: "ns", Name: "web", Uid: "1"},
+		Observation: &pb.Observation{
+			Time: timestamppb.New(time.Unix(1000, 0)), Replicas: 2, ReadyReplicas: 2, RequestRate: 10,
+			Containers: []*pb.ContainerObservation{{Name: "app", Requests: &pb.Resources{CpuCores: 1, MemoryBytes: 1 << 30}, Usage: &pb.Resources{CpuCores: 0.5, MemoryBytes: 1 << 29}}},
+		},
+		DefaultRecommendation: &pb.Recommendation{Replicas: 2, Containers: []*pb.ContainerRecommendation{{Name: "app", Target: &pb.Resources{CpuCores: 1, MemoryBytes: 1 << 30}}}},
+		Config:                &pb.Config{Mode: pb.RLMode_RL_MODE_ON, Alpha: 0.5},
+	}
+}
+
+// TestServe runs `rl-agent serve` on loopback: it answers Recommend,
+// serves health and metrics, stops cleanly on cancellation (SIGTERM), and a
+// restart on the same state directory knows the workload.
+func TestServe(t *testing.T) {
+	dir := t.TempDir()
+	addr, metrics := freeAddr(t), freeAddr(t)
+	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", metrics, "--health-bind-address", "0"}
+	stop := runCommand(t, args...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+	c := pb.NewAgentServiceClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := c.Recommend(ctx, request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stage != pb.Stage_STAGE_BOOTSTRAPPING || r.Source != pb.Source_SOURCE_DEFAULT {
+		t.Errorf("first response %v", r)
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(body), `aware_rlagent_requests_total{code="OK",method="Recommend"} 1`) {
+		t.Errorf("metrics lack the Recommend call:\n%s", body)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "state.ckpt")); err != nil {
+		t.Fatalf("no checkpoint after shutdown: %v", err)
+	}
+
+	stop = runCommand(t, args...)
+	conn2, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn2.Close()
+	waitServing(t, conn2)
+	st, err := pb.NewAgentServiceClient(conn2).GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload})
+	if err != nil || st.Status.Stage != pb.Stage_STAGE_BOOTSTRAPPING {
+		t.Fatalf("after restart: %v, %v", st, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestServeTLS(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile, pool := selfSigned(t, dir)
+	addr := freeAddr(t)
+	runCommand(t, "--listen-address", addr, "--state-dir", filepath.Join(dir, "state"),
+		"--metrics-bind-address", "0", "--health-bind-address", "0", "--tls-cert-file", certFile, "--tls-key-file", keyFile)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+
+	plain, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(plain).Check(ctx, &healthpb.HealthCheckRequest{}); err == nil {
+		t.Error("a plaintext client was served by a TLS server")
+	}
+}
+
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rl-agent"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}

@@ -1,0 +1,128 @@
+package server
+
+import (
+	"errors"
+	"math"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/aware-k8s/aware/pkg/learn"
+	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+)
+
+// checkConverted asserts the invariant of conversion: either the request is
+// rejected as InvalidArgument with every violation naming a field, or the
+// result passes the domain's own validation and encodes to a finite state.
+func checkConverted(t *testing.T, in recommendInput, err error) {
+	t.Helper()
+	if err != nil {
+		var inv *InvalidRequestError
+		if !errors.Is(err, ErrInvalidArgument) || !errors.As(err, &inv) || len(inv.Violations) == 0 {
+			t.Fatalf("rejection is not a field-level InvalidArgument: %v", err)
+		}
+		for _, v := range inv.Violations {
+			if v.Field == "" || v.Description == "" {
+				t.Fatalf("violation without field or description: %+v", v)
+			}
+		}
+		return
+	}
+	for what, verr := range map[string]error{
+		"observation": in.obs.Validate(), "constraints": in.constraints.Validate(),
+		"default": in.def.Validate(), "config": in.cfg.Validate(),
+	} {
+		if verr != nil {
+			t.Fatalf("accepted request has an invalid %s: %v", what, verr)
+		}
+	}
+	if len(in.obs.Containers) == 0 {
+		t.Fatal("accepted an observation without containers")
+	}
+	s := learn.Encode(learn.Input{Observation: in.obs, Constraints: in.constraints, Default: in.def})
+	for i, v := range s {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			t.Fatalf("feature %d is %v", i, v)
+		}
+	}
+	if m := learn.Mask(&in.obs, &in.constraints, learn.DefaultSteps()); !m[learn.NoOp] {
+		t.Fatal("NoOp masked")
+	}
+}
+
+// FuzzFromRecommendRequest feeds arbitrary wire bytes through the
+// conversion.
+func FuzzFromRecommendRequest(f *testing.F) {
+	seeds := []*pb.RecommendRequest{recommendReq("web", 0), {}}
+	for _, mutate := range []func(*pb.RecommendRequest){
+		func(r *pb.RecommendRequest) { r.Observation.RequestRate = math.NaN() },
+		func(r *pb.RecommendRequest) { r.Observation.Latency.P95Seconds = math.Inf(1) },
+		func(r *pb.RecommendRequest) { r.Observation.Containers[0].Usage.CpuCores = math.Inf(-1) },
+		func(r *pb.RecommendRequest) { r.Observation.Containers[0].Requests.MemoryBytes = -1 },
+		func(r *pb.RecommendRequest) { r.Observation.Containers = nil },
+		func(r *pb.RecommendRequest) { r.DefaultRecommendation.Containers = nil },
+		func(r *pb.RecommendRequest) { r.Constraints = nil },
+		func(r *pb.RecommendRequest) { r.Config.Gates = nil },
+	} {
+		r := recommendReq("web", 0)
+		mutate(r)
+		seeds = append(seeds, r)
+	}
+	for _, s := range seeds {
+		b, err := proto.Marshal(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r pb.RecommendRequest
+		if err := proto.Unmarshal(data, &r); err != nil {
+			return
+		}
+		in, err := fromRecommendRequest(&r)
+		checkConverted(t, in, err)
+	})
+}
+
+// FuzzObservationNumbers fuzzes the numbers of an otherwise valid request
+// and checks that exactly the finite, non-negative ones are accepted.
+func FuzzObservationNumbers(f *testing.F) {
+	f.Add(1.0, 512.0*mi, 100.0, 0.05, int32(3), uint8(1))
+	f.Add(math.NaN(), 1.0, 1.0, 1.0, int32(1), uint8(1))
+	f.Add(1.0, math.Inf(1), 1.0, 1.0, int32(1), uint8(1))
+	f.Add(1.0, 1.0, math.Inf(-1), 1.0, int32(1), uint8(1))
+	f.Add(1.0, 1.0, 1.0, -0.5, int32(1), uint8(1))
+	f.Add(1.0, 1.0, 1.0, 1.0, int32(-1), uint8(1))
+	f.Add(1.0, 1.0, 1.0, 1.0, int32(1), uint8(0))
+	f.Add(0.0, 0.0, 0.0, 0.0, int32(0), uint8(4))
+	f.Fuzz(func(t *testing.T, cpu, mem, rate, p95 float64, replicas int32, containers uint8) {
+		r := recommendReq("web", 0)
+		r.Observation.Containers = nil
+		for i := range int(containers % 8) {
+			r.Observation.Containers = append(r.Observation.Containers, &pb.ContainerObservation{
+				Name:     string(rune('a' + i)),
+				Requests: &pb.Resources{CpuCores: cpu, MemoryBytes: mem},
+				Usage:    &pb.Resources{CpuCores: cpu / 2, MemoryBytes: mem / 2},
+			})
+		}
+		r.Observation.RequestRate, r.Observation.Latency.P95Seconds, r.Observation.Replicas = rate, p95, replicas
+		in, err := fromRecommendRequest(r)
+		checkConverted(t, in, err)
+		ok := func(x float64) bool { return x >= 0 && !math.IsInf(x, 0) }
+		want := ok(rate) && ok(p95) && replicas >= 0 && containers%8 > 0 && ok(cpu) && ok(mem)
+		if (err == nil) != want {
+			t.Fatalf("cpu=%v mem=%v rate=%v p95=%v replicas=%d containers=%d: err=%v, want accepted=%v", cpu, mem, rate, p95, replicas, containers%8, err, want)
+		}
+	})
+}
+
+func BenchmarkFromRecommendRequest(b *testing.B) {
+	r := recommendReq("web", 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := fromRecommendRequest(r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,784 @@
+// Package server is the rl-agent's gRPC service: the AgentService of
+// proto/aware/rlagent/v1 over the per-workload agents of pkg/learn, one
+// shared policy, and the crash-safe state of pkg/store.
+//
+// Recommend calls of many workloads are coalesced into one forward pass of
+// the shared policy (micro-batching): a single goroutine takes a decision
+// off a bounded queue, gathers the others that are already waiting or about
+// to arrive (for at most BatchWait, and only while more calls are in
+// flight, so a lone call never waits), and answers them all with one
+// ActBatch. A full queue means overload and is answered at once with
+// Unavailable rather than queued behind a growing backlog; the recommender
+// then falls back to its default, which is always safe.
+//
+// Training never runs on the request path: a completed episode hands its
+// training job to a background trainer. Experience is appended to the store
+// in batches and the policy with every workload's lifecycle is
+// checkpointed periodically and at shutdown, as one atomic file, so the
+// policy version and the stages can never disagree after a restart.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/klog/v2"
+
+	"github.com/aware-k8s/aware/pkg/agent"
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/lifecycle"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/store"
+	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+)
+
+// Store is what the server needs from its persistence.
+type Store interface {
+	// Experience returns the records recovered at open.
+	Experience() [][]byte
+	Append(records [][]byte) error
+	Compact(keep [][]byte) error
+	SaveCheckpoint(name string, data []byte) error
+	LoadCheckpoint(name string) ([]byte, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Learner is the shared policy.
+type Learner = policy.DiscreteLearner
+
+// checkpointName is the one atomic checkpoint: policy, version, agents.
+const checkpointName = "state"
+
+// Options configure a Server. Learner and Registerer are required.
+type Options struct {
+	Learner Learner
+	// Store persists experience and checkpoints; nil keeps state in memory
+	// only.
+	Store      Store
+	Registerer prometheus.Registerer
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Seed seeds the sampling of exploratory actions.
+	Seed uint64
+	// Steps are the vertical action sizes.
+	Steps learn.Steps
+
+	// MaxBatch is the largest number of decisions in one forward pass.
+	MaxBatch int
+	// BatchWait bounds how long the first decision of a batch waits for
+	// others.
+	BatchWait time.Duration
+	// QueueSize bounds the decisions waiting for a forward pass; beyond it
+	// Recommend answers Unavailable.
+	QueueSize int
+	// MaxWorkloads bounds the number of workloads, hence memory.
+	MaxWorkloads int
+	// TrainQueue bounds the training jobs waiting for the trainer; beyond
+	// it jobs are dropped (and counted): experience keeps flowing and the
+	// next episode trains again.
+	TrainQueue int
+	// FlushInterval is how often experience is flushed and the state
+	// checkpointed.
+	FlushInterval time.Duration
+	// FlushRecords flushes experience early once this many are pending.
+	FlushRecords int
+	// KeepRecords is how many experience records survive a compaction.
+	KeepRecords int
+}
+
+// DefaultOptions returns the defaults for everything but Learner, Store and
+// Registerer.
+func DefaultOptions() Options {
+	return Options{
+		Steps:         learn.DefaultSteps(),
+		MaxBatch:      256,
+		BatchWait:     2 * time.Millisecond,
+		QueueSize:     4096,
+		MaxWorkloads:  10000,
+		TrainQueue:    64,
+		FlushInterval: 30 * time.Second,
+		FlushRecords:  512,
+		KeepRecords:   16384,
+	}
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.Learner == nil {
+		errs = append(errs, errors.New("a learner is required"))
+	}
+	if o.Registerer == nil {
+		errs = append(errs, errors.New("a metrics registerer is required"))
+	}
+	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 || o.TrainQueue < 1 || o.FlushRecords < 1 || o.KeepRecords < 1 {
+		errs = append(errs, fmt.Errorf("batch, queue, workload and record limits must be >= 1: %+v", *o))
+	}
+	if o.BatchWait < 0 || o.FlushInterval <= 0 {
+		errs = append(errs, fmt.Errorf("batchWait must be >= 0 and flushInterval > 0"))
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return errors.Join(errs...)
+}
+
+// Server implements AgentService.
+type Server struct {
+	pb.UnimplementedAgentServiceServer
+
+	opts    Options
+	metrics *metrics
+	health  *health.Server
+
+	mu     sync.RWMutex
+	agents map[string]*learn.Agent
+
+	draining atomic.Bool
+	inflight atomic.Int64
+	queue    chan *decisionJob
+	trainC   chan *learn.TrainJob
+
+	// trainMu makes a training job and the version bump one step as seen
+	// by the checkpoint.
+	trainMu sync.Mutex
+	version atomic.Int64
+
+	expMu   sync.Mutex
+	pending [][]byte // experience not yet appended to the store
+	flushMu sync.Mutex
+	recent  [][]byte // the last KeepRecords records, for compaction; flushMu
+	written int      // records in the log since the last compaction; flushMu
+	flushC  chan struct{}
+	dirty   atomic.Bool
+	ckptMu  sync.Mutex // orders checkpoints, so an older one never overwrites a newer
+
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closeMu  sync.Mutex
+	closed   bool
+	closeErr error
+}
+
+type decisionJob struct {
+	ctx    context.Context
+	state  []float64
+	mask   []bool
+	greedy bool
+	reply  chan decisionResult
+}
+
+type decisionResult struct {
+	d   policy.Decision
+	err error
+}
+
+// New restores the state from opts.Store, if any, and starts the batcher,
+// the trainer and the persister. Call Close to stop them.
+func New(opts Options) (*Server, error) {
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("invalid server options: %w", err)
+	}
+	m, err := newMetrics(opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		opts:    opts,
+		metrics: m,
+		health:  health.NewServer(),
+		agents:  map[string]*learn.Agent{},
+		queue:   make(chan *decisionJob, opts.QueueSize),
+		trainC:  make(chan *learn.TrainJob, opts.TrainQueue),
+		flushC:  make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	if err := s.restore(); err != nil {
+		return nil, err
+	}
+	s.metrics.policyVersion.Set(float64(s.version.Load()))
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.wg.Add(3)
+	go s.batcher(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
+	go s.trainer()
+	go s.persister()
+	return s, nil
+}
+
+// Register adds the agent service and the standard health service to g.
+func (s *Server) Register(g grpc.ServiceRegistrar) {
+	pb.RegisterAgentServiceServer(g, s)
+	healthpb.RegisterHealthServer(g, s.health)
+}
+
+// UnaryInterceptor records request counts and latencies by method and code.
+func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		start := time.Now()
+		resp, err := handler(ctx, req)
+		method := methodName(info.FullMethod)
+		s.metrics.requests.WithLabelValues(method, codeOf(err).String()).Inc()
+		s.metrics.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
+		return resp, err
+	}
+}
+
+// PolicyVersion returns the version of the shared policy: the number of
+// training jobs applied to it since it was created.
+func (s *Server) PolicyVersion() string { return versionString(s.version.Load()) }
+
+func versionString(v int64) string { return fmt.Sprintf("v%d", v) }
+
+// Drain makes the server refuse new calls with Unavailable and report
+// NOT_SERVING on the health service, so load balancers and the recommender
+// move away before the listener closes. Calls already admitted complete.
+func (s *Server) Drain() {
+	if s.draining.CompareAndSwap(false, true) {
+		s.health.Shutdown()
+	}
+}
+
+// Ready reports nil while the server accepts calls; for /readyz.
+func (s *Server) Ready() error {
+	if s.draining.Load() {
+		return ErrShuttingDown
+	}
+	return nil
+}
+
+// Close drains, stops the background goroutines and persists the final
+// state. It is idempotent; call it after the gRPC server has stopped.
+func (s *Server) Close() error {
+	s.closeMu.Lock()
+	defer s.closeMu.Unlock()
+	if s.closed {
+		return s.closeErr
+	}
+	s.closed = true
+	s.Drain()
+	close(s.stop)
+	s.wg.Wait()
+	s.closeErr = s.persist(true)
+	return s.closeErr
+}
+
+func (s *Server) admit(ctx context.Context) error {
+	if s.draining.Load() {
+		return ErrShuttingDown
+	}
+	return ctx.Err()
+}
+
+// Recommend answers one workload's decision.
+func (s *Server) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
+	s.inflight.Add(1)
+	defer s.inflight.Add(-1)
+	resp, err := s.recommend(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
+	if err := s.admit(ctx); err != nil {
+		return nil, err
+	}
+	in, err := fromRecommendRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.agent(in.key, in.cfg.Gates)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.Prepare(in.obs, in.constraints, in.def, in.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	var d *policy.Decision
+	if p.NeedsPolicy {
+		dd, err := s.decide(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		d = &dd
+	}
+	// The answer is useless to a caller that gave up; do not let it think
+	// a late answer was applied.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	res, err := a.Decide(p, d)
+	if err != nil {
+		return nil, err
+	}
+	return &pb.RecommendResponse{
+		Recommendation: agent.ToRecommendation(&res.Recommendation),
+		Source:         agent.ToSource(res.Recommendation.Source),
+		Stage:          toStage(res.Stage),
+		PolicyVersion:  s.PolicyVersion(),
+		Reason:         res.Recommendation.Reason,
+	}, nil
+}
+
+// decide queues p for the batcher and waits for its decision.
+func (s *Server) decide(ctx context.Context, p learn.Prepared) (policy.Decision, error) {
+	j := &decisionJob{ctx: ctx, state: p.State, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
+	select {
+	case s.queue <- j:
+	default:
+		return policy.Decision{}, ErrOverloaded
+	}
+	select {
+	case r := <-j.reply:
+		return r.d, r.err
+	case <-ctx.Done():
+		return policy.Decision{}, ctx.Err()
+	}
+}
+
+// batcher coalesces queued decisions into forward passes until Close.
+func (s *Server) batcher(rng *rand.Rand) {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	batch := make([]*decisionJob, 0, s.opts.MaxBatch)
+	for {
+		var first *decisionJob
+		select {
+		case first = <-s.queue:
+		case <-s.stop:
+			s.failQueued(ErrShuttingDown)
+			return
+		}
+		batch = append(batch[:0], first)
+		batch = s.gather(batch, timer)
+		s.forward(batch, rng)
+	}
+}
+
+// gather adds the decisions already queued and, while more calls are in
+// flight than the batch holds, waits up to BatchWait for them.
+func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob {
+	waiting := false
+	defer func() {
+		if waiting && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}()
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case j := <-s.queue:
+			batch = append(batch, j)
+			continue
+		default:
+		}
+		if s.opts.BatchWait == 0 || s.inflight.Load() <= int64(len(batch)) {
+			return batch
+		}
+		if !waiting {
+			timer.Reset(s.opts.BatchWait)
+			waiting = true
+		}
+		select {
+		case j := <-s.queue:
+			batch = append(batch, j)
+		case <-timer.C:
+			waiting = false
+			return batch
+		case <-s.stop:
+			return batch
+		}
+	}
+	return batch
+}
+
+// forward answers a batch: expired calls are dropped, the rest share one
+// ActBatch per exploration mode.
+func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
+	var groups [2][]*decisionJob // greedy, sampled
+	for _, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			j.reply <- decisionResult{err: err}
+			continue
+		}
+		if j.greedy {
+			groups[0] = append(groups[0], j)
+		} else {
+			groups[1] = append(groups[1], j)
+		}
+	}
+	for gi, g := range groups {
+		if len(g) == 0 {
+			continue
+		}
+		states := make([][]float64, len(g))
+		masks := make([][]bool, len(g))
+		for i, j := range g {
+			states[i], masks[i] = j.state, j.mask
+		}
+		s.metrics.batchSize.Observe(float64(len(g)))
+		ds, err := s.opts.Learner.ActBatch(states, masks, gi == 0, rng)
+		for i, j := range g {
+			if err != nil {
+				j.reply <- decisionResult{err: fmt.Errorf("forward pass: %w", err)}
+			} else {
+				j.reply <- decisionResult{d: ds[i]}
+			}
+		}
+	}
+}
+
+func (s *Server) failQueued(err error) {
+	for {
+		select {
+		case j := <-s.queue:
+			j.reply <- decisionResult{err: err}
+		default:
+			return
+		}
+	}
+}
+
+// ReportOutcome records a transition, and at the end of an episode moves
+// the lifecycle and queues training.
+func (s *Server) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
+	resp, err := s.reportOutcome(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
+	if err := s.admit(ctx); err != nil {
+		return nil, err
+	}
+	in, err := fromReportOutcomeRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.agent(in.key, in.outcome.Config.Gates)
+	if err != nil {
+		return nil, err
+	}
+	res, err := a.Outcome(in.outcome, s.opts.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	s.dirty.Store(true)
+	if rec, err := learn.MarshalExperience(res.Experience); err == nil {
+		s.addExperience(rec)
+	} else {
+		klog.FromContext(ctx).Error(err, "Dropping unencodable experience", "workload", in.key)
+	}
+	if t := res.Transition; t != nil {
+		s.metrics.transitions.WithLabelValues(t.From.String(), t.To.String()).Inc()
+		s.metrics.workloads.WithLabelValues(t.From.String()).Dec()
+		s.metrics.workloads.WithLabelValues(t.To.String()).Inc()
+		klog.FromContext(ctx).Info("Stage transition", "workload", in.key, "from", t.From, "to", t.To, "reason", t.Reason, "mean", t.Mean, "stdDev", t.StdDev)
+		// A stage change is rare and decides who acts: persist it before
+		// answering, so that once the recommender has seen the new stage a
+		// crash cannot undo it. A failure is retried by the persister; the
+		// outcome itself was recorded, so it is not reported as an error
+		// (a retry by the recommender would count it twice).
+		if err := s.persist(true); err != nil {
+			s.dirty.Store(true)
+			klog.FromContext(ctx).Error(err, "Persisting a stage transition failed; will retry", "workload", in.key)
+		}
+	}
+	if res.Train != nil {
+		select {
+		case s.trainC <- res.Train:
+		default:
+			s.metrics.training.WithLabelValues("dropped").Inc()
+		}
+	}
+	// The transition is recorded either way; a caller past its deadline is
+	// told so, and a retry of the same outcome is the caller's choice.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return &pb.ReportOutcomeResponse{
+		Reward:          res.Reward.Reward,
+		Stage:           toStage(res.Stage),
+		PolicyVersion:   s.PolicyVersion(),
+		EpisodeComplete: res.EpisodeComplete,
+	}, nil
+}
+
+// GetPolicyStatus reports one workload's agent.
+func (s *Server) GetPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusRequest) (*pb.GetPolicyStatusResponse, error) {
+	resp, err := s.getPolicyStatus(ctx, req)
+	return resp, toStatus(err)
+}
+
+func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusRequest) (*pb.GetPolicyStatusResponse, error) {
+	if err := s.admit(ctx); err != nil {
+		return nil, err
+	}
+	key, err := fromGetPolicyStatusRequest(req)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.RLock()
+	a := s.agents[key]
+	s.mu.RUnlock()
+	if a == nil {
+		return nil, fmt.Errorf("%s: %w", key, ErrUnknownWorkload)
+	}
+	st := a.Status()
+	return &pb.GetPolicyStatusResponse{Status: &pb.PolicyStatus{
+		Workload:      refFromKey(key),
+		Stage:         toStage(st.Stage),
+		PolicyVersion: s.PolicyVersion(),
+		Episodes:      st.Episodes,
+		Transitions:   st.Transitions,
+		RewardMean:    st.RewardMean,
+		RewardStdDev:  st.RewardStdDev,
+		LastUpdate:    timestamppb.New(st.LastUpdate),
+	}}, nil
+}
+
+// agent returns the workload's agent, creating it in Bootstrapping.
+func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
+	s.mu.RLock()
+	a := s.agents[key]
+	s.mu.RUnlock()
+	if a != nil {
+		return a, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.agents[key]; a != nil {
+		return a, nil
+	}
+	if len(s.agents) >= s.opts.MaxWorkloads {
+		return nil, fmt.Errorf("%w: limit %d reached", ErrTooManyWorkloads, s.opts.MaxWorkloads)
+	}
+	a, err := learn.NewAgent(key, gates, s.opts.Steps, s.opts.Now())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	s.agents[key] = a
+	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
+	s.dirty.Store(true)
+	return a, nil
+}
+
+// trainer runs training jobs one at a time until Close; jobs still queued
+// at Close are dropped (their experience is in the log).
+func (s *Server) trainer() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case job := <-s.trainC:
+			s.trainMu.Lock()
+			err := job.Run(s.opts.Learner)
+			if err == nil {
+				s.version.Add(1)
+				s.dirty.Store(true)
+			}
+			s.trainMu.Unlock()
+			if err != nil {
+				s.metrics.training.WithLabelValues("failed").Inc()
+				klog.ErrorS(err, "Training job failed; the policy was rolled back")
+				continue
+			}
+			s.metrics.training.WithLabelValues("ok").Inc()
+			s.metrics.policyVersion.Set(float64(s.version.Load()))
+		}
+	}
+}
+
+func (s *Server) addExperience(rec []byte) {
+	s.expMu.Lock()
+	s.pending = append(s.pending, rec)
+	n := len(s.pending)
+	s.expMu.Unlock()
+	if n >= s.opts.FlushRecords {
+		select {
+		case s.flushC <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// persister flushes experience when enough is pending and checkpoints every
+// FlushInterval, until Close. (Stage transitions checkpoint at once.)
+func (s *Server) persister() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.opts.FlushInterval)
+	defer tick.Stop()
+	for {
+		var err error
+		select {
+		case <-s.stop:
+			return
+		case <-s.flushC:
+			err = s.flushExperience()
+		case <-tick.C:
+			err = s.persist(false)
+		}
+		if err != nil {
+			klog.ErrorS(err, "Persisting agent state failed; will retry")
+		}
+	}
+}
+
+// persist flushes experience and, if anything changed (or force), writes
+// the checkpoint.
+func (s *Server) persist(force bool) error {
+	if s.opts.Store == nil {
+		return nil
+	}
+	err := s.flushExperience()
+	if force || s.dirty.Swap(false) {
+		if cerr := s.checkpoint(); cerr != nil {
+			s.dirty.Store(true)
+			err = errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
+func (s *Server) flushExperience() error {
+	// flushMu orders flushes (and compactions); expMu is held only to take
+	// the pending batch, so ReportOutcome never waits for an fsync.
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.expMu.Lock()
+	batch := s.pending
+	s.pending = nil
+	s.expMu.Unlock()
+	if len(batch) == 0 || s.opts.Store == nil {
+		return nil
+	}
+	if err := s.opts.Store.Append(batch); err != nil {
+		s.metrics.persist.WithLabelValues("experience", "failed").Inc()
+		// Keep the batch, ahead of what arrived meanwhile, for the next try.
+		s.expMu.Lock()
+		s.pending = append(batch, s.pending...)
+		s.expMu.Unlock()
+		return fmt.Errorf("append experience: %w", err)
+	}
+	s.metrics.persist.WithLabelValues("experience", "ok").Inc()
+	s.recent = append(s.recent, batch...)
+	s.written += len(batch)
+	if over := len(s.recent) - s.opts.KeepRecords; over > 0 {
+		s.recent = append(s.recent[:0], s.recent[over:]...)
+	}
+	// Compact once the log holds four times what we keep: the log stays
+	// bounded and compaction costs O(1) amortised per record.
+	if s.written >= 4*s.opts.KeepRecords {
+		if err := s.opts.Store.Compact(s.recent); err != nil {
+			return fmt.Errorf("compact experience: %w", err)
+		}
+		s.written = len(s.recent)
+	}
+	return nil
+}
+
+// snapshot is the checkpoint: the policy, its version and every agent, in
+// one file so that they are always consistent with each other.
+type snapshot struct {
+	PolicyVersion int64              `json:"policyVersion"`
+	Policy        []byte             `json:"policy"`
+	Agents        []learn.AgentState `json:"agents"`
+}
+
+func (s *Server) checkpoint() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	var snap snapshot
+	s.trainMu.Lock()
+	p, err := s.opts.Learner.MarshalBinary()
+	snap.PolicyVersion = s.version.Load()
+	s.trainMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("marshal policy: %w", err)
+	}
+	snap.Policy = p
+	s.mu.RLock()
+	for _, a := range s.agents {
+		snap.Agents = append(snap.Agents, a.State())
+	}
+	s.mu.RUnlock()
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	if err := s.opts.Store.SaveCheckpoint(checkpointName, b); err != nil {
+		s.metrics.persist.WithLabelValues("checkpoint", "failed").Inc()
+		return err
+	}
+	s.metrics.persist.WithLabelValues("checkpoint", "ok").Inc()
+	return nil
+}
+
+// restore loads the checkpoint and replays the experience log into the
+// agents' demonstration buffers.
+func (s *Server) restore() error {
+	for _, st := range lifecycle.Stages {
+		s.metrics.workloads.WithLabelValues(st.String()).Set(0)
+	}
+	if s.opts.Store == nil {
+		return nil
+	}
+	b, err := s.opts.Store.LoadCheckpoint(checkpointName)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// A fresh state directory.
+	case err != nil:
+		return fmt.Errorf("load checkpoint: %w", err)
+	default:
+		var snap snapshot
+		if err := json.Unmarshal(b, &snap); err != nil {
+			return fmt.Errorf("decode checkpoint: %w", err)
+		}
+		if err := s.opts.Learner.UnmarshalBinary(snap.Policy); err != nil {
+			return fmt.Errorf("restore policy: %w", err)
+		}
+		s.version.Store(snap.PolicyVersion)
+		for _, st := range snap.Agents {
+			a, err := learn.RestoreAgent(st, s.opts.Steps)
+			if err != nil {
+				return fmt.Errorf("restore agent: %w", err)
+			}
+			s.agents[a.Key()] = a
+			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
+		}
+	}
+	recs := s.opts.Store.Experience()
+	for _, r := range recs {
+		e, err := learn.UnmarshalExperience(r)
+		if err != nil {
+			// One undecodable record (e.g. from an older state layout)
+			// must not cost the rest.
+			klog.ErrorS(err, "Skipping experience record")
+			continue
+		}
+		if a := s.agents[e.Workload]; a != nil {
+			a.Restore(e)
+		}
+	}
+	if over := len(recs) - s.opts.KeepRecords; over > 0 {
+		recs = recs[over:]
+	}
+	s.recent = recs
+	s.written = len(recs)
+	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(recs))
+	return nil
+}
