@@ -27,6 +27,10 @@ test: ## Run unit and integration tests with the race detector (not e2e).
 	@# are built with !race; run them here so they still gate every change.
 	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/policy/
 
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 20s).
+	hack/fuzz.sh
+
 .PHONY: generate
 generate: ## Regenerate deepcopy, clients, CRDs and protobuf code.
 	hack/update-codegen.sh
