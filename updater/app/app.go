@@ -6,36 +6,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync/atomic"
-	"time"
 
-	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/cli"
-	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpascheme "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/scheme"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
+	"github.com/aware-k8s/aware/pkg/kube"
+	"github.com/aware-k8s/aware/pkg/leader"
 	"github.com/aware-k8s/aware/pkg/serve"
-	"github.com/aware-k8s/aware/pkg/target"
 	"github.com/aware-k8s/aware/updater/controller"
 )
 
@@ -77,27 +66,13 @@ func run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx).WithName("updater")
 	ctx = klog.NewContext(ctx, logger)
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	clients, err := kube.NewClients(o.Kube, "aware-updater")
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
-	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	cfg = rest.AddUserAgent(cfg, "aware-updater")
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	mpaClient, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("autoscaler client: %w", err)
-	}
-	resolver, err := target.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("scale target resolver: %w", err)
-	}
+	kube, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := serve.NewRegistry()
 	metrics, err := controller.NewMetrics(reg)
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
@@ -151,69 +126,7 @@ func run(ctx context.Context, o *Options) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	if o.MetricsBindAddress != "0" {
-		g.Go(func() error { return serve.Run(gctx, o.MetricsBindAddress, endpoints.Handler(), o.ShutdownGracePeriod) })
-	}
-	g.Go(func() error { return serve.Run(gctx, o.HealthBindAddress, endpoints.Handler(), o.ShutdownGracePeriod) })
-
-	if !o.LeaderElect {
-		endpoints.AddReadyCheck("controller", ready)
-		g.Go(func() error { return lead(gctx) })
-		return g.Wait()
-	}
-
-	host, err := os.Hostname()
-	if err != nil {
-		return fmt.Errorf("leader election identity: %w", err)
-	}
-	id := host + "_" + uuid.NewString()
-	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	endpoints.AddHealthCheck("leader-election", func() error { return watchdog.Check(nil) })
-	var leading atomic.Bool
-	// A standby replica is ready (it can take over); the leader is ready
-	// once its caches have synced.
-	endpoints.AddReadyCheck("controller", func() error {
-		if !leading.Load() {
-			return nil
-		}
-		return ready()
-	})
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: o.LeaseNamespace, Name: o.LeaseName},
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder},
-		},
-		LeaseDuration:   o.LeaseDuration,
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
-		ReleaseOnCancel: true,
-		WatchDog:        watchdog,
-		Name:            o.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Acquired leadership", "identity", id)
-				leading.Store(true)
-				if err := lead(ctx); err != nil {
-					logger.Error(err, "Updater loop failed")
-				}
-			},
-			OnStoppedLeading: func() { leading.Store(false) },
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-	g.Go(func() error {
-		le.Run(gctx)
-		// Run returns when ctx ends (a clean shutdown) or when leadership
-		// is lost; then the process must exit, so that the horizontal
-		// history and rate-limit state restart cleanly and two updaters
-		// never act at once.
-		if gctx.Err() == nil {
-			return errors.New("lost leadership")
-		}
-		return nil
-	})
+	o.Endpoints.Start(gctx, g, endpoints)
+	g.Go(func() error { return leader.Run(gctx, o.Leader, kube, recorder, endpoints, ready, lead) })
 	return g.Wait()
 }

@@ -2,26 +2,22 @@ package app
 
 import (
 	"errors"
-	"fmt"
-	"net"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/aware-k8s/aware/pkg/kube"
+	"github.com/aware-k8s/aware/pkg/leader"
+	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/updater/controller"
 	"github.com/aware-k8s/aware/updater/logic"
 )
 
 // Options are the updater's command-line options.
 type Options struct {
-	// Kubeconfig is the path to a kubeconfig; empty means in-cluster.
-	Kubeconfig string
-	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
-	MetricsBindAddress string
-	// HealthBindAddress serves /healthz and /readyz.
-	HealthBindAddress string
-	KubeAPIQPS        float32
-	KubeAPIBurst      int
+	Kube      kube.Options
+	Endpoints serve.Options
+	Leader    leader.Options
 	// Namespace restricts the updater to one namespace; empty means all.
 	Namespace string
 
@@ -40,24 +36,15 @@ type Options struct {
 	AdmissionLeaseName    string
 	AdmissionLeaseNS      string
 	DryRun                bool
-
-	LeaderElect         bool
-	LeaseName           string
-	LeaseNamespace      string
-	LeaseDuration       time.Duration
-	RenewDeadline       time.Duration
-	RetryPeriod         time.Duration
-	ShutdownGracePeriod time.Duration
 }
 
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
 	v := logic.DefaultVerticalConfig()
 	return &Options{
-		MetricsBindAddress:    ":8080",
-		HealthBindAddress:     ":8081",
-		KubeAPIQPS:            20,
-		KubeAPIBurst:          40,
+		Kube:                  kube.Options{QPS: 20, Burst: 40},
+		Endpoints:             serve.NewOptions(),
+		Leader:                leader.NewOptions("aware-updater"),
 		UpdateInterval:        time.Minute,
 		MaxRecommendationAge:  15 * time.Minute,
 		MinReplicas:           v.MinReplicas,
@@ -72,23 +59,14 @@ func NewOptions() *Options {
 		WorkloadEvictionBurst: 1,
 		AdmissionLeaseName:    "aware-admission-controller",
 		AdmissionLeaseNS:      "aware-system",
-		LeaderElect:           true,
-		LeaseName:             "aware-updater",
-		LeaseNamespace:        "aware-system",
-		LeaseDuration:         15 * time.Second,
-		RenewDeadline:         10 * time.Second,
-		RetryPeriod:           2 * time.Second,
-		ShutdownGracePeriod:   10 * time.Second,
 	}
 }
 
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
-	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port).")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server.")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
+	o.Kube.AddFlags(fs)
+	o.Endpoints.AddFlags(fs)
+	o.Leader.AddFlags(fs)
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only act on this namespace (autoscalers and pods). Empty means all namespaces.")
 
 	fs.DurationVar(&o.UpdateInterval, "update-interval", o.UpdateInterval, "How often every MultidimPodAutoscaler's recommendation is applied.")
@@ -107,13 +85,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AdmissionLeaseNS, "admission-lease-namespace", o.AdmissionLeaseNS, "Namespace of the admission controller's heartbeat Lease.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Log what would be scaled, evicted or resized, and change nothing (no writes, no events).")
 
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader on a Lease so several replicas can run; only the leader acts.")
-	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the Lease used for leader election.")
-	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "Namespace of the Lease used for leader election.")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying a renewal before giving up leadership.")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between leader election attempts.")
-	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long HTTP endpoints drain on shutdown.")
 }
 
 // ControllerConfig is the controller configuration the options describe.
@@ -141,34 +112,12 @@ func (o *Options) ControllerConfig() controller.Config {
 
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
-	var errs []error
-	if o.MetricsBindAddress != "0" {
-		if _, _, err := net.SplitHostPort(o.MetricsBindAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-bind-address %q: %w", o.MetricsBindAddress, err))
-		}
-	}
-	if _, _, err := net.SplitHostPort(o.HealthBindAddress); err != nil {
-		errs = append(errs, fmt.Errorf("--health-bind-address %q: %w", o.HealthBindAddress, err))
-	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
-		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be > 0"))
-	}
+	errs := []error{o.Kube.Validate(), o.Endpoints.Validate(), o.Leader.Validate()}
 	if o.EvictionRateBurst < 1 || o.WorkloadEvictionBurst < 1 {
 		errs = append(errs, errors.New("--eviction-rate-burst and --workload-eviction-rate-burst must be >= 1"))
 	}
 	if err := o.ControllerConfig().Validate(); err != nil {
 		errs = append(errs, err)
-	}
-	if o.LeaderElect {
-		if o.LeaseName == "" || o.LeaseNamespace == "" {
-			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
-		}
-		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-			errs = append(errs, fmt.Errorf("leader election needs lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
-		}
-	}
-	if o.ShutdownGracePeriod < 0 {
-		errs = append(errs, errors.New("--shutdown-grace-period must be >= 0"))
 	}
 	return errors.Join(errs...)
 }

@@ -44,7 +44,7 @@ func TestOptionsFlagsAndValidation(t *testing.T) {
 
 func TestRunFailsCleanlyWithoutCluster(t *testing.T) {
 	o := NewOptions()
-	o.Kubeconfig = t.TempDir() + "/missing-kubeconfig"
+	o.Kube.Kubeconfig = t.TempDir() + "/missing-kubeconfig"
 	err := run(t.Context(), o)
 	if err == nil || !strings.Contains(err.Error(), "kubeconfig") {
 		t.Fatalf("err = %v, want a kubeconfig error", err)

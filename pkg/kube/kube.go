@@ -1,0 +1,70 @@
+// Package kube builds the API clients every component uses from one set of
+// flags, so each binary reads a kubeconfig, sets its rate limits and names
+// itself in the User-Agent the same way.
+package kube
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	"github.com/aware-k8s/aware/pkg/target"
+)
+
+// Options locate the API server and bound the load a component puts on it.
+type Options struct {
+	// Kubeconfig is a kubeconfig path; empty means in-cluster.
+	Kubeconfig string
+	QPS        float32
+	Burst      int
+}
+
+// AddFlags binds the options to fs.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Queries per second to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
+}
+
+// Validate reports impossible rate limits.
+func (o *Options) Validate() error {
+	if o.QPS <= 0 || o.Burst < 1 {
+		return errors.New("--kube-api-qps must be > 0 and --kube-api-burst >= 1")
+	}
+	return nil
+}
+
+// Clients are the API clients shared by the components.
+type Clients struct {
+	Config *rest.Config
+	Kube   kubernetes.Interface
+	MPA    versioned.Interface
+	// Targets resolves scaleTargetRefs through the scale subresource.
+	Targets *target.Resolver
+}
+
+// NewClients builds the clients, identifying as userAgent.
+func NewClients(o Options, userAgent string) (*Clients, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	cfg = rest.AddUserAgent(cfg, userAgent)
+	c := &Clients{Config: cfg}
+	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if c.MPA, err = versioned.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("autoscaler client: %w", err)
+	}
+	if c.Targets, err = target.NewForConfig(cfg); err != nil {
+		return nil, fmt.Errorf("scale target resolver: %w", err)
+	}
+	return c, nil
+}
