@@ -6,9 +6,16 @@
 // recommender drops and counts it), so a misbehaving metrics pipeline is
 // visible instead of silently "fixed" in one place and not another.
 //
-// Only metrics.k8s.io (metrics-server) is implemented. Prometheus (history
-// at start-up, latency and request rate for the SLO, goals.metrics of type
-// Pods/Object/External) is a later increment.
+// Two sources exist: MetricsAPI reads metrics.k8s.io (metrics-server),
+// the recommender's current-usage source. Prometheus reads the Prometheus
+// HTTP API with configurable PromQL templates: current usage (it also
+// implements Source), usage history (range queries, for autoscalers
+// without a checkpoint), the request rate and latency percentiles of the
+// SLO histogram, and goals.metrics of type Pods, Object and External,
+// with HPAMetric converting a goal reading into the HPA calculator's
+// input. Prometheus drops NaN, infinite and negative values of the SLO,
+// goal and history readings itself (counting them by reason) because it
+// aggregates them; PodUsage passes them through like MetricsAPI.
 package usage
 
 import (

@@ -156,16 +156,7 @@ func run(ctx context.Context, o *Options) error {
 		})
 	}
 
-	c, err := controller.New(controller.Config{
-		RecommenderName:       o.RecommenderName,
-		Interval:              o.Interval,
-		StatusRefreshInterval: o.StatusRefreshInterval,
-		CheckpointInterval:    o.CheckpointInterval,
-		Namespace:             o.Namespace,
-		IgnoredNamespaces:     o.IgnoredNamespaces,
-		Workers:               o.Workers,
-		LowConfidenceDays:     o.LowConfidenceHistory.Hours() / 24,
-	}, controller.Deps{
+	deps := controller.Deps{
 		Client:             mpaClient,
 		MPAInformer:        mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalers(),
 		CheckpointInformer: mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalerCheckpoints(),
@@ -178,7 +169,24 @@ func run(ctx context.Context, o *Options) error {
 		Registerer:         reg,
 		Metrics:            cm,
 		Advisor:            advisor,
-	})
+	}
+	if err := wirePrometheus(o, &deps); err != nil {
+		return err
+	}
+	c, err := controller.New(controller.Config{
+		RecommenderName:       o.RecommenderName,
+		Interval:              o.Interval,
+		StatusRefreshInterval: o.StatusRefreshInterval,
+		CheckpointInterval:    o.CheckpointInterval,
+		Namespace:             o.Namespace,
+		IgnoredNamespaces:     o.IgnoredNamespaces,
+		Workers:               o.Workers,
+		LowConfidenceDays:     o.LowConfidenceHistory.Hours() / 24,
+		PrometheusConcurrency: o.PrometheusConcurrency,
+		History: controller.HistoryConfig{
+			Length: o.HistoryLength, Step: o.HistoryResolution, Concurrency: o.HistoryConcurrency, Timeout: o.HistoryTimeout,
+		},
+	}, deps)
 	if err != nil {
 		return fmt.Errorf("building controller: %w", err)
 	}
@@ -258,4 +266,24 @@ func run(ctx context.Context, o *Options) error {
 		return nil
 	})
 	return g.Wait()
+}
+
+// wirePrometheus sets the Prometheus-backed sources (SLO, goal metrics,
+// history) when --prometheus-address is set; current usage stays with
+// metrics.k8s.io.
+func wirePrometheus(o *Options, d *controller.Deps) error {
+	if o.PrometheusAddress == "" {
+		return nil
+	}
+	p, err := usage.NewPrometheus(usage.PrometheusOptions{
+		Address: o.PrometheusAddress,
+		Timeout: o.PrometheusTimeout,
+		Window:  o.PrometheusWindow,
+		Queries: o.PrometheusQueries,
+	})
+	if err != nil {
+		return fmt.Errorf("prometheus source: %w", err)
+	}
+	d.SLO, d.Goals, d.History = p, p, p
+	return nil
 }

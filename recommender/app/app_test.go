@@ -32,6 +32,11 @@ func TestValidate(t *testing.T) {
 		{"lease timings ignored without election", func(o *Options) { o.LeaderElect, o.RenewDeadline = false, o.LeaseDuration }, ""},
 		{"workers", func(o *Options) { o.Workers = 0 }, "--workers"},
 		{"bad address", func(o *Options) { o.HealthBindAddress = "nope" }, "--health-bind-address"},
+		{"prometheus address", func(o *Options) { o.PrometheusAddress = "prometheus:9090" }, "--prometheus-address"},
+		{"prometheus ok", func(o *Options) { o.PrometheusAddress = "http://127.0.0.1:9090" }, ""},
+		{"prometheus timeout", func(o *Options) { o.PrometheusAddress, o.PrometheusTimeout = "http://127.0.0.1:9090", 0 }, "--prometheus-timeout"},
+		{"history too fine", func(o *Options) { o.PrometheusAddress, o.HistoryResolution = "http://127.0.0.1:9090", time.Minute }, "more than Prometheus serves"},
+		{"history ignored without prometheus", func(o *Options) { o.HistoryResolution = 0 }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()
@@ -88,5 +93,21 @@ func TestRunFailsWithoutCluster(t *testing.T) {
 	o.Kubeconfig = "/nonexistent/kubeconfig"
 	if err := run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "kubeconfig") {
 		t.Fatalf("run() = %v, want a kubeconfig error", err)
+	}
+}
+
+func TestWirePrometheus(t *testing.T) {
+	o := NewOptions()
+	var d controller.Deps
+	if err := wirePrometheus(o, &d); err != nil || d.SLO != nil || d.Goals != nil || d.History != nil {
+		t.Fatalf("no address must leave the sources unset: %v %+v", err, d)
+	}
+	o.PrometheusAddress = "http://127.0.0.1:9090"
+	if err := wirePrometheus(o, &d); err != nil || d.SLO == nil || d.Goals == nil || d.History == nil {
+		t.Fatalf("an address must set every source: %v", err)
+	}
+	o.PrometheusQueries.Latency = "{{.NoSuchField}}"
+	if err := wirePrometheus(o, &controller.Deps{}); err == nil || !strings.Contains(err.Error(), "latency query template") {
+		t.Fatalf("a bad template must fail at start-up: %v", err)
 	}
 }

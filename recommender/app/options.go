@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/aware-k8s/aware/pkg/usage"
 	"github.com/aware-k8s/aware/recommender/controller"
 )
 
@@ -31,6 +33,16 @@ type Options struct {
 	IgnoredNamespaces     []string
 	Workers               int
 	LowConfidenceHistory  time.Duration
+
+	PrometheusAddress     string
+	PrometheusTimeout     time.Duration
+	PrometheusWindow      time.Duration
+	PrometheusConcurrency int
+	PrometheusQueries     usage.Queries
+	HistoryLength         time.Duration
+	HistoryResolution     time.Duration
+	HistoryConcurrency    int
+	HistoryTimeout        time.Duration
 
 	RLAgentEndpoint         string
 	RLAgentTimeout          time.Duration
@@ -59,6 +71,14 @@ func NewOptions() *Options {
 		CheckpointInterval:      10 * time.Minute,
 		Workers:                 4,
 		LowConfidenceHistory:    24 * time.Hour,
+		PrometheusTimeout:       10 * time.Second,
+		PrometheusWindow:        2 * time.Minute,
+		PrometheusConcurrency:   8,
+		PrometheusQueries:       usage.DefaultQueries(),
+		HistoryLength:           8 * 24 * time.Hour,
+		HistoryResolution:       time.Hour,
+		HistoryConcurrency:      4,
+		HistoryTimeout:          5 * time.Minute,
 		RLAgentTimeout:          2 * time.Second,
 		RLAgentFailureThreshold: 5,
 		RLAgentCooldown:         30 * time.Second,
@@ -87,6 +107,23 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.IgnoredNamespaces, "ignored-namespaces", o.IgnoredNamespaces, "Comma-separated namespaces whose autoscalers are ignored.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Concurrent status writers.")
 	fs.DurationVar(&o.LowConfidenceHistory, "low-confidence-history", o.LowConfidenceHistory, "Set the LowConfidence condition while a container has less usage history than this (VPA's confidence measure).")
+	fs.StringVar(&o.PrometheusAddress, "prometheus-address", o.PrometheusAddress, "Base URL of the Prometheus HTTP API (e.g. http://prometheus.monitoring:9090), for SLO latency and request rate, goals.metrics of type Pods/Object/External, and usage history at start-up. Empty disables all three.")
+	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of each Prometheus query.")
+	fs.DurationVar(&o.PrometheusWindow, "prometheus-window", o.PrometheusWindow, "Range of rate() in the SLO and current-usage queries ({{.Window}}); should cover at least two scrapes.")
+	fs.IntVar(&o.PrometheusConcurrency, "prometheus-concurrency", o.PrometheusConcurrency, "Concurrent SLO and goal-metric queries per loop; all of a loop's queries share a budget of half --recommender-interval.")
+	q := &o.PrometheusQueries
+	const tmplHelp = " PromQL text/template over .Namespace .PodRegex .Container .Metric .Selector .Percentile .Quantile .Window .ObjectKind .ObjectName."
+	fs.StringVar(&q.CPU, "prometheus-query-cpu", q.CPU, "Per-pod, per-container CPU usage in cores, with labels namespace, pod, container."+tmplHelp)
+	fs.StringVar(&q.Memory, "prometheus-query-memory", q.Memory, "Per-pod, per-container memory working set in bytes, with labels namespace, pod, container."+tmplHelp)
+	fs.StringVar(&q.Latency, "prometheus-query-latency", q.Latency, "Latency in seconds at .Quantile of the histogram spec.rl.slo.metric."+tmplHelp)
+	fs.StringVar(&q.RequestRate, "prometheus-query-request-rate", q.RequestRate, "Requests per second counted by the histogram spec.rl.slo.metric."+tmplHelp)
+	fs.StringVar(&q.Pods, "prometheus-query-pods", q.Pods, "Per-pod value of a Pods goal metric, with label pod."+tmplHelp)
+	fs.StringVar(&q.Object, "prometheus-query-object", q.Object, "Value of an Object goal metric for the described object."+tmplHelp)
+	fs.StringVar(&q.External, "prometheus-query-external", q.External, "Value of an External goal metric."+tmplHelp)
+	fs.DurationVar(&o.HistoryLength, "history-length", o.HistoryLength, "How much usage history is loaded from Prometheus for an autoscaler without a checkpoint.")
+	fs.DurationVar(&o.HistoryResolution, "history-resolution", o.HistoryResolution, "Step of the history range queries.")
+	fs.IntVar(&o.HistoryConcurrency, "history-concurrency", o.HistoryConcurrency, "History loads running at once.")
+	fs.DurationVar(&o.HistoryTimeout, "history-timeout", o.HistoryTimeout, "How long an autoscaler waits for its history (queueing included) before it starts without; FetchingHistory is True meanwhile.")
 	fs.StringVar(&o.RLAgentEndpoint, "rl-agent-endpoint", o.RLAgentEndpoint, "gRPC address (host:port) of the RL agent, for autoscalers with spec.rl.mode Shadow or On. Empty means defaults only. The connection is plaintext.")
 	fs.DurationVar(&o.RLAgentTimeout, "rl-agent-timeout", o.RLAgentTimeout, "Deadline of each call to the RL agent.")
 	fs.IntVar(&o.RLAgentFailureThreshold, "rl-agent-failure-threshold", o.RLAgentFailureThreshold, "Consecutive agent failures that open the circuit breaker.")
@@ -127,6 +164,19 @@ func (o *Options) Validate() error {
 	}
 	if o.RLAgentTimeout <= 0 || o.RLAgentCooldown <= 0 || o.RLAgentFailureThreshold < 1 {
 		errs = append(errs, errors.New("--rl-agent-timeout and --rl-agent-cooldown must be positive and --rl-agent-failure-threshold at least 1"))
+	}
+	if o.PrometheusAddress != "" {
+		if u, err := url.Parse(o.PrometheusAddress); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--prometheus-address %q must be an http(s) URL", o.PrometheusAddress))
+		}
+		if o.PrometheusTimeout <= 0 || o.PrometheusWindow <= 0 || o.PrometheusConcurrency < 1 {
+			errs = append(errs, errors.New("--prometheus-timeout and --prometheus-window must be positive and --prometheus-concurrency at least 1"))
+		}
+		if o.HistoryLength <= 0 || o.HistoryResolution <= 0 || o.HistoryTimeout <= 0 || o.HistoryConcurrency < 1 {
+			errs = append(errs, errors.New("--history-length, --history-resolution and --history-timeout must be positive and --history-concurrency at least 1"))
+		} else if n := o.HistoryLength / o.HistoryResolution; n > usage.MaxHistoryPoints {
+			errs = append(errs, fmt.Errorf("--history-length / --history-resolution is %d points, more than Prometheus serves (%d)", n, usage.MaxHistoryPoints))
+		}
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))

@@ -95,6 +95,12 @@ type Config struct {
 	// LowConfidenceDays: a container with less history (VPA's confidence,
 	// in days) sets LowConfidence.
 	LowConfidenceDays float64
+	// PrometheusConcurrency bounds the SLO and goal-metric reads running
+	// at once in a loop (default 8).
+	PrometheusConcurrency int
+	// History bounds the history loaded for autoscalers without a
+	// checkpoint (used when Deps.History is set).
+	History HistoryConfig
 }
 
 // Deps are the controller's collaborators; everything that touches the
@@ -106,11 +112,17 @@ type Deps struct {
 	PodInformer        coreinformers.PodInformer
 	Targets            TargetResolver
 	Usage              usage.Source
-	NewPolicy          workload.PolicyFactory
-	Advisor            Advisor
-	Recorder           record.EventRecorder
-	Clock              clock.PassiveClock
-	Registerer         prometheus.Registerer
+	// SLO, Goals and History are the Prometheus-backed sources; nil
+	// disables each (latency is then not measured, goal metrics are not
+	// reported, and autoscalers without a checkpoint start empty).
+	SLO        SLOSource
+	Goals      GoalSource
+	History    HistorySource
+	NewPolicy  workload.PolicyFactory
+	Advisor    Advisor
+	Recorder   record.EventRecorder
+	Clock      clock.PassiveClock
+	Registerer prometheus.Registerer
 	// Metrics, if set, is used instead of registering new ones (so the
 	// agent advisor can share them).
 	Metrics *Metrics
@@ -127,6 +139,9 @@ type Controller struct {
 	synced      []cache.InformerSynced
 	targets     TargetResolver
 	usage       usage.Source
+	slo         SLOSource
+	goals       GoalSource
+	history     HistorySource
 	newPolicy   workload.PolicyFactory
 	advisor     Advisor
 	recorder    record.EventRecorder
@@ -142,6 +157,11 @@ type Controller struct {
 	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
 
 	ready atomic.Bool
+
+	// historySlots bounds concurrent history loads; background tracks
+	// them so Run returns only after they ended.
+	historySlots chan struct{}
+	background   sync.WaitGroup
 }
 
 // state is the model of one autoscaler.
@@ -156,6 +176,12 @@ type state struct {
 	containers      []string
 	lastCheckpoint  time.Time
 	restored        int
+	// historyPending: no checkpoint was found and history is to be loaded
+	// before the first recommendation; history is the load, once started.
+	historyPending bool
+	history        *historyLoad
+	historyLoaded  int
+	historyErr     error
 }
 
 // New builds the controller. The pod informer should carry TrimPod as its
@@ -168,6 +194,16 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		cfg.RecommenderName = DefaultRecommenderName
 	}
 	cfg.Workers = max(cfg.Workers, 1)
+	if cfg.PrometheusConcurrency <= 0 {
+		cfg.PrometheusConcurrency = 8
+	}
+	if d.History != nil {
+		h := &cfg.History
+		if h.Length <= 0 || h.Step <= 0 || h.Timeout <= 0 {
+			return nil, fmt.Errorf("history length (%s), step (%s) and timeout (%s) must be positive", h.Length, h.Step, h.Timeout)
+		}
+		h.Concurrency = max(h.Concurrency, 1)
+	}
 	if d.Clock == nil {
 		d.Clock = clock.RealClock{}
 	}
@@ -192,6 +228,9 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		synced:      []cache.InformerSynced{d.MPAInformer.Informer().HasSynced, d.CheckpointInformer.Informer().HasSynced, d.PodInformer.Informer().HasSynced},
 		targets:     d.Targets,
 		usage:       d.Usage,
+		slo:         d.SLO,
+		goals:       d.Goals,
+		history:     d.History,
 		newPolicy:   d.NewPolicy,
 		advisor:     d.Advisor,
 		recorder:    d.Recorder,
@@ -201,6 +240,8 @@ func New(cfg Config, d Deps) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "recommender-status"}),
 		states:  map[string]*state{},
 		pending: map[string]*v1alpha1.MultidimPodAutoscalerStatus{},
+
+		historySlots: make(chan struct{}, max(cfg.History.Concurrency, 1)),
 	}
 	return c, nil
 }
@@ -234,6 +275,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	wait.UntilWithContext(ctx, c.RunOnce, c.cfg.Interval)
 	c.queue.ShutDown()
 	wg.Wait()
+	c.background.Wait() // history loads end with ctx
 	logger.Info("Recommender loop stopped")
 	return nil
 }
@@ -278,12 +320,15 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			logger.Error(useErr, "Reading pod metrics; keeping the last recommendations")
 		}
 	}
+	ext := c.readExternal(ctx, handled)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	for _, m := range handled {
 		key := m.Namespace + "/" + m.Name
 		seen[key] = true
-		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, dropped)
+		e := ext[key]
+		e.countDrops(dropped)
+		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, e, dropped)
 		if c.needsWrite(&m.Status, status, fresh, now) {
 			c.mu.Lock()
 			c.pending[key] = status
@@ -295,6 +340,9 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		if !seen[k] {
 			if f, ok := c.advisor.(interface{ Forget(types.UID) }); ok {
 				f.Forget(st.uid)
+			}
+			if st.history != nil {
+				st.history.cancel()
 			}
 			delete(c.states, k)
 		}
@@ -374,8 +422,10 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 			}
 		}
 		ns.containers, ns.lastObs, ns.lastCheckpoint, ns.restored = st.containers, st.lastObs, st.lastCheckpoint, st.restored
+		ns.historyPending, ns.history, ns.historyLoaded, ns.historyErr = st.historyPending, st.history, st.historyLoaded, st.historyErr
 	default:
 		ns.restored = c.restore(ctx, m, h)
+		ns.historyPending = ns.restored == 0 && c.history != nil
 	}
 	c.states[key] = ns
 	return ns
@@ -386,16 +436,12 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 // advance: a recommendation kept while metrics are missing must age so the
 // updater's staleness guard can act).
 func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.MultidimPodAutoscaler, now time.Time,
-	use map[string]*usage.PodUsage, useErr error, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
+	use map[string]*usage.PodUsage, useErr error, ext *external, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
 	s := m.Status.DeepCopy()
 	s.ObservedGeneration = m.Generation
 	st := c.stateFor(ctx, key, m)
 
-	reason, msg := "NoHistorySource", "no checkpoint found; Prometheus history is not implemented yet"
-	if st.restored > 0 {
-		reason, msg = "CheckpointRestored", "history restored from checkpoints"
-	}
-	setCondition(s, v1alpha1.FetchingHistory, corev1.ConditionFalse, reason, msg, now)
+	setHistoryCondition(s, st, now)
 
 	if st.configErr != nil {
 		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "InvalidConfiguration", st.configErr.Error(), now)
@@ -430,6 +476,13 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		return s, false
 	}
 	setCondition(s, v1alpha1.NoPodsMatched, corev1.ConditionFalse, "PodsMatched", "", now)
+	if st.historyPending {
+		if !c.loadHistory(ctx, m, st, pods, dropped) {
+			setCondition(s, v1alpha1.FetchingHistory, corev1.ConditionTrue, "FetchingHistory", "loading usage history from Prometheus; the first recommendation waits for it", now)
+			return s, false
+		}
+		setHistoryCondition(s, st, now)
+	}
 	if useErr != nil {
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "FailedGetResourceMetric", "the metrics source failed; the last recommendation is kept", now)
 		return s, false
@@ -439,6 +492,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		since = now.Add(-c.cfg.Interval)
 	}
 	obs := observation(now, c.cfg.Interval, since, pods, use, dropped)
+	sloReason, sloMsg := c.applySLO(m, &obs, ext)
 	if obs.Samples == 0 {
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing", "no valid usage for any matched pod; the last recommendation is kept", now)
 		return s, false
@@ -470,13 +524,17 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	s.CurrentReplicas = obs.Replicas
 	s.DesiredReplicas = rec.Replicas
 	s.Recommendation = mpa.RecommendedPodResources(rec)
-	s.CurrentMetrics = currentMetrics(&obs)
+	s.CurrentMetrics = append(currentMetrics(&obs), goalStatuses(ctx, m, ext, pods)...)
 	s.RL = rl
 	setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided", "", now)
-	if !strings.Contains(def.Reason, "FailedGetResourceMetric") {
-		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", "the replica count was computed from CPU utilization", now)
-	} else {
+	switch {
+	case strings.Contains(def.Reason, "FailedGetResourceMetric"):
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "FailedGetResourceMetric", "CPU utilization could not be computed (are requests set?)", now)
+	case sloReason != "":
+		// Scaling goes on from CPU; the reason says the SLO input is missing.
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, sloReason, "the replica count was computed from CPU utilization; "+sloMsg, now)
+	default:
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", "the replica count was computed from CPU utilization", now)
 	}
 	if r := limitedReason(def.Reason); r != "" {
 		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionTrue, r, "the desired replica count was limited by the constraints or behavior", now)

@@ -95,6 +95,9 @@ type fixture struct {
 	reg      *prometheus.Registry
 	c        *Controller
 	cfg      Config
+	// deps, if set, adjusts the dependencies before New (e.g. to add the
+	// Prometheus sources).
+	deps func(*Deps)
 }
 
 func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
@@ -128,7 +131,7 @@ func (f *fixture) start() {
 	f.t.Helper()
 	f.mpaInf = mpainformers.NewSharedInformerFactory(f.client, 0)
 	f.kubeInf = kubeinformers.NewSharedInformerFactory(f.kube, 0)
-	c, err := New(f.cfg, Deps{
+	d := Deps{
 		Client:             f.client,
 		MPAInformer:        f.mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalers(),
 		CheckpointInformer: f.mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalerCheckpoints(),
@@ -139,7 +142,11 @@ func (f *fixture) start() {
 		Recorder:           f.recorder,
 		Clock:              f.clock,
 		Registerer:         f.reg,
-	})
+	}
+	if f.deps != nil {
+		f.deps(&d)
+	}
+	c, err := New(f.cfg, d)
 	if err != nil {
 		f.t.Fatal(err)
 	}
