@@ -6,12 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"time"
 
-	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
@@ -21,13 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
@@ -36,9 +26,10 @@ import (
 	"github.com/aware-k8s/aware/pkg/agent"
 	"github.com/aware-k8s/aware/pkg/cli"
 	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpascheme "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/scheme"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
+	"github.com/aware-k8s/aware/pkg/kube"
+	"github.com/aware-k8s/aware/pkg/leader"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/pkg/target"
 	"github.com/aware-k8s/aware/pkg/usage"
@@ -94,31 +85,17 @@ func run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx).WithName("recommender")
 	ctx = klog.NewContext(ctx, logger)
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	clients, err := kube.NewClients(o.Kube, "aware-recommender")
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
-	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
-	cfg = rest.AddUserAgent(cfg, "aware-recommender")
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	mpaClient, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("autoscaler client: %w", err)
-	}
-	metrics, err := metricsclient.NewForConfig(cfg)
+	kube, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
+	metrics, err := metricsclient.NewForConfig(clients.Config)
 	if err != nil {
 		return fmt.Errorf("metrics.k8s.io client: %w", err)
 	}
-	resolver, err := target.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("scale target resolver: %w", err)
-	}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := serve.NewRegistry()
 	endpoints := serve.New(reg)
 
 	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace))
@@ -201,70 +178,8 @@ func run(ctx context.Context, o *Options) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	if o.MetricsBindAddress != "0" {
-		g.Go(func() error { return serve.Run(gctx, o.MetricsBindAddress, endpoints.Handler(), o.ShutdownGracePeriod) })
-	}
-	g.Go(func() error { return serve.Run(gctx, o.HealthBindAddress, endpoints.Handler(), o.ShutdownGracePeriod) })
-
-	if !o.LeaderElect {
-		endpoints.AddReadyCheck("controller", c.Ready)
-		g.Go(func() error { return lead(gctx) })
-		return g.Wait()
-	}
-
-	host, err := os.Hostname()
-	if err != nil {
-		return fmt.Errorf("leader election identity: %w", err)
-	}
-	id := host + "_" + uuid.NewString()
-	watchdog := leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
-	endpoints.AddHealthCheck("leader-election", func() error { return watchdog.Check(nil) })
-	var leading leaderState
-	// A standby replica is ready (it can take over); the leader is ready
-	// once its caches have synced.
-	endpoints.AddReadyCheck("controller", func() error {
-		if !leading.get() {
-			return nil
-		}
-		return c.Ready()
-	})
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1ObjectMeta(o.LeaseNamespace, o.LeaseName),
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder},
-		},
-		LeaseDuration:   o.LeaseDuration,
-		RenewDeadline:   o.RenewDeadline,
-		RetryPeriod:     o.RetryPeriod,
-		ReleaseOnCancel: true,
-		WatchDog:        watchdog,
-		Name:            o.LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				logger.Info("Acquired leadership", "identity", id)
-				leading.set(true)
-				if err := lead(ctx); err != nil {
-					logger.Error(err, "Recommender loop failed")
-				}
-			},
-			OnStoppedLeading: func() { leading.set(false) },
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-	g.Go(func() error {
-		le.Run(gctx)
-		// Run returns when ctx ends (a clean shutdown) or when leadership
-		// is lost; in the latter case the process must exit so a
-		// restarted replica rebuilds its state from the new leader's
-		// writes instead of acting on a stale model.
-		if gctx.Err() == nil {
-			return errors.New("lost leadership")
-		}
-		return nil
-	})
+	o.Endpoints.Start(gctx, g, endpoints)
+	g.Go(func() error { return leader.Run(gctx, o.Leader, kube, recorder, endpoints, c.Ready, lead) })
 	return g.Wait()
 }
 

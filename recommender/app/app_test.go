@@ -28,10 +28,10 @@ func TestValidate(t *testing.T) {
 		{"zero interval", func(o *Options) { o.Interval = 0 }, "--recommender-interval must be positive"},
 		{"refresh shorter than interval", func(o *Options) { o.StatusRefreshInterval = time.Second }, "--status-refresh-interval"},
 		{"no name", func(o *Options) { o.RecommenderName = "" }, "--recommender-name"},
-		{"lease timings", func(o *Options) { o.RenewDeadline = o.LeaseDuration }, "lease-duration"},
-		{"lease timings ignored without election", func(o *Options) { o.LeaderElect, o.RenewDeadline = false, o.LeaseDuration }, ""},
+		{"lease timings", func(o *Options) { o.Leader.RenewDeadline = o.Leader.LeaseDuration }, "lease-duration"},
+		{"lease timings ignored without election", func(o *Options) { o.Leader.Enabled, o.Leader.RenewDeadline = false, o.Leader.LeaseDuration }, ""},
 		{"workers", func(o *Options) { o.Workers = 0 }, "--workers"},
-		{"bad address", func(o *Options) { o.HealthBindAddress = "nope" }, "--health-bind-address"},
+		{"bad address", func(o *Options) { o.Endpoints.HealthBindAddress = "nope" }, "--health-bind-address"},
 		{"prometheus address", func(o *Options) { o.PrometheusAddress = "prometheus:9090" }, "--prometheus-address"},
 		{"prometheus ok", func(o *Options) { o.PrometheusAddress = "http://127.0.0.1:9090" }, ""},
 		{"prometheus timeout", func(o *Options) { o.PrometheusAddress, o.PrometheusTimeout = "http://127.0.0.1:9090", 0 }, "--prometheus-timeout"},
@@ -90,7 +90,7 @@ func TestTargetErrorsAreClassified(t *testing.T) {
 
 func TestRunFailsWithoutCluster(t *testing.T) {
 	o := NewOptions()
-	o.Kubeconfig = "/nonexistent/kubeconfig"
+	o.Kube.Kubeconfig = "/nonexistent/kubeconfig"
 	if err := run(context.Background(), o); err == nil || !strings.Contains(err.Error(), "kubeconfig") {
 		t.Fatalf("run() = %v, want a kubeconfig error", err)
 	}

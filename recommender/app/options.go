@@ -3,27 +3,23 @@ package app
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/aware-k8s/aware/pkg/kube"
+	"github.com/aware-k8s/aware/pkg/leader"
+	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/pkg/usage"
 	"github.com/aware-k8s/aware/recommender/controller"
 )
 
 // Options are the recommender's command-line options.
 type Options struct {
-	// Kubeconfig is the path to a kubeconfig; empty means in-cluster.
-	Kubeconfig string
-	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
-	MetricsBindAddress string
-	// HealthBindAddress serves /healthz and /readyz.
-	HealthBindAddress string
-
-	KubeAPIQPS   float32
-	KubeAPIBurst int
+	Kube      kube.Options
+	Endpoints serve.Options
+	Leader    leader.Options
 
 	RecommenderName       string
 	Interval              time.Duration
@@ -48,23 +44,14 @@ type Options struct {
 	RLAgentTimeout          time.Duration
 	RLAgentFailureThreshold int
 	RLAgentCooldown         time.Duration
-
-	LeaderElect         bool
-	LeaseName           string
-	LeaseNamespace      string
-	LeaseDuration       time.Duration
-	RenewDeadline       time.Duration
-	RetryPeriod         time.Duration
-	ShutdownGracePeriod time.Duration
 }
 
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
 	return &Options{
-		MetricsBindAddress:      ":8080",
-		HealthBindAddress:       ":8081",
-		KubeAPIQPS:              50,
-		KubeAPIBurst:            100,
+		Kube:                    kube.Options{QPS: 50, Burst: 100},
+		Endpoints:               serve.NewOptions(),
+		Leader:                  leader.NewOptions("aware-recommender"),
 		RecommenderName:         controller.DefaultRecommenderName,
 		Interval:                time.Minute,
 		StatusRefreshInterval:   5 * time.Minute,
@@ -82,23 +69,14 @@ func NewOptions() *Options {
 		RLAgentTimeout:          2 * time.Second,
 		RLAgentFailureThreshold: 5,
 		RLAgentCooldown:         30 * time.Second,
-		LeaderElect:             true,
-		LeaseName:               "aware-recommender",
-		LeaseNamespace:          "aware-system",
-		LeaseDuration:           15 * time.Second,
-		RenewDeadline:           10 * time.Second,
-		RetryPeriod:             2 * time.Second,
-		ShutdownGracePeriod:     10 * time.Second,
 	}
 }
 
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
-	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port).")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second to the API server (status and checkpoint writes).")
-	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of queries to the API server.")
+	o.Kube.AddFlags(fs)
+	o.Endpoints.AddFlags(fs)
+	o.Leader.AddFlags(fs)
 	fs.StringVar(&o.RecommenderName, "recommender-name", o.RecommenderName, "Handle the MultidimPodAutoscalers whose spec.recommenders[0].name is this; \""+controller.DefaultRecommenderName+"\" also handles those naming no recommender.")
 	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window.")
 	fs.DurationVar(&o.StatusRefreshInterval, "status-refresh-interval", o.StatusRefreshInterval, "Rewrite status.recommendationTime at least this often while recommendations are being made, even if nothing changed, so the updater can tell a live recommender from a dead one.")
@@ -128,33 +106,18 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RLAgentTimeout, "rl-agent-timeout", o.RLAgentTimeout, "Deadline of each call to the RL agent.")
 	fs.IntVar(&o.RLAgentFailureThreshold, "rl-agent-failure-threshold", o.RLAgentFailureThreshold, "Consecutive agent failures that open the circuit breaker.")
 	fs.DurationVar(&o.RLAgentCooldown, "rl-agent-cooldown", o.RLAgentCooldown, "How long an open circuit breaker stops calling the agent before one trial call.")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader on a Lease so several replicas can run; only the leader computes and writes.")
-	fs.StringVar(&o.LeaseName, "leader-elect-resource-name", o.LeaseName, "Name of the Lease used for leader election.")
-	fs.StringVar(&o.LeaseNamespace, "leader-elect-resource-namespace", o.LeaseNamespace, "Namespace of the Lease used for leader election.")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "How long a non-leader waits after the last renewal before taking over.")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying a renewal before giving up leadership.")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "Interval between leader election attempts.")
-	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long to wait for in-flight work and HTTP connections at shutdown.")
 }
 
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
-	var errs []error
-	if o.MetricsBindAddress != "0" {
-		if _, _, err := net.SplitHostPort(o.MetricsBindAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-bind-address %q: %w", o.MetricsBindAddress, err))
-		}
-	}
-	if _, _, err := net.SplitHostPort(o.HealthBindAddress); err != nil {
-		errs = append(errs, fmt.Errorf("--health-bind-address %q: %w", o.HealthBindAddress, err))
-	}
+	errs := []error{o.Kube.Validate(), o.Endpoints.Validate(), o.Leader.Validate()}
 	if o.RecommenderName == "" {
 		errs = append(errs, errors.New("--recommender-name must not be empty"))
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--recommender-interval", o.Interval}, {"--status-refresh-interval", o.StatusRefreshInterval}, {"--checkpoints-interval", o.CheckpointInterval}, {"--low-confidence-history", o.LowConfidenceHistory}, {"--shutdown-grace-period", o.ShutdownGracePeriod}} {
+	}{{"--recommender-interval", o.Interval}, {"--status-refresh-interval", o.StatusRefreshInterval}, {"--checkpoints-interval", o.CheckpointInterval}, {"--low-confidence-history", o.LowConfidenceHistory}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
@@ -180,17 +143,6 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
-	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
-		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
-	}
-	if o.LeaderElect {
-		if o.LeaseName == "" || o.LeaseNamespace == "" {
-			errs = append(errs, errors.New("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
-		}
-		if !(o.LeaseDuration > o.RenewDeadline && o.RenewDeadline > o.RetryPeriod && o.RetryPeriod > 0) {
-			errs = append(errs, fmt.Errorf("leader election needs lease-duration (%s) > renew-deadline (%s) > retry-period (%s) > 0", o.LeaseDuration, o.RenewDeadline, o.RetryPeriod))
-		}
 	}
 	return errors.Join(errs...)
 }
