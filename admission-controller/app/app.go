@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -27,9 +26,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
 
-	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
 	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
 	"github.com/aware-k8s/aware/admission-controller/pkg/match"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
@@ -52,8 +49,18 @@ func NewCommand() *cobra.Command {
 container's requests and limits from the matching MultidimPodAutoscaler's
 recommendation, within its resource policy. It fails open.
 
-Without --register-webhook it only serves: registering the webhook is left
-to the operator's manifests.`,
+Serving certificate: with --tls-cert-file (or --cert-mode=files) it serves
+the given files and re-reads them when they change (e.g. cert-manager).
+Otherwise (--cert-mode=self-managed, the default) it generates a CA and a
+serving certificate, keeps them in the Secret --cert-secret-name in
+--namespace, shared by all replicas, and renews them before they expire;
+this Secret is the only object it writes without --register-webhook.
+
+Without --register-webhook it does not touch the admission chain:
+registering the webhook is left to the operator's manifests. With it, the
+MutatingWebhookConfiguration is created or updated at start and again
+whenever the CA bundle changes (a self-managed rotation, or a changed
+--webhook-ca-bundle-file).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Validate(); err != nil {
@@ -71,12 +78,6 @@ to the operator's manifests.`,
 func run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx).WithName("admission-controller")
 	ctx = klog.NewContext(ctx, logger)
-
-	// Fail fast on the certificate: without it nothing can be served.
-	reloader, err := certs.NewFileReloader(o.TLSCertFile, o.TLSKeyFile, logger.WithName("certs"))
-	if err != nil {
-		return fmt.Errorf("serving certificate: %w", err)
-	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
@@ -98,6 +99,19 @@ func run(ctx context.Context, o *Options) error {
 	resolver, err := target.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("scale target resolver: %w", err)
+	}
+	clk := clock.RealClock{}
+
+	// Fail fast on the certificate: without it nothing can be served.
+	certSrc, err := newCertSource(ctx, o, kube.CoreV1(), clk)
+	if err != nil {
+		return err
+	}
+	var registrar *register.Registrar
+	if o.RegisterWebhook {
+		if registrar, err = newRegistrar(o, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), certSrc.bundle, clk); err != nil {
+			return err
+		}
 	}
 
 	reg := prometheus.NewRegistry()
@@ -182,7 +196,7 @@ func run(ctx context.Context, o *Options) error {
 	}
 	serving.Store(true)
 	g.Go(func() error {
-		return webhook.Serve(ctx, ln, webhook.Mux(o.WebhookPath, handler, metrics), webhook.TLSConfig(reloader.GetCertificate), o.ShutdownGrace)
+		return webhook.Serve(ctx, ln, webhook.Mux(o.WebhookPath, handler, metrics), webhook.TLSConfig(certSrc.getCertificate), o.ShutdownGrace)
 	})
 	g.Go(func() error { return serve.Run(ctx, o.HealthBindAddress, endpoints.Handler(), o.ShutdownGrace) })
 	if o.MetricsBindAddress != "0" && o.MetricsBindAddress != o.HealthBindAddress {
@@ -196,36 +210,24 @@ func run(ctx context.Context, o *Options) error {
 		}
 		hb := &heartbeat.Heartbeat{
 			Client: kube.CoordinationV1(), Namespace: o.Namespace, Name: o.HeartbeatLeaseName, Identity: identity,
-			Interval: o.HeartbeatInterval, Duration: o.HeartbeatLeaseDuration, Clock: clock.RealClock{},
+			Interval: o.HeartbeatInterval, Duration: o.HeartbeatLeaseDuration, Clock: clk,
 			Ready: func() bool { return synced.Load() && serving.Load() },
 		}
 		g.Go(func() error { hb.Run(ctx); return nil })
 	}
 
-	if o.RegisterWebhook {
-		ca, err := os.ReadFile(o.WebhookCABundleFile)
-		if err != nil {
-			return fmt.Errorf("webhook CA bundle: %w", err)
-		}
-		rc := &register.Config{
-			Name:               o.WebhookConfigName,
-			URL:                o.WebhookURL,
-			CABundle:           ca,
-			FailurePolicy:      admissionregistrationv1.FailurePolicyType(o.WebhookFailurePolicy),
-			TimeoutSeconds:     o.WebhookTimeoutSeconds,
-			ExcludedNamespaces: []string{"kube-system", o.Namespace},
-		}
-		if o.WebhookURL == "" {
-			rc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.WebhookServiceName, Path: ptr.To(o.WebhookPath), Port: ptr.To(o.WebhookServicePort)}
-		}
-		if err := rc.Validate(); err != nil {
-			return fmt.Errorf("webhook registration: %w", err)
-		}
-		// Registered once; a failure is fatal so that a deployment asking
-		// for registration does not run silently unregistered.
-		if err := register.Apply(ctx, kube.AdmissionregistrationV1().MutatingWebhookConfigurations(), register.Build(rc)); err != nil {
+	if certSrc.run != nil {
+		g.Go(func() error { certSrc.run(ctx); return nil })
+	}
+	if registrar != nil {
+		// Registered once at start, and a failure then is fatal, so that a
+		// deployment asking for registration does not run silently
+		// unregistered; later CA bundle changes are retried in the
+		// background.
+		if err := registrar.Sync(ctx); err != nil {
 			return err
 		}
+		g.Go(func() error { registrar.Run(ctx); return nil })
 	}
 
 	return g.Wait()

@@ -30,8 +30,30 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad policy and path", func(o *Options) {
 			o.RegisterWebhook, o.WebhookCABundleFile, o.WebhookFailurePolicy, o.WebhookPath = true, "ca.crt", "Maybe", "mutate"
 		}, []string{"--webhook-failure-policy", "--webhook-path"}},
-		{"heartbeat duration must exceed interval", func(o *Options) { o.HeartbeatLeaseDuration = o.HeartbeatInterval }, []string{"--heartbeat-lease-duration"}},
+		{"heartbeat duration must exceed interval", func(o *Options) { o.HeartbeatLeaseName, o.HeartbeatLeaseDuration = "hb", o.HeartbeatInterval }, []string{"--heartbeat-lease-duration"}},
 		{"heartbeat disabled needs no interval", func(o *Options) { o.HeartbeatLeaseName, o.HeartbeatInterval = "", 0 }, nil},
+		{"no certificate source is an error", func(o *Options) { o.TLSCertFile, o.TLSKeyFile = "", "" }, []string{"--cert-mode=self-managed"}},
+		{"explicit self-managed", func(o *Options) { o.TLSCertFile, o.TLSKeyFile, o.CertMode = "", "", CertModeSelfManaged }, nil},
+		{"self-managed registration needs no CA file", func(o *Options) {
+			o.TLSCertFile, o.TLSKeyFile, o.CertMode, o.RegisterWebhook = "", "", CertModeSelfManaged, true
+		}, nil},
+		{"self-managed rejects file flags", func(o *Options) {
+			o.CertMode, o.RegisterWebhook, o.WebhookCABundleFile = CertModeSelfManaged, true, "ca.crt"
+		}, []string{"--tls-cert-file and --tls-private-key-file are for --cert-mode=files", "--webhook-ca-bundle-file is for --cert-mode=files"}},
+		{"unknown mode", func(o *Options) { o.CertMode = "vault" }, []string{`--cert-mode "vault"`}},
+		{"self-managed durations must nest", func(o *Options) {
+			o.TLSCertFile, o.TLSKeyFile, o.CertMode = "", "", CertModeSelfManaged
+			o.CAOverlap, o.CertCheckInterval = time.Minute, time.Minute
+			o.ServingCertRenewBefore = o.ServingCertValidity
+			o.CARenewBefore = o.CAValidity
+		}, []string{"--ca-overlap 1m0s must exceed --cert-check-interval", "--serving-cert-validity", "--ca-validity", "--ca-renew-before"}},
+		{"self-managed SANs", func(o *Options) {
+			o.TLSCertFile, o.TLSKeyFile, o.CertMode = "", "", CertModeSelfManaged
+			o.CertExtraSANs = []string{"127.0.0.1", "webhook.example.com", "not a name"}
+		}, []string{`--cert-extra-sans "not a name"`}},
+		{"self-managed needs a name", func(o *Options) {
+			o.TLSCertFile, o.TLSKeyFile, o.CertMode, o.WebhookServiceName, o.CertSecretName = "", "", CertModeSelfManaged, "", ""
+		}, []string{"needs a name", "--cert-secret-name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := valid()
@@ -56,10 +78,42 @@ func TestRegistrationOffByDefault(t *testing.T) {
 	if err := fs.Parse(nil); err != nil {
 		t.Fatal(err)
 	}
-	if o.RegisterWebhook {
-		t.Fatal("registration must be opt-in")
+	if o.RegisterWebhook || o.HeartbeatLeaseName != "" || o.EffectiveCertMode() == CertModeSelfManaged {
+		t.Fatal("registration, the heartbeat Lease and the certificate Secret must be opt-in: started without flags the process writes nothing to the cluster")
 	}
 	if o.WebhookFailurePolicy != "Ignore" || o.WebhookTimeoutSeconds != 3 {
 		t.Fatalf("unsafe registration defaults: %s, %ds", o.WebhookFailurePolicy, o.WebhookTimeoutSeconds)
+	}
+}
+
+func TestEffectiveCertMode(t *testing.T) {
+	o := NewOptions()
+	if got := o.EffectiveCertMode(); got != "" {
+		t.Fatalf("no flags: %q, want none: self-managed mode writes a Secret and must be chosen", got)
+	}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--cert-mode=self-managed") {
+		t.Fatalf("no certificate source: %v", err)
+	}
+	o.TLSCertFile = "tls.crt"
+	if got := o.EffectiveCertMode(); got != CertModeFiles {
+		t.Fatalf("with --tls-cert-file: %s, want files", got)
+	}
+	o.CertMode = CertModeSelfManaged
+	if got := o.EffectiveCertMode(); got != CertModeSelfManaged {
+		t.Fatalf("explicit mode: %s", got)
+	}
+}
+
+func TestServingSANs(t *testing.T) {
+	o := NewOptions()
+	o.Namespace = "aware-system"
+	o.WebhookURL = "https://127.0.0.1:8443/mutate-pods"
+	o.CertExtraSANs = []string{"127.0.0.1", "::1", "webhook.example.com", "aware-admission-controller.aware-system.svc"}
+	dns, ips := o.ServingSANs()
+	if strings.Join(dns, ",") != "aware-admission-controller.aware-system.svc,aware-admission-controller.aware-system.svc.cluster.local,webhook.example.com" {
+		t.Fatalf("DNS SANs %v", dns)
+	}
+	if len(ips) != 2 || ips[0].String() != "127.0.0.1" || ips[1].String() != "::1" {
+		t.Fatalf("IP SANs %v", ips)
 	}
 }

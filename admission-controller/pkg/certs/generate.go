@@ -1,28 +1,67 @@
 // Package certs provides the webhook's serving certificate: read from
 // files and reloaded when they change (FileReloader), and a small CA to
 // generate certificates (used for self-managed certificates and tests).
+// SelfManaged keeps a CA and a serving certificate in a Secret and rotates
+// them; BundleWatcher re-reads a CA bundle file for the registration.
 package certs
 
 import (
+	"bytes"
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"time"
 )
 
+// clockSkew is how far before "now" a generated certificate's validity
+// starts, so that peers whose clocks lag a little accept it.
+const clockSkew = time.Minute
+
 // CA is a certificate authority able to sign serving certificates.
 type CA struct {
 	Cert    *x509.Certificate
 	CertPEM []byte
 	KeyPEM  []byte
-	key     *ecdsa.PrivateKey
+	key     crypto.Signer
 }
+
+// LoadCA parses a PEM CA certificate and its PEM private key (EC, PKCS#1
+// or PKCS#8), and checks that they match and that the certificate is a CA.
+func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("parse CA key pair: %w", err)
+	}
+	if len(pair.Certificate) != 1 {
+		return nil, fmt.Errorf("CA certificate PEM holds %d certificates, want 1", len(pair.Certificate))
+	}
+	cert := pair.Leaf
+	if cert == nil {
+		if cert, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("parse CA certificate: %w", err)
+		}
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, errors.New("certificate is not a CA able to sign certificates")
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("CA private key of type %T cannot sign", pair.PrivateKey)
+	}
+	return &CA{Cert: cert, CertPEM: bytes.Clone(certPEM), KeyPEM: bytes.Clone(keyPEM), key: signer}, nil
+}
+
+// created is when the CA was made: its validity starts clockSkew earlier.
+func created(c *x509.Certificate) time.Time { return c.NotBefore.Add(clockSkew) }
 
 // NewCA creates a self-signed CA valid from now for validity.
 func NewCA(commonName string, now time.Time, validity time.Duration) (*CA, error) {
@@ -33,7 +72,7 @@ func NewCA(commonName string, now time.Time, validity time.Duration) (*CA, error
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial(),
 		Subject:               pkix.Name{CommonName: commonName},
-		NotBefore:             now.Add(-time.Minute), // tolerate small clock skew
+		NotBefore:             now.Add(-clockSkew),
 		NotAfter:              now.Add(validity),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
@@ -55,11 +94,16 @@ func NewCA(commonName string, now time.Time, validity time.Duration) (*CA, error
 }
 
 // Serving signs a serving certificate for the given DNS names and IPs and
-// returns it and its key, PEM-encoded.
+// returns it and its key, PEM-encoded. Its validity ends no later than the
+// CA's.
 func (ca *CA) Serving(dnsNames []string, ips []net.IP, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generate serving key: %w", err)
+	}
+	notAfter := now.Add(validity)
+	if notAfter.After(ca.Cert.NotAfter) {
+		notAfter = ca.Cert.NotAfter
 	}
 	cn := "aware-admission-controller"
 	if len(dnsNames) > 0 {
@@ -70,8 +114,8 @@ func (ca *CA) Serving(dnsNames []string, ips []net.IP, now time.Time, validity t
 		Subject:      pkix.Name{CommonName: cn},
 		DNSNames:     dnsNames,
 		IPAddresses:  ips,
-		NotBefore:    now.Add(-time.Minute),
-		NotAfter:     now.Add(validity),
+		NotBefore:    now.Add(-clockSkew),
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}

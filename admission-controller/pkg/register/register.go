@@ -8,6 +8,9 @@
 // selectors that keep kube-system, our own namespace and pods labelled
 // OptOutLabel=OptOutValue out of the webhook entirely, so neither the
 // control plane nor the autoscaler's own pods can be blocked by it.
+//
+// Registrar keeps the registration's caBundle in line with a BundleSource
+// (a self-managed CA that rotates, or a CA bundle file that changes).
 package register
 
 import (
@@ -16,12 +19,15 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -171,4 +177,66 @@ func webhooksEqual(a, b []admissionregistrationv1.MutatingWebhook) bool {
 		}
 	}
 	return true
+}
+
+// BundleSource provides the CA bundle to register and announces changes.
+// certs.SelfManaged and certs.BundleWatcher implement it.
+type BundleSource interface {
+	CABundle() []byte
+	Changed() <-chan struct{}
+}
+
+// Registrar keeps the registration in line with a changing CA bundle: it
+// applies Config with the source's bundle at start, whenever the source
+// announces a change, and every Resync (which also restores a registration
+// someone else edited). Apply writes only what differs.
+type Registrar struct {
+	Client admissionclient.MutatingWebhookConfigurationInterface
+	// Config is the registration; its CABundle is taken from Source.
+	Config Config
+	Source BundleSource
+	Clock  clock.WithTicker
+	// Resync re-applies periodically; RetryInterval re-applies after a
+	// failure.
+	Resync        time.Duration
+	RetryInterval time.Duration
+}
+
+// Sync applies the registration with the current bundle, retrying on
+// conflicts with another replica's write.
+func (r *Registrar) Sync(ctx context.Context) error {
+	c := r.Config
+	c.CABundle = r.Source.CABundle()
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("webhook registration: %w", err)
+	}
+	desired := Build(&c)
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		return Apply(ctx, r.Client, desired)
+	})
+}
+
+// Run re-applies on every bundle change and every Resync until ctx ends.
+// Failures are logged and retried after RetryInterval: a registration
+// that cannot be written must not stop the webhook from serving.
+func (r *Registrar) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx).WithValues("mutatingWebhookConfiguration", r.Config.Name)
+	resync := r.Clock.NewTicker(r.Resync)
+	defer resync.Stop()
+	var retryC <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-r.Source.Changed():
+			logger.Info("CA bundle changed; updating the webhook registration")
+		case <-resync.C():
+		case <-retryC:
+		}
+		retryC = nil
+		if err := r.Sync(ctx); err != nil {
+			logger.Error(err, "Updating the webhook registration; retrying", "after", r.RetryInterval)
+			retryC = r.Clock.After(r.RetryInterval)
+		}
+	}
 }
