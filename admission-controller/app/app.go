@@ -18,12 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kubeinformers "k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -32,10 +29,9 @@ import (
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/admission-controller/pkg/webhook"
 	"github.com/aware-k8s/aware/pkg/cli"
-	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
+	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/serve"
-	"github.com/aware-k8s/aware/pkg/target"
 )
 
 // NewCommand returns the admission-controller root command.
@@ -79,26 +75,14 @@ func run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx).WithName("admission-controller")
 	ctx = klog.NewContext(ctx, logger)
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+	clients, err := kube.NewClients(o.Kube, "aware-admission-controller")
 	if err != nil {
-		return fmt.Errorf("loading kubeconfig: %w", err)
+		return err
 	}
-	cfg = rest.AddUserAgent(cfg, "aware-admission-controller")
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	mpaClient, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("autoscaler client: %w", err)
-	}
-	meta, err := metadata.NewForConfig(cfg)
+	kube, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
+	meta, err := metadata.NewForConfig(clients.Config)
 	if err != nil {
 		return fmt.Errorf("metadata client: %w", err)
-	}
-	resolver, err := target.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("scale target resolver: %w", err)
 	}
 	clk := clock.RealClock{}
 
@@ -196,12 +180,9 @@ func run(ctx context.Context, o *Options) error {
 	}
 	serving.Store(true)
 	g.Go(func() error {
-		return webhook.Serve(ctx, ln, webhook.Mux(o.WebhookPath, handler, metrics), webhook.TLSConfig(certSrc.getCertificate), o.ShutdownGrace)
+		return webhook.Serve(ctx, ln, webhook.Mux(o.WebhookPath, handler, metrics), webhook.TLSConfig(certSrc.getCertificate), o.Endpoints.ShutdownGracePeriod)
 	})
-	g.Go(func() error { return serve.Run(ctx, o.HealthBindAddress, endpoints.Handler(), o.ShutdownGrace) })
-	if o.MetricsBindAddress != "0" && o.MetricsBindAddress != o.HealthBindAddress {
-		g.Go(func() error { return serve.Run(ctx, o.MetricsBindAddress, endpoints.Handler(), o.ShutdownGrace) })
-	}
+	o.Endpoints.Start(ctx, g, endpoints)
 
 	if o.HeartbeatLeaseName != "" {
 		identity, err := os.Hostname()

@@ -15,6 +15,8 @@ import (
 	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/admission-controller/pkg/webhook"
+	"github.com/aware-k8s/aware/pkg/kube"
+	"github.com/aware-k8s/aware/pkg/serve"
 )
 
 // Certificate modes (--cert-mode).
@@ -33,12 +35,8 @@ const clusterDomain = "cluster.local"
 
 // Options are the admission-controller's command-line options.
 type Options struct {
-	// Kubeconfig is the path to a kubeconfig; empty means in-cluster.
-	Kubeconfig string
-	// MetricsBindAddress serves Prometheus metrics; "0" disables it.
-	MetricsBindAddress string
-	// HealthBindAddress serves /healthz and /readyz.
-	HealthBindAddress string
+	Kube      kube.Options
+	Endpoints serve.Options
 
 	// Namespace is where the admission controller runs; it is excluded
 	// from the webhook and holds the heartbeat Lease and the self-managed
@@ -67,7 +65,6 @@ type Options struct {
 
 	MaxRequestBytes  int64
 	AdmissionTimeout time.Duration
-	ShutdownGrace    time.Duration
 
 	RegisterWebhook       bool
 	WebhookConfigName     string
@@ -90,8 +87,8 @@ func NewOptions() *Options {
 		ns = "aware-system"
 	}
 	return &Options{
-		MetricsBindAddress:     ":8080",
-		HealthBindAddress:      ":8081",
+		Kube:                   kube.Options{QPS: 50, Burst: 100},
+		Endpoints:              endpointOptions(),
 		Namespace:              ns,
 		WebhookBindAddress:     ":8443",
 		WebhookPath:            "/mutate-pods",
@@ -104,7 +101,6 @@ func NewOptions() *Options {
 		CertCheckInterval:      30 * time.Second,
 		MaxRequestBytes:        webhook.DefaultMaxBodyBytes,
 		AdmissionTimeout:       webhook.DefaultTimeout,
-		ShutdownGrace:          15 * time.Second,
 		WebhookConfigName:      register.DefaultConfigName,
 		WebhookServiceName:     "aware-admission-controller",
 		WebhookServicePort:     443,
@@ -117,9 +113,8 @@ func NewOptions() *Options {
 
 // AddFlags binds the options to fs.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig file. Empty means the in-cluster configuration.")
-	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
-	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port).")
+	o.Kube.AddFlags(fs)
+	o.Endpoints.AddFlags(fs)
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Namespace the admission controller runs in (default from $POD_NAMESPACE). It is excluded from the webhook and holds the heartbeat Lease and the self-managed certificate Secret.")
 
 	fs.StringVar(&o.WebhookBindAddress, "webhook-bind-address", o.WebhookBindAddress, "Address to serve the HTTPS admission webhook on (host:port).")
@@ -137,7 +132,6 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CertCheckInterval, "cert-check-interval", o.CertCheckInterval, "How often the certificate Secret (self-managed) or the CA bundle file (files mode with --register-webhook) is re-read to pick up renewals.")
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", o.MaxRequestBytes, "Largest AdmissionReview body accepted; larger ones are admitted unchanged.")
 	fs.DurationVar(&o.AdmissionTimeout, "admission-timeout", o.AdmissionTimeout, "Time to decide on one pod; past it the pod is admitted unchanged. Keep it below --webhook-timeout-seconds.")
-	fs.DurationVar(&o.ShutdownGrace, "shutdown-grace-period", o.ShutdownGrace, "Time to finish in-flight requests on SIGTERM.")
 
 	fs.BoolVar(&o.RegisterWebhook, "register-webhook", o.RegisterWebhook, "Create or update the MutatingWebhookConfiguration at start. Off by default: without it the process changes nothing in the admission chain.")
 	fs.StringVar(&o.WebhookConfigName, "webhook-config-name", o.WebhookConfigName, "Name of the MutatingWebhookConfiguration to register.")
@@ -155,15 +149,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
-	var errs []error
-	if o.MetricsBindAddress != "0" {
-		if _, _, err := net.SplitHostPort(o.MetricsBindAddress); err != nil {
-			errs = append(errs, fmt.Errorf("--metrics-bind-address %q: %w", o.MetricsBindAddress, err))
-		}
-	}
-	if _, _, err := net.SplitHostPort(o.HealthBindAddress); err != nil {
-		errs = append(errs, fmt.Errorf("--health-bind-address %q: %w", o.HealthBindAddress, err))
-	}
+	errs := []error{o.Kube.Validate(), o.Endpoints.Validate()}
 	if _, _, err := net.SplitHostPort(o.WebhookBindAddress); err != nil {
 		errs = append(errs, fmt.Errorf("--webhook-bind-address %q: %w", o.WebhookBindAddress, err))
 	}
@@ -196,9 +182,6 @@ func (o *Options) Validate() error {
 	}
 	if o.AdmissionTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--admission-timeout must be positive, got %s", o.AdmissionTimeout))
-	}
-	if o.ShutdownGrace < 0 {
-		errs = append(errs, fmt.Errorf("--shutdown-grace-period must not be negative, got %s", o.ShutdownGrace))
 	}
 	if o.RegisterWebhook {
 		if o.WebhookURL != "" {
@@ -297,4 +280,12 @@ func (o *Options) ServingSANs() (dnsNames []string, ips []net.IP) {
 		seen[n] = true
 	}
 	return dnsNames, ips
+}
+
+// endpointOptions are serve's defaults with a longer drain: the API server
+// retries a webhook call cut off by a rollout, but each retry delays a pod.
+func endpointOptions() serve.Options {
+	o := serve.NewOptions()
+	o.ShutdownGracePeriod = 15 * time.Second
+	return o
 }

@@ -51,10 +51,10 @@ func (o *Options) Validate() error {
 }
 
 // Start serves e's handlers on the configured addresses in g until ctx
-// ends. The metrics endpoint also answers health checks and vice versa, so
-// one port suffices where only one is exposed.
+// ends. Both addresses serve the same mux (metrics and checks), so one
+// address given for both is served once.
 func (o *Options) Start(ctx context.Context, g *errgroup.Group, e *Endpoints) {
-	if o.MetricsBindAddress != "0" {
+	if o.MetricsBindAddress != "0" && o.MetricsBindAddress != o.HealthBindAddress {
 		g.Go(func() error { return Run(ctx, o.MetricsBindAddress, e.Handler(), o.ShutdownGracePeriod) })
 	}
 	g.Go(func() error { return Run(ctx, o.HealthBindAddress, e.Handler(), o.ShutdownGracePeriod) })
