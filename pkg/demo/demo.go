@@ -1,7 +1,8 @@
-// Package demo is AWARE's main job on the embedded default: it evaluates the
-// default policies and the oracle on a held-out set of generated apps in the
-// simulator, prints the comparison table and writes the report and plots to
-// a folder it names.
+// Package demo is AWARE's main job on the embedded default: it trains the
+// agent on generated training apps (pkg/train) unless given a checkpoint,
+// evaluates it with the default policies and the oracle on a held-out set of
+// generated apps in the simulator, prints the comparison table and writes
+// the report and plots to a folder it names.
 package demo
 
 import (
@@ -21,6 +22,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/oracle"
 	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/train"
 	"github.com/aware-k8s/aware/pkg/vpa"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
@@ -40,8 +42,9 @@ func DefaultPolicies() []string {
 }
 
 // Defaults: the whole held-out set (200 of AWARE's 1000 apps), each under
-// every trace kind for one day. Measured: about 100 s of CPU in all, so
-// roughly a minute on two idle cores.
+// every trace kind for one day. Measured: about 100 s of CPU for the five
+// built-in policies; the default agent adds about 50 s of CPU of training
+// (train.DefaultOptions) and 50 s of evaluation, about 200 s in all.
 const (
 	DefaultApps  = 200
 	DefaultSteps = 5760 // one day of 15-second windows
@@ -83,7 +86,29 @@ type Options struct {
 	SeriesTrace string
 	// Progress draws a bar on stderr.
 	Progress bool
+	// Agent, when set, adds the trained AWARE agent (row "aware") after
+	// Policies and Extra.
+	Agent *AgentOptions
+	// Name labels the header and the default output folder
+	// (./aware-<name>-<seed>); empty means "demo".
+	Name string
 }
+
+// AgentOptions say where the demo's agent comes from.
+type AgentOptions struct {
+	// Checkpoint, when set, loads a trained agent (train.WriteCheckpoint)
+	// instead of training one.
+	Checkpoint string
+	// Train is the training run otherwise; its Seed, Step, Resize and
+	// Traces are the demo's, and its checkpoint goes into the output folder.
+	Train train.Options
+}
+
+// Files the demo writes besides the evaluator's when it trains the agent.
+const (
+	AgentCheckpointFile = "agent.ckpt"
+	RewardCurveFile     = "reward-curve.svg"
+)
 
 // DefaultOptions returns the options of `rl-agent demo` without flags.
 func DefaultOptions() Options {
@@ -101,6 +126,7 @@ func DefaultOptions() Options {
 		Resize:      string(sim.ResizeRestart),
 		SeriesTrace: string(sim.FlashCrowd),
 		Progress:    true,
+		Agent:       &AgentOptions{Train: train.DefaultOptions()},
 	}
 }
 
@@ -124,7 +150,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("unknown trace kind %q (known: %v)", t, sim.TraceKinds()))
 		}
 	}
-	if len(o.Policies)+len(o.Extra) == 0 {
+	if len(o.Policies)+len(o.Extra) == 0 && o.Agent == nil {
 		errs = append(errs, errors.New("at least one policy is needed"))
 	}
 	for _, p := range o.Policies {
@@ -143,6 +169,11 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 0 {
 		errs = append(errs, fmt.Errorf("workers must be >= 0, got %d", o.Workers))
+	}
+	if o.Agent != nil && o.Agent.Checkpoint == "" {
+		if t := o.trainOptions(); t.Validate() != nil {
+			errs = append(errs, fmt.Errorf("agent training: %w", t.Validate()))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -240,11 +271,70 @@ func readAzure(o Options) ([]sim.AzureFunction, error) {
 	return active, nil
 }
 
+// trainOptions are the agent's training options with the demo's seed,
+// window, resize mode and trace kinds.
+func (o *Options) trainOptions() train.Options {
+	t := o.Agent.Train
+	t.Seed, t.Step, t.Resize = o.Seed, o.Step, o.Resize
+	t.Traces = slices.Clone(o.Traces)
+	return t
+}
+
+// agent trains the demo's agent (or loads it from o.Agent.Checkpoint) and
+// returns its contender; a trained agent's checkpoint and reward curve go
+// into dir.
+func agent(ctx context.Context, o Options, dir string, stdout, stderr io.Writer) (eval.Contender, []string, error) {
+	if o.Agent.Checkpoint != "" {
+		l, err := train.LoadCheckpoint(o.Agent.Checkpoint)
+		if err != nil {
+			return eval.Contender{}, nil, err
+		}
+		fmt.Fprintf(stdout, "Agent %q: loaded from %s\n", train.PolicyName, o.Agent.Checkpoint)
+		return train.Contender(l, train.AgentOptions{}), nil, nil
+	}
+	t := o.trainOptions()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return eval.Contender{}, nil, err
+	}
+	t.Checkpoint = filepath.Join(dir, AgentCheckpointFile)
+	if o.Progress {
+		t.Progress = NewProgressBar(stderr)
+	}
+	cpu0, wall0 := CPUTime(), time.Now()
+	res, err := train.Train(ctx, t)
+	if err != nil {
+		return eval.Contender{}, nil, err
+	}
+	cpu, wall := CPUTime()-cpu0, time.Since(wall0)
+	curve := filepath.Join(dir, RewardCurveFile)
+	f, err := os.Create(curve)
+	if err != nil {
+		return eval.Contender{}, nil, err
+	}
+	err = train.WriteCurveSVG(f, res.Episodes, t.BatchEpisodes)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return eval.Contender{}, nil, fmt.Errorf("writing %s: %w", curve, err)
+	}
+	k := min(t.BatchEpisodes, len(res.Episodes)-t.BootstrapEpisodes)
+	fmt.Fprintf(stdout, "Agent %q: trained on %d training apps (none held out) for %d episodes (%d bootstrapping) of %d windows in %s (%.0f s CPU).\n",
+		train.PolicyName, t.Apps, t.Episodes, t.BootstrapEpisodes, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds())
+	if k > 0 {
+		fmt.Fprintf(stdout, "  episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d\n",
+			res.MeanReward(0, t.BootstrapEpisodes), res.MeanReward(t.BootstrapEpisodes, t.BootstrapEpisodes+k), k,
+			res.MeanReward(len(res.Episodes)-k, len(res.Episodes)), k)
+	}
+	fmt.Fprintln(stdout)
+	return train.Contender(res.Learner, train.AgentOptions{}), []string{t.Checkpoint, curve}, nil
+}
+
 // Run evaluates the policies, prints the table to stdout and writes the
 // report into the output folder; progress goes to stderr.
 func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := o.Validate(); err != nil {
-		return fmt.Errorf("demo: invalid options: %w", err)
+		return fmt.Errorf("%s: invalid options: %w", o.name(), err)
 	}
 	runs, err := Runs(o)
 	if err != nil {
@@ -268,8 +358,21 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if o.AzureCSV != "" {
 		traces = append(traces, "azure")
 	}
-	fmt.Fprintf(stdout, "AWARE demo: %d held-out apps × %d traces (%s) × %d policies, %d windows of %s (%.3g h) per run, seed %d\n\n",
-		len(runs)/len(traces), len(traces), strings.Join(traces, ","), len(cs), o.Steps, o.Step, hours, o.Seed)
+	npol := len(cs)
+	if o.Agent != nil {
+		npol++
+	}
+	fmt.Fprintf(stdout, "AWARE %s: %d held-out apps × %d traces (%s) × %d policies, %d windows of %s (%.3g h) per run, seed %d\n\n",
+		o.name(), len(runs)/len(traces), len(traces), strings.Join(traces, ","), npol, o.Steps, o.Step, hours, o.Seed)
+	var agentFiles []string
+	if o.Agent != nil {
+		c, files, err := agent(ctx, o, dir, stdout, stderr)
+		if err != nil {
+			return fmt.Errorf("%s: agent: %w", o.name(), err)
+		}
+		cs = append(cs, c)
+		agentFiles = files
+	}
 
 	series := o.SeriesApp*len(traces) + slices.Index(o.Traces, o.SeriesTrace)
 	eo := eval.Options{Config: cfg, Workers: o.Workers, SeriesRun: series}
@@ -287,7 +390,11 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	paths = append(paths, agentFiles...)
 	fmt.Fprintf(stdout, "\nSLO VIOL: windows with p95 above the SLO. COST: core-hours + GiB-hours/7.5. REWARD: mean AWARE reward (α=0.5).\n")
+	if o.Agent != nil {
+		fmt.Fprintf(stdout, "%s: the trained agent, greedy, with the safeguard on, on apps it never trained on.\n", train.PolicyName)
+	}
 	fmt.Fprintf(stdout, "Report and plots in %s:\n", dir)
 	for _, p := range paths {
 		fmt.Fprintf(stdout, "  %s\n", filepath.Base(p))
@@ -295,12 +402,19 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// outDir returns o.OutDir, or a fresh ./aware-demo-<seed>[-k].
+func (o *Options) name() string {
+	if o.Name == "" {
+		return "demo"
+	}
+	return o.Name
+}
+
+// outDir returns o.OutDir, or a fresh ./aware-<name>-<seed>[-k].
 func outDir(o Options) (string, error) {
 	if o.OutDir != "" {
 		return o.OutDir, nil
 	}
-	base := "aware-demo-" + strconv.FormatUint(o.Seed, 10)
+	base := "aware-" + o.name() + "-" + strconv.FormatUint(o.Seed, 10)
 	for k := 1; k < 1000; k++ {
 		dir := base
 		if k > 1 {

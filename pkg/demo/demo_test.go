@@ -11,13 +11,74 @@ import (
 	"testing"
 
 	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/train"
 )
 
 func tinyOptions() Options {
 	o := DefaultOptions()
 	o.Apps, o.Steps = 2, 120
 	o.Traces = []string{"steady", "flash-crowd"}
+	o.Agent = nil // TestRunWithAgent covers the agent
 	return o
+}
+
+// tinyAgent trains a few short episodes.
+func tinyAgent() *AgentOptions {
+	a := &AgentOptions{Train: train.DefaultOptions()}
+	t := &a.Train
+	t.Apps, t.Episodes, t.BootstrapEpisodes, t.EpisodeSteps, t.BatchEpisodes = 2, 6, 2, 20, 2
+	t.Hidden, t.MinibatchSize = []int{16}, 20
+	return a
+}
+
+// TestRunWithAgent trains the agent, evaluates it beside the defaults,
+// writes its checkpoint and reward curve, and then evaluates the same
+// agent loaded from that checkpoint to the same report.
+func TestRunWithAgent(t *testing.T) {
+	t.Chdir(t.TempDir())
+	o := tinyOptions()
+	o.Policies = []string{PolicyFused, PolicyOracle}
+	o.Agent = tinyAgent()
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), o, &stdout, &stderr); err != nil {
+		t.Fatalf("Run: %v\nstderr: %s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, p := range []string{PolicyFused, PolicyOracle, train.PolicyName} {
+		found := false
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 1 && f[0] == p && f[1] == "4" {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("table has no row for %s over 4 runs:\n%s", p, out)
+		}
+	}
+	if !strings.Contains(out, "trained on 2 training apps") || !strings.Contains(stderr.String(), "6/6") {
+		t.Errorf("no training summary or training progress:\n%s\n%s", out, stderr.String())
+	}
+	dir := "aware-demo-1"
+	for _, f := range []string{eval.JSONFile, AgentCheckpointFile, RewardCurveFile} {
+		if st, err := os.Stat(filepath.Join(dir, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+
+	o.Agent = &AgentOptions{Checkpoint: filepath.Join(dir, AgentCheckpointFile)}
+	o.OutDir, o.Progress = "loaded", false
+	stdout.Reset()
+	if err := Run(context.Background(), o, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stdout.String(), "loaded from") {
+		t.Errorf("the agent was not loaded:\n%s", stdout.String())
+	}
+	a, errA := os.ReadFile(filepath.Join(dir, eval.JSONFile))
+	b, errB := os.ReadFile(filepath.Join("loaded", eval.JSONFile))
+	if errA != nil || errB != nil || !bytes.Equal(a, b) {
+		t.Errorf("the reloaded agent's report differs from the trained agent's (%v, %v)", errA, errB)
+	}
 }
 
 func TestRunSmoke(t *testing.T) {
@@ -79,6 +140,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"series trace not run", func(o *Options) { o.Traces = []string{"steady"} }, "series trace"},
 		{"bad resize", func(o *Options) { o.Resize = "Sometimes" }, "resize must be"},
 		{"series app out of range", func(o *Options) { o.SeriesApp = o.Apps }, "series app"},
+		{"bad agent training", func(o *Options) { o.Agent.Train.Episodes = 0 }, "agent training: episodes must be > 0"},
+		{"agent checkpoint skips training options", func(o *Options) { o.Agent = &AgentOptions{Checkpoint: "x.ckpt"} }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -387,38 +387,11 @@ func (s *Simulator) Step() StepMetrics {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
 			c = math.Min(c, nodeCPU*math.Max(p.req.CPU, 1e-6)/n.shares)
 		}
-		svc := cpuSec / c
-		mu := 1 / svc
-		stat := svc / (1 - math.Min(lam*svc, rhoMax))
-		b0 := p.backlog
-		b1 := math.Max(0, b0+(lam-mu)*s.dt)
-		var drop float64
-		if bmax := s.timeout * mu; b1 > bmax {
-			drop, b1 = b1-bmax, bmax
-		}
-		done := lam*s.dt + b0 - b1 - drop
-		if done < 0 {
-			// Capacity fell (a throttled node) below the backlog already
-			// queued: the backlog drains at the new rate, the excess times out.
-			drop, done = drop+done, 0
-		}
-		qdelay := (b0 + b1) / 2 * svc
-		p.usage.CPU = math.Min(done*cpuSec/s.dt, c)
-		inflight := lam*(s.app.IOWait+stat) + b1
-		p.usage.Memory = s.app.BaseMemory + s.app.MemoryPerRequest*inflight
-		z := s.noise.NormFloat64()
-		p.peak = workload.Resources{
-			CPU:    p.usage.CPU,
-			Memory: s.app.BaseMemory + s.app.MemoryPerRequest*(inflight+(1+math.Abs(z))*math.Sqrt(inflight)),
-		}
-		if p.lim.Memory > 0 && p.peak.Memory > p.lim.Memory {
+		w := s.app.ServePod(lam, p.backlog, c, p.lim.Memory, s.dt, s.timeout, s.noise.NormFloat64())
+		p.usage, p.peak = w.Usage, w.Peak
+		if w.OOMKilled {
 			// OOM kill at the end of the window: the requests it holds fail.
-			lost := math.Min(done, inflight-b1)
-			done -= lost
-			m.Failed += lost + b1
-			b1 = 0
-			p.peak.Memory = p.lim.Memory
-			p.usage.Memory = math.Min(p.usage.Memory, p.lim.Memory)
+			m.Failed += w.Failed
 			p.phase = podStarting
 			p.started = t + s.dt
 			p.transition = t + s.dt
@@ -426,10 +399,11 @@ func (s *Simulator) Step() StepMetrics {
 			m.OOMKills++
 			m.Restarts++
 		}
-		p.backlog = b1
-		m.TimedOut += drop
-		m.Completed += done
+		p.backlog = w.Backlog
+		m.TimedOut += w.TimedOut
+		m.Completed += w.Completed
 		m.Used = m.Used.Add(p.usage)
+		done, qdelay, stat := w.Completed, w.QueueDelay, w.Stationary
 		shift := s.app.IOWait + qdelay
 		latSum += done * (shift + stat)
 		s.addGroup(shift, stat, done)

@@ -3,8 +3,6 @@
 package app
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/aware-k8s/aware/pkg/cli"
@@ -32,21 +30,8 @@ oracle on generated applications and writes plots.`,
 	cmd.AddCommand(
 		newDemoCommand(),
 		newServeCommand(),
-		notImplemented("train", "Train a policy on the simulator"),
-		notImplemented("eval", "Evaluate a trained policy on the simulator"),
+		newTrainCommand(),
+		newEvalCommand(),
 	)
 	return cmd
-}
-
-// notImplemented is a subcommand whose issue (4) has not landed: it fails
-// plainly instead of pretending to work.
-func notImplemented(use, short string) *cobra.Command {
-	return &cobra.Command{
-		Use:   use,
-		Short: short + " (not implemented yet)",
-		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
-			return fmt.Errorf("rl-agent %s: %w (tracked in issue 4)", use, cli.ErrNotImplemented)
-		},
-	}
 }

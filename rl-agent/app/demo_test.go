@@ -15,9 +15,17 @@ func TestDemoCommand(t *testing.T) {
 	}{
 		{
 			name:     "tiny run",
-			args:     []string{"--apps=1", "--steps=40", "--traces=steady", "--series-trace=steady", "--policies=hpa,oracle", "--no-progress"},
+			args:     []string{"--apps=1", "--steps=40", "--traces=steady", "--series-trace=steady", "--policies=hpa,oracle", "--no-progress", "--no-agent"},
 			wantRows: []string{"hpa", "oracle"},
 		},
+		{
+			name: "tiny run with a tiny agent",
+			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--series-trace=steady", "--policies=fused", "--no-progress",
+				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8"},
+			wantRows: []string{"fused", "aware"},
+		},
+		{name: "bad agent training", args: []string{"--train-episodes=0"}, wantErr: "episodes must be > 0"},
+		{name: "missing agent checkpoint", args: []string{"--apps=1", "--steps=10", "--agent-checkpoint=nope.ckpt", "--no-progress"}, wantErr: "nope.ckpt"},
 		{name: "bad policy", args: []string{"--policies=magic"}, wantErr: `unknown policy "magic"`},
 		{name: "bad apps", args: []string{"--apps=-1"}, wantErr: "apps must be > 0"},
 		{name: "positional argument", args: []string{"extra"}, wantErr: "unknown command"},

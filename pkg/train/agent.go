@@ -1,0 +1,156 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// PolicyName is the trained agent's name in reports.
+const PolicyName = "aware"
+
+// AgentOptions configure an Agent.
+type AgentOptions struct {
+	// Greedy picks the most likely legal action (serving); otherwise actions
+	// are sampled from RNG (training).
+	Greedy bool
+	RNG    *rand.Rand
+	// NoSafeguard turns FaaSRM's safeguard off. It is on by default, as in
+	// every stage where the agent acts (pkg/learn).
+	NoSafeguard bool
+	// Steps are the sizes of the vertical actions (default
+	// learn.DefaultSteps).
+	Steps learn.Steps
+	// Default configures the fused default, whose recommendation is part
+	// of the state and is the teacher's.
+	Default fusion.Options
+}
+
+// Agent is the AWARE agent for one workload as a workload.Policy: each
+// window it asks the fused default for its recommendation (part of the
+// state, pkg/learn.Encode), lets the learner choose a legal action (masks
+// from the constraints), and refuses a downward vertical step when the
+// safeguard says so, applying the default instead. It is what the serving
+// agent does in the cluster, without gRPC. An Agent is not safe for
+// concurrent use; the learner is, so many Agents may share one.
+type Agent struct {
+	learner  policy.DiscreteLearner
+	cons     workload.Constraints
+	o        AgentOptions
+	teacher  workload.Policy
+	prevRate float64
+	hasPrev  bool
+}
+
+var _ workload.Policy = (*Agent)(nil)
+
+// NewAgent returns the agent for one workload under c.
+func NewAgent(l policy.DiscreteLearner, c workload.Constraints, o AgentOptions) (*Agent, error) {
+	if l == nil {
+		return nil, errors.New("agent: nil learner")
+	}
+	if !o.Greedy && o.RNG == nil {
+		return nil, errors.New("agent: sampling needs a random source")
+	}
+	if o.Steps == (learn.Steps{}) {
+		o.Steps = learn.DefaultSteps()
+	}
+	t, err := fusion.NewPolicyFactory(o.Default)(c)
+	if err != nil {
+		return nil, fmt.Errorf("agent: default policy: %w", err)
+	}
+	return &Agent{learner: l, cons: c, o: o, teacher: t}, nil
+}
+
+// Factory returns a PolicyFactory of greedy agents sharing l.
+func Factory(l policy.DiscreteLearner, o AgentOptions) workload.PolicyFactory {
+	o.Greedy, o.RNG = true, nil
+	return func(c workload.Constraints) (workload.Policy, error) { return NewAgent(l, c, o) }
+}
+
+// Contender returns the greedy agent as an evaluation contender named
+// PolicyName.
+func Contender(l policy.DiscreteLearner, o AgentOptions) eval.Contender {
+	return eval.FromFactory(PolicyName, Factory(l, o))
+}
+
+// Name implements workload.Policy.
+func (a *Agent) Name() string { return PolicyName }
+
+// Recommend implements workload.Policy.
+func (a *Agent) Recommend(ctx context.Context, obs workload.Observation) (workload.Recommendation, error) {
+	d, err := a.decide(ctx, obs, true)
+	return d.Recommendation, err
+}
+
+// decision is one window's decision with what learning needs.
+type decision struct {
+	State []float64
+	Mask  []bool
+	// Action is the action the transition records: the learner's, or the
+	// teacher's nearest action when the default was applied.
+	Action learn.Action
+	// Teacher is the default's nearest legal action (the BC label).
+	Teacher        learn.Action
+	Recommendation workload.Recommendation
+}
+
+// decide computes the state and, when agentActs, the learner's action; with
+// !agentActs (bootstrapping) the default is applied and the learner is not
+// consulted.
+func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs bool) (decision, error) {
+	if err := ctx.Err(); err != nil {
+		return decision{}, err
+	}
+	def, err := a.teacher.Recommend(ctx, obs)
+	if err != nil {
+		// A default that cannot decide has no opinion; the state says so.
+		def = workload.Recommendation{}
+	}
+	d := decision{
+		State: learn.Encode(learn.Input{Observation: obs, Constraints: a.cons, Default: def, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev}),
+		Mask:  learn.Mask(&obs, &a.cons, a.o.Steps),
+	}
+	a.prevRate, a.hasPrev = obs.RequestRate, true
+	d.Teacher = learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask)
+	useDefault := func(src workload.Source) {
+		d.Action = d.Teacher
+		if def.Replicas == 0 && len(def.Containers) == 0 {
+			d.Recommendation = learn.Apply(&obs, &a.cons, learn.NoOp, a.o.Steps)
+		} else {
+			d.Recommendation = def
+		}
+		d.Recommendation.Source = src
+	}
+	if !agentActs {
+		useDefault(workload.SourceDefault)
+		return d, nil
+	}
+	dec, err := a.learner.Act(d.State, d.Mask, a.o.Greedy, a.o.RNG)
+	if err != nil {
+		return decision{}, fmt.Errorf("agent: %w", err)
+	}
+	act := learn.Action(dec.Action)
+	if !a.o.NoSafeguard && learn.SafeguardRefuses(&obs, &a.cons, act) {
+		useDefault(workload.SourceSafeguard)
+		return d, nil
+	}
+	d.Action = act
+	d.Recommendation = learn.Apply(&obs, &a.cons, act, a.o.Steps)
+	d.Recommendation.Source = workload.SourceAgent
+	return d, nil
+}
+
+// state returns the state at obs without acting, e.g. the state after an
+// episode's last decision.
+func (a *Agent) state(ctx context.Context, obs workload.Observation) ([]float64, error) {
+	d, err := a.decide(ctx, obs, false)
+	return d.State, err
+}

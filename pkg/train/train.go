@@ -1,0 +1,500 @@
+// Package train trains the AWARE agent on the built-in simulator: episodes
+// over generated training apps (never the held-out ones, sim.HeldOut), first
+// bootstrapping (the fused default acts and the learner clones its actions,
+// mapped to the agent's action space with learn.NearestAction, then runs
+// offline PPO updates on its transitions), then online PPO with the agent
+// acting under masks from the constraints and the FaaSRM safeguard.
+//
+// The package is pure: no clock, no gRPC, no client-go. Everything derives
+// from Options.Seed, rollouts run in parallel but are reduced in episode
+// order, so equal options give bit-identical learners and checkpoints.
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/reward"
+	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// Options configure a training run. Start from DefaultOptions.
+type Options struct {
+	// Apps is the number of training apps: the first Apps generated apps
+	// that are not held out.
+	Apps int
+	// Episodes is the total number of episodes, bootstrapping included.
+	Episodes int
+	// BootstrapEpisodes run first with the fused default acting; their
+	// demonstrations are cloned and their transitions pre-train PPO.
+	BootstrapEpisodes int
+	// EpisodeSteps is the number of decisions (windows) per episode.
+	EpisodeSteps int
+	// Step is the window length.
+	Step time.Duration
+	// Traces are the trace kinds episodes cycle through.
+	Traces []string
+	// Seed derives the apps, traces, arrivals, initial weights, minibatch
+	// shuffling and exploration.
+	Seed uint64
+	// Alpha weighs utilisation against SLO preservation in the reward.
+	Alpha float64
+	// Resize is how vertical changes reach pods (Restart or InPlace).
+	Resize string
+
+	// Hidden, LearningRate, Epochs and MinibatchSize override the PPO
+	// defaults (policy.DefaultConfig).
+	Hidden        []int
+	LearningRate  float64
+	Epochs        int
+	MinibatchSize int
+	// EntropyCoef weighs the entropy bonus.
+	EntropyCoef float64
+	// BCRounds is how many BehaviourClone calls (of Epochs passes each) the
+	// bootstrap demonstrations get.
+	BCRounds int
+	// OfflineUpdates is how many PPO updates the bootstrap transitions get
+	// after cloning.
+	OfflineUpdates int
+	// BatchEpisodes is the number of episodes (rolled out in parallel with
+	// the same weights) per online PPO update.
+	BatchEpisodes int
+	// Workers defaults to GOMAXPROCS.
+	Workers int
+
+	// Checkpoint, when set, is the file the learner is written to (atomically)
+	// every CheckpointEvery updates and at the end.
+	Checkpoint      string
+	CheckpointEvery int
+	// Progress hears about every episode, in order.
+	Progress eval.Progress
+}
+
+// Defaults: 4000 hour-long episodes over 32 apps, of which the first 160
+// bootstrap, sized so that the demo's agent trains in about a minute on two
+// cores. Measured on a shared 2-core machine: 51–80 s of CPU, 53–97 s wall
+// (PPO updates run on one core; rollouts use both).
+const (
+	DefaultApps         = 32
+	DefaultEpisodes     = 4000
+	DefaultBootstrap    = 160
+	DefaultEpisodeSteps = 240 // one hour of 15-second windows
+)
+
+// DefaultOptions returns the options of `rl-agent train` without flags.
+func DefaultOptions() Options {
+	kinds := make([]string, 0, 6)
+	for _, k := range sim.TraceKinds() {
+		kinds = append(kinds, string(k))
+	}
+	return Options{
+		Apps:              DefaultApps,
+		Episodes:          DefaultEpisodes,
+		BootstrapEpisodes: DefaultBootstrap,
+		EpisodeSteps:      DefaultEpisodeSteps,
+		Step:              15 * time.Second,
+		Traces:            kinds,
+		Seed:              1,
+		Alpha:             0.5,
+		Resize:            string(sim.ResizeRestart),
+		Hidden:            []int{32, 32},
+		LearningRate:      1e-3,
+		Epochs:            4,
+		MinibatchSize:     256,
+		EntropyCoef:       0.003,
+		BCRounds:          3,
+		OfflineUpdates:    1,
+		BatchEpisodes:     32,
+		CheckpointEvery:   5,
+	}
+}
+
+// Validate reports every problem at once.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.Apps <= 0 {
+		bad("apps must be > 0, got %d", o.Apps)
+	}
+	if o.Episodes <= 0 {
+		bad("episodes must be > 0, got %d", o.Episodes)
+	}
+	if o.BootstrapEpisodes < 0 || o.BootstrapEpisodes > o.Episodes {
+		bad("bootstrap episodes must be in [0, episodes=%d], got %d", o.Episodes, o.BootstrapEpisodes)
+	}
+	if o.EpisodeSteps < 2 {
+		bad("episode steps must be >= 2, got %d", o.EpisodeSteps)
+	}
+	if o.Step <= 0 {
+		bad("step must be > 0, got %s", o.Step)
+	}
+	if len(o.Traces) == 0 {
+		bad("at least one trace kind is needed")
+	}
+	for _, t := range o.Traces {
+		if !slices.Contains(sim.TraceKinds(), sim.TraceKind(t)) {
+			bad("unknown trace kind %q (known: %v)", t, sim.TraceKinds())
+		}
+	}
+	if !(o.Alpha >= 0 && o.Alpha <= 1) {
+		bad("alpha must be in [0, 1], got %v", o.Alpha)
+	}
+	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
+		bad("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize)
+	}
+	if o.BCRounds < 0 || o.OfflineUpdates < 0 {
+		bad("bc rounds and offline updates must be >= 0")
+	}
+	if o.BatchEpisodes <= 0 {
+		bad("batch episodes must be > 0, got %d", o.BatchEpisodes)
+	}
+	if o.Workers < 0 {
+		bad("workers must be >= 0, got %d", o.Workers)
+	}
+	if o.Checkpoint != "" && o.CheckpointEvery < 0 {
+		bad("checkpoint interval must be >= 0 (0: only at the end), got %d", o.CheckpointEvery)
+	}
+	if _, err := o.policyConfig(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// policyConfig is the learner's configuration.
+func (o *Options) policyConfig() (policy.Config, error) {
+	c := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+	c.Seed = o.Seed
+	if len(o.Hidden) > 0 {
+		c.Hidden = slices.Clone(o.Hidden)
+	}
+	if o.LearningRate != 0 {
+		c.LearningRate = o.LearningRate
+	}
+	if o.Epochs != 0 {
+		c.Epochs = o.Epochs
+	}
+	if o.MinibatchSize != 0 {
+		c.MinibatchSize = o.MinibatchSize
+	}
+	c.EntropyCoef = o.EntropyCoef
+	return c, c.Validate()
+}
+
+// Phase says who acted in an episode.
+type Phase string
+
+const (
+	// PhaseBootstrap: the fused default acted.
+	PhaseBootstrap Phase = "bootstrap"
+	// PhaseOnline: the agent acted (sampling), with the safeguard on.
+	PhaseOnline Phase = "online"
+)
+
+// Episode is one episode's outcome, a point of the reward curve.
+type Episode struct {
+	Index int    `json:"episode"`
+	Phase Phase  `json:"phase"`
+	App   string `json:"app"`
+	Trace string `json:"trace"`
+	Steps int    `json:"steps"`
+	// MeanReward is the mean reward of the windows after each decision,
+	// scored like the evaluator's REWARD column.
+	MeanReward    float64 `json:"meanReward"`
+	SLOViolations int     `json:"sloViolations"`
+	OOMKills      int     `json:"oomKills"`
+	// AgentDecisions counts decisions the agent's action was applied (not
+	// the default's or the safeguard's).
+	AgentDecisions int `json:"agentDecisions"`
+}
+
+// Result is a finished training run.
+type Result struct {
+	Learner  *policy.PPO
+	Episodes []Episode
+	// BC holds each behaviour-cloning call's statistics; Updates each PPO
+	// update's (offline ones first).
+	BC      []policy.BCStats
+	Updates []policy.Stats
+}
+
+// MeanReward returns the mean of the episodes' mean rewards in [from, to).
+func (r *Result) MeanReward(from, to int) float64 {
+	from, to = max(from, 0), min(to, len(r.Episodes))
+	if to <= from {
+		return math.NaN()
+	}
+	var s float64
+	for _, e := range r.Episodes[from:to] {
+		s += e.MeanReward
+	}
+	return s / float64(to-from)
+}
+
+// TrainingApps returns the first n generated apps of seed that are not held
+// out, in generation order.
+func TrainingApps(seed uint64, n int) ([]sim.App, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("app count must be > 0, got %d", n)
+	}
+	all, err := sim.GenerateApps(seed, n+n/4+1)
+	if err != nil {
+		return nil, err
+	}
+	apps := make([]sim.App, 0, n)
+	for i, a := range all {
+		if !sim.HeldOut(i) && len(apps) < n {
+			apps = append(apps, a)
+		}
+	}
+	return apps, nil
+}
+
+// spec is one episode to roll out.
+type spec struct {
+	index int
+	phase Phase
+	app   sim.App
+	kind  sim.TraceKind
+	seed  uint64
+}
+
+// rollout is one episode's experience.
+type rollout struct {
+	ep          Episode
+	transitions []policy.Transition
+	demos       []policy.Demonstration
+	err         error
+}
+
+// Train runs the whole training and returns the learner and the reward
+// curve. It stops when ctx is done.
+func Train(ctx context.Context, o Options) (*Result, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("train: invalid options: %w", err)
+	}
+	cfg, _ := o.policyConfig()
+	learner, err := policy.NewPPO(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	apps, err := TrainingApps(o.Seed, o.Apps)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	simCfg := sim.DefaultConfig()
+	simCfg.Step = o.Step
+	simCfg.Resize = sim.ResizeMode(o.Resize)
+	workers := o.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+
+	res := &Result{Learner: learner}
+	if o.Progress != nil {
+		o.Progress.Begin(o.Episodes)
+		defer o.Progress.End()
+	}
+	var bootTransitions []policy.Transition
+	var demos []policy.Demonstration
+	updates := 0
+	save := func(final bool) error {
+		if o.Checkpoint == "" {
+			return nil
+		}
+		if !final && (o.CheckpointEvery == 0 || updates%o.CheckpointEvery != 0) {
+			return nil
+		}
+		if err := WriteCheckpoint(o.Checkpoint, learner); err != nil {
+			return fmt.Errorf("train: %w", err)
+		}
+		return nil
+	}
+	for e := 0; e < o.Episodes; {
+		phase, end := PhaseOnline, min(e+o.BatchEpisodes, o.Episodes)
+		if e < o.BootstrapEpisodes {
+			phase, end = PhaseBootstrap, min(e+o.BatchEpisodes, o.BootstrapEpisodes)
+		}
+		specs := make([]spec, 0, end-e)
+		for i := e; i < end; i++ {
+			a := i % len(apps)
+			specs = append(specs, spec{
+				index: i, phase: phase, app: apps[a],
+				kind: sim.TraceKind(o.Traces[(a+i/len(apps))%len(o.Traces)]),
+				seed: mix(o.Seed, uint64(i)),
+			})
+		}
+		outs := rolloutAll(ctx, learner, specs, simCfg, o, workers)
+		var batch []policy.Transition
+		for _, r := range outs {
+			if r.err != nil {
+				return nil, fmt.Errorf("train: episode %d: %w", r.ep.Index, r.err)
+			}
+			res.Episodes = append(res.Episodes, r.ep)
+			if o.Progress != nil {
+				o.Progress.Advance(fmt.Sprintf("%s r=%.3f", r.ep.Phase, r.ep.MeanReward), r.ep.App)
+			}
+			if phase == PhaseBootstrap {
+				bootTransitions = append(bootTransitions, r.transitions...)
+				demos = append(demos, r.demos...)
+			} else {
+				batch = append(batch, r.transitions...)
+			}
+		}
+		e = end
+		if phase == PhaseBootstrap && e == o.BootstrapEpisodes {
+			if err := bootstrap(learner, demos, bootTransitions, o, res); err != nil {
+				return nil, err
+			}
+			bootTransitions, demos = nil, nil
+			updates++
+			if err := save(false); err != nil {
+				return nil, err
+			}
+		}
+		if len(batch) > 0 {
+			st, err := learner.Update(batch)
+			if err != nil {
+				return nil, fmt.Errorf("train: PPO update after episode %d: %w", e-1, err)
+			}
+			res.Updates = append(res.Updates, st)
+			updates++
+			if err := save(false); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := save(true); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// bootstrap clones the default's demonstrations, then runs offline PPO
+// updates on its transitions (which train the critic on the default's
+// returns before the agent acts).
+func bootstrap(l *policy.PPO, demos []policy.Demonstration, trs []policy.Transition, o Options, res *Result) error {
+	if len(demos) == 0 {
+		return nil
+	}
+	for range o.BCRounds {
+		st, err := l.BehaviourClone(demos)
+		if err != nil {
+			return fmt.Errorf("train: behaviour cloning: %w", err)
+		}
+		res.BC = append(res.BC, st)
+	}
+	for range o.OfflineUpdates {
+		st, err := l.Update(trs)
+		if err != nil {
+			return fmt.Errorf("train: offline PPO update: %w", err)
+		}
+		res.Updates = append(res.Updates, st)
+	}
+	return nil
+}
+
+// rolloutAll runs the episodes on a pool of workers; the learner is only
+// read, and results land in spec order.
+func rolloutAll(ctx context.Context, l *policy.PPO, specs []spec, cfg sim.Config, o Options, workers int) []rollout {
+	outs := make([]rollout, len(specs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(workers, len(specs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				outs[i] = runEpisode(ctx, l, specs[i], cfg, o)
+			}
+		}()
+	}
+	for i := range specs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return outs
+}
+
+// runEpisode simulates one episode from the app's initial deployment.
+func runEpisode(ctx context.Context, l *policy.PPO, sp spec, cfg sim.Config, o Options) rollout {
+	r := rollout{ep: Episode{Index: sp.index, Phase: sp.phase, App: sp.app.Name, Trace: string(sp.kind)}}
+	fail := func(err error) rollout { r.err = err; return r }
+	tr, err := sim.GenerateTrace(sp.kind, sim.TraceOptions{
+		Mean: sp.app.BaseRate, Steps: o.EpisodeSteps + 1, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	s, err := sim.New(cfg, sp.app, &tr, sp.seed)
+	if err != nil {
+		return fail(err)
+	}
+	agent, err := NewAgent(l, sp.app.Constraints, AgentOptions{RNG: rand.New(rand.NewPCG(sp.seed, mix(sp.seed, 0x6578706c)))})
+	if err != nil {
+		return fail(err)
+	}
+	alpha := o.Alpha
+	ropts := reward.Options{Alpha: &alpha}
+	acts := sp.phase == PhaseOnline
+	r.transitions = make([]policy.Transition, 0, o.EpisodeSteps)
+	var sum float64
+	s.Step() // the first window: what the first decision observes
+	for t := range o.EpisodeSteps {
+		d, err := agent.decide(ctx, s.Observation(), acts)
+		if err != nil {
+			return fail(err)
+		}
+		if _, err := s.Apply(d.Recommendation); err != nil {
+			return fail(fmt.Errorf("window %d: %w", t, err))
+		}
+		m := s.Step()
+		terms, err := reward.Compute(m.RewardInputs(), ropts)
+		if err != nil {
+			return fail(fmt.Errorf("window %d: %w", t, err))
+		}
+		sum += terms.Reward
+		if m.SLO > 0 && m.Latency.P95 > m.SLO {
+			r.ep.SLOViolations++
+		}
+		r.ep.OOMKills += m.OOMKills
+		if d.Recommendation.Source == workload.SourceAgent {
+			r.ep.AgentDecisions++
+		}
+		if n := len(r.transitions); n > 0 {
+			r.transitions[n-1].NextState = d.State
+		}
+		r.transitions = append(r.transitions, policy.Transition{State: d.State, Mask: d.Mask, Action: int(d.Action), Reward: terms.Reward})
+		if !acts {
+			r.demos = append(r.demos, policy.Demonstration{State: d.State, Mask: d.Mask, Action: int(d.Teacher)})
+		}
+	}
+	last, err := agent.state(ctx, s.Observation())
+	if err != nil {
+		return fail(err)
+	}
+	n := len(r.transitions)
+	r.transitions[n-1].NextState, r.transitions[n-1].Truncated = last, true
+	r.ep.Steps = n
+	r.ep.MeanReward = sum / float64(n)
+	return r
+}
+
+// mix derives a well-mixed seed from a seed and a counter (splitmix64).
+func mix(seed, i uint64) uint64 {
+	x := seed ^ (i+1)*0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}

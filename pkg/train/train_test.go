@@ -1,0 +1,316 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// tiny is a training run small enough for -race: a few short episodes.
+func tiny() Options {
+	o := DefaultOptions()
+	o.Apps, o.Episodes, o.BootstrapEpisodes, o.EpisodeSteps, o.BatchEpisodes = 3, 9, 3, 24, 3
+	o.Traces = []string{"steady", "flash-crowd"}
+	o.MinibatchSize = 32
+	o.Hidden = []int{16}
+	o.Workers = 2
+	return o
+}
+
+func mustTrain(t *testing.T, o Options) *Result {
+	t.Helper()
+	res, err := Train(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func marshal(t *testing.T, l *policy.PPO) []byte {
+	t.Helper()
+	b, err := l.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTrainImproves trains from scratch (no bootstrapping: the initial
+// policy is random) on a fixed set of apps under steady load, every batch
+// being the same apps with fresh arrivals, and asks the last two batches'
+// mean episode reward to beat the first batch's by at least 0.1 (on a scale
+// where the fused default scores about 0.65), for each of three seeds. A
+// random policy scales in and shrinks requests at random and pays for it in
+// OOM kills and lost requests; PPO quickly learns not to.
+func TestTrainImproves(t *testing.T) {
+	for seed := uint64(1); seed <= 3; seed++ {
+		o := DefaultOptions()
+		o.Apps, o.BatchEpisodes, o.EpisodeSteps = 4, 4, 60
+		o.Episodes, o.BootstrapEpisodes = 4*12, 0
+		o.Traces = []string{"steady"}
+		o.Hidden = []int{32}
+		o.MinibatchSize, o.LearningRate = 60, 3e-3
+		o.Seed = seed
+		res := mustTrain(t, o)
+		first := res.MeanReward(0, 4)
+		last := res.MeanReward(len(res.Episodes)-8, len(res.Episodes))
+		t.Logf("seed %d: mean episode reward %.3f in the first batch, %.3f in the last two", seed, first, last)
+		if last < first+0.1 {
+			t.Errorf("seed %d: training did not improve the reward enough: first batch %.3f, last two batches %.3f (want +0.1)", seed, first, last)
+		}
+		for _, e := range res.Episodes {
+			if e.Phase != PhaseOnline || e.Steps != 60 || e.AgentDecisions == 0 {
+				t.Fatalf("episode %+v: want an online episode of 60 steps in which the agent acted", e)
+			}
+		}
+	}
+}
+
+func TestBootstrapClonesTheDefault(t *testing.T) {
+	o := tiny()
+	res := mustTrain(t, o)
+	if len(res.Episodes) != o.Episodes {
+		t.Fatalf("%d episodes, want %d", len(res.Episodes), o.Episodes)
+	}
+	for i, e := range res.Episodes {
+		boot := i < o.BootstrapEpisodes
+		if (e.Phase == PhaseBootstrap) != boot || e.Index != i {
+			t.Errorf("episode %d: %+v", i, e)
+		}
+		if boot && e.AgentDecisions != 0 {
+			t.Errorf("bootstrap episode %d: the agent acted %d times", i, e.AgentDecisions)
+		}
+	}
+	if len(res.BC) != o.BCRounds || res.BC[len(res.BC)-1].Accuracy < 0.6 {
+		t.Errorf("behaviour cloning %+v: want %d rounds ending above 60%% accuracy", res.BC, o.BCRounds)
+	}
+	// One offline update on the default's transitions, then one per
+	// online batch.
+	if want := o.OfflineUpdates + (o.Episodes-o.BootstrapEpisodes)/o.BatchEpisodes; len(res.Updates) != want {
+		t.Errorf("%d PPO updates, want %d", len(res.Updates), want)
+	}
+}
+
+func TestTrainingAppsAreNeverHeldOut(t *testing.T) {
+	apps, err := TrainingApps(1, 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, _ := sim.GenerateApps(1, 20)
+	held := map[string]bool{}
+	for i, a := range all {
+		if sim.HeldOut(i) {
+			held[a.Name] = true
+		}
+	}
+	if len(apps) != 12 {
+		t.Fatalf("%d apps, want 12", len(apps))
+	}
+	for _, a := range apps {
+		if held[a.Name] {
+			t.Errorf("training app %s is held out", a.Name)
+		}
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	a := mustTrain(t, tiny())
+	o := tiny()
+	o.Workers = 1 // parallelism must not matter
+	b := mustTrain(t, o)
+	if !bytes.Equal(marshal(t, a.Learner), marshal(t, b.Learner)) {
+		t.Error("same seed, different checkpoints")
+	}
+	for i := range a.Episodes {
+		if a.Episodes[i] != b.Episodes[i] {
+			t.Errorf("episode %d: %+v vs %+v", i, a.Episodes[i], b.Episodes[i])
+		}
+	}
+	o = tiny()
+	o.Seed = 2
+	if c := mustTrain(t, o); bytes.Equal(marshal(t, a.Learner), marshal(t, c.Learner)) {
+		t.Error("different seeds, same checkpoint")
+	}
+}
+
+func TestCheckpointWrittenAndReloadable(t *testing.T) {
+	dir := t.TempDir()
+	o := tiny()
+	o.Checkpoint = filepath.Join(dir, "sub", "agent.ckpt")
+	o.CheckpointEvery = 1
+	res := mustTrain(t, o)
+	l, err := LoadCheckpoint(o.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(marshal(t, l), marshal(t, res.Learner)) {
+		t.Error("the checkpoint on disk is not the final learner")
+	}
+	entries, _ := os.ReadDir(filepath.Dir(o.Checkpoint))
+	if len(entries) != 1 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+	// The reloaded learner decides like the trained one.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20 {
+		s := make([]float64, learn.StateDim)
+		for i := range s {
+			s[i] = rng.Float64()
+		}
+		d1, err1 := res.Learner.Act(s, nil, true, nil)
+		d2, err2 := l.Act(s, nil, true, nil)
+		if err1 != nil || err2 != nil || d1.Action != d2.Action || d1.Value != d2.Value {
+			t.Fatalf("decisions differ: %+v %v vs %+v %v", d1, err1, d2, err2)
+		}
+	}
+	// A torn file is refused, not loaded.
+	b, _ := os.ReadFile(o.Checkpoint)
+	torn := filepath.Join(dir, "torn.ckpt")
+	if err := os.WriteFile(torn, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadCheckpoint(torn); err == nil {
+		t.Error("a torn checkpoint loaded")
+	}
+}
+
+// TestAgentInEvaluator runs the greedy agent as an evaluation contender:
+// it must never produce an invalid or failing decision.
+func TestAgentInEvaluator(t *testing.T) {
+	o := tiny()
+	o.Episodes, o.BootstrapEpisodes = 3, 3
+	res := mustTrain(t, o)
+	apps, _ := sim.GenerateApps(1, 10)
+	var runs []eval.Run
+	for i, a := range apps {
+		if !sim.HeldOut(i) {
+			continue
+		}
+		tr, err := sim.GenerateTrace(sim.FlashCrowd, sim.TraceOptions{Mean: a.BaseRate, Steps: 80, Step: sim.DefaultConfig().Step, Seed: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, eval.Run{App: a, Trace: &tr, Seed: uint64(i)})
+	}
+	rep, err := eval.Evaluate(context.Background(), runs, []eval.Contender{Contender(res.Learner, AgentOptions{})}, eval.Options{SeriesRun: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := rep.Summaries[0]; s.Policy != PolicyName || s.PolicyErrors != 0 || s.Runs != 2 {
+		t.Errorf("summary %+v", s)
+	}
+}
+
+// alwaysLearner always picks one action; it stands in for a policy that
+// wants to shrink memory.
+type alwaysLearner struct {
+	policy.DiscreteLearner
+	action learn.Action
+}
+
+func (a alwaysLearner) Act(state []float64, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
+	if mask != nil && !mask[a.action] {
+		return policy.Decision{Action: int(learn.NoOp)}, nil
+	}
+	return policy.Decision{Action: int(a.action)}, nil
+}
+
+func TestAgentSafeguard(t *testing.T) {
+	apps, _ := sim.GenerateApps(1, 1)
+	app := apps[0]
+	obs := workload.Observation{
+		Replicas: 2, ReadyReplicas: 2, RequestRate: 10, SLO: app.SLO, Samples: 2,
+		Containers: []workload.ContainerObservation{{
+			Name: app.Container, Requests: app.Requests, Limits: app.Limits,
+			Usage: app.Requests.Scale(0.5), Peak: app.Requests.Scale(0.95),
+		}},
+	}
+	ag, err := NewAgent(alwaysLearner{action: learn.LowerMemory}, app.Constraints, AgentOptions{Greedy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := ag.Recommend(context.Background(), obs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Source != workload.SourceSafeguard {
+		t.Errorf("memory peaking at 95%% of its request was shrunk: %+v", rec)
+	}
+	obs.Containers[0].Peak = app.Requests.Scale(0.5)
+	if rec, err = ag.Recommend(context.Background(), obs); err != nil || rec.Source != workload.SourceAgent {
+		t.Fatalf("recommendation %+v, %v: want the agent's", rec, err)
+	}
+	c, _ := rec.Container(app.Container)
+	if want := app.Requests.Memory * (1 - learn.DefaultSteps().Memory); c.Target.Memory != want {
+		t.Errorf("memory target %g, want one step down to %g", c.Target.Memory, want)
+	}
+	if _, err := NewAgent(alwaysLearner{}, app.Constraints, AgentOptions{}); err == nil {
+		t.Error("a sampling agent without a random source was accepted")
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*Options)
+		wantErr string
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"no apps", func(o *Options) { o.Apps = 0 }, "apps must be > 0"},
+		{"too many bootstrap episodes", func(o *Options) { o.BootstrapEpisodes = o.Episodes + 1 }, "bootstrap episodes"},
+		{"unknown trace", func(o *Options) { o.Traces = []string{"sawtooth"} }, `unknown trace kind "sawtooth"`},
+		{"bad alpha", func(o *Options) { o.Alpha = 2 }, "alpha"},
+		{"bad hidden", func(o *Options) { o.Hidden = []int{0} }, "hidden[0]"},
+		{"bad batch", func(o *Options) { o.BatchEpisodes = 0 }, "batch episodes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			tc.mutate(&o)
+			err := o.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestWriteCurveSVG(t *testing.T) {
+	eps := []Episode{{Index: 0, Phase: PhaseBootstrap, MeanReward: 0.6}, {Index: 1, Phase: PhaseOnline, MeanReward: -0.2}, {Index: 2, Phase: PhaseOnline, MeanReward: 0.7}}
+	var a, b bytes.Buffer
+	if err := WriteCurveSVG(&a, eps, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteCurveSVG(&b, eps, 2); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Error("equal curves, different plots")
+	}
+	var doc struct {
+		XMLName xml.Name
+		Circles []struct{} `xml:"circle"`
+	}
+	if err := xml.Unmarshal(a.Bytes(), &doc); err != nil || doc.XMLName.Local != "svg" || len(doc.Circles) != 3 {
+		t.Errorf("not an SVG with one dot per episode (%v): %s", err, a.String())
+	}
+	if err := WriteCurveSVG(&a, nil, 2); err == nil {
+		t.Error("an empty curve was plotted")
+	}
+}

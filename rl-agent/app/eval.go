@@ -1,0 +1,82 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/aware-k8s/aware/pkg/demo"
+)
+
+// evalOptions are the flags of `rl-agent eval`: the demo's evaluation, with
+// the agent loaded from a checkpoint.
+type evalOptions struct {
+	demo.Options
+	checkpoint string
+	noProgress bool
+}
+
+func newEvalOptions() *evalOptions {
+	o := &evalOptions{Options: demo.DefaultOptions()}
+	o.Name = "eval"
+	o.Agent = nil
+	return o
+}
+
+// AddFlags registers the eval flags on fs.
+func (o *evalOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.checkpoint, "checkpoint", o.checkpoint, "trained policy to evaluate, as written by rl-agent train (required)")
+	fs.IntVar(&o.Apps, "apps", o.Apps, "number of held-out generated apps to evaluate")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces and arrivals; equal seeds give identical results")
+	fs.IntVar(&o.Steps, "steps", o.Steps, "windows simulated per app")
+	fs.DurationVar(&o.Step, "step", o.Step, "window length (the policies' decision interval)")
+	fs.StringSliceVar(&o.Traces, "traces", o.Traces, "trace kinds; every app runs under each")
+	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "default policies and oracle to compare the agent with, in table order")
+	fs.StringVar(&o.AzureCSV, "azure-csv", o.AzureCSV, "Azure Functions 2019 invocations file; each app also runs under one of its functions")
+	fs.StringVar(&o.OutDir, "out", o.OutDir, "folder for report.json and the plots (default a fresh ./aware-eval-<seed>)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "parallel simulations (0 = GOMAXPROCS)")
+	fs.StringVar(&o.Resize, "resize", o.Resize, "how vertical changes reach pods: Restart or InPlace")
+	fs.IntVar(&o.SeriesApp, "series-app", o.SeriesApp, "index of the evaluated app whose time series is plotted")
+	fs.StringVar(&o.SeriesTrace, "series-trace", o.SeriesTrace, "trace kind of the plotted time series")
+	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
+}
+
+// Validate rejects flag combinations that cannot run.
+func (o *evalOptions) Validate() error {
+	o.Progress = !o.noProgress
+	var errs []error
+	if o.checkpoint == "" {
+		errs = append(errs, errors.New("--checkpoint is required"))
+	} else {
+		o.Agent = &demo.AgentOptions{Checkpoint: o.checkpoint}
+	}
+	if err := o.Options.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func newEvalCommand() *cobra.Command {
+	o := newEvalOptions()
+	cmd := &cobra.Command{
+		Use:   "eval",
+		Short: "Evaluate a trained agent against the defaults and the oracle on the simulator",
+		Long: `eval loads a policy trained by rl-agent train and evaluates it, greedy and
+with the safeguard on, as the row "aware" beside HPA alone, VPA alone, naive
+HPA+VPA, the fused default and the oracle, on held-out generated apps (never
+trained on) under every trace kind. It prints the comparison table and writes
+report.json, a cost vs SLO-violation scatter and one app's time series (SVG)
+to a folder it names.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return fmt.Errorf("invalid flags: %w", err)
+			}
+			return demo.Run(cmd.Context(), o.Options, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}

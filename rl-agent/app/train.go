@@ -1,0 +1,160 @@
+package app
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/aware-k8s/aware/pkg/demo"
+	"github.com/aware-k8s/aware/pkg/train"
+)
+
+// addTrainingFlags registers the training options on fs, each flag name
+// prefixed with prefix (the demo uses "train-").
+func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
+	fs.IntVar(&o.Apps, prefix+"apps", o.Apps, "number of generated training apps (never the held-out ones)")
+	fs.IntVar(&o.Episodes, prefix+"episodes", o.Episodes, "training episodes in all, bootstrapping included")
+	fs.IntVar(&o.BootstrapEpisodes, prefix+"bootstrap-episodes", o.BootstrapEpisodes, "first episodes in which the fused default acts and the agent learns from it (behaviour cloning, then offline PPO)")
+	fs.IntVar(&o.EpisodeSteps, prefix+"episode-steps", o.EpisodeSteps, "decisions (windows) per episode")
+	fs.IntVar(&o.BatchEpisodes, prefix+"batch-episodes", o.BatchEpisodes, "episodes rolled out in parallel per PPO update")
+	fs.IntSliceVar(&o.Hidden, prefix+"hidden", o.Hidden, "widths of the actor's and critic's hidden layers")
+	fs.Float64Var(&o.LearningRate, prefix+"learning-rate", o.LearningRate, "Adam step size")
+}
+
+// trainOptions are the flags of `rl-agent train`.
+type trainOptions struct {
+	train.Options
+	traces     []string
+	curve      string
+	noProgress bool
+}
+
+func newTrainOptions() *trainOptions {
+	o := &trainOptions{Options: train.DefaultOptions()}
+	o.Checkpoint = "aware-agent.ckpt"
+	o.traces = o.Traces
+	return o
+}
+
+// AddFlags registers the train flags on fs.
+func (o *trainOptions) AddFlags(fs *pflag.FlagSet) {
+	addTrainingFlags(fs, &o.Options, "")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces, arrivals, initial weights and exploration; equal seeds give identical checkpoints")
+	fs.StringSliceVar(&o.traces, "traces", o.traces, "trace kinds episodes cycle through")
+	fs.DurationVar(&o.Step, "step", o.Step, "window length (the agent's decision interval)")
+	fs.StringVar(&o.Resize, "resize", o.Resize, "how vertical changes reach pods: Restart or InPlace")
+	fs.StringVar(&o.Checkpoint, "checkpoint", o.Checkpoint, "file the trained policy is written to (atomically, also during training)")
+	fs.IntVar(&o.CheckpointEvery, "checkpoint-every", o.CheckpointEvery, "write the checkpoint every this many PPO updates (0: only at the end)")
+	fs.StringVar(&o.curve, "curve", o.curve, "reward-curve plot (SVG); its data goes beside it as JSON (default <checkpoint>-reward.svg)")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "parallel rollouts (0 = GOMAXPROCS)")
+	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
+}
+
+// Validate rejects flag combinations that cannot run.
+func (o *trainOptions) Validate() error {
+	o.Traces = o.traces
+	var errs []error
+	if o.Checkpoint == "" {
+		errs = append(errs, errors.New("--checkpoint is required"))
+	}
+	if o.curve == "" && o.Checkpoint != "" {
+		o.curve = strings.TrimSuffix(o.Checkpoint, ".ckpt") + "-reward.svg"
+	}
+	if err := o.Options.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func newTrainCommand() *cobra.Command {
+	o := newTrainOptions()
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train the agent on the built-in simulator",
+		Long: `train trains the AWARE agent (a PPO actor-critic over the discrete actions
+no-op, ±1 replica, ±CPU step, ±memory step) on generated training apps under
+the simulator's load traces; the held-out apps that demo and eval use are
+never trained on. The first episodes bootstrap: the fused HPA+VPA default
+acts and the agent clones its decisions, then trains its critic on them
+offline. Then the agent acts, sampling, with the FaaSRM safeguard on, and
+learns by PPO. The policy is checkpointed to --checkpoint during and after
+training, and the reward curve is plotted. Equal flags give identical
+checkpoints.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return fmt.Errorf("invalid flags: %w", err)
+			}
+			return runTrain(cmd, o)
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+func runTrain(cmd *cobra.Command, o *trainOptions) error {
+	stdout := cmd.OutOrStdout()
+	if !o.noProgress {
+		o.Progress = demo.NewProgressBar(cmd.ErrOrStderr())
+	}
+	fmt.Fprintf(stdout, "Training on %d apps for %d episodes (%d bootstrapping) of %d windows, seed %d\n",
+		o.Apps, o.Episodes, o.BootstrapEpisodes, o.EpisodeSteps, o.Seed)
+	cpu0, wall0 := demo.CPUTime(), time.Now()
+	res, err := train.Train(cmd.Context(), o.Options)
+	if err != nil {
+		return err
+	}
+	cpu, wall := demo.CPUTime()-cpu0, time.Since(wall0)
+	if err := writeCurve(o.curve, o.BatchEpisodes, res.Episodes); err != nil {
+		return err
+	}
+	data := strings.TrimSuffix(o.curve, ".svg") + ".json"
+	if err := writeJSON(data, res.Episodes); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Trained in %s (%.0f s CPU).\n", wall.Round(time.Second), cpu.Seconds())
+	if n := len(res.BC); n > 0 {
+		fmt.Fprintf(stdout, "Behaviour cloning: accuracy %.1f%% on the default's %d-episode demonstrations\n", 100*res.BC[n-1].Accuracy, o.BootstrapEpisodes)
+	}
+	if k := min(o.BatchEpisodes, o.Episodes-o.BootstrapEpisodes); k > 0 {
+		n := len(res.Episodes)
+		fmt.Fprintf(stdout, "Mean episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d\n",
+			res.MeanReward(0, o.BootstrapEpisodes), res.MeanReward(o.BootstrapEpisodes, o.BootstrapEpisodes+k), k, res.MeanReward(n-k, n), k)
+	}
+	fmt.Fprintf(stdout, "Checkpoint: %s\nReward curve: %s (data %s)\n", o.Checkpoint, o.curve, data)
+	return nil
+}
+
+func writeCurve(path string, window int, eps []train.Episode) error {
+	return writeFile(path, func(w io.Writer) error { return train.WriteCurveSVG(w, eps, window) })
+}
+
+func writeJSON(path string, v any) error {
+	return writeFile(path, func(w io.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	})
+}
+
+func writeFile(path string, f func(io.Writer) error) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := f(out); err != nil {
+		out.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}

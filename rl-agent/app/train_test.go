@@ -1,0 +1,102 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aware-k8s/aware/pkg/eval"
+)
+
+func execute(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err = cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+var tinyTraining = []string{"--apps=2", "--episodes=4", "--bootstrap-episodes=2", "--episode-steps=12", "--batch-episodes=2", "--hidden=8", "--traces=steady,flash-crowd"}
+
+// TestTrainThenEval trains through `rl-agent train` and evaluates the
+// checkpoint through `rl-agent eval`, with tiny options.
+func TestTrainThenEval(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	ckpt := filepath.Join(dir, "agent.ckpt")
+	out, errOut, err := execute(t, newTrainCommand(), append(tinyTraining, "--checkpoint="+ckpt)...)
+	if err != nil {
+		t.Fatalf("train: %v\n%s", err, errOut)
+	}
+	for _, f := range []string{ckpt, filepath.Join(dir, "agent-reward.svg"), filepath.Join(dir, "agent-reward.json")} {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(out, "Checkpoint: "+ckpt) || !strings.Contains(errOut, "4/4") {
+		t.Errorf("train output:\n%s\nprogress:\n%s", out, errOut)
+	}
+
+	// Same flags, same checkpoint bytes.
+	again := filepath.Join(dir, "again.ckpt")
+	if _, errOut, err := execute(t, newTrainCommand(), append(tinyTraining, "--checkpoint="+again, "--no-progress")...); err != nil {
+		t.Fatalf("train: %v\n%s", err, errOut)
+	}
+	a, _ := os.ReadFile(ckpt)
+	b, _ := os.ReadFile(again)
+	if !bytes.Equal(a, b) {
+		t.Error("equal flags gave different checkpoints")
+	}
+
+	out, errOut, err = execute(t, newEvalCommand(), "--checkpoint="+ckpt, "--apps=1", "--steps=40", "--traces=steady",
+		"--series-trace=steady", "--policies=fused,oracle", "--no-progress")
+	if err != nil {
+		t.Fatalf("eval: %v\n%s", err, errOut)
+	}
+	for _, r := range []string{"fused", "oracle", "aware"} {
+		if !strings.Contains(out, "  "+r+"  ") {
+			t.Errorf("no %s row in:\n%s", r, out)
+		}
+	}
+	if !strings.Contains(out, "AWARE eval") {
+		t.Errorf("eval output:\n%s", out)
+	}
+	for _, f := range []string{eval.JSONFile, eval.ScatterFile, eval.TimeSeriesFile} {
+		if _, err := os.Stat(filepath.Join(dir, "aware-eval-1", f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if errOut != "" {
+		t.Errorf("--no-progress still wrote to stderr: %q", errOut)
+	}
+}
+
+func TestTrainEvalFlags(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for _, tc := range []struct {
+		name    string
+		cmd     *cobra.Command
+		args    []string
+		wantErr string
+	}{
+		{"train: no episodes", newTrainCommand(), []string{"--episodes=0"}, "episodes must be > 0"},
+		{"train: no checkpoint", newTrainCommand(), []string{"--checkpoint="}, "--checkpoint is required"},
+		{"train: bad trace", newTrainCommand(), []string{"--traces=sawtooth"}, `unknown trace kind "sawtooth"`},
+		{"eval: no checkpoint", newEvalCommand(), nil, "--checkpoint is required"},
+		{"eval: missing checkpoint", newEvalCommand(), []string{"--checkpoint=nope.ckpt", "--apps=1", "--steps=10", "--no-progress"}, "nope.ckpt"},
+		{"eval: bad policy", newEvalCommand(), []string{"--checkpoint=x", "--policies=magic"}, `unknown policy "magic"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := execute(t, tc.cmd, tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
