@@ -52,17 +52,14 @@ demo: build ## Run the simulator demo: default policies vs the oracle, with plot
 
 .PHONY: testbed-up
 testbed-up: ## Start a loopback control plane (builds and caches the binaries).
-	@test -x hack/testbed/up.sh || { echo "make testbed-up: not implemented yet (issue 8)"; exit 1; }
 	hack/testbed/up.sh
 
 .PHONY: testbed-down
 testbed-down: ## Stop the loopback control plane.
-	@test -x hack/testbed/down.sh || { echo "make testbed-down: not implemented yet (issue 8)"; exit 1; }
 	hack/testbed/down.sh
 
 .PHONY: e2e
 e2e: ## Run the end-to-end tests against a loopback control plane.
-	@test -x hack/e2e.sh || { echo "make e2e: not implemented yet (issue 8)"; exit 1; }
 	hack/e2e.sh
 
 .PHONY: clean

@@ -6,7 +6,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,10 +19,6 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/version"
 )
-
-// ErrNotImplemented marks a command whose issue has not landed yet; the
-// process exits non-zero instead of pretending to work.
-var ErrNotImplemented = errors.New("not implemented yet")
 
 // Logging holds the logging flags shared by every binary.
 type Logging struct {
