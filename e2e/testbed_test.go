@@ -35,7 +35,23 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	cleanup, err := buildComponents()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: building the components: %v\n", err)
+		if cleanup != nil {
+			cleanup()
+		}
+		os.Exit(1)
+	}
+	tb.AddLogDir(logDir)
+	code := m.Run()
+	if code != 0 {
+		// Keep the component logs of a failed run for a closer look.
+		fmt.Fprintf(os.Stderr, "e2e: component logs kept in %s\n", logDir)
+	} else {
+		cleanup()
+	}
+	os.Exit(code)
 }
 
 const (

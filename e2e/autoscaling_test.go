@@ -1,0 +1,326 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/aware-k8s/aware/e2e/emulator"
+	"github.com/aware-k8s/aware/e2e/framework"
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	"github.com/aware-k8s/aware/pkg/sim"
+)
+
+const mib = 1 << 20
+
+// loopApp is the emulated workload: 10 ms of CPU and 5 ms of I/O per
+// request, 64 MiB idle, 1 MiB per request in flight.
+var loopApp = sim.App{Name: "hamster", Container: "hamster", CPUSeconds: 0.010, IOWait: 0.005, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}
+
+const (
+	// baseRate keeps each of the two pods at 30m of CPU: 60% of the 50%
+	// utilisation target, so the baseline never scales out.
+	baseRate = 6.0
+	// highRate is 300m per pod at two replicas: with recommended requests
+	// capped at 100m (maxAllowed) that is 6x the target.
+	highRate = 60.0
+)
+
+const loopMPA = `
+apiVersion: autoscaling.aware.dev/v1alpha1
+kind: MultidimPodAutoscaler
+metadata:
+  name: hamster
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: hamster
+  policy:
+    updateMode: Auto
+  resourcePolicy:
+    containerPolicies:
+    - containerName: '*'
+      minAllowed: {cpu: 10m, memory: 32Mi}
+      maxAllowed: {cpu: 100m, memory: 1Gi}
+      controlledResources: ["cpu", "memory"]
+  constraints:
+    global:
+      minReplicas: 2
+      maxReplicas: 6
+  goals:
+    metrics:
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: 50
+`
+
+// TestAutoscalingLoop runs the loop on real metrics: the emulator drives a
+// Deployment's KWOK pods from the simulator's model, the recommender (a
+// local process with its own ServiceAccount from deploy/) reads
+// metrics.k8s.io (and Prometheus) and writes a recommendation into the MPA's status, and
+// when the emulator's load rises the updater (likewise) scales the
+// Deployment out through its scale subresource.
+func TestAutoscalingLoop(t *testing.T) {
+	tb.DumpLogsOnFailure(t)
+	requireAWARE(t)
+	ctx := context.Background()
+	ns := tb.CreateNamespace(t, "loop")
+
+	dep := smokeDeployment("hamster", 2)
+	c := &dep.Spec.Template.Spec.Containers[0]
+	c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
+	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("128Mi")
+	c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("512Mi")
+	if _, err := tb.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create deployment: %v", err)
+	}
+	if _, err := tb.WaitForRunningPods(ctx, ns, "app=hamster", 2, 60*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	em := startEmulator(t, ns, labels.SelectorFromSet(labels.Set{"app": "hamster"}), baseRate)
+
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(loopMPA), &obj); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(tb.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(mpaGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create MPA: %v", err)
+	}
+	mpaClient, err := versioned.NewForConfig(tb.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	getMPA := func(ctx context.Context) (*v1alpha1.MultidimPodAutoscaler, error) {
+		return mpaClient.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Get(ctx, "hamster", metav1.GetOptions{})
+	}
+
+	rec := startComponent(t, "recommender", "aware-recommender",
+		"--namespace="+ns,
+		"--recommender-interval=10s",
+		"--checkpoints-interval=1m",
+		// The real Prometheus, for usage history at start-up (and the SLO
+		// and goal metrics an MPA may name).
+		"--prometheus-address="+tb.PrometheusURL,
+		"--history-length=30m",
+		"--history-resolution=1m",
+		"--leader-elect=true",
+		"--leader-elect-resource-namespace=aware-system",
+	)
+
+	if !t.Run("emulated usage reaches metrics.k8s.io and Prometheus", func(t *testing.T) {
+		framework.Eventually(t, 90*time.Second, "PodMetrics of both pods at the modelled 30m", func(ctx context.Context) (bool, error) {
+			list, err := tb.Metrics.MetricsV1beta1().PodMetricses(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=hamster"})
+			if err != nil {
+				return false, err
+			}
+			if len(list.Items) != 2 {
+				return false, fmt.Errorf("%d PodMetrics", len(list.Items))
+			}
+			for _, pm := range list.Items {
+				if len(pm.Containers) != 1 {
+					return false, fmt.Errorf("%s: %d containers", pm.Name, len(pm.Containers))
+				}
+				cpu := pm.Containers[0].Usage.Cpu().MilliValue()
+				if math.Abs(float64(cpu)-30) > 6 {
+					return false, fmt.Errorf("%s: cpu %dm", pm.Name, cpu)
+				}
+			}
+			return true, nil
+		})
+		q := fmt.Sprintf(`%s{namespace=%q}`, emulator.RequestRateMetric, ns)
+		framework.Eventually(t, 60*time.Second, "Prometheus to scrape the emulator's per-pod request rate", func(ctx context.Context) (bool, error) {
+			s, err := tb.PromQuery(ctx, q)
+			if err != nil {
+				return false, err
+			}
+			if len(s) != 2 {
+				return false, fmt.Errorf("%d series", len(s))
+			}
+			for _, x := range s {
+				if math.Abs(x.Value-baseRate/2) > 1e-9 || x.Metric["job"] != "workload-emulator" {
+					return false, fmt.Errorf("series %v = %g", x.Metric, x.Value)
+				}
+			}
+			return true, nil
+		})
+	}) {
+		t.FailNow()
+	}
+
+	if !t.Run("recommendation from real metrics", func(t *testing.T) {
+		var last *v1alpha1.MultidimPodAutoscaler
+		framework.Eventually(t, 3*time.Minute, "status.recommendation and RecommendationProvided=True", func(ctx context.Context) (bool, error) {
+			rec.running(t)
+			m, err := getMPA(ctx)
+			if err != nil {
+				return false, err
+			}
+			last = m
+			cond := condition(m, v1alpha1.RecommendationProvided)
+			if m.Status.Recommendation == nil || len(m.Status.Recommendation.ContainerRecommendations) == 0 {
+				return false, fmt.Errorf("no recommendation yet; RecommendationProvided %+v", cond)
+			}
+			if cond == nil || cond.Status != corev1.ConditionTrue {
+				return false, fmt.Errorf("RecommendationProvided %+v", cond)
+			}
+			return true, nil
+		})
+		cr := last.Status.Recommendation.ContainerRecommendations[0]
+		t.Logf("recommendation: desiredReplicas=%d container=%s target=%v lower=%v upper=%v", last.Status.DesiredReplicas, cr.ContainerName, cr.Target, cr.LowerBound, cr.UpperBound)
+		if cr.ContainerName != "hamster" {
+			t.Errorf("recommendation for container %q, want hamster", cr.ContainerName)
+		}
+		cpu := cr.Target.Cpu().MilliValue()
+		if cpu < 10 || cpu > 100 {
+			t.Errorf("cpu target %dm outside the policy's [10m, 100m]", cpu)
+		}
+		// The target follows the measured 30m per pod at 50% utilisation.
+		if cpu < 40 {
+			t.Errorf("cpu target %dm: too small for 30m of measured usage at a 50%% target", cpu)
+		}
+		if mem := cr.Target.Memory().Value(); mem < 32*mib || mem > 1<<30 {
+			t.Errorf("memory target %s outside the policy's [32Mi, 1Gi]", cr.Target.Memory())
+		}
+		if last.Status.DesiredReplicas != 2 {
+			t.Errorf("desiredReplicas %d at the baseline load, want 2", last.Status.DesiredReplicas)
+		}
+		if last.Status.RecommendationTime == nil {
+			t.Error("no status.recommendationTime")
+		}
+	}) {
+		t.FailNow()
+	}
+
+	t.Run("load increase scales replicas up", func(t *testing.T) {
+		upd := startComponent(t, "updater", "aware-updater",
+			"--namespace="+ns,
+			"--update-interval=5s",
+			"--leader-elect=true",
+			"--leader-elect-resource-namespace=aware-system",
+			"--admission-lease-namespace=aware-system",
+		)
+		// The baseline must not scale: give the updater a few loops first.
+		time.Sleep(12 * time.Second)
+		if n := deploymentReplicas(t, ns, "hamster"); n != 2 {
+			t.Fatalf("the updater changed replicas to %d at the baseline load", n)
+		}
+		tr, err := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: highRate, Steps: 1, Step: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		em.SetTrace(tr)
+		start := time.Now()
+		framework.Eventually(t, 3*time.Minute, "the updater to scale hamster above 2 replicas", func(ctx context.Context) (bool, error) {
+			rec.running(t)
+			upd.running(t)
+			n := deploymentReplicas(t, ns, "hamster")
+			if n <= 2 {
+				m, err := getMPA(ctx)
+				if err != nil {
+					return false, err
+				}
+				return false, fmt.Errorf("spec.replicas %d; status.desiredReplicas %d", n, m.Status.DesiredReplicas)
+			}
+			return true, nil
+		})
+		t.Logf("scaled out %s after the load increase", time.Since(start).Round(time.Second))
+		m, err := getMPA(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Status.LastScaleTime == nil {
+			t.Error("the updater did not record status.lastScaleTime")
+		}
+		n := deploymentReplicas(t, ns, "hamster")
+		if n > 6 {
+			t.Errorf("%d replicas, above maxReplicas 6", n)
+		}
+		if _, err := tb.WaitForRunningPods(ctx, ns, "app=hamster", int(n), 60*time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func condition(m *v1alpha1.MultidimPodAutoscaler, typ v1alpha1.MultidimPodAutoscalerConditionType) *v1alpha1.MultidimPodAutoscalerCondition {
+	for i := range m.Status.Conditions {
+		if m.Status.Conditions[i].Type == typ {
+			return &m.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func deploymentReplicas(t *testing.T, ns, name string) int32 {
+	t.Helper()
+	d, err := tb.Client.AppsV1().Deployments(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *d.Spec.Replicas
+}
+
+// startEmulator runs the workload emulator in-process against the real API
+// server at a steady rate, serving /metrics on AWARE_EMULATOR_ADDR (the
+// address Prometheus scrapes), until the test ends.
+func startEmulator(t *testing.T, ns string, sel labels.Selector, rate float64) *emulator.Emulator {
+	t.Helper()
+	tr, err := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: rate, Steps: 1, Step: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	em, err := emulator.New(tb.Client, emulator.Config{Namespace: ns, Selector: sel, App: loopApp, Trace: tr, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := tb.Env["AWARE_EMULATOR_ADDR"]
+	if addr == "" {
+		t.Fatal("the testbed env sets no AWARE_EMULATOR_ADDR")
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	served, err := emulator.Serve(ctx, addr, em)
+	if err != nil {
+		cancel()
+		t.Fatalf("serve emulator metrics: %v", err)
+	}
+	ran := make(chan error, 1)
+	go func() { ran <- em.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := errors.Join(<-ran, <-served); err != nil {
+			t.Errorf("emulator: %v", err)
+		}
+		if _, err := em.Ticks(); err != nil && !strings.Contains(err.Error(), "context canceled") {
+			t.Logf("emulator's last step: %v", err)
+		}
+	})
+	framework.Eventually(t, 30*time.Second, "the emulator to model a window", func(context.Context) (bool, error) {
+		n, err := em.Ticks()
+		return n > 0 && err == nil, err
+	})
+	return em
+}

@@ -1,0 +1,100 @@
+package emulator
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/aware-k8s/aware/pkg/sim"
+)
+
+const mib = 1 << 20
+
+func testPod(name, memLimit string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name), Labels: map[string]string{"app": "w"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse(memLimit)},
+		}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Minute)),
+		}}},
+	}
+}
+
+func TestStepPublishesUsageAndKillsOnOOM(t *testing.T) {
+	small, big := testPod("small", "70Mi"), testPod("big", "1Gi")
+	client := fake.NewClientset(small, big)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, p := range []*corev1.Pod{small, big} {
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app := sim.App{Name: "w", Container: "main", CPUSeconds: 0.01, IOWait: 0.05, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}
+	e, err := New(client, Config{
+		Namespace: "ns", Selector: labels.SelectorFromSet(labels.Set{"app": "w"}), App: app,
+		Trace: sim.Trace{Rates: []float64{200}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.traceStart = time.Now()
+	ctx := context.Background()
+	if err := e.step(ctx, corelisters.NewPodLister(idx), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// 100 req/s per pod, 10 ms each on a 1-core limit: 1 core·s/s ≈ 0.98
+	// utilisation, about 100 requests in flight: far above 70Mi.
+	if _, err := client.CoreV1().Pods("ns").Get(ctx, "small", metav1.GetOptions{}); err == nil {
+		t.Errorf("pod over its memory limit was not deleted")
+	}
+	if e.OOMKills() != 1 {
+		t.Errorf("OOMKills = %d, want 1", e.OOMKills())
+	}
+	p, err := client.CoreV1().Pods("ns").Get(ctx, "big", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu := p.Annotations[UsageCPUAnnotation+".main"]
+	if cpu == "" || p.Annotations[UsageMemoryAnnotation+".main"] == "" {
+		t.Fatalf("no usage annotations: %v", p.Annotations)
+	}
+	if q := resource.MustParse(cpu); q.MilliValue() < 900 || q.MilliValue() > 1000 {
+		t.Errorf("cpu usage %s, want about 1 core", cpu)
+	}
+	want := `
+# HELP aware_emulator_request_rate Requests per second the pod receives in the current window.
+# TYPE aware_emulator_request_rate gauge
+aware_emulator_request_rate{namespace="ns",pod="big"} 100
+aware_emulator_request_rate{namespace="ns",pod="small"} 100
+`
+	if err := testutil.CollectAndCompare(e, strings.NewReader(want), RequestRateMetric); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(e, RequestDurationMetric); n != 2 {
+		t.Errorf("%d duration histograms, want 2", n)
+	}
+}
+
+func TestChanged(t *testing.T) {
+	pub := formatUsage(0.5, 100*mib)
+	s := pub[0] + "/" + pub[1]
+	if changed(s, 0.501, 100*mib) || changed(s, 0.5, 100.5*mib) {
+		t.Error("tiny changes republished")
+	}
+	if !changed(s, 0.6, 100*mib) || !changed(s, 0.5, 110*mib) {
+		t.Error("large changes not republished")
+	}
+}
