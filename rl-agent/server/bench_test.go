@@ -108,16 +108,13 @@ func benchmarkBatched(b *testing.B, call func(ctx context.Context, req *pb.Recom
 	}
 }
 
-// waitTrainerIdle waits until the training queued by the set-up has run,
-// so that it does not compete with what is measured.
+// waitTrainerIdle waits until every training job queued so far has run
+// and been counted, so that it neither competes with what is measured nor
+// lands in a later reading of the metrics.
 func waitTrainerIdle(srv *Server) {
-	for len(srv.trainC) > 0 {
+	for srv.trainPending.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
-	// Taking the lock waits for the job in progress, if any, to finish.
-	srv.trainMu.Lock()
-	defer srv.trainMu.Unlock() //nolint:staticcheck // the wait is the point
-
 }
 
 func histogramSum(srv *Server) (float64, uint64) {

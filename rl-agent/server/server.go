@@ -149,6 +149,9 @@ type Server struct {
 	inflight atomic.Int64
 	queue    chan *decisionJob
 	trainC   chan *learn.TrainJob
+	// trainPending counts training jobs queued or running; it drops to
+	// zero only after a job's outcome is counted in the metrics.
+	trainPending atomic.Int64
 
 	// trainMu makes a training job and the version bump one step as seen
 	// by the checkpoint.
@@ -498,9 +501,11 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 		}
 	}
 	if res.Train != nil {
+		s.trainPending.Add(1)
 		select {
 		case s.trainC <- res.Train:
 		default:
+			s.trainPending.Add(-1)
 			s.metrics.training.WithLabelValues("dropped").Inc()
 		}
 	}
@@ -594,11 +599,13 @@ func (s *Server) trainer() {
 			s.trainMu.Unlock()
 			if err != nil {
 				s.metrics.training.WithLabelValues("failed").Inc()
+				s.trainPending.Add(-1)
 				klog.ErrorS(err, "Training job failed; the policy was rolled back")
 				continue
 			}
 			s.metrics.training.WithLabelValues("ok").Inc()
 			s.metrics.policyVersion.Set(float64(s.version.Load()))
+			s.trainPending.Add(-1)
 		}
 	}
 }
