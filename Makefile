@@ -28,7 +28,7 @@ test: ## Run unit and integration tests with the race detector (not e2e).
 	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/policy/
 
 .PHONY: fuzz
-fuzz: ## Run every fuzz target for FUZZTIME each (default 20s).
+fuzz: ## Run every fuzz target with a budget of FUZZTIME each (default 30000x executions).
 	hack/fuzz.sh
 
 .PHONY: generate
