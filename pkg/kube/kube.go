@@ -4,15 +4,22 @@
 package kube
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	mpascheme "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/scheme"
 	"github.com/aware-k8s/aware/pkg/target"
 )
 
@@ -67,4 +74,18 @@ func NewClients(o Options, userAgent string) (*Clients, error) {
 		return nil, fmt.Errorf("scale target resolver: %w", err)
 	}
 	return c, nil
+}
+
+// NewRecorder returns an event recorder for component that knows the core
+// and MultidimPodAutoscaler types, and a function that stops it; call stop
+// after the last event has been recorded.
+func (c *Clients) NewRecorder(ctx context.Context, component string) (recorder record.EventRecorder, stop func(), err error) {
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), mpascheme.AddToScheme(scheme)); err != nil {
+		return nil, nil, fmt.Errorf("event scheme: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartStructuredLogging(4)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component}), broadcaster.Shutdown, nil
 }

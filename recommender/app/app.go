@@ -12,13 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
@@ -26,7 +21,6 @@ import (
 	"github.com/aware-k8s/aware/pkg/agent"
 	"github.com/aware-k8s/aware/pkg/cli"
 	"github.com/aware-k8s/aware/pkg/fusion"
-	mpascheme "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/scheme"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
 	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/leader"
@@ -105,15 +99,11 @@ func run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("pod cache transform: %w", err)
 	}
 
-	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), mpascheme.AddToScheme(scheme)); err != nil {
-		return fmt.Errorf("event scheme: %w", err)
+	recorder, stopEvents, err := clients.NewRecorder(ctx, "aware-recommender")
+	if err != nil {
+		return err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	defer broadcaster.Shutdown()
-	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "aware-recommender"})
+	defer stopEvents()
 
 	cm, err := controller.NewMetrics(reg)
 	if err != nil {

@@ -11,16 +11,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubeinformers "k8s.io/client-go/informers"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/cli"
-	mpascheme "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/scheme"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
 	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/leader"
@@ -87,15 +82,11 @@ func run(ctx context.Context, o *Options) error {
 	}
 	mpaInformer := mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalers()
 
-	scheme := runtime.NewScheme()
-	if err := errors.Join(clientgoscheme.AddToScheme(scheme), mpascheme.AddToScheme(scheme)); err != nil {
-		return fmt.Errorf("event scheme: %w", err)
+	recorder, stopEvents, err := clients.NewRecorder(ctx, "aware-updater")
+	if err != nil {
+		return err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	defer broadcaster.Shutdown()
-	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
-	recorder := broadcaster.NewRecorder(scheme, corev1.EventSource{Component: "aware-updater"})
+	defer stopEvents()
 
 	ctrlCfg := o.ControllerConfig()
 	if ctrlCfg.AdmissionLeaseName == "" {
