@@ -45,34 +45,23 @@ func TestCRDValidation(t *testing.T) {
 	}
 	mpas := dyn.Resource(mpaGVR).Namespace(ns)
 
-	res := func(cpu, mem string) map[string]any { return map[string]any{"cpu": cpu, "memory": mem} }
-	for _, tc := range []struct {
-		name string
-		spec map[string]any
-		want string
-	}{
-		{"minReplicas above maxReplicas", map[string]any{"constraints": map[string]any{"global": map[string]any{"minReplicas": 5, "maxReplicas": 2}}}, "minReplicas must be less than or equal to maxReplicas"},
-		{"zero maxReplicas", map[string]any{"constraints": map[string]any{"global": map[string]any{"maxReplicas": 0}}}, "maxReplicas"},
-		{"minAllowed above maxAllowed in resourcePolicy", map[string]any{"resourcePolicy": map[string]any{"containerPolicies": []any{map[string]any{"containerName": "*", "minAllowed": res("2", "1Gi"), "maxAllowed": res("1", "2Gi")}}}}, "minAllowed must be less than or equal to maxAllowed"},
-		{"minAllowed above maxAllowed in constraints", map[string]any{"constraints": map[string]any{"container": []any{map[string]any{"name": "c", "requests": map[string]any{"minAllowed": res("100m", "2Gi"), "maxAllowed": res("1", "1Gi")}}}}}, "minAllowed must be less than or equal to maxAllowed"},
-		{"two recommenders", map[string]any{"recommenders": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}}, "recommenders"},
-		{"unknown updateMode", map[string]any{"policy": map[string]any{"updateMode": "Sometimes"}}, "updateMode"},
-		{"unknown container mode", map[string]any{"resourcePolicy": map[string]any{"containerPolicies": []any{map[string]any{"containerName": "*", "mode": "Maybe"}}}}, "mode"},
-		{"unknown controlledValues", map[string]any{"resourcePolicy": map[string]any{"containerPolicies": []any{map[string]any{"containerName": "*", "controlledValues": "LimitsOnly"}}}}, "controlledValues"},
-		{"zero SLO target", map[string]any{"rl": map[string]any{"slo": map[string]any{"metric": map[string]any{"name": "lat"}, "target": "0s"}}}, "slo.target must be greater than zero"},
-		{"malformed SLO target", map[string]any{"rl": map[string]any{"slo": map[string]any{"metric": map[string]any{"name": "lat"}, "target": "fast"}}}, "target"},
-		{"alpha above 1", map[string]any{"rl": map[string]any{"alpha": 1.5}}, "alpha"},
-		{"negative alpha", map[string]any{"rl": map[string]any{"alpha": -0.1}}, "alpha"},
-		{"unknown rl mode", map[string]any{"rl": map[string]any{"mode": "Aggressive"}}, "mode"},
-		{"retrain mean above promote mean", map[string]any{"rl": map[string]any{"gates": map[string]any{"promoteMinMean": 0.5, "retrainBelowMean": 0.7}}}, "retrainBelowMean must not exceed promoteMinMean"},
-		{"retrain std below promote std", map[string]any{"rl": map[string]any{"gates": map[string]any{"promoteMaxStdDev": 0.3, "retrainAboveStdDev": 0.1}}}, "retrainAboveStdDev must be at least promoteMaxStdDev"},
-		{"window of one episode", map[string]any{"rl": map[string]any{"gates": map[string]any{"window": 1}}}, "window"},
-		{"negative std threshold", map[string]any{"rl": map[string]any{"gates": map[string]any{"promoteMaxStdDev": -0.1}}}, "promoteMaxStdDev"},
-		{"unsupported percentile", map[string]any{"rl": map[string]any{"slo": map[string]any{"metric": map[string]any{"name": "lat"}, "target": "1s", "percentile": 42}}}, "percentile"},
-	} {
-		t.Run("rejects "+tc.name, func(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "pkg/apis/autoscaling/v1alpha1/testdata/invalid-mpas.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same cases the unit test runs through the API server's code.
+	var cases []struct {
+		Name string         `json:"name"`
+		Spec map[string]any `json:"spec"`
+		Want string         `json:"want"`
+	}
+	if err := yaml.UnmarshalStrict(raw, &cases); err != nil || len(cases) == 0 {
+		t.Fatalf("invalid-mpas.yaml: %d cases, %v", len(cases), err)
+	}
+	for _, tc := range cases {
+		t.Run("rejects "+tc.Name, func(t *testing.T) {
 			obj := minimalMPA(ns, "invalid")
-			for k, v := range tc.spec {
+			for k, v := range tc.Spec {
 				obj["spec"].(map[string]any)[k] = v
 			}
 			_, err := mpas.Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{})
@@ -83,8 +72,8 @@ func TestCRDValidation(t *testing.T) {
 			if !apierrors.IsInvalid(err) {
 				t.Fatalf("got %v, want an Invalid error", err)
 			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error %q does not mention %q", err, tc.want)
+			if !strings.Contains(err.Error(), tc.Want) {
+				t.Fatalf("error %q does not mention %q", err, tc.Want)
 			}
 		})
 	}

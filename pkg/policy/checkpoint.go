@@ -90,16 +90,24 @@ func NewPPOFromCheckpoint(data []byte) (*PPO, error) {
 }
 
 func decodePPOCheckpoint(data []byte) (Config, *checkpoint, error) {
-	ck, err := decodeCheckpoint(data, kindPPO)
+	return decodeConfigCheckpoint[Config](data, kindPPO)
+}
+
+// decodeConfigCheckpoint decodes a checkpoint of kind and the learner
+// configuration C stored in it, which must validate.
+func decodeConfigCheckpoint[C interface{ Validate() error }](data []byte, kind string) (C, *checkpoint, error) {
+	var cfg C
+	ck, err := decodeCheckpoint(data, kind)
 	if err != nil {
-		return Config{}, nil, err
+		return cfg, nil, err
 	}
-	var cfg Config
 	if err := json.Unmarshal(ck.cfgJSON, &cfg); err != nil {
-		return Config{}, nil, fmt.Errorf("%w: config: %w", ErrCorruptCheckpoint, err)
+		var zero C
+		return zero, nil, fmt.Errorf("%w: config: %w", ErrCorruptCheckpoint, err)
 	}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, nil, fmt.Errorf("%w: %w", ErrCorruptCheckpoint, err)
+		var zero C
+		return zero, nil, fmt.Errorf("%w: %w", ErrCorruptCheckpoint, err)
 	}
 	return cfg, ck, nil
 }

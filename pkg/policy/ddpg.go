@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -470,18 +469,7 @@ func NewDDPGFromCheckpoint(data []byte) (*DDPG, error) {
 }
 
 func decodeDDPGCheckpoint(data []byte) (DDPGConfig, *checkpoint, error) {
-	ck, err := decodeCheckpoint(data, kindDDPG)
-	if err != nil {
-		return DDPGConfig{}, nil, err
-	}
-	var cfg DDPGConfig
-	if err := json.Unmarshal(ck.cfgJSON, &cfg); err != nil {
-		return DDPGConfig{}, nil, fmt.Errorf("%w: config: %w", ErrCorruptCheckpoint, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return DDPGConfig{}, nil, fmt.Errorf("%w: %w", ErrCorruptCheckpoint, err)
-	}
-	return cfg, ck, nil
+	return decodeConfigCheckpoint[DDPGConfig](data, kindDDPG)
 }
 
 // ddpgCriticGraph computes the critic's squared TD error and its gradient.

@@ -5,8 +5,9 @@ import (
 	"math"
 	"math/rand/v2"
 
-	G "gorgonia.org/gorgonia"
 	"testing"
+
+	G "gorgonia.org/gorgonia"
 )
 
 // refMLP is a plain-Go forward pass of the tanh MLP, independent of Gorgonia.

@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -451,16 +450,7 @@ func (m *MetaPPO) ActBatch(states, embeddings [][]float64, masks [][]bool, greed
 	m.inferMu.RLock()
 	logits, values := actorCriticForward(m.ac, true, inputs, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	a := m.cfg.NumActions
-	out := make([]Decision, len(states))
-	for i := range states {
-		d, err := decide(logits[i*a:(i+1)*a], values[i], maskOf(i), greedy, rng)
-		if err != nil {
-			return nil, fmt.Errorf("state %d: %w", i, err)
-		}
-		out[i] = d
-	}
-	return out, nil
+	return decideBatch(logits, values, m.cfg.NumActions, maskOf, greedy, rng)
 }
 
 // checkActInput validates one acting input; a nil embedding is not checked
@@ -661,18 +651,7 @@ func NewMetaPPOFromCheckpoint(data []byte) (*MetaPPO, error) {
 }
 
 func decodeMetaCheckpoint(data []byte) (MetaConfig, *checkpoint, error) {
-	ck, err := decodeCheckpoint(data, kindMetaPPO)
-	if err != nil {
-		return MetaConfig{}, nil, err
-	}
-	var cfg MetaConfig
-	if err := json.Unmarshal(ck.cfgJSON, &cfg); err != nil {
-		return MetaConfig{}, nil, fmt.Errorf("%w: config: %w", ErrCorruptCheckpoint, err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return MetaConfig{}, nil, fmt.Errorf("%w: %w", ErrCorruptCheckpoint, err)
-	}
-	return cfg, ck, nil
+	return decodeConfigCheckpoint[MetaConfig](data, kindMetaPPO)
 }
 
 func (m *MetaPPO) apply(ck *checkpoint) error {

@@ -105,10 +105,15 @@ func (p *PPO) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *ran
 	p.inferMu.RLock()
 	logits, values := actorCriticForward(p.ps, true, states, p.cfg.StateDim)
 	p.inferMu.RUnlock()
-	a := p.cfg.NumActions
-	out := make([]Decision, len(states))
-	for i := range states {
-		d, err := decide(logits[i*a:(i+1)*a], values[i], maskOf(i), greedy, rng)
+	return decideBatch(logits, values, p.cfg.NumActions, maskOf, greedy, rng)
+}
+
+// decideBatch turns a batched forward pass (len(values) rows of numActions
+// logits each) into one decision per row.
+func decideBatch(logits, values []float64, numActions int, maskOf func(int) []bool, greedy bool, rng *rand.Rand) ([]Decision, error) {
+	out := make([]Decision, len(values))
+	for i := range out {
+		d, err := decide(logits[i*numActions:(i+1)*numActions], values[i], maskOf(i), greedy, rng)
 		if err != nil {
 			return nil, fmt.Errorf("state %d: %w", i, err)
 		}
