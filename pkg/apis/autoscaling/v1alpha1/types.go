@@ -56,10 +56,11 @@ type MultidimPodAutoscalerSpec struct {
 	// +kubebuilder:default={updateMode: Auto}
 	Policy *PodUpdatePolicy `json:"policy,omitempty"`
 
-	// goals are the metrics the replica count is computed from, with
-	// autoscaling/v2 MetricSpec semantics (Resource, ContainerResource, Pods,
-	// Object, External). If unset, CPU utilisation of 70% of the
-	// recommended request is the goal.
+	// goals are autoscaling/v2 metric specifications (Resource,
+	// ContainerResource, Pods, Object, External). The recommender reports
+	// their current values in status.currentMetrics; the replica count
+	// itself follows CPU utilisation at 70% of the recommended request,
+	// with or without goals.
 	// +optional
 	Goals *Goals `json:"goals,omitempty"`
 
@@ -118,8 +119,8 @@ type PodUpdatePolicy struct {
 
 // Goals describe what horizontal scaling aims for.
 type Goals struct {
-	// metrics are the autoscaling/v2 metric specifications; the replica
-	// count is the maximum over the metrics.
+	// metrics are the autoscaling/v2 metric specifications whose current
+	// values are reported in status.currentMetrics.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16

@@ -27,8 +27,8 @@ import (
 //
 // Goals describe what horizontal scaling aims for.
 type GoalsApplyConfiguration struct {
-	// metrics are the autoscaling/v2 metric specifications; the replica
-	// count is the maximum over the metrics.
+	// metrics are the autoscaling/v2 metric specifications whose current
+	// values are reported in status.currentMetrics.
 	Metrics []v2.MetricSpecApplyConfiguration `json:"metrics,omitempty"`
 }
 

@@ -36,10 +36,11 @@ type MultidimPodAutoscalerSpecApplyConfiguration struct {
 	// policy says how changes are applied to pods. If unset, updateMode is
 	// Auto.
 	Policy *PodUpdatePolicyApplyConfiguration `json:"policy,omitempty"`
-	// goals are the metrics the replica count is computed from, with
-	// autoscaling/v2 MetricSpec semantics (Resource, ContainerResource, Pods,
-	// Object, External). If unset, CPU utilisation of 70% of the
-	// recommended request is the goal.
+	// goals are autoscaling/v2 metric specifications (Resource,
+	// ContainerResource, Pods, Object, External). The recommender reports
+	// their current values in status.currentMetrics; the replica count
+	// itself follows CPU utilisation at 70% of the recommended request,
+	// with or without goals.
 	Goals *GoalsApplyConfiguration `json:"goals,omitempty"`
 	// constraints bound horizontal and vertical scaling.
 	Constraints *ScalingConstraintsApplyConfiguration `json:"constraints,omitempty"`
