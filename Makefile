@@ -42,9 +42,10 @@ verify: ## Fail if any generated file is out of date or gofmt would change code.
 	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: ## Run go vet and the pinned staticcheck.
+lint: ## Run go vet and the pinned staticcheck (e2e files included).
 	go vet ./...
-	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/')
+	go vet -tags e2e ./e2e/...
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/...
 
 .PHONY: demo
 demo: build ## Run the simulator demo: default policies vs the oracle, with plots.

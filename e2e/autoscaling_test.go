@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -42,6 +43,14 @@ const (
 	highRate = 60.0
 )
 
+// scaleDownWindow is the MPA's scale-down stabilization window
+// (spec.constraints.global.behavior.scaleDown): short, so the test sees a
+// scale-down within minutes, and long against the loops' periods (updater
+// 5s, recommender 10s, metrics-server 10s) so "not before the window" is a
+// real constraint.
+const scaleDownWindow = 30 * time.Second
+
+// loopMPA is formatted with the window in seconds.
 const loopMPA = `
 apiVersion: autoscaling.aware.dev/v1alpha1
 kind: MultidimPodAutoscaler
@@ -64,6 +73,9 @@ spec:
     global:
       minReplicas: 2
       maxReplicas: 6
+      behavior:
+        scaleDown:
+          stabilizationWindowSeconds: %d
   goals:
     metrics:
     - type: Resource
@@ -101,7 +113,7 @@ func TestAutoscalingLoop(t *testing.T) {
 	em := startEmulator(t, ns, labels.SelectorFromSet(labels.Set{"app": "hamster"}), baseRate)
 
 	var obj map[string]any
-	if err := yaml.Unmarshal([]byte(loopMPA), &obj); err != nil {
+	if err := yaml.Unmarshal(fmt.Appendf(nil, loopMPA, int(scaleDownWindow/time.Second)), &obj); err != nil {
 		t.Fatal(err)
 	}
 	dyn, err := dynamic.NewForConfig(tb.Config)
@@ -119,17 +131,12 @@ func TestAutoscalingLoop(t *testing.T) {
 		return mpaClient.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Get(ctx, "hamster", metav1.GetOptions{})
 	}
 
-	rec := startComponent(t, "recommender", "aware-recommender",
-		"--namespace="+ns,
-		"--recommender-interval=10s",
-		"--checkpoints-interval=1m",
+	rec := startRecommender(t, ns,
 		// The real Prometheus, for usage history at start-up (and the SLO
 		// and goal metrics an MPA may name).
 		"--prometheus-address="+tb.PrometheusURL,
 		"--history-length=30m",
 		"--history-resolution=1m",
-		"--leader-elect=true",
-		"--leader-elect-resource-namespace=aware-system",
 	)
 
 	if !t.Run("emulated usage reaches metrics.k8s.io and Prometheus", func(t *testing.T) {
@@ -216,14 +223,11 @@ func TestAutoscalingLoop(t *testing.T) {
 		t.FailNow()
 	}
 
-	t.Run("load increase scales replicas up", func(t *testing.T) {
-		upd := startComponent(t, "updater", "aware-updater",
-			"--namespace="+ns,
-			"--update-interval=5s",
-			"--leader-elect=true",
-			"--leader-elect-resource-namespace=aware-system",
-			"--admission-lease-namespace=aware-system",
-		)
+	// The updater runs for both subtests below. No admission controller
+	// renews its heartbeat Lease, so it scales and never evicts.
+	upd := startUpdater(t, ns, "aware-admission-controller-"+ns, "--update-interval=5s")
+
+	if !t.Run("load increase scales replicas up", func(t *testing.T) {
 		// The baseline must not scale: give the updater a few loops first.
 		time.Sleep(12 * time.Second)
 		if n := deploymentReplicas(t, ns, "hamster"); n != 2 {
@@ -262,6 +266,128 @@ func TestAutoscalingLoop(t *testing.T) {
 		}
 		if _, err := tb.WaitForRunningPods(ctx, ns, "app=hamster", int(n), 60*time.Second); err != nil {
 			t.Error(err)
+		}
+	}) {
+		t.FailNow()
+	}
+
+	t.Run("load decrease scales down after the stabilization window", func(t *testing.T) {
+		// Start from a settled peak: 600m of CPU at 50% of 100m requests
+		// wants 12 pods, clamped to maxReplicas 6.
+		const peak = 6
+		framework.Eventually(t, 2*time.Minute, "hamster to reach maxReplicas", func(ctx context.Context) (bool, error) {
+			upd.running(t)
+			if n := deploymentReplicas(t, ns, "hamster"); n != peak {
+				return false, fmt.Errorf("spec.replicas %d", n)
+			}
+			return true, nil
+		})
+		if _, err := tb.WaitForRunningPods(ctx, ns, "app=hamster", peak, 90*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: baseRate, Steps: 1, Step: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Taken before the drop, so the bound below is if anything early.
+		drop := time.Now()
+		em.SetTrace(tr)
+		// Until the load drop is measured, every recommendation the
+		// updater reads still asks for the peak; its scale-down window
+		// holds the highest of the last scaleDownWindow of them, so no
+		// scale-down may happen before drop+scaleDownWindow. (The
+		// recommender stabilizes its desiredReplicas with the same
+		// behavior, so in practice the fall comes later still.) Poll every
+		// second and record the first count below the peak.
+		var fell, recommended time.Time
+		var floor int32 = peak
+		err = framework.WaitFor(ctx, scaleDownWindow+4*time.Minute, time.Second, "the updater to scale hamster down to minReplicas", func(ctx context.Context) (bool, error) {
+			rec.running(t)
+			upd.running(t)
+			m, err := getMPA(ctx)
+			if err != nil {
+				return false, err
+			}
+			if m.Status.DesiredReplicas < peak && recommended.IsZero() {
+				recommended = time.Now()
+				t.Logf("status.desiredReplicas fell to %d after %s", m.Status.DesiredReplicas, recommended.Sub(drop).Round(time.Second))
+			}
+			n := deploymentReplicas(t, ns, "hamster")
+			if n < peak && fell.IsZero() {
+				fell = time.Now()
+				t.Logf("replicas fell to %d after %s (window %s)", n, fell.Sub(drop).Round(time.Second), scaleDownWindow)
+			}
+			floor = min(floor, n)
+			if n > 2 {
+				return false, fmt.Errorf("spec.replicas %d; status.desiredReplicas %d", n, m.Status.DesiredReplicas)
+			}
+			return true, nil
+		})
+		if !fell.IsZero() && fell.Sub(drop) < scaleDownWindow {
+			t.Errorf("replicas fell %s after the load drop, inside the %s scale-down stabilization window", fell.Sub(drop).Round(time.Millisecond), scaleDownWindow)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("at minReplicas 2 after %s", time.Since(drop).Round(time.Second))
+		if floor < 2 {
+			t.Errorf("replicas went down to %d, below minReplicas 2", floor)
+		}
+		if _, err := tb.WaitForRunningPods(ctx, ns, "app=hamster", 2, 90*time.Second); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+// startRecommender runs the recommender for namespace ns as
+// aware-system/aware-recommender, electing a leader on a Lease of its own
+// (aware-recommender-<ns>, granted the rights deploy/ grants on
+// aware-recommender) so tests on the same control plane never wait for each
+// other's leader.
+func startRecommender(t *testing.T, ns string, args ...string) *component {
+	t.Helper()
+	lease := "aware-recommender-" + ns
+	tb.GrantRenamed(t, "aware-system", "aware:recommender", "aware-system", "aware-recommender", "aware-e2e:recommender:"+ns,
+		map[string]string{"aware-recommender": lease})
+	deleteLeaseAtEnd(t, lease)
+	return startComponent(t, "recommender", "aware-recommender", append([]string{
+		"--namespace=" + ns,
+		"--recommender-interval=10s",
+		"--checkpoints-interval=1m",
+		"--leader-elect=true",
+		"--leader-elect-resource-namespace=aware-system",
+		"--leader-elect-resource-name=" + lease,
+	}, args...)...)
+}
+
+// startUpdater runs the updater for namespace ns as
+// aware-system/aware-updater, with its leader Lease aware-updater-<ns> and
+// the admission controller's heartbeat Lease admissionLease (both in
+// aware-system), granted the rights deploy/ grants on the production names.
+func startUpdater(t *testing.T, ns, admissionLease string, args ...string) *component {
+	t.Helper()
+	lease := "aware-updater-" + ns
+	tb.GrantRenamed(t, "aware-system", "aware:updater", "aware-system", "aware-updater", "aware-e2e:updater:"+ns,
+		map[string]string{"aware-updater": lease, "aware-admission-controller": admissionLease})
+	deleteLeaseAtEnd(t, lease)
+	return startComponent(t, "updater", "aware-updater", append([]string{
+		"--namespace=" + ns,
+		"--leader-elect=true",
+		"--leader-elect-resource-namespace=aware-system",
+		"--leader-elect-resource-name=" + lease,
+		"--admission-lease-namespace=aware-system",
+		"--admission-lease-name=" + admissionLease,
+	}, args...)...)
+}
+
+// deleteLeaseAtEnd deletes the Lease aware-system/name when the test ends,
+// after the component holding it (started later, so stopped earlier): the
+// namespace's deletion does not reach aware-system.
+func deleteLeaseAtEnd(t *testing.T, name string) {
+	t.Cleanup(func() {
+		err := tb.Client.CoordinationV1().Leases("aware-system").Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete Lease aware-system/%s: %v", name, err)
 		}
 	})
 }

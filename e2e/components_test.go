@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -35,7 +36,7 @@ import (
 )
 
 // componentNames are the binaries TestMain builds, once per run.
-var componentNames = []string{"recommender", "updater"}
+var componentNames = []string{"recommender", "updater", "admission-controller", "rl-agent"}
 
 var (
 	// binDir holds the component binaries; logDir their logs (dumped by
@@ -251,14 +252,22 @@ func applyObject(ctx context.Context, o any) error {
 	return err
 }
 
-// component is a component binary running as a local process.
+// component is a component binary running as a local process. It can be
+// stopped (SIGTERM), killed (SIGKILL) and started again with the same
+// arguments, addresses and log file, as a restarted pod would be.
 type component struct {
-	name       string
-	cmd        *exec.Cmd
-	logPath    string
-	healthAddr string
-	done       chan struct{}
-	exitErr    error
+	name        string
+	binary      string
+	args        []string
+	logPath     string
+	healthAddr  string
+	metricsAddr string
+
+	// cmd, done and exitErr describe the current run; only the test's
+	// goroutine starts runs, and exitErr is read after done is closed.
+	cmd     *exec.Cmd
+	done    chan struct{}
+	exitErr error
 }
 
 // freeAddr returns a loopback address nothing listens on right now.
@@ -273,57 +282,109 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// startComponent runs binary name as ServiceAccount aware-system/sa (a
-// kubeconfig with a fresh token), with metrics and health on free loopback
-// ports, waits for its /readyz, and stops it (SIGTERM, then SIGKILL) when
-// the test ends.
+// processSpec describes a component process.
+type processSpec struct {
+	// Binary is one of componentNames.
+	Binary string
+	// Name tells several processes of one binary apart in log file names
+	// and messages; Binary when empty.
+	Name string
+	// ServiceAccount in aware-system the process authenticates as, with a
+	// kubeconfig holding a fresh token. Empty: the process gets no
+	// kubeconfig (the rl-agent needs none).
+	ServiceAccount string
+	// Args follow the common flags (kubeconfig, metrics and health
+	// addresses, verbosity).
+	Args []string
+}
+
+// startComponent runs binary name as ServiceAccount aware-system/sa, with
+// metrics and health on free loopback ports, waits for its /readyz, and
+// stops it (SIGTERM, then SIGKILL) when the test ends.
 func startComponent(t *testing.T, name, sa string, args ...string) *component {
 	t.Helper()
-	ctx := context.Background()
-	kubeconfig := filepath.Join(t.TempDir(), sa+".kubeconfig")
-	if err := tb.WriteServiceAccountKubeconfig(ctx, "aware-system", sa, kubeconfig, 2*time.Hour); err != nil {
-		t.Fatal(err)
+	return startProcess(t, processSpec{Binary: name, ServiceAccount: sa, Args: args})
+}
+
+// startProcess runs spec as a local process with metrics and health on free
+// loopback ports, waits for its /readyz, and stops it (SIGTERM, then
+// SIGKILL) when the test ends.
+func startProcess(t *testing.T, spec processSpec) *component {
+	t.Helper()
+	if spec.Name == "" {
+		spec.Name = spec.Binary
 	}
 	c := &component{
-		name:       name,
-		logPath:    filepath.Join(logDir, fmt.Sprintf("%s-%s.log", strings.ReplaceAll(t.Name(), "/", "_"), name)),
-		healthAddr: freeAddr(t),
-		done:       make(chan struct{}),
+		name:        spec.Name,
+		binary:      filepath.Join(binDir, spec.Binary),
+		logPath:     filepath.Join(logDir, fmt.Sprintf("%s-%s.log", strings.ReplaceAll(t.Name(), "/", "_"), spec.Name)),
+		healthAddr:  freeAddr(t),
+		metricsAddr: freeAddr(t),
 	}
-	logf, err := os.Create(c.logPath)
+	if spec.ServiceAccount != "" {
+		kubeconfig := filepath.Join(t.TempDir(), spec.ServiceAccount+".kubeconfig")
+		if err := tb.WriteServiceAccountKubeconfig(context.Background(), "aware-system", spec.ServiceAccount, kubeconfig, 2*time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		c.args = append(c.args, "--kubeconfig="+kubeconfig)
+	}
+	c.args = append(c.args,
+		"--metrics-bind-address="+c.metricsAddr,
+		"--health-bind-address="+c.healthAddr,
+		"--v=2",
+	)
+	c.args = append(c.args, spec.Args...)
+	t.Cleanup(func() { c.stop(t) })
+	c.start(t)
+	return c
+}
+
+// start runs the process (again) and waits for its /readyz. The log file is
+// appended to, so a restarted process's log follows the previous run's.
+func (c *component) start(t *testing.T) {
+	t.Helper()
+	logf, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args = append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--metrics-bind-address=" + freeAddr(t),
-		"--health-bind-address=" + c.healthAddr,
-		"--v=2",
-	}, args...)
-	c.cmd = exec.Command(filepath.Join(binDir, name), args...)
-	c.cmd.Stdout, c.cmd.Stderr = logf, logf
+	fmt.Fprintf(logf, "===== e2e: starting %s at %s\n", c.name, time.Now().Format(time.RFC3339Nano))
+	cmd := exec.Command(c.binary, c.args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
 	// Only loopback: the components must not find an in-cluster config.
-	c.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
-	t.Logf("starting %s %s", name, strings.Join(args, " "))
-	if err := c.cmd.Start(); err != nil {
+	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
+	t.Logf("starting %s: %s %s", c.name, filepath.Base(c.binary), strings.Join(c.args, " "))
+	if err := cmd.Start(); err != nil {
 		logf.Close()
-		t.Fatalf("start %s: %v", name, err)
+		t.Fatalf("start %s: %v", c.name, err)
 	}
+	done := make(chan struct{})
+	c.cmd, c.done, c.exitErr = cmd, done, nil
 	go func() {
-		c.exitErr = c.cmd.Wait()
+		err := cmd.Wait()
 		logf.Close()
-		close(c.done)
+		c.exitErr = err
+		close(done)
 	}()
-	t.Cleanup(func() { c.stop(t) })
-	framework.Eventually(t, 90*time.Second, name+" /readyz", func(ctx context.Context) (bool, error) {
+	framework.Eventually(t, 90*time.Second, c.name+" /readyz", func(ctx context.Context) (bool, error) {
 		select {
-		case <-c.done:
-			return false, fmt.Errorf("%w: %s exited: %v", framework.ErrPermanent, name, c.exitErr)
+		case <-done:
+			return false, fmt.Errorf("%w: %s exited: %v", framework.ErrPermanent, c.name, c.exitErr)
 		default:
 		}
 		return httpOK(ctx, "http://"+c.healthAddr+"/readyz")
 	})
-	return c
+}
+
+// restart starts the process again, with the same arguments and addresses,
+// after it has exited (kill or terminate).
+func (c *component) restart(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.done:
+	default:
+		t.Fatalf("restart %s: it is still running", c.name)
+	}
+	c.start(t)
 }
 
 // running fails the test if the process has exited.
@@ -336,7 +397,43 @@ func (c *component) running(t *testing.T) {
 	}
 }
 
+// kill sends SIGKILL, as a crash or an OOM kill would, and waits for the
+// process to be gone.
+func (c *component) kill(t *testing.T) {
+	t.Helper()
+	c.running(t)
+	t.Logf("killing %s (pid %d)", c.name, c.cmd.Process.Pid)
+	if err := c.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill %s: %v", c.name, err)
+	}
+	<-c.done
+}
+
+// terminate sends SIGTERM, as the kubelet does at pod deletion, and returns
+// the process's exit error (nil for a clean exit) once it is gone. It fails
+// the test if the process does not exit within 30s.
+func (c *component) terminate(t *testing.T) error {
+	t.Helper()
+	c.running(t)
+	t.Logf("terminating %s (pid %d)", c.name, c.cmd.Process.Pid)
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal %s: %v", c.name, err)
+	}
+	select {
+	case <-c.done:
+		return c.exitErr
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		t.Fatalf("%s did not exit within 30s of SIGTERM", c.name)
+		return nil
+	}
+}
+
 func (c *component) stop(t *testing.T) {
+	if c.cmd == nil {
+		return
+	}
 	select {
 	case <-c.done:
 		return
@@ -350,6 +447,77 @@ func (c *component) stop(t *testing.T) {
 		_ = c.cmd.Process.Kill()
 		<-c.done
 	}
+}
+
+// metric returns the sum of the samples of the metric family name on the
+// process's /metrics whose labels include every name="value" pair of
+// labels, and whether there was any.
+func (c *component) metric(ctx context.Context, name string, labels ...string) (float64, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.metricsAddr+"/metrics", nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false, fmt.Errorf("%s /metrics: %w", c.name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false, fmt.Errorf("%s /metrics: HTTP %d", c.name, resp.StatusCode)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, false, err
+	}
+	return sumSamples(string(body), name, labels...)
+}
+
+// sumSamples reads the Prometheus text format: the sum of the samples of
+// series name (exactly; histograms are read as name_count etc.) that carry
+// every label pair given as "key=value".
+func sumSamples(text, name string, labels ...string) (float64, bool, error) {
+	var sum float64
+	found := false
+	for _, line := range strings.Split(text, "\n") {
+		if line == "" || line[0] == '#' || !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		var lbls string
+		switch {
+		case strings.HasPrefix(rest, "{"):
+			end := strings.Index(rest, "}")
+			if end < 0 {
+				return 0, false, fmt.Errorf("malformed sample %q", line)
+			}
+			lbls, rest = rest[1:end], rest[end+1:]
+		case strings.HasPrefix(rest, " "):
+		default:
+			continue // a longer name with this prefix
+		}
+		ok := true
+		for _, l := range labels {
+			k, v, _ := strings.Cut(l, "=")
+			if !strings.Contains(","+lbls+",", fmt.Sprintf(",%s=%q,", k, v)) {
+				ok = false
+				break
+			}
+		}
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return 0, false, fmt.Errorf("malformed sample %q", line)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("sample %q: %w", line, err)
+		}
+		sum += v
+		found = true
+	}
+	return sum, found, nil
 }
 
 func httpOK(ctx context.Context, url string) (bool, error) {

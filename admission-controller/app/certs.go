@@ -90,6 +90,11 @@ func newRegistrar(o *Options, client admissionclient.MutatingWebhookConfiguratio
 		TimeoutSeconds:     o.WebhookTimeoutSeconds,
 		ExcludedNamespaces: []string{"kube-system", o.Namespace},
 	}
+	sel, err := o.namespaceSelector()
+	if err != nil {
+		return nil, err
+	}
+	rc.NamespaceSelector = sel
 	if o.WebhookURL == "" {
 		rc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.WebhookServiceName, Path: ptr.To(o.WebhookPath), Port: ptr.To(o.WebhookServicePort)}
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -134,6 +135,7 @@ func TestFilesWiring(t *testing.T) {
 	o.Namespace, o.RegisterWebhook = "aware-system", true
 	o.TLSCertFile, o.TLSKeyFile = write("tls.crt", certPEM), write("tls.key", keyPEM)
 	o.WebhookCABundleFile = write("ca.crt", ca.CertPEM)
+	o.WebhookNamespaceSelector = "kubernetes.io/metadata.name=shop"
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +154,17 @@ func TestFilesWiring(t *testing.T) {
 	}
 	if err := r.Sync(ctx); err != nil {
 		t.Fatal(err)
+	}
+	mwc, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, register.DefaultConfigName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(mwc.Webhooks[0].NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sel.Matches(labels.Set{"kubernetes.io/metadata.name": "shop"}) || sel.Matches(labels.Set{"kubernetes.io/metadata.name": "other"}) {
+		t.Fatalf("--webhook-namespace-selector not registered: %v", sel)
 	}
 	// cert-manager (say) adds a new CA to the mounted bundle.
 	next, err := certs.NewCA("files-ca-2", now, time.Hour)

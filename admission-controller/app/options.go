@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
@@ -74,6 +75,9 @@ type Options struct {
 	WebhookCABundleFile   string
 	WebhookTimeoutSeconds int32
 	WebhookFailurePolicy  string
+	// WebhookNamespaceSelector is a label selector (kubectl syntax) that
+	// further restricts the namespaces the registered webhook sees.
+	WebhookNamespaceSelector string
 
 	HeartbeatLeaseName     string
 	HeartbeatInterval      time.Duration
@@ -140,6 +144,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WebhookURL, "webhook-url", o.WebhookURL, "https URL the API server calls (URL mode, e.g. a webhook outside the cluster); overrides service mode.")
 	fs.StringVar(&o.WebhookCABundleFile, "webhook-ca-bundle-file", o.WebhookCABundleFile, "Files mode: PEM CA bundle the API server uses to verify the webhook; required with --register-webhook. Re-read every --cert-check-interval and re-registered when it changes. Self-managed mode registers its own CA bundle.")
 	fs.Int32Var(&o.WebhookTimeoutSeconds, "webhook-timeout-seconds", o.WebhookTimeoutSeconds, "Registered webhook timeout (1-30s).")
+	fs.StringVar(&o.WebhookNamespaceSelector, "webhook-namespace-selector", o.WebhookNamespaceSelector, "Label selector (e.g. \"autoscaling.aware.dev/enabled=true\" or \"kubernetes.io/metadata.name in (shop)\") that further restricts the namespaces whose pods reach the registered webhook. kube-system and --namespace stay excluded whatever it says. Empty, the default: every other namespace.")
 	fs.StringVar(&o.WebhookFailurePolicy, "webhook-failure-policy", o.WebhookFailurePolicy, "Registered failure policy: Ignore (pods are created unsized when the webhook is down) or Fail.")
 
 	fs.StringVar(&o.HeartbeatLeaseName, "heartbeat-lease-name", o.HeartbeatLeaseName, "Lease (in --namespace) renewed while the webhook can size pods; the updater evicts only while it is fresh, so set it (the updater expects \""+heartbeat.DefaultName+"\") wherever the updater runs. Empty, the default, writes nothing.")
@@ -199,11 +204,26 @@ func (o *Options) Validate() error {
 		if o.WebhookFailurePolicy != "Ignore" && o.WebhookFailurePolicy != "Fail" {
 			errs = append(errs, fmt.Errorf("--webhook-failure-policy %q must be Ignore or Fail", o.WebhookFailurePolicy))
 		}
+		if _, err := o.namespaceSelector(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.HeartbeatLeaseName != "" && (o.HeartbeatInterval <= 0 || o.HeartbeatLeaseDuration <= o.HeartbeatInterval) {
 		errs = append(errs, fmt.Errorf("--heartbeat-lease-duration %s must exceed a positive --heartbeat-interval %s", o.HeartbeatLeaseDuration, o.HeartbeatInterval))
 	}
 	return errors.Join(errs...)
+}
+
+// namespaceSelector parses --webhook-namespace-selector; nil when unset.
+func (o *Options) namespaceSelector() (*metav1.LabelSelector, error) {
+	if strings.TrimSpace(o.WebhookNamespaceSelector) == "" {
+		return nil, nil
+	}
+	sel, err := metav1.ParseToLabelSelector(o.WebhookNamespaceSelector)
+	if err != nil {
+		return nil, fmt.Errorf("--webhook-namespace-selector %q: %w", o.WebhookNamespaceSelector, err)
+	}
+	return sel, nil
 }
 
 // EffectiveCertMode resolves an empty --cert-mode: files when a

@@ -30,6 +30,12 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad policy and path", func(o *Options) {
 			o.RegisterWebhook, o.WebhookCABundleFile, o.WebhookFailurePolicy, o.WebhookPath = true, "ca.crt", "Maybe", "mutate"
 		}, []string{"--webhook-failure-policy", "--webhook-path"}},
+		{"namespace selector must parse", func(o *Options) {
+			o.RegisterWebhook, o.WebhookCABundleFile, o.WebhookNamespaceSelector = true, "ca.crt", "kubernetes.io/metadata.name in (shop"
+		}, []string{"--webhook-namespace-selector"}},
+		{"namespace selector", func(o *Options) {
+			o.RegisterWebhook, o.WebhookCABundleFile, o.WebhookNamespaceSelector = true, "ca.crt", "kubernetes.io/metadata.name in (shop),team=web"
+		}, nil},
 		{"heartbeat duration must exceed interval", func(o *Options) { o.HeartbeatLeaseName, o.HeartbeatLeaseDuration = "hb", o.HeartbeatInterval }, []string{"--heartbeat-lease-duration"}},
 		{"heartbeat disabled needs no interval", func(o *Options) { o.HeartbeatLeaseName, o.HeartbeatInterval = "", 0 }, nil},
 		{"no certificate source is an error", func(o *Options) { o.TLSCertFile, o.TLSKeyFile = "", "" }, []string{"--cert-mode=self-managed"}},

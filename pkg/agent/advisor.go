@@ -132,6 +132,12 @@ func (a *Advisor) Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler,
 		// a failure it has no record of the step to attach a reward to.
 		if rl == nil {
 			rl = &v1alpha1.RLStatus{}
+			// The agent did not answer: lastAgentContactTime keeps saying
+			// when it last did (as last written), so an outage's length
+			// shows in the status instead of the field vanishing.
+			if prev := m.Status.RL; prev != nil && prev.LastAgentContactTime != nil {
+				rl.LastAgentContactTime = prev.LastAgentContactTime.DeepCopy()
+			}
 			a.Forget(m.UID)
 		} else {
 			a.remember(m.UID, pobs, ToRecommendation(&def), pb.Source_SOURCE_DEFAULT)

@@ -180,6 +180,54 @@ func TestCircuitBreakerAndOutcomes(t *testing.T) {
 	}
 }
 
+// TestAdviseKeepsLastContactWhileAgentDown: status.rl.lastAgentContactTime
+// is when the agent last answered, so a failed or skipped call keeps the
+// previous value (and a first failure has none to keep).
+func TestAdviseKeepsLastContactWhileAgentDown(t *testing.T) {
+	obs := &workload.Observation{Time: t0, Replicas: 1, ReadyReplicas: 1}
+	cons := &workload.Constraints{MinReplicas: 1}
+	def := workload.Recommendation{Replicas: 1}
+	contact := metav1.NewTime(t0.Add(-time.Minute))
+	for _, tc := range []struct {
+		name     string
+		previous *v1alpha1.RLStatus
+		breaker  *Breaker
+		want     *metav1.Time
+		reason   string
+	}{
+		{"down, answered before", &v1alpha1.RLStatus{Stage: v1alpha1.RLStageServing, LastAgentContactTime: &contact}, nil, &contact, "AgentUnavailable"},
+		{"circuit open, answered before", &v1alpha1.RLStatus{LastAgentContactTime: &contact}, openBreaker(), &contact, "CircuitOpen"},
+		{"down, never answered", nil, nil, nil, "AgentUnavailable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &fakeAgent{}
+			srv.set(nil, status.Error(codes.Unavailable, "down"), 0)
+			a := NewAdvisor(dial(t, srv), Options{Timeout: time.Second, Now: func() time.Time { return t0 }, Breaker: tc.breaker})
+			m := mpaWith(v1alpha1.RLModeOn)
+			m.Status.RL = tc.previous
+			_, rl := a.Advise(context.Background(), m, obs, cons, def)
+			if rl.Reason != tc.reason || rl.Source != v1alpha1.SourceDefault {
+				t.Fatalf("rl %s/%s, want Default/%s", rl.Source, rl.Reason, tc.reason)
+			}
+			switch {
+			case tc.want == nil && rl.LastAgentContactTime != nil:
+				t.Fatalf("lastAgentContactTime %v, want none", rl.LastAgentContactTime)
+			case tc.want != nil && (rl.LastAgentContactTime == nil || !rl.LastAgentContactTime.Equal(tc.want)):
+				t.Fatalf("lastAgentContactTime %v, want the previous %v", rl.LastAgentContactTime, tc.want)
+			}
+			if rl.Stage != "" {
+				t.Fatalf("stage %q: the agent did not say", rl.Stage)
+			}
+		})
+	}
+}
+
+func openBreaker() *Breaker {
+	b := NewBreaker(1, time.Hour)
+	b.Failure(t0)
+	return b
+}
+
 func TestBreakerHalfOpenFailureReopens(t *testing.T) {
 	b := NewBreaker(1, time.Minute)
 	b.Failure(t0)

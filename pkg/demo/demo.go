@@ -318,12 +318,13 @@ func agent(ctx context.Context, o Options, dir string, stdout, stderr io.Writer)
 	if err != nil {
 		return eval.Contender{}, nil, fmt.Errorf("writing %s: %w", curve, err)
 	}
-	k := min(t.BatchEpisodes, len(res.Episodes)-t.BootstrapEpisodes)
+	boots, bootEnd := res.BootstrapCount()
+	k := min(t.BatchEpisodes, len(res.Episodes)-bootEnd)
 	fmt.Fprintf(stdout, "Agent %q: trained on %d training apps (none held out) for %d episodes (%d bootstrapping) of %d windows in %s (%.0f s CPU).\n",
-		train.PolicyName, t.Apps, t.Episodes, t.BootstrapEpisodes, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds())
+		train.PolicyName, t.Apps, t.Episodes, boots, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds())
 	if k > 0 {
 		fmt.Fprintf(stdout, "  episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d\n",
-			res.MeanReward(0, t.BootstrapEpisodes), res.MeanReward(t.BootstrapEpisodes, t.BootstrapEpisodes+k), k,
+			res.MeanReward(0, bootEnd), res.MeanReward(bootEnd, bootEnd+k), k,
 			res.MeanReward(len(res.Episodes)-k, len(res.Episodes)), k)
 	}
 	fmt.Fprintln(stdout)

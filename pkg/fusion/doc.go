@@ -71,6 +71,18 @@
 //     per-pod demand at min (the user's availability floor is honoured; the
 //     cost of it is minimised). A scale limited by a behavior rate is not
 //     moved to the vertical side: it is delayed, not refused.
+//  10. Goals (spec.goals.metrics, workload.Observation.Goals; only the
+//     recommender sets them): a Resource CPU goal with a Utilization
+//     target replaces the CPU target utilisation of rules 2, 3 and 7 (as a
+//     second CPU metric it would fight the vertical loop, which sizes the
+//     request for the other target). Every other goal is one more HPA
+//     metric in rule 7 (Resource utilisation against the recommended
+//     request, like CPU): each proposes a count, the largest proposal
+//     wins, within the tolerance, then behavior and min/max. A goal
+//     without a usable reading proposes nothing and, as in the HPA,
+//     blocks a scale-down (reason FailedGetGoalMetric). Rule 9 moves only
+//     the CPU and request-rate factor to the vertical side: bigger pods
+//     need not answer a goal such as a queue length.
 //
 // Everything is computed from workload.Observation fields (usage, peaks,
 // request rate, latency, SLO, replicas, requests and limits): the same rule

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/vpa"
@@ -97,13 +98,15 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		f.slo.observe(obs.Time, usage*float64(obs.ReadyReplicas), obs.RequestRate)
 	}
 
-	// 2. Vertical first, with the HPA target as the CPU headroom.
-	containers := f.vertical(&obs)
+	// 2. Vertical first, with the HPA target as the CPU headroom (a
+	// Resource CPU goal with a Utilization target replaces the default).
+	target := f.cpuTarget(&obs)
+	containers := f.vertical(&obs, target)
 
 	// 3. SLO floor on the per-pod CPU request, and vertical growth when the
 	// SLO is violated although utilisation is within the HPA target.
 	tolUp := f.decider.Calculator().Tolerances.ScaleUp
-	maxUtil := f.target * (1 + tolUp)
+	maxUtil := target * (1 + tolUp)
 	sizeBound := false // the pod size, not the load, limits latency
 	floorNote := ""
 	if s, known := f.slo.cpuPerRequest(); known && obs.SLO > 0 && request > 0 {
@@ -158,20 +161,26 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		}
 	}
 	metrics := append(f.metrics[:0], hpa.Metric{
-		Name: "cpu", Kind: hpa.ResourceUtilization, Target: f.target, Pods: f.pods, CPU: true, Window: obs.Window,
+		Name: "cpu", Kind: hpa.ResourceUtilization, Target: target, Pods: f.pods, CPU: true, Window: obs.Window,
 	})
 	if s, known := f.slo.cpuPerRequest(); known && obs.RequestRate > 0 && podRequest > 0 {
 		// The same target expressed in requests: CPU usage saturates at the
 		// limit, the request rate does not.
 		metrics = append(metrics, hpa.Metric{
-			Name: "requests", Kind: hpa.ObjectAverageValue, Value: obs.RequestRate, Target: f.target * podRequest / s,
+			Name: "requests", Kind: hpa.ObjectAverageValue, Value: obs.RequestRate, Target: target * podRequest / s,
 		})
 	}
+	// 10. Goals: each other goal proposes a count; the largest wins.
+	own := len(metrics)
+	metrics = f.goalMetrics(&obs, containers, metrics)
 	f.metrics = metrics
 	dec, err := f.decider.DecideAtLeast(obs.Time, obs.Replicas, metrics, floor)
 	reason := dec.Reason
 	if err != nil {
 		reason = "FailedGetResourceMetric: " + err.Error()
+		if i := slices.IndexFunc(dec.Errors, func(e error) bool { return e != nil }); i >= own {
+			reason = "FailedGetGoalMetric: " + err.Error()
+		}
 		if violated && !sizeBound && obs.Replicas > 0 {
 			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, obs.Replicas+1)
 			reason = "SLOViolated: " + reason
@@ -181,9 +190,20 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	}
 	reason += floorNote
 
-	// 9. At maxReplicas, move the unmet horizontal factor to vertical CPU.
-	if err == nil && f.c.MaxReplicas > 0 && dec.Replicas == f.c.MaxReplicas && dec.Proposed > f.c.MaxReplicas {
-		factor := float64(dec.Proposed) / float64(f.c.MaxReplicas)
+	// 9. At maxReplicas, move the unmet horizontal factor to vertical CPU:
+	// the factor of the CPU and request-rate metrics (and the SLO floor)
+	// only, since bigger pods need not answer a goal metric.
+	proposed := dec.Proposed
+	if len(metrics) > own && dec.Metrics != nil {
+		proposed = floor
+		for i := range own {
+			if dec.Errors[i] == nil {
+				proposed = max(proposed, dec.Metrics[i].Replicas)
+			}
+		}
+	}
+	if err == nil && f.c.MaxReplicas > 0 && dec.Replicas == f.c.MaxReplicas && proposed > f.c.MaxReplicas {
+		factor := float64(proposed) / float64(f.c.MaxReplicas)
 		f.growCPU(&obs, containers, factor)
 		for i := range containers {
 			forceCPU(&containers[i])
@@ -197,10 +217,10 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 
 // vertical computes the container recommendations with CPU sized as
 // p(usage)/targetUtilisation instead of p(usage)·(1+margin).
-func (f *Fused) vertical(obs *workload.Observation) []workload.ContainerRecommendation {
+func (f *Fused) vertical(obs *workload.Observation, target float64) []workload.ContainerRecommendation {
 	out := make([]workload.ContainerRecommendation, 0, len(obs.Containers))
 	floor := f.rec.PodMinimum(len(obs.Containers))
-	k := 1 / (f.target * (1 + f.rec.Options().SafetyMargin))
+	k := 1 / (target * (1 + f.rec.Options().SafetyMargin))
 	for i := range obs.Containers {
 		co := &obs.Containers[i]
 		p := f.c.ContainerPolicy(co.Name)
@@ -268,12 +288,17 @@ func perReadyPodScale(obs *workload.Observation) (float64, bool) {
 // containers; containers without a recommendation (mode Off) count at their
 // current request.
 func recommendedPodCPU(obs *workload.Observation, recs []workload.ContainerRecommendation) float64 {
+	return recommendedPod(obs, recs, workload.CPU)
+}
+
+// recommendedPod is recommendedPodCPU for resource res.
+func recommendedPod(obs *workload.Observation, recs []workload.ContainerRecommendation, res workload.Resource) float64 {
 	sum := 0.0
 	for _, co := range obs.Containers {
-		v := co.Requests.CPU
+		v := co.Requests.Get(res)
 		for _, r := range recs {
 			if r.Name == co.Name {
-				v = r.Target.CPU
+				v = r.Target.Get(res)
 				break
 			}
 		}

@@ -149,6 +149,9 @@ type Metric struct {
 	Value float64
 	// ReadyPods is the ready pod count ObjectValue scales.
 	ReadyPods int32
+	// Err, when set, means the metric could not be read: it is invalid
+	// (see Decide) and its other fields are ignored.
+	Err error
 }
 
 // Decision is the outcome of Decide.
@@ -269,6 +272,9 @@ func (d *Decider) DecideAtLeast(now time.Time, current int32, metrics []Metric, 
 }
 
 func (d *Decider) metricReplicas(now time.Time, current int32, m *Metric) (Result, error) {
+	if m.Err != nil {
+		return Result{}, m.Err
+	}
 	switch m.Kind {
 	case ResourceUtilization:
 		return d.calc.ResourceUtilizationReplicas(now, current, m.Pods, m.Target, m.CPU, m.Window)
@@ -297,6 +303,25 @@ func (d *Decider) Normalize(now time.Time, current, proposed int32) (int32, stri
 	out, limReason := d.limitRate(now, current, stabilized)
 	if limReason != "" {
 		reason = limReason
+	}
+	d.recordEvent(now, current, out)
+	return out, reason
+}
+
+// NormalizeStabilized is Normalize for a proposal that already went through
+// the same stabilization windows elsewhere (the recommender's fused
+// default): holding it for the windows again would double every delay, so
+// only the rate limits and min/max apply. The proposal still enters the
+// window history, so a later unstabilized proposal is judged against it.
+func (d *Decider) NormalizeStabilized(now time.Time, current, proposed int32) (int32, string) {
+	if !d.seeded {
+		d.recs = append(d.recs, timestampedRecommendation{current, now})
+		d.seeded = true
+	}
+	d.stabilize(now, current, proposed)
+	out, reason := d.limitRate(now, current, proposed)
+	if reason == "" {
+		reason = "ScaleWithinStabilization"
 	}
 	d.recordEvent(now, current, out)
 	return out, reason

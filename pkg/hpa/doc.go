@@ -45,6 +45,10 @@
 //     min/max replicas. A nil Behavior is treated as the defaulted
 //     autoscaling/v2 behavior (scale-up: max of 100%/15 s and 4 pods/15 s;
 //     scale-down: 100%/15 s), not as the legacy v1 path.
+//   - GoalMetric turns a workload.Goal (spec.goals.metrics with its
+//     reading) into one more Metric; a goal without a usable reading fails
+//     with ErrGoalUnavailable, so like any invalid metric it blocks a
+//     scale-down but not a scale-up (Metric.Err).
 //   - Outside the metric path, as upstream: spec.replicas = 0 disables
 //     scaling; a current count above max (below min) is brought to max
 //     (min) without consulting metrics.

@@ -84,7 +84,10 @@ func (c *Clients) NewRecorder(ctx context.Context, component string) (recorder r
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), mpascheme.AddToScheme(scheme)); err != nil {
 		return nil, nil, fmt.Errorf("event scheme: %w", err)
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	// The broadcaster outlives ctx on purpose: components record events
+	// during graceful shutdown (leader election's "stopped leading"), after
+	// ctx is cancelled. Only stop ends it; ctx still carries the logger.
+	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	broadcaster.StartStructuredLogging(4)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")})
 	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component}), broadcaster.Shutdown, nil

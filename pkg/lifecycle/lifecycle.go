@@ -273,6 +273,21 @@ func (m *Machine) RecordEpisode(reward float64, now time.Time) (Transition, bool
 	return tr, true, nil
 }
 
+// EndBootstrap promotes a workload that is still Bootstrapping to
+// OnlineTraining without the gate, with reason "BootstrapCapReached": the
+// cap a trainer puts on bootstrapping, so that a workload whose defaults
+// never score steadily enough (a bursty trace, a tight SLO) still reaches
+// the agent. It reports false, and changes nothing, in any other stage.
+func (m *Machine) EndBootstrap(now time.Time) (Transition, bool) {
+	if m.st.Stage != Bootstrapping {
+		return Transition{}, false
+	}
+	mean, std := meanStd(m.st.Window)
+	tr := Transition{From: Bootstrapping, To: OnlineTraining, Time: now, Episode: m.st.Episodes, Mean: mean, StdDev: std, Reason: "BootstrapCapReached"}
+	m.st.Stage, m.st.Since, m.st.Window = OnlineTraining, now, m.st.Window[:0]
+	return tr, true
+}
+
 func (m *Machine) trim() {
 	if n := len(m.st.Window) - m.gates.Window; n > 0 {
 		m.st.Window = append(m.st.Window[:0], m.st.Window[n:]...)

@@ -197,3 +197,42 @@ func TestInvalidInputs(t *testing.T) {
 		t.Errorf("WithDefaults = %+v", got)
 	}
 }
+
+func TestEndBootstrap(t *testing.T) {
+	t1 := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name  string
+		stage Stage
+		moved bool
+	}{
+		{"bootstrapping is promoted", Bootstrapping, true},
+		{"online training stays", OnlineTraining, false},
+		{"serving stays", Serving, false},
+		{"retraining stays", Retraining, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Restore(DefaultGates(), State{Stage: tc.stage, Window: []float64{0.2, 0.4}, Episodes: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, moved := m.EndBootstrap(t1)
+			if moved != tc.moved {
+				t.Fatalf("moved = %v, want %v", moved, tc.moved)
+			}
+			if !moved {
+				if m.Stage() != tc.stage || len(m.State().Window) != 2 {
+					t.Errorf("state changed: %+v", m.State())
+				}
+				return
+			}
+			want := Transition{From: Bootstrapping, To: OnlineTraining, Time: t1, Episode: 2, Mean: 0.3, StdDev: 0.1, Reason: "BootstrapCapReached"}
+			if math.Abs(tr.Mean-want.Mean) > 1e-12 || math.Abs(tr.StdDev-want.StdDev) > 1e-12 {
+				t.Errorf("stats %v/%v, want %v/%v", tr.Mean, tr.StdDev, want.Mean, want.StdDev)
+			}
+			tr.Mean, tr.StdDev, want.Mean, want.StdDev = 0, 0, 0, 0
+			if tr != want || m.Stage() != OnlineTraining || len(m.State().Window) != 0 || !m.State().Since.Equal(t1) {
+				t.Errorf("transition %+v, state %+v", tr, m.State())
+			}
+		})
+	}
+}

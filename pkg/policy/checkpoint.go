@@ -30,7 +30,24 @@ const (
 	kindPPO           = "ppo"
 )
 
+// Checkpoint kinds, as CheckpointKind reports them.
+const (
+	KindPPO     = kindPPO
+	KindMetaPPO = kindMetaPPO
+)
+
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// CheckpointKind returns the kind of learner a checkpoint holds (KindPPO,
+// KindMetaPPO, ...), after verifying its checksum and structure, so that a
+// loader can pick the constructor before decoding it for real.
+func CheckpointKind(data []byte) (string, error) {
+	ck, err := decodeCheckpoint(data, "")
+	if err != nil {
+		return "", err
+	}
+	return ck.kind, nil
+}
 
 // MarshalBinary returns a checkpoint of the weights, the Adam state, the
 // shuffle generator and the configuration. Restoring it and repeating the
@@ -132,6 +149,7 @@ type checkpointParam struct {
 }
 
 type checkpoint struct {
+	kind    string
 	cfgJSON []byte
 	params  []checkpointParam
 	rng     []byte
@@ -228,10 +246,11 @@ func decodeCheckpoint(data []byte, wantKind string) (*checkpoint, error) {
 	if v := r.u32(); r.err == nil && v != checkpointVersion {
 		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrIncompatibleCheckpoint, v, checkpointVersion)
 	}
-	if kind := string(r.bytes(int(r.u16()))); r.err == nil && kind != wantKind {
+	kind := string(r.bytes(int(r.u16())))
+	if r.err == nil && wantKind != "" && kind != wantKind {
 		return nil, fmt.Errorf("%w: checkpoint holds a %q policy, want %q", ErrIncompatibleCheckpoint, kind, wantKind)
 	}
-	ck := &checkpoint{cfgJSON: r.bytes(int(r.u32()))}
+	ck := &checkpoint{kind: kind, cfgJSON: r.bytes(int(r.u32()))}
 	count := int(r.u32())
 	for i := 0; i < count && r.err == nil; i++ {
 		c := checkpointParam{name: string(r.bytes(int(r.u16())))}

@@ -219,26 +219,13 @@ type metaGraph struct {
 }
 
 func newMetaGraph(cfg MetaConfig, ac *paramSet, enc *gru) (*metaGraph, error) {
-	n, s, e, d, T := cfg.MinibatchSize, cfg.StateDim, cfg.EmbedDim, cfg.stepDim(), cfg.Window
+	n, s := cfg.MinibatchSize, cfg.StateDim
 	g := &metaGraph{x: make([]float64, n*s)}
 	b := &builder{g: G.NewGraph()}
 	x := b.input("x", g.x, n, s)
-	gw := b.weights(enc.params())
-	uz, wz, bz, ur, wr, br, uh, wh, bh := gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], gw[6], gw[7], gw[8]
-
-	h := b.input("h0", make([]float64, n*e), n, e)
-	for t := 0; t < T; t++ {
-		g.steps = append(g.steps, make([]float64, n*d))
-		g.stepMask = append(g.stepMask, make([]float64, n*e))
-		xt := b.input(fmt.Sprintf("step%d", t), g.steps[t], n, d)
-		mt := b.input(fmt.Sprintf("stepMask%d", t), g.stepMask[t], n, e)
-		z := b.sigmoid(b.addRow(b.add(b.matMul(h, uz), b.matMul(xt, wz)), bz))
-		r := b.sigmoid(b.addRow(b.add(b.matMul(h, ur), b.matMul(xt, wr)), br))
-		cand := b.tanh(b.addRow(b.add(b.matMul(b.mul(r, h), uh), b.matMul(xt, wh)), bh))
-		// h' = (1-z)⊙h + z⊙h̃, written h + z⊙(h̃-h); the mask zeroes the
-		// update of padding steps.
-		h = b.add(h, b.mul(mt, b.mul(z, b.sub(cand, h))))
-	}
+	var h *G.Node
+	var gw []*G.Node
+	g.steps, g.stepMask, h, gw = b.encoder(cfg, enc)
 	in := b.apply("concat", func() (*G.Node, error) { return G.Concat(1, x, h) })
 	actorW := b.weights(ac.actor)
 	criticW := b.weights(ac.critic)
@@ -254,6 +241,30 @@ func newMetaGraph(cfg MetaConfig, ac *paramSet, enc *gru) (*metaGraph, error) {
 	return g, nil
 }
 
+// encoder unrolls the GRU over cfg.Window steps of a minibatch. It returns
+// the buffers of the step inputs and masks (step Window-1 is the most
+// recent), the final state (the embedding, batch×embed) and the encoder's
+// weight nodes in enc.params() order.
+func (b *builder) encoder(cfg MetaConfig, enc *gru) (steps, stepMask [][]float64, h *G.Node, gw []*G.Node) {
+	n, e, d, T := cfg.MinibatchSize, cfg.EmbedDim, cfg.stepDim(), cfg.Window
+	gw = b.weights(enc.params())
+	uz, wz, bz, ur, wr, br, uh, wh, bh := gw[0], gw[1], gw[2], gw[3], gw[4], gw[5], gw[6], gw[7], gw[8]
+	h = b.input("h0", make([]float64, n*e), n, e)
+	for t := 0; t < T; t++ {
+		steps = append(steps, make([]float64, n*d))
+		stepMask = append(stepMask, make([]float64, n*e))
+		xt := b.input(fmt.Sprintf("step%d", t), steps[t], n, d)
+		mt := b.input(fmt.Sprintf("stepMask%d", t), stepMask[t], n, e)
+		z := b.sigmoid(b.addRow(b.add(b.matMul(h, uz), b.matMul(xt, wz)), bz))
+		r := b.sigmoid(b.addRow(b.add(b.matMul(h, ur), b.matMul(xt, wr)), br))
+		cand := b.tanh(b.addRow(b.add(b.matMul(b.mul(r, h), uh), b.matMul(xt, wh)), bh))
+		// h' = (1-z)⊙h + z⊙h̃, written h + z⊙(h̃-h); the mask zeroes the
+		// update of padding steps.
+		h = b.add(h, b.mul(mt, b.mul(z, b.sub(cand, h))))
+	}
+	return steps, stepMask, h, gw
+}
+
 // sigmoid is built from tanh rather than with G.Sigmoid: Gorgonia's sigmoid
 // clamps its input (exactly 1 above 19, off by ~6e-9) and returns 0 under
 // the fastmath build tag, which would break the equality with the plain-Go
@@ -265,24 +276,34 @@ func (b *builder) sigmoid(x *G.Node) *G.Node {
 
 // fill writes the selected rows; padding rows and padding steps stay zero.
 func (g *metaGraph) fill(batch []MetaTransition, rows []int, oldLogp, adv, ret []float64, cfg MetaConfig) {
-	s, e, d, T, a := cfg.StateDim, cfg.EmbedDim, cfg.stepDim(), cfg.Window, cfg.NumActions
+	s := cfg.StateDim
 	clear(g.x)
-	for t := range T {
-		clear(g.steps[t])
-		clear(g.stepMask[t])
-	}
-	g.fillHead(rows, oldLogp, adv, ret, a,
+	g.fillHead(rows, oldLogp, adv, ret, cfg.NumActions,
 		func(i int) ([]bool, int) { return batch[i].Mask, batch[i].Action })
 	for r, i := range rows {
 		copy(g.x[r*s:(r+1)*s], batch[i].State)
-		win := tail(batch[i].Window, T)
+	}
+	fillWindows(g.steps, g.stepMask, rows, func(i int) []Step { return batch[i].Window }, cfg)
+}
+
+// fillWindows writes the trajectory windows of the selected rows into the
+// encoder's step inputs, right-aligned so that the most recent step is
+// step Window-1; padding rows and padding steps stay zero.
+func fillWindows(steps, stepMask [][]float64, rows []int, window func(i int) []Step, cfg MetaConfig) {
+	s, e, d, T, a := cfg.StateDim, cfg.EmbedDim, cfg.stepDim(), cfg.Window, cfg.NumActions
+	for t := range T {
+		clear(steps[t])
+		clear(stepMask[t])
+	}
+	for r, i := range rows {
+		win := tail(window(i), T)
 		for j, st := range win {
 			t := T - len(win) + j
-			row := g.steps[t][r*d : (r+1)*d]
+			row := steps[t][r*d : (r+1)*d]
 			copy(row, st.State)
 			row[s+st.Action] = 1
 			row[s+a] = st.Reward
-			m := g.stepMask[t][r*e : (r+1)*e]
+			m := stepMask[t][r*e : (r+1)*e]
 			for k := range m {
 				m[k] = 1
 			}
@@ -312,6 +333,7 @@ type MetaPPO struct {
 	shufflePCG *rand.PCG
 	shuffle    *rand.Rand
 	graph      *metaGraph
+	bc         *metaBCGraph // built by the first BehaviourClone
 	grads      [][]float64
 
 	// inferMu guards the inference copies of the weights.

@@ -31,6 +31,9 @@ type AgentOptions struct {
 	// Default configures the fused default, whose recommendation is part
 	// of the state and is the teacher's.
 	Default fusion.Options
+	// Alpha weighs utilisation against SLO preservation in the rewards of
+	// the trajectory a Meta-PPO learner reads (default 0.5, as spec.rl).
+	Alpha *float64
 }
 
 // Agent is the AWARE agent for one workload as a workload.Policy: each
@@ -40,19 +43,28 @@ type AgentOptions struct {
 // safeguard says so, applying the default instead. It is what the serving
 // agent does in the cluster, without gRPC. An Agent is not safe for
 // concurrent use; the learner is, so many Agents may share one.
+//
+// For a Meta-PPO learner the agent also keeps the workload's recent
+// trajectory: each step's state, the action recorded for it and the reward
+// of the window that followed, computed from the next observation with
+// learn.Reward exactly as the serving agent computes it, so that the
+// encoder reads the same thing in training, evaluation and serving.
 type Agent struct {
-	learner  policy.DiscreteLearner
+	learner  Learner
 	cons     workload.Constraints
 	o        AgentOptions
+	alpha    float64
 	teacher  workload.Policy
 	prevRate float64
 	hasPrev  bool
+	window   []policy.Step
+	last     *policy.Step // the previous decision, its reward not yet known
 }
 
 var _ workload.Policy = (*Agent)(nil)
 
 // NewAgent returns the agent for one workload under c.
-func NewAgent(l policy.DiscreteLearner, c workload.Constraints, o AgentOptions) (*Agent, error) {
+func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error) {
 	if l == nil {
 		return nil, errors.New("agent: nil learner")
 	}
@@ -66,18 +78,22 @@ func NewAgent(l policy.DiscreteLearner, c workload.Constraints, o AgentOptions) 
 	if err != nil {
 		return nil, fmt.Errorf("agent: default policy: %w", err)
 	}
-	return &Agent{learner: l, cons: c, o: o, teacher: t}, nil
+	alpha := 0.5
+	if o.Alpha != nil {
+		alpha = *o.Alpha
+	}
+	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t}, nil
 }
 
 // Factory returns a PolicyFactory of greedy agents sharing l.
-func Factory(l policy.DiscreteLearner, o AgentOptions) workload.PolicyFactory {
+func Factory(l Learner, o AgentOptions) workload.PolicyFactory {
 	o.Greedy, o.RNG = true, nil
 	return func(c workload.Constraints) (workload.Policy, error) { return NewAgent(l, c, o) }
 }
 
 // Contender returns the greedy agent as an evaluation contender named
 // PolicyName.
-func Contender(l policy.DiscreteLearner, o AgentOptions) eval.Contender {
+func Contender(l Learner, o AgentOptions) eval.Contender {
 	return eval.FromFactory(PolicyName, Factory(l, o))
 }
 
@@ -100,6 +116,8 @@ type decision struct {
 	// Teacher is the default's nearest legal action (the BC label).
 	Teacher        learn.Action
 	Recommendation workload.Recommendation
+	// Window is the trajectory that preceded State (Meta-PPO only).
+	Window []policy.Step
 }
 
 // decide computes the state and, when agentActs, the learner's action; with
@@ -119,6 +137,11 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 		Mask:  learn.Mask(&obs, &a.cons, a.o.Steps),
 	}
 	a.prevRate, a.hasPrev = obs.RequestRate, true
+	if err := a.observe(&obs); err != nil {
+		return decision{}, err
+	}
+	d.Window = a.window
+	defer func() { a.last = &policy.Step{State: d.State, Action: int(d.Action)} }()
 	d.Teacher = learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask)
 	useDefault := func(src workload.Source) {
 		d.Action = d.Teacher
@@ -133,7 +156,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 		useDefault(workload.SourceDefault)
 		return d, nil
 	}
-	dec, err := a.learner.Act(d.State, d.Mask, a.o.Greedy, a.o.RNG)
+	dec, err := a.learner.Act(d.State, d.Window, d.Mask, a.o.Greedy, a.o.RNG)
 	if err != nil {
 		return decision{}, fmt.Errorf("agent: %w", err)
 	}
@@ -146,6 +169,29 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	d.Recommendation = learn.Apply(&obs, &a.cons, act, a.o.Steps)
 	d.Recommendation.Source = workload.SourceAgent
 	return d, nil
+}
+
+// observe completes the previous decision's step with the reward of the
+// window obs describes and appends it to the trajectory, keeping the last
+// WindowLen steps. The trajectory slice is never written in place, so a
+// window handed out earlier stays valid.
+func (a *Agent) observe(obs *workload.Observation) error {
+	n := a.learner.WindowLen()
+	if n == 0 || a.last == nil {
+		return nil
+	}
+	r, err := learn.Reward(obs, a.alpha)
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	st := *a.last
+	st.Reward = r.Reward
+	w := a.window
+	if len(w) >= n {
+		w = w[len(w)-n+1:]
+	}
+	a.window = append(w[:len(w):len(w)], st)
+	return nil
 }
 
 // state returns the state at obs without acting, e.g. the state after an

@@ -4,15 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"github.com/aware-k8s/aware/pkg/policy"
 )
 
-// WriteCheckpoint writes l's checkpoint (policy.PPO.MarshalBinary) to path
+// WriteCheckpoint writes l's checkpoint (its MarshalBinary) to path
 // crash-safely: into a temporary file in the same folder, fsynced, then
 // renamed over path, and the folder fsynced. A reader sees the old file or
 // the new one, never a torn one.
-func WriteCheckpoint(path string, l *policy.PPO) error {
+func WriteCheckpoint(path string, l Learner) error {
 	b, err := l.MarshalBinary()
 	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
@@ -20,14 +18,15 @@ func WriteCheckpoint(path string, l *policy.PPO) error {
 	return writeFileAtomic(path, b)
 }
 
-// LoadCheckpoint reads a learner, configuration included, from a file
+// LoadCheckpoint reads a learner of either kind (PPO or Meta-PPO, told
+// apart by the checkpoint itself), configuration included, from a file
 // written by WriteCheckpoint.
-func LoadCheckpoint(path string) (*policy.PPO, error) {
+func LoadCheckpoint(path string) (Learner, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	l, err := policy.NewPPOFromCheckpoint(b)
+	l, err := ParseLearner(b)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %s: %w", path, err)
 	}

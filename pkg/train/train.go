@@ -1,9 +1,16 @@
 // Package train trains the AWARE agent on the built-in simulator: episodes
-// over generated training apps (never the held-out ones, sim.HeldOut), first
-// bootstrapping (the fused default acts and the learner clones its actions,
-// mapped to the agent's action space with learn.NearestAction, then runs
-// offline PPO updates on its transitions), then online PPO with the agent
-// acting under masks from the constraints and the FaaSRM safeguard.
+// over generated training apps (never the held-out ones, sim.HeldOut), each
+// app moving through the lifecycle of pkg/lifecycle as a workload does in
+// the cluster. While an app is Bootstrapping the fused default acts and the
+// learner clones its actions (mapped to the agent's action space with
+// learn.NearestAction), then runs offline PPO updates on its transitions;
+// the lifecycle's reward gate, or a cap on bootstrapping episodes, moves it
+// to OnlineTraining, where the agent acts under masks from the constraints
+// and the FaaSRM safeguard and learns by PPO; then Serving (frozen, greedy)
+// and, when the detector fires, Retraining.
+//
+// The learner is PPO or Meta-PPO (Options.Policy); the agent hands Meta-PPO
+// the workload's recent trajectory, whose GRU embedding joins the state.
 //
 // The package is pure: no clock, no gRPC, no client-go. Everything derives
 // from Options.Seed, rollouts run in parallel but are reduced in episode
@@ -23,6 +30,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/eval"
 	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/reward"
 	"github.com/aware-k8s/aware/pkg/sim"
@@ -31,13 +39,28 @@ import (
 
 // Options configure a training run. Start from DefaultOptions.
 type Options struct {
+	// Policy is the learner: PolicyPPO (default) or PolicyMetaPPO.
+	Policy string
+	// Window and EmbedDim configure Meta-PPO's encoder: the number of
+	// recent steps it reads and the size of the embedding.
+	Window, EmbedDim int
+
 	// Apps is the number of training apps: the first Apps generated apps
 	// that are not held out.
 	Apps int
+	// AppList, when set, replaces the generated training apps (Apps is
+	// then ignored), e.g. to train on apps of the evidence's own seed.
+	AppList []sim.App
 	// Episodes is the total number of episodes, bootstrapping included.
 	Episodes int
-	// BootstrapEpisodes run first with the fused default acting; their
-	// demonstrations are cloned and their transitions pre-train PPO.
+	// Gates are the lifecycle's thresholds (spec.rl.gates); an app leaves
+	// Bootstrapping when the mean of its last Window episode rewards is at
+	// least PromoteMinMean and their std at most PromoteMaxStdDev.
+	Gates lifecycle.Gates
+	// BootstrapEpisodes caps the bootstrapping episodes of each app: after
+	// that many the app moves to OnlineTraining whatever the gate says. 0
+	// trains from scratch: every app starts in OnlineTraining and the
+	// agent acts from the first episode.
 	BootstrapEpisodes int
 	// EpisodeSteps is the number of decisions (windows) per episode.
 	EpisodeSteps int
@@ -61,17 +84,31 @@ type Options struct {
 	MinibatchSize int
 	// EntropyCoef weighs the entropy bonus.
 	EntropyCoef float64
-	// BCRounds is how many BehaviourClone calls (of Epochs passes each) the
-	// bootstrap demonstrations get.
+	// BCRounds is how many BehaviourClone calls (of Epochs passes each)
+	// each batch's bootstrap demonstrations get.
 	BCRounds int
-	// OfflineUpdates is how many PPO updates the bootstrap transitions get
-	// after cloning.
+	// OfflineUpdates is how many PPO updates each batch's bootstrap
+	// transitions get after cloning.
 	OfflineUpdates int
 	// BatchEpisodes is the number of episodes (rolled out in parallel with
-	// the same weights) per online PPO update.
+	// the same weights) per PPO update.
 	BatchEpisodes int
 	// Workers defaults to GOMAXPROCS.
 	Workers int
+
+	// StartStage, when set, is the stage every app starts in instead of
+	// Bootstrapping (or OnlineTraining from scratch), e.g. Serving to
+	// deploy a trained policy on apps it has not seen.
+	StartStage lifecycle.Stage
+
+	// Init, when set, is the learner training continues from (fine-tuning
+	// a pre-trained policy); Policy and the architecture options are then
+	// ignored. It is trained in place.
+	Init Learner
+	// Workload, when set, may change an app before an episode (its
+	// 0-based index) runs, e.g. its CPU cost per request, to study how the
+	// agent copes with a workload that changes under it.
+	Workload func(episode int, app sim.App) sim.App
 
 	// Checkpoint, when set, is the file the learner is written to (atomically)
 	// every CheckpointEvery updates and at the end.
@@ -81,14 +118,13 @@ type Options struct {
 	Progress eval.Progress
 }
 
-// Defaults: 4000 hour-long episodes over 32 apps, of which the first 160
-// bootstrap, sized so that the demo's agent trains in about a minute on two
-// cores. Measured on a shared 2-core machine: 51–80 s of CPU, 53–97 s wall
-// (PPO updates run on one core; rollouts use both).
+// Defaults: 4000 hour-long episodes over 32 apps, each app bootstrapping
+// for at most 5 episodes (the gate may end it sooner), sized so that the
+// demo's agent trains in about a minute on two cores.
 const (
 	DefaultApps         = 32
 	DefaultEpisodes     = 4000
-	DefaultBootstrap    = 160
+	DefaultBootstrap    = 5
 	DefaultEpisodeSteps = 240 // one hour of 15-second windows
 )
 
@@ -98,9 +134,14 @@ func DefaultOptions() Options {
 	for _, k := range sim.TraceKinds() {
 		kinds = append(kinds, string(k))
 	}
+	meta := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 	return Options{
+		Policy:            PolicyPPO,
+		Window:            meta.Window,
+		EmbedDim:          meta.EmbedDim,
 		Apps:              DefaultApps,
 		Episodes:          DefaultEpisodes,
+		Gates:             lifecycle.DefaultGates(),
 		BootstrapEpisodes: DefaultBootstrap,
 		EpisodeSteps:      DefaultEpisodeSteps,
 		Step:              15 * time.Second,
@@ -124,14 +165,22 @@ func DefaultOptions() Options {
 func (o *Options) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if o.Apps <= 0 {
+	if o.Apps <= 0 && len(o.AppList) == 0 {
 		bad("apps must be > 0, got %d", o.Apps)
+	}
+	for i := range o.AppList {
+		if err := o.AppList[i].Validate(); err != nil {
+			bad("app %d: %w", i, err)
+		}
 	}
 	if o.Episodes <= 0 {
 		bad("episodes must be > 0, got %d", o.Episodes)
 	}
-	if o.BootstrapEpisodes < 0 || o.BootstrapEpisodes > o.Episodes {
-		bad("bootstrap episodes must be in [0, episodes=%d], got %d", o.Episodes, o.BootstrapEpisodes)
+	if o.BootstrapEpisodes < 0 {
+		bad("bootstrap episodes must be >= 0, got %d", o.BootstrapEpisodes)
+	}
+	if err := o.Gates.Validate(); err != nil {
+		bad("gates: %w", err)
 	}
 	if o.EpisodeSteps < 2 {
 		bad("episode steps must be >= 2, got %d", o.EpisodeSteps)
@@ -165,8 +214,20 @@ func (o *Options) Validate() error {
 	if o.Checkpoint != "" && o.CheckpointEvery < 0 {
 		bad("checkpoint interval must be >= 0 (0: only at the end), got %d", o.CheckpointEvery)
 	}
-	if _, err := o.policyConfig(); err != nil {
-		errs = append(errs, err)
+	if o.Init == nil {
+		switch o.Policy {
+		case "", PolicyPPO:
+			if _, err := o.policyConfig(); err != nil {
+				errs = append(errs, err)
+			}
+		case PolicyMetaPPO:
+			cfg, _ := o.policyConfig()
+			if err := o.metaConfig(cfg).Validate(); err != nil {
+				errs = append(errs, err)
+			}
+		default:
+			bad("unknown policy %q (known: %s, %s)", o.Policy, PolicyPPO, PolicyMetaPPO)
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -191,20 +252,28 @@ func (o *Options) policyConfig() (policy.Config, error) {
 	return c, c.Validate()
 }
 
+// metaConfig is Meta-PPO's configuration around the PPO one.
+func (o *Options) metaConfig(c policy.Config) policy.MetaConfig {
+	return policy.MetaConfig{Config: c, Window: o.Window, EmbedDim: o.EmbedDim}
+}
+
 // Phase says who acted in an episode.
 type Phase string
 
 const (
 	// PhaseBootstrap: the fused default acted.
 	PhaseBootstrap Phase = "bootstrap"
-	// PhaseOnline: the agent acted (sampling), with the safeguard on.
+	// PhaseOnline: the agent acted (sampling while it learns, greedy while
+	// serving), with the safeguard on.
 	PhaseOnline Phase = "online"
 )
 
 // Episode is one episode's outcome, a point of the reward curve.
 type Episode struct {
-	Index int    `json:"episode"`
-	Phase Phase  `json:"phase"`
+	Index int   `json:"episode"`
+	Phase Phase `json:"phase"`
+	// Stage is the app's lifecycle stage the episode ran in.
+	Stage string `json:"stage"`
 	App   string `json:"app"`
 	Trace string `json:"trace"`
 	Steps int    `json:"steps"`
@@ -218,12 +287,26 @@ type Episode struct {
 	AgentDecisions int `json:"agentDecisions"`
 }
 
+// StageChange is one app's lifecycle transition.
+type StageChange struct {
+	App string `json:"app"`
+	// Episode is the index of the episode whose reward triggered it.
+	Episode int     `json:"episode"`
+	From    string  `json:"from"`
+	To      string  `json:"to"`
+	Reason  string  `json:"reason"`
+	Mean    float64 `json:"mean"`
+	StdDev  float64 `json:"stdDev"`
+}
+
 // Result is a finished training run.
 type Result struct {
-	Learner  *policy.PPO
+	Learner  Learner
 	Episodes []Episode
+	// Changes are the apps' lifecycle transitions, in episode order.
+	Changes []StageChange
 	// BC holds each behaviour-cloning call's statistics; Updates each PPO
-	// update's (offline ones first).
+	// update's (offline and online, in order).
 	BC      []policy.BCStats
 	Updates []policy.Stats
 }
@@ -239,6 +322,18 @@ func (r *Result) MeanReward(from, to int) float64 {
 		s += e.MeanReward
 	}
 	return s / float64(to-from)
+}
+
+// BootstrapCount returns the number of episodes in which the default
+// acted, and the index of the first episode after the last of them (0
+// when none bootstrapped).
+func (r *Result) BootstrapCount() (n, end int) {
+	for i, e := range r.Episodes {
+		if e.Phase == PhaseBootstrap {
+			n, end = n+1, i+1
+		}
+	}
+	return n, end
 }
 
 // TrainingApps returns the first n generated apps of seed that are not held
@@ -263,7 +358,7 @@ func TrainingApps(seed uint64, n int) ([]sim.App, error) {
 // spec is one episode to roll out.
 type spec struct {
 	index int
-	phase Phase
+	stage lifecycle.Stage
 	app   sim.App
 	kind  sim.TraceKind
 	seed  uint64
@@ -272,9 +367,14 @@ type spec struct {
 // rollout is one episode's experience.
 type rollout struct {
 	ep          Episode
-	transitions []policy.Transition
-	demos       []policy.Demonstration
+	transitions []policy.MetaTransition
+	demos       []policy.MetaDemonstration
 	err         error
+}
+
+// episodeTime is the lifecycle's clock: the simulated end of episode i.
+func (o *Options) episodeTime(i int) time.Time {
+	return time.Unix(0, 0).UTC().Add(time.Duration(i+1) * time.Duration(o.EpisodeSteps) * o.Step)
 }
 
 // Train runs the whole training and returns the learner and the reward
@@ -283,15 +383,38 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("train: invalid options: %w", err)
 	}
-	cfg, _ := o.policyConfig()
-	learner, err := policy.NewPPO(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+	learner := o.Init
+	if learner == nil {
+		var err error
+		if learner, err = NewLearner(o); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
 	}
-	apps, err := TrainingApps(o.Seed, o.Apps)
-	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
+	apps := o.AppList
+	if len(apps) == 0 {
+		var err error
+		if apps, err = TrainingApps(o.Seed, o.Apps); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
 	}
+	// One lifecycle per app, as per workload in the cluster; from scratch
+	// every app starts where the agent acts.
+	machines := make([]*lifecycle.Machine, len(apps))
+	first := lifecycle.Bootstrapping
+	if o.BootstrapEpisodes == 0 {
+		first = lifecycle.OnlineTraining
+	}
+	if o.StartStage != 0 {
+		first = o.StartStage
+	}
+	for i := range machines {
+		m, err := lifecycle.Restore(o.Gates, lifecycle.State{Stage: first, Since: o.episodeTime(-1)})
+		if err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
+		machines[i] = m
+	}
+	booted := make([]int, len(apps))
 	simCfg := sim.DefaultConfig()
 	simCfg.Step = o.Step
 	simCfg.Resize = sim.ResizeMode(o.Resize)
@@ -305,8 +428,6 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 		o.Progress.Begin(o.Episodes)
 		defer o.Progress.End()
 	}
-	var bootTransitions []policy.Transition
-	var demos []policy.Demonstration
 	updates := 0
 	save := func(final bool) error {
 		if o.Checkpoint == "" {
@@ -321,49 +442,80 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 		return nil
 	}
 	for e := 0; e < o.Episodes; {
-		phase, end := PhaseOnline, min(e+o.BatchEpisodes, o.Episodes)
-		if e < o.BootstrapEpisodes {
-			phase, end = PhaseBootstrap, min(e+o.BatchEpisodes, o.BootstrapEpisodes)
-		}
+		end := min(e+o.BatchEpisodes, o.Episodes)
 		specs := make([]spec, 0, end-e)
+		planned := make(map[int]int) // bootstrapping episodes per app in this batch
 		for i := e; i < end; i++ {
 			a := i % len(apps)
+			app := apps[a]
+			if o.Workload != nil {
+				app = o.Workload(i, app)
+			}
+			stage := machines[a].Stage()
+			if stage == lifecycle.Bootstrapping {
+				// The cap is known in advance, unlike the gate: the
+				// episodes past it act already (the machine is moved
+				// when the last capped episode is recorded).
+				if booted[a]+planned[a] >= o.BootstrapEpisodes {
+					stage = lifecycle.OnlineTraining
+				}
+				planned[a]++
+			}
 			specs = append(specs, spec{
-				index: i, phase: phase, app: apps[a],
+				index: i, stage: stage, app: app,
 				kind: sim.TraceKind(o.Traces[(a+i/len(apps))%len(o.Traces)]),
 				seed: mix(o.Seed, uint64(i)),
 			})
 		}
 		outs := rolloutAll(ctx, learner, specs, simCfg, o, workers)
-		var batch []policy.Transition
-		for _, r := range outs {
+		var boot, online []policy.MetaTransition
+		var demos []policy.MetaDemonstration
+		for k, r := range outs {
 			if r.err != nil {
 				return nil, fmt.Errorf("train: episode %d: %w", r.ep.Index, r.err)
 			}
 			res.Episodes = append(res.Episodes, r.ep)
 			if o.Progress != nil {
-				o.Progress.Advance(fmt.Sprintf("%s r=%.3f", r.ep.Phase, r.ep.MeanReward), r.ep.App)
+				o.Progress.Advance(fmt.Sprintf("%s r=%.3f", r.ep.Stage, r.ep.MeanReward), r.ep.App)
 			}
-			if phase == PhaseBootstrap {
-				bootTransitions = append(bootTransitions, r.transitions...)
+			switch st := specs[k].stage; {
+			case st == lifecycle.Bootstrapping:
+				boot = append(boot, r.transitions...)
 				demos = append(demos, r.demos...)
-			} else {
-				batch = append(batch, r.transitions...)
+			case st.Learns():
+				online = append(online, r.transitions...)
+			}
+			a := r.ep.Index % len(apps)
+			now := o.episodeTime(r.ep.Index)
+			tr, moved, err := machines[a].RecordEpisode(r.ep.MeanReward, now)
+			if err != nil {
+				return nil, fmt.Errorf("train: episode %d: %w", r.ep.Index, err)
+			}
+			if specs[k].stage == lifecycle.Bootstrapping {
+				booted[a]++
+				if !moved && booted[a] >= o.BootstrapEpisodes {
+					tr, moved = machines[a].EndBootstrap(now)
+				}
+			}
+			if moved {
+				res.Changes = append(res.Changes, StageChange{
+					App: apps[a].Name, Episode: r.ep.Index, From: tr.From.String(), To: tr.To.String(),
+					Reason: tr.Reason, Mean: tr.Mean, StdDev: tr.StdDev,
+				})
 			}
 		}
 		e = end
-		if phase == PhaseBootstrap && e == o.BootstrapEpisodes {
-			if err := bootstrap(learner, demos, bootTransitions, o, res); err != nil {
+		if len(demos) > 0 {
+			if err := bootstrap(learner, demos, boot, o, res); err != nil {
 				return nil, err
 			}
-			bootTransitions, demos = nil, nil
 			updates++
 			if err := save(false); err != nil {
 				return nil, err
 			}
 		}
-		if len(batch) > 0 {
-			st, err := learner.Update(batch)
+		if len(online) > 0 {
+			st, err := learner.Update(online)
 			if err != nil {
 				return nil, fmt.Errorf("train: PPO update after episode %d: %w", e-1, err)
 			}
@@ -380,13 +532,10 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// bootstrap clones the default's demonstrations, then runs offline PPO
-// updates on its transitions (which train the critic on the default's
-// returns before the agent acts).
-func bootstrap(l *policy.PPO, demos []policy.Demonstration, trs []policy.Transition, o Options, res *Result) error {
-	if len(demos) == 0 {
-		return nil
-	}
+// bootstrap clones the default's demonstrations of one batch, then runs
+// offline PPO updates on its transitions (which train the critic on the
+// default's returns before the agent acts).
+func bootstrap(l Learner, demos []policy.MetaDemonstration, trs []policy.MetaTransition, o Options, res *Result) error {
 	for range o.BCRounds {
 		st, err := l.BehaviourClone(demos)
 		if err != nil {
@@ -406,7 +555,7 @@ func bootstrap(l *policy.PPO, demos []policy.Demonstration, trs []policy.Transit
 
 // rolloutAll runs the episodes on a pool of workers; the learner is only
 // read, and results land in spec order.
-func rolloutAll(ctx context.Context, l *policy.PPO, specs []spec, cfg sim.Config, o Options, workers int) []rollout {
+func rolloutAll(ctx context.Context, l Learner, specs []spec, cfg sim.Config, o Options, workers int) []rollout {
 	outs := make([]rollout, len(specs))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -428,8 +577,12 @@ func rolloutAll(ctx context.Context, l *policy.PPO, specs []spec, cfg sim.Config
 }
 
 // runEpisode simulates one episode from the app's initial deployment.
-func runEpisode(ctx context.Context, l *policy.PPO, sp spec, cfg sim.Config, o Options) rollout {
-	r := rollout{ep: Episode{Index: sp.index, Phase: sp.phase, App: sp.app.Name, Trace: string(sp.kind)}}
+func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Options) rollout {
+	phase := PhaseOnline
+	if !sp.stage.AgentActs() {
+		phase = PhaseBootstrap
+	}
+	r := rollout{ep: Episode{Index: sp.index, Phase: phase, Stage: sp.stage.String(), App: sp.app.Name, Trace: string(sp.kind)}}
 	fail := func(err error) rollout { r.err = err; return r }
 	tr, err := sim.GenerateTrace(sp.kind, sim.TraceOptions{
 		Mean: sp.app.BaseRate, Steps: o.EpisodeSteps + 1, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
@@ -441,14 +594,19 @@ func runEpisode(ctx context.Context, l *policy.PPO, sp spec, cfg sim.Config, o O
 	if err != nil {
 		return fail(err)
 	}
-	agent, err := NewAgent(l, sp.app.Constraints, AgentOptions{RNG: rand.New(rand.NewPCG(sp.seed, mix(sp.seed, 0x6578706c)))})
+	alpha := o.Alpha
+	// Serving exploits with frozen weights; the other stages explore.
+	agent, err := NewAgent(l, sp.app.Constraints, AgentOptions{
+		Greedy: sp.stage == lifecycle.Serving,
+		RNG:    rand.New(rand.NewPCG(sp.seed, mix(sp.seed, 0x6578706c))),
+		Alpha:  &alpha,
+	})
 	if err != nil {
 		return fail(err)
 	}
-	alpha := o.Alpha
 	ropts := reward.Options{Alpha: &alpha}
-	acts := sp.phase == PhaseOnline
-	r.transitions = make([]policy.Transition, 0, o.EpisodeSteps)
+	acts := sp.stage.AgentActs()
+	r.transitions = make([]policy.MetaTransition, 0, o.EpisodeSteps)
 	var sum float64
 	s.Step() // the first window: what the first decision observes
 	for t := range o.EpisodeSteps {
@@ -475,9 +633,15 @@ func runEpisode(ctx context.Context, l *policy.PPO, sp spec, cfg sim.Config, o O
 		if n := len(r.transitions); n > 0 {
 			r.transitions[n-1].NextState = d.State
 		}
-		r.transitions = append(r.transitions, policy.Transition{State: d.State, Mask: d.Mask, Action: int(d.Action), Reward: terms.Reward})
+		r.transitions = append(r.transitions, policy.MetaTransition{
+			Transition: policy.Transition{State: d.State, Mask: d.Mask, Action: int(d.Action), Reward: terms.Reward},
+			Window:     d.Window,
+		})
 		if !acts {
-			r.demos = append(r.demos, policy.Demonstration{State: d.State, Mask: d.Mask, Action: int(d.Teacher)})
+			r.demos = append(r.demos, policy.MetaDemonstration{
+				Demonstration: policy.Demonstration{State: d.State, Mask: d.Mask, Action: int(d.Teacher)},
+				Window:        d.Window,
+			})
 		}
 	}
 	last, err := agent.state(ctx, s.Observation())

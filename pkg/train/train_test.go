@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ import (
 // tiny is a training run small enough for -race: a few short episodes.
 func tiny() Options {
 	o := DefaultOptions()
-	o.Apps, o.Episodes, o.BootstrapEpisodes, o.EpisodeSteps, o.BatchEpisodes = 3, 9, 3, 24, 3
+	o.Apps, o.Episodes, o.BootstrapEpisodes, o.EpisodeSteps, o.BatchEpisodes = 3, 9, 1, 24, 3
 	o.Traces = []string{"steady", "flash-crowd"}
 	o.MinibatchSize = 32
 	o.Hidden = []int{16}
@@ -37,7 +38,7 @@ func mustTrain(t *testing.T, o Options) *Result {
 	return res
 }
 
-func marshal(t *testing.T, l *policy.PPO) []byte {
+func marshal(t *testing.T, l Learner) []byte {
 	t.Helper()
 	b, err := l.MarshalBinary()
 	if err != nil {
@@ -79,26 +80,85 @@ func TestTrainImproves(t *testing.T) {
 
 func TestBootstrapClonesTheDefault(t *testing.T) {
 	o := tiny()
+	o.BootstrapEpisodes = 2 // the gate needs 10 episodes: the cap decides
 	res := mustTrain(t, o)
 	if len(res.Episodes) != o.Episodes {
 		t.Fatalf("%d episodes, want %d", len(res.Episodes), o.Episodes)
 	}
+	boots := 2 * o.Apps // two per app, the apps taking turns
 	for i, e := range res.Episodes {
-		boot := i < o.BootstrapEpisodes
+		boot := i < boots
 		if (e.Phase == PhaseBootstrap) != boot || e.Index != i {
 			t.Errorf("episode %d: %+v", i, e)
+		}
+		if wantStage := map[bool]string{true: "Bootstrapping", false: "OnlineTraining"}[boot]; e.Stage != wantStage {
+			t.Errorf("episode %d ran in %s, want %s", i, e.Stage, wantStage)
 		}
 		if boot && e.AgentDecisions != 0 {
 			t.Errorf("bootstrap episode %d: the agent acted %d times", i, e.AgentDecisions)
 		}
 	}
-	if len(res.BC) != o.BCRounds || res.BC[len(res.BC)-1].Accuracy < 0.6 {
-		t.Errorf("behaviour cloning %+v: want %d rounds ending above 60%% accuracy", res.BC, o.BCRounds)
+	if n, end := res.BootstrapCount(); n != boots || end != boots {
+		t.Errorf("BootstrapCount() = %d, %d; want %d, %d", n, end, boots, boots)
 	}
-	// One offline update on the default's transitions, then one per
-	// online batch.
-	if want := o.OfflineUpdates + (o.Episodes-o.BootstrapEpisodes)/o.BatchEpisodes; len(res.Updates) != want {
+	if len(res.Changes) != o.Apps {
+		t.Fatalf("stage changes %+v: want one per app", res.Changes)
+	}
+	for _, c := range res.Changes {
+		if c.From != "Bootstrapping" || c.To != "OnlineTraining" || c.Reason != "BootstrapCapReached" || c.Episode < o.Apps || c.Episode >= boots {
+			t.Errorf("stage change %+v: want the cap to end the second bootstrapping episode", c)
+		}
+	}
+	// Two batches bootstrap (each: BCRounds cloning calls and an offline
+	// update), one learns online.
+	if len(res.BC) != 2*o.BCRounds || res.BC[len(res.BC)-1].Accuracy < 0.6 {
+		t.Errorf("behaviour cloning %+v: want %d rounds ending above 60%% accuracy", res.BC, 2*o.BCRounds)
+	}
+	if want := 2*o.OfflineUpdates + 1; len(res.Updates) != want {
 		t.Errorf("%d PPO updates, want %d", len(res.Updates), want)
+	}
+}
+
+// TestGateEndsBootstrapping: with gates every default passes, each app
+// leaves Bootstrapping as soon as its window of Window episodes is full,
+// before the cap; from scratch nothing bootstraps.
+func TestGateEndsBootstrapping(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cap       int
+		wantBoots int
+		reason    string
+	}{
+		{"gate before cap", 100, 2 * 3, "RewardGatePassed"},
+		{"from scratch", 0, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tiny()
+			o.BootstrapEpisodes, o.Episodes = tc.cap, 15
+			o.Gates.Window, o.Gates.PromoteMinMean, o.Gates.PromoteMaxStdDev = 2, -1, 2
+			o.Gates.RetrainBelowMean, o.Gates.RetrainAboveStdDev = -1, 2
+			res := mustTrain(t, o)
+			if n, _ := res.BootstrapCount(); n != tc.wantBoots {
+				t.Errorf("%d bootstrapping episodes, want %d", n, tc.wantBoots)
+			}
+			for _, c := range res.Changes {
+				if c.From == "Bootstrapping" && c.Reason != tc.reason {
+					t.Errorf("change %+v, want reason %s", c, tc.reason)
+				}
+			}
+			// The gates pass anything, so each app moves on every Window
+			// episodes: OnlineTraining → Serving, then stays (the detector
+			// cannot fire below -1).
+			var serving int
+			for _, e := range res.Episodes {
+				if e.Stage == "Serving" {
+					serving++
+				}
+			}
+			if serving == 0 {
+				t.Errorf("no episode served: %+v", res.Changes)
+			}
+		})
 	}
 }
 
@@ -168,8 +228,8 @@ func TestCheckpointWrittenAndReloadable(t *testing.T) {
 		for i := range s {
 			s[i] = rng.Float64()
 		}
-		d1, err1 := res.Learner.Act(s, nil, true, nil)
-		d2, err2 := l.Act(s, nil, true, nil)
+		d1, err1 := res.Learner.Act(s, nil, nil, true, nil)
+		d2, err2 := l.Act(s, nil, nil, true, nil)
 		if err1 != nil || err2 != nil || d1.Action != d2.Action || d1.Value != d2.Value {
 			t.Fatalf("decisions differ: %+v %v vs %+v %v", d1, err1, d2, err2)
 		}
@@ -215,11 +275,13 @@ func TestAgentInEvaluator(t *testing.T) {
 // alwaysLearner always picks one action; it stands in for a policy that
 // wants to shrink memory.
 type alwaysLearner struct {
-	policy.DiscreteLearner
+	Learner
 	action learn.Action
 }
 
-func (a alwaysLearner) Act(state []float64, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
+func (a alwaysLearner) WindowLen() int { return 0 }
+
+func (a alwaysLearner) Act(state []float64, _ []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
 	if mask != nil && !mask[a.action] {
 		return policy.Decision{Action: int(learn.NoOp)}, nil
 	}
@@ -268,7 +330,10 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"defaults", func(*Options) {}, ""},
 		{"no apps", func(o *Options) { o.Apps = 0 }, "apps must be > 0"},
-		{"too many bootstrap episodes", func(o *Options) { o.BootstrapEpisodes = o.Episodes + 1 }, "bootstrap episodes"},
+		{"negative bootstrap cap", func(o *Options) { o.BootstrapEpisodes = -1 }, "bootstrap episodes"},
+		{"bad gates", func(o *Options) { o.Gates.Window = 1 }, "gates: window"},
+		{"unknown policy", func(o *Options) { o.Policy = "a3c" }, `unknown policy "a3c"`},
+		{"bad meta window", func(o *Options) { o.Policy, o.Window = PolicyMetaPPO, 0 }, "window must be in"},
 		{"unknown trace", func(o *Options) { o.Traces = []string{"sawtooth"} }, `unknown trace kind "sawtooth"`},
 		{"bad alpha", func(o *Options) { o.Alpha = 2 }, "alpha"},
 		{"bad hidden", func(o *Options) { o.Hidden = []int{0} }, "hidden[0]"},
@@ -313,4 +378,116 @@ func TestWriteCurveSVG(t *testing.T) {
 	if err := WriteCurveSVG(&a, nil, 2); err == nil {
 		t.Error("an empty curve was plotted")
 	}
+}
+
+// TestMetaPPOTraining trains Meta-PPO through bootstrapping (cloning with
+// windows) and online updates, and checks that the run is reproducible,
+// that the checkpoint reloads as Meta-PPO, and that the reloaded agent
+// evaluates exactly like the trained one.
+func TestMetaPPOTraining(t *testing.T) {
+	dir := t.TempDir()
+	o := tiny()
+	o.Policy, o.Window, o.EmbedDim = PolicyMetaPPO, 4, 3
+	o.Checkpoint = filepath.Join(dir, "meta.ckpt")
+	res := mustTrain(t, o)
+	if res.Learner.Kind() != PolicyMetaPPO || res.Learner.WindowLen() != 4 {
+		t.Fatalf("learner %s with window %d", res.Learner.Kind(), res.Learner.WindowLen())
+	}
+	if n, _ := res.BootstrapCount(); n != o.Apps || len(res.BC) != o.BCRounds {
+		t.Errorf("%d bootstrapping episodes and %d cloning calls, want %d and %d", n, len(res.BC), o.Apps, o.BCRounds)
+	}
+	o2 := o
+	o2.Workers, o2.Checkpoint = 1, ""
+	if again := mustTrain(t, o2); !bytes.Equal(marshal(t, res.Learner), marshal(t, again.Learner)) {
+		t.Error("same seed, different Meta-PPO checkpoints")
+	}
+	l, err := LoadCheckpoint(o.Checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Kind() != PolicyMetaPPO || !bytes.Equal(marshal(t, l), marshal(t, res.Learner)) {
+		t.Fatalf("reloaded a %s learner that differs from the trained one", l.Kind())
+	}
+	apps, _ := sim.GenerateApps(3, 5)
+	tr, err := sim.GenerateTrace(sim.Bursty, sim.TraceOptions{Mean: apps[4].BaseRate, Steps: 60, Step: sim.DefaultConfig().Step, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := []eval.Run{{App: apps[4], Trace: &tr, Seed: 3}}
+	reports := make([]*eval.Report, 2)
+	for i, ln := range []Learner{res.Learner, l} {
+		if reports[i], err = eval.Evaluate(context.Background(), runs, []eval.Contender{Contender(ln, AgentOptions{})}, eval.Options{SeriesRun: -1, Workers: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := reports[0].Summaries[0]; s.PolicyErrors != 0 || s.Steps != 60 {
+		t.Errorf("summary %+v", s)
+	}
+	if reports[0].Summaries[0] != reports[1].Summaries[0] {
+		t.Errorf("the reloaded agent evaluates differently: %+v vs %+v", reports[0].Summaries[0], reports[1].Summaries[0])
+	}
+}
+
+// TestAgentKeepsTheTrajectory: a Meta-PPO agent hands the learner the
+// steps so far, at most WindowLen of them, each with the reward of the
+// window that followed it; earlier windows are never overwritten.
+func TestAgentKeepsTheTrajectory(t *testing.T) {
+	apps, _ := sim.GenerateApps(1, 1)
+	app := apps[0]
+	rec := &recordingLearner{window: 2}
+	ag, err := NewAgent(rec, app.Constraints, AgentOptions{Greedy: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, _ := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: app.BaseRate, Steps: 6, Step: sim.DefaultConfig().Step, Seed: 1})
+	s, err := sim.New(sim.DefaultConfig(), app, &tr, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The simulator reuses an observation's slices, so keep each window's
+	// reward, not the observation.
+	var rewards []float64
+	for range 4 {
+		s.Step()
+		o := s.Observation()
+		terms, err := learn.Reward(&o, 0.5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rewards = append(rewards, terms.Reward)
+		r, err := ag.Recommend(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, w := range rec.windows {
+		if want := min(i, 2); len(w) != want {
+			t.Fatalf("decision %d saw %d steps, want %d", i, len(w), want)
+		}
+		for j, st := range w {
+			k := i - len(w) + j // the decision this step records
+			if st.Reward != rewards[k+1] || st.Action != int(learn.NoOp) || !slices.Equal(st.State, rec.states[k]) {
+				t.Errorf("decision %d, step %d: %+v, want decision %d's state, NoOp and reward %v", i, j, st, k, rewards[k+1])
+			}
+		}
+	}
+}
+
+// recordingLearner always chooses NoOp and records what it was shown.
+type recordingLearner struct {
+	Learner
+	window  int
+	states  [][]float64
+	windows [][]policy.Step
+}
+
+func (r *recordingLearner) WindowLen() int { return r.window }
+
+func (r *recordingLearner) Act(state []float64, window []policy.Step, _ []bool, _ bool, _ *rand.Rand) (policy.Decision, error) {
+	r.states = append(r.states, state)
+	r.windows = append(r.windows, window)
+	return policy.Decision{Action: int(learn.NoOp)}, nil
 }

@@ -10,7 +10,6 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
@@ -123,67 +122,140 @@ func (p *Prometheus) Goal(ctx context.Context, q GoalQuery) (GoalReading, error)
 	return r, nil
 }
 
-// HPAMetric converts a goal and its reading into the HPA calculator's
-// input, with the autoscaling/v2 target semantics: Pods with an
-// AverageValue target (pods without a reading are "missing" to the
-// calculator); Object with a Value target (scaled by ready pods) or an
-// AverageValue target (value / target pods); External likewise.
-func HPAMetric(spec autoscalingv2.MetricSpec, r GoalReading, obs *workload.Observation) (hpa.Metric, error) {
-	target := func(t autoscalingv2.MetricTarget) (hpa.MetricKind, float64, error) {
-		switch t.Type {
-		case autoscalingv2.ValueMetricType:
-			if t.Value == nil {
-				return 0, 0, errors.New("value target without value")
+// Problems of a goal that cannot drive scaling (workload.Goal.Problem),
+// besides NoData and the Drop* reasons of its reading.
+const (
+	// GoalNotRead: the goal needs Prometheus and none is configured.
+	GoalNotRead = "NotRead"
+	// GoalQueryFailed: Prometheus could not be asked or failed to answer.
+	GoalQueryFailed = "QueryFailed"
+	// GoalInvalidSpec: the target is missing, of a type the source does not
+	// take, or not positive.
+	GoalInvalidSpec = "InvalidSpec"
+	// GoalUnsupported: a source type or resource AWARE does not scale on
+	// (ContainerResource; resources other than cpu and memory).
+	GoalUnsupported = "Unsupported"
+)
+
+// ToGoal converts one spec.goals.metrics entry, with its reading, into a
+// policy's input, with the autoscaling/v2 target semantics. Resource goals
+// need no reading: policies read the pods' usage from the observation
+// (Utilization as a fraction of the request, or AverageValue). Pods goals
+// take an AverageValue target over r.PerPod; Object and External goals a
+// Value target (scaling the ready pods by value/target) or an
+// AverageValue target (value/target pods). r is the Prometheus reading
+// (nil when it was not read) and err the reading's failure. A goal that
+// cannot drive scaling carries a Problem (GoalNotRead, GoalQueryFailed,
+// GoalInvalidSpec, GoalUnsupported, NoData or a Drop* reason): policies
+// then treat it as a missing metric.
+func ToGoal(spec autoscalingv2.MetricSpec, r *GoalReading, err error) workload.Goal {
+	g, needsReading := goalSpec(spec)
+	switch {
+	case g.Problem != "" || !needsReading:
+		return g
+	case err != nil:
+		g.Problem = GoalQueryFailed
+	case r == nil:
+		g.Problem = GoalNotRead
+	case g.Kind == workload.GoalAverageValue:
+		if len(r.PerPod) == 0 {
+			g.Problem = NoData
+			for _, pr := range []string{DropNaN, DropInfinite, DropNegative} {
+				if r.Dropped[pr] > 0 {
+					g.Problem = pr
+					break
+				}
 			}
-			return hpa.ObjectValue, t.Value.AsApproximateFloat64(), nil
-		case autoscalingv2.AverageValueMetricType:
-			if t.AverageValue == nil {
-				return 0, 0, errors.New("averageValue target without averageValue")
-			}
-			return hpa.ObjectAverageValue, t.AverageValue.AsApproximateFloat64(), nil
+			return g
 		}
-		return 0, 0, fmt.Errorf("target type %q is not valid here", t.Type)
+		g.PerPod = r.PerPod
+	default:
+		if !r.Value.OK {
+			g.Problem = r.Value.Problem
+			return g
+		}
+		g.Value = r.Value.Value
+	}
+	return g
+}
+
+// goalSpec is the goal of spec without its reading, and whether it needs
+// one from Prometheus.
+func goalSpec(spec autoscalingv2.MetricSpec) (workload.Goal, bool) {
+	invalid := func(name string) (workload.Goal, bool) {
+		return workload.Goal{Name: name, Kind: workload.GoalValue, Problem: GoalInvalidSpec}, false
+	}
+	quantity := func(q *resource.Quantity) (float64, bool) {
+		if q == nil {
+			return 0, false
+		}
+		x := q.AsApproximateFloat64()
+		return x, x > 0 && !math.IsInf(x, 0)
 	}
 	switch spec.Type {
+	case autoscalingv2.ResourceMetricSourceType:
+		if spec.Resource == nil {
+			return invalid("resource")
+		}
+		name := string(spec.Resource.Name)
+		var res workload.Resource
+		switch spec.Resource.Name {
+		case "cpu":
+			res = workload.CPU
+		case "memory":
+			res = workload.Memory
+		default:
+			return workload.Goal{Name: name, Kind: workload.GoalValue, Problem: GoalUnsupported}, false
+		}
+		t := spec.Resource.Target
+		switch t.Type {
+		case autoscalingv2.UtilizationMetricType:
+			if t.AverageUtilization == nil || *t.AverageUtilization <= 0 {
+				return invalid(name)
+			}
+			return workload.Goal{Name: name, Kind: workload.GoalUtilization, Resource: res, Target: float64(*t.AverageUtilization) / 100}, false
+		case autoscalingv2.AverageValueMetricType:
+			v, ok := quantity(t.AverageValue)
+			if !ok {
+				return invalid(name)
+			}
+			return workload.Goal{Name: name, Kind: workload.GoalAverageValue, Resource: res, Target: v}, false
+		}
+		return invalid(name)
 	case autoscalingv2.PodsMetricSourceType:
 		if spec.Pods == nil {
-			return hpa.Metric{}, errors.New("pods metric without spec.pods")
+			return invalid("pods")
 		}
-		t := spec.Pods.Target
-		if t.Type != autoscalingv2.AverageValueMetricType || t.AverageValue == nil {
-			return hpa.Metric{}, fmt.Errorf("pods metric %q: only an AverageValue target is valid", spec.Pods.Metric.Name)
+		name, t := spec.Pods.Metric.Name, spec.Pods.Target
+		v, ok := quantity(t.AverageValue)
+		if t.Type != autoscalingv2.AverageValueMetricType || !ok {
+			return invalid(name)
 		}
-		m := hpa.Metric{Name: spec.Pods.Metric.Name, Kind: hpa.PodsAverageValue, Target: t.AverageValue.AsApproximateFloat64(), Window: obs.Window}
-		m.Pods = make([]hpa.PodMetric, len(obs.Pods))
-		for i, p := range obs.Pods {
-			v, ok := r.PerPod[p.Name]
-			m.Pods[i] = hpa.PodMetric{Name: p.Name, Ready: p.Ready, ReadySince: p.ReadySince, Started: p.Started, HasValue: ok, Value: v}
-		}
-		return m, nil
+		return workload.Goal{Name: name, Kind: workload.GoalAverageValue, Target: v}, true
 	case autoscalingv2.ObjectMetricSourceType, autoscalingv2.ExternalMetricSourceType:
 		var name string
 		var t autoscalingv2.MetricTarget
-		if spec.Type == autoscalingv2.ObjectMetricSourceType {
-			if spec.Object == nil {
-				return hpa.Metric{}, errors.New("object metric without spec.object")
-			}
+		switch {
+		case spec.Type == autoscalingv2.ObjectMetricSourceType && spec.Object != nil:
 			name, t = spec.Object.Metric.Name, spec.Object.Target
-		} else {
-			if spec.External == nil {
-				return hpa.Metric{}, errors.New("external metric without spec.external")
-			}
+		case spec.Type == autoscalingv2.ExternalMetricSourceType && spec.External != nil:
 			name, t = spec.External.Metric.Name, spec.External.Target
+		default:
+			return invalid(strings.ToLower(string(spec.Type)))
 		}
-		kind, tv, err := target(t)
-		if err != nil {
-			return hpa.Metric{}, fmt.Errorf("%s metric %q: %w", spec.Type, name, err)
+		switch t.Type {
+		case autoscalingv2.ValueMetricType:
+			if v, ok := quantity(t.Value); ok {
+				return workload.Goal{Name: name, Kind: workload.GoalValue, Target: v}, true
+			}
+		case autoscalingv2.AverageValueMetricType:
+			if v, ok := quantity(t.AverageValue); ok {
+				return workload.Goal{Name: name, Kind: workload.GoalTotalAverageValue, Target: v}, true
+			}
 		}
-		if !r.Value.OK {
-			return hpa.Metric{}, fmt.Errorf("%s metric %q: no usable value (%s)", spec.Type, name, r.Value.Problem)
-		}
-		return hpa.Metric{Name: name, Kind: kind, Target: tv, Value: r.Value.Value, ReadyPods: obs.ReadyReplicas}, nil
+		return invalid(name)
 	}
-	return hpa.Metric{}, fmt.Errorf("%w: %s", ErrNotPrometheusMetric, spec.Type)
+	return workload.Goal{Name: strings.ToLower(string(spec.Type)), Kind: workload.GoalValue, Problem: GoalUnsupported}, false
 }
 
 // MetricStatus is the status.currentMetrics entry of a goal and its

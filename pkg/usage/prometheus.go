@@ -59,6 +59,9 @@ type Queries struct {
 	// RequestRate returns requests per second counted by the histogram
 	// .Metric.
 	RequestRate string
+	// ErrorRate returns failed (or timed-out) requests per second of the
+	// workload whose latency histogram is .Metric.
+	ErrorRate string
 	// Pods returns a per-pod value of .Metric; its result must carry the
 	// pod label.
 	Pods string
@@ -73,7 +76,13 @@ type Queries struct {
 // memory follow cAdvisor's metric names as scraped from the kubelet
 // (container="" is the pod cgroup and "POD" the pause container, both
 // excluded). Latency and request rate read a classic Prometheus histogram
-// named by spec.rl.slo.metric.name (<name>_bucket, <name>_count). Pods,
+// named by spec.rl.slo.metric.name (<name>_bucket, <name>_count). The
+// error rate reads the counter of failed requests that goes with it by
+// name: <prefix>_failed_requests_total for a histogram named
+// <prefix>_request_duration_seconds (as the e2e workload emulator serves
+// them, timed-out requests included); for a histogram named otherwise the
+// counter is <name>_failed_requests_total, and a workload without such a
+// counter has no error rate (the query returns nothing). Pods,
 // Object and External read the named metric's instant value (a gauge); a
 // counter needs a template with rate().
 func DefaultQueries() Queries {
@@ -85,7 +94,9 @@ func DefaultQueries() Queries {
 		Latency: `histogram_quantile({{.Quantile}}, sum by (le) (rate({{.Metric}}_bucket{namespace="{{.Namespace}}"` +
 			`{{with .Selector}}, {{.}}{{end}}}[{{.Window}}])))`,
 		RequestRate: `sum(rate({{.Metric}}_count{namespace="{{.Namespace}}"{{with .Selector}}, {{.}}{{end}}}[{{.Window}}]))`,
-		Pods:        `sum by (pod) ({{.Metric}}{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"{{with .Selector}}, {{.}}{{end}}})`,
+		ErrorRate: `sum(rate({{.Metric | trimSuffix "_request_duration_seconds"}}_failed_requests_total{namespace="{{.Namespace}}"` +
+			`{{with .Selector}}, {{.}}{{end}}}[{{.Window}}]))`,
+		Pods: `sum by (pod) ({{.Metric}}{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"{{with .Selector}}, {{.}}{{end}}})`,
 		Object: `sum({{.Metric}}{namespace="{{.Namespace}}", {{.ObjectKind}}="{{.ObjectName}}"` +
 			`{{with .Selector}}, {{.}}{{end}}})`,
 		External: `sum({{.Metric}}{ {{- .Selector -}} })`,
@@ -140,6 +151,26 @@ type PrometheusOptions struct {
 	RoundTripper http.RoundTripper
 	// Now is the clock of instant queries; nil means time.Now.
 	Now func() time.Time
+	// Observer, if set, is told the outcome of every query.
+	Observer QueryObserver
+}
+
+// QueryObserver is told the outcome of every Prometheus query, e.g. to
+// count failures: name is the template (cpu, memory, latency, requestRate,
+// errorRate, pods, object, external), err nil for an answer Prometheus
+// gave (possibly empty) and the failure otherwise (unreachable, an error
+// status, a malformed or unexpected answer). It must be safe for
+// concurrent use.
+type QueryObserver interface {
+	ObservePrometheusQuery(name string, err error)
+}
+
+// TemplateFuncs are the functions query templates may call besides the
+// text/template built-ins: trimSuffix SUFFIX S and trimPrefix PREFIX S (so
+// that {{.Metric | trimSuffix "_seconds"}} works in a pipeline).
+var TemplateFuncs = template.FuncMap{
+	"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
+	"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
 }
 
 // Prometheus reads usage, latency, request rate, goal metrics and usage
@@ -150,6 +181,7 @@ type Prometheus struct {
 	window  time.Duration
 	now     func() time.Time
 	tmpl    map[string]*template.Template
+	obs     QueryObserver
 }
 
 var _ Source = (*Prometheus)(nil)
@@ -160,10 +192,16 @@ const (
 	qMemory      = "memory"
 	qLatency     = "latency"
 	qRequestRate = "requestRate"
+	qErrorRate   = "errorRate"
 	qPods        = "pods"
 	qObject      = "object"
 	qExternal    = "external"
 )
+
+// QueryNames lists the template names, as QueryObserver receives them.
+func QueryNames() []string {
+	return []string{qCPU, qMemory, qLatency, qRequestRate, qErrorRate, qPods, qObject, qExternal}
+}
 
 // NewPrometheus validates the options and parses the templates. It does
 // not contact Prometheus.
@@ -185,7 +223,7 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 		}
 		return v
 	}
-	p := &Prometheus{api: promv1.NewAPI(c), timeout: o.Timeout, window: o.Window, now: o.Now, tmpl: map[string]*template.Template{}}
+	p := &Prometheus{api: promv1.NewAPI(c), timeout: o.Timeout, window: o.Window, now: o.Now, tmpl: map[string]*template.Template{}, obs: o.Observer}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -193,9 +231,10 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 	for name, text := range map[string]string{
 		qCPU: pick(o.Queries.CPU, def.CPU), qMemory: pick(o.Queries.Memory, def.Memory),
 		qLatency: pick(o.Queries.Latency, def.Latency), qRequestRate: pick(o.Queries.RequestRate, def.RequestRate),
-		qPods: pick(o.Queries.Pods, def.Pods), qObject: pick(o.Queries.Object, def.Object), qExternal: pick(o.Queries.External, def.External),
+		qErrorRate: pick(o.Queries.ErrorRate, def.ErrorRate), qPods: pick(o.Queries.Pods, def.Pods),
+		qObject: pick(o.Queries.Object, def.Object), qExternal: pick(o.Queries.External, def.External),
 	} {
-		t, err := template.New(name).Option("missingkey=error").Parse(text)
+		t, err := template.New(name).Option("missingkey=error").Funcs(TemplateFuncs).Parse(text)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s query template: %w", name, err))
 			continue
@@ -215,7 +254,7 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 }
 
 // Render executes the named template (cpu, memory, latency, requestRate,
-// pods, object, external) with d.
+// errorRate, pods, object, external) with d.
 func (p *Prometheus) Render(name string, d QueryData) (string, error) {
 	t := p.tmpl[name]
 	if t == nil {
@@ -293,7 +332,8 @@ func Matchers(sel *metav1.LabelSelector) (string, error) {
 }
 
 // instant runs an instant query and returns its samples.
-func (p *Prometheus) instant(ctx context.Context, name, query string) (model.Vector, error) {
+func (p *Prometheus) instant(ctx context.Context, name, query string) (vec model.Vector, err error) {
+	defer func() { p.observe(name, err) }()
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	v, _, _, err := p.api.Query(ctx, query, p.now(), promv1.WithTimeout(p.timeout))
@@ -306,11 +346,12 @@ func (p *Prometheus) instant(ctx context.Context, name, query string) (model.Vec
 	case *model.Scalar:
 		return model.Vector{{Value: r.Value, Timestamp: r.Timestamp}}, nil
 	}
-	return nil, fmt.Errorf("prometheus %s query %q: result type %s, want vector", name, query, v.Type())
+	return nil, fmt.Errorf("prometheus %s query %q: result type %s, want vector", name, query, typeOf(v))
 }
 
 // ranged runs a range query.
-func (p *Prometheus) ranged(ctx context.Context, name, query string, r promv1.Range, timeout time.Duration) (model.Matrix, error) {
+func (p *Prometheus) ranged(ctx context.Context, name, query string, r promv1.Range, timeout time.Duration) (m model.Matrix, err error) {
+	defer func() { p.observe(name, err) }()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	v, _, _, err := p.api.QueryRange(ctx, query, r, promv1.WithTimeout(timeout))
@@ -319,9 +360,24 @@ func (p *Prometheus) ranged(ctx context.Context, name, query string, r promv1.Ra
 	}
 	m, ok := v.(model.Matrix)
 	if !ok {
-		return nil, fmt.Errorf("prometheus %s range query %q: result type %s, want matrix", name, query, v.Type())
+		return nil, fmt.Errorf("prometheus %s range query %q: result type %s, want matrix", name, query, typeOf(v))
 	}
 	return m, nil
+}
+
+func (p *Prometheus) observe(name string, err error) {
+	if p.obs != nil {
+		p.obs.ObservePrometheusQuery(name, err)
+	}
+}
+
+// typeOf names a result's type; a nil result (a "success" answer without
+// data) must not panic.
+func typeOf(v model.Value) string {
+	if v == nil {
+		return "none"
+	}
+	return v.Type().String()
 }
 
 // PodUsage implements Source: current CPU (rate over the window) and

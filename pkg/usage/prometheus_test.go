@@ -14,6 +14,7 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -102,6 +103,7 @@ func TestDefaultTemplatesRender(t *testing.T) {
 		{qMemory, `max by (namespace, pod, container) (max_over_time(container_memory_working_set_bytes{pod=~"web-.+", namespace="shop", container!="", container!="POD"}[2m]))`},
 		{qLatency, `histogram_quantile(0.95, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop", route="/api"}[2m])))`},
 		{qRequestRate, `sum(rate(http_request_duration_seconds_count{namespace="shop", route="/api"}[2m]))`},
+		{qErrorRate, `sum(rate(http_failed_requests_total{namespace="shop", route="/api"}[2m]))`},
 		{qPods, `sum by (pod) (http_request_duration_seconds{namespace="shop", pod=~"web-.+", route="/api"})`},
 		{qObject, `sum(http_request_duration_seconds{namespace="shop", ingress="main", route="/api"})`},
 		{qExternal, `sum(http_request_duration_seconds{route="/api"})`},
@@ -112,6 +114,16 @@ func TestDefaultTemplatesRender(t *testing.T) {
 		}
 		if got != tc.want {
 			t.Errorf("%s:\n got %s\nwant %s", tc.name, got, tc.want)
+		}
+	}
+	// The e2e emulator's histogram and counter go together by name; a
+	// histogram named otherwise gets <name>_failed_requests_total.
+	for metric, want := range map[string]string{
+		"aware_emulator_request_duration_seconds": `sum(rate(aware_emulator_failed_requests_total{namespace="shop"}[2m]))`,
+		"rpc_latency_seconds":                     `sum(rate(rpc_latency_seconds_failed_requests_total{namespace="shop"}[2m]))`,
+	} {
+		if got, _ := p.Render(qErrorRate, QueryData{Namespace: "shop", Metric: metric, Window: "2m"}); got != want {
+			t.Errorf("error rate of %s:\n got %s\nwant %s", metric, got, want)
 		}
 	}
 	// Without a namespace or selector the optional matchers disappear.
@@ -177,6 +189,7 @@ const (
 	p50Q  = `histogram_quantile(0.5, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop", route="/api"}[2m])))`
 	p99Q  = `histogram_quantile(0.99, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop", route="/api"}[2m])))`
 	p90Q  = `histogram_quantile(0.9, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop", route="/api"}[2m])))`
+	errQ  = `sum(rate(http_failed_requests_total{namespace="shop", route="/api"}[2m]))`
 )
 
 func sloQuery(pc int32) SLOQuery {
@@ -190,6 +203,7 @@ func TestSLO(t *testing.T) {
 	f.set(p50Q, vector(sample("", "0.1")))
 	f.set(p99Q, vector(sample("", "0.9")))
 	f.set(p90Q, vector(sample("", "0.4")))
+	f.set(errQ, vector(sample(`"pod":"a"`, "0.25"), sample(`"pod":"b"`, "0.5")))
 	r, err := newProm(t, f.URL, Queries{}).SLO(context.Background(), sloQuery(90))
 	if err != nil {
 		t.Fatal(err)
@@ -197,12 +211,15 @@ func TestSLO(t *testing.T) {
 	if r.RequestRate != (Reading{Value: 12.5, OK: true}) {
 		t.Errorf("rate %+v", r.RequestRate)
 	}
+	if r.ErrorRate != (Reading{Value: 0.75, OK: true}) {
+		t.Errorf("error rate %+v, want the sum 0.75", r.ErrorRate)
+	}
 	for pc, want := range map[int32]float64{50: 0.1, 90: 0.4, 99: 0.9} {
 		if got := r.Latency[pc]; !got.OK || got.Value != want {
 			t.Errorf("p%d = %+v, want %g", pc, got, want)
 		}
 	}
-	if want := []string{rateQ, p50Q, p99Q, p90Q}; !slices.Equal(f.seen(), want) {
+	if want := []string{rateQ, errQ, p50Q, p99Q, p90Q}; !slices.Equal(f.seen(), want) {
 		t.Errorf("queries\n got %q\nwant %q", f.seen(), want)
 	}
 	// Percentile 99 is not queried twice.
@@ -212,8 +229,8 @@ func TestSLO(t *testing.T) {
 	if _, err := newProm(t, f.URL, Queries{}).SLO(context.Background(), sloQuery(99)); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(f.seen()); n != 3 {
-		t.Errorf("%d queries for an SLO at p99, want 3", n)
+	if n := len(f.seen()); n != 4 {
+		t.Errorf("%d queries for an SLO at p99, want 4", n)
 	}
 }
 
@@ -223,6 +240,7 @@ func TestSLOInvalidValuesDroppedAndCounted(t *testing.T) {
 	f.set(p50Q, vector(sample("", "NaN")))                                  // no requests in the window
 	f.set(p99Q, vector(sample("", "+Inf")))                                 // all in the +Inf bucket
 	f.set(p90Q, vector(sample(`"a":"1"`, "NaN"), sample(`"a":"2"`, "0.3"))) // one good series survives
+	f.set(errQ, vector(sample("", "NaN")))
 	r, err := newProm(t, f.URL, Queries{}).SLO(context.Background(), sloQuery(90))
 	if err != nil {
 		t.Fatal(err)
@@ -239,7 +257,10 @@ func TestSLOInvalidValuesDroppedAndCounted(t *testing.T) {
 	if l := r.Latency[90]; !l.OK || l.Value != 0.3 {
 		t.Errorf("p90 %+v", l)
 	}
-	if want := (Drops{DropNaN: 2, DropInfinite: 1, DropNegative: 1}); !mapsEqual(r.Dropped, want) {
+	if r.ErrorRate.OK || r.ErrorRate.Problem != DropNaN {
+		t.Errorf("error rate %+v", r.ErrorRate)
+	}
+	if want := (Drops{DropNaN: 3, DropInfinite: 1, DropNegative: 1}); !mapsEqual(r.Dropped, want) {
 		t.Errorf("dropped %v, want %v", r.Dropped, want)
 	}
 }
@@ -262,7 +283,8 @@ func TestSLOEmptyResult(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.RequestRate.OK || r.RequestRate.Problem != NoData || r.Latency[95].OK || r.Latency[95].Problem != NoData || len(r.Dropped) != 0 {
+	if r.RequestRate.OK || r.RequestRate.Problem != NoData || r.ErrorRate.OK || r.ErrorRate.Problem != NoData ||
+		r.Latency[95].OK || r.Latency[95].Problem != NoData || len(r.Dropped) != 0 {
 		t.Errorf("reading %+v", r)
 	}
 }
@@ -420,19 +442,20 @@ func TestGoals(t *testing.T) {
 	if r.Dropped[DropNaN] != 1 || r.PerPod["web-1"] != 30 {
 		t.Errorf("pods reading %+v", r)
 	}
-	m, err := HPAMetric(podsSpec, r, obs)
-	if err != nil {
-		t.Fatal(err)
+	g := ToGoal(podsSpec, &r, nil)
+	if g.Kind != workload.GoalAverageValue || g.Target != 10 || g.Problem != "" || g.PerPod["web-1"] != 30 {
+		t.Errorf("pods goal %+v", g)
 	}
-	if m.Kind != hpa.PodsAverageValue || m.Target != 10 || len(m.Pods) != 2 || !m.Pods[0].HasValue || m.Pods[0].Value != 30 || m.Pods[1].HasValue {
-		t.Errorf("pods metric %+v", m)
+	obs.Goals = []workload.Goal{g}
+	if err := obs.Validate(); err != nil {
+		t.Errorf("the goal must make a valid observation: %v", err)
 	}
 	// web-2 is missing; the calculator scales up on web-1 alone.
 	d, err := hpa.NewDecider(workload.Constraints{MinReplicas: 1, MaxReplicas: 10}, hpa.DefaultCalculator())
 	if err != nil {
 		t.Fatal(err)
 	}
-	dec, err := d.Decide(now, 2, []hpa.Metric{m})
+	dec, err := d.Decide(now, 2, []hpa.Metric{hpa.GoalMetric(obs, &g, nil, nil)})
 	if err != nil || dec.Proposed != 3 {
 		t.Errorf("decision %+v %v, want 3 proposed (30/10 on the one pod with a value)", dec, err)
 	}
@@ -448,9 +471,8 @@ func TestGoals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err = HPAMetric(objSpec, r, obs)
-	if err != nil || m.Kind != hpa.ObjectValue || m.Value != 250 || m.Target != 100 || m.ReadyPods != 2 {
-		t.Errorf("object metric %+v %v", m, err)
+	if g := ToGoal(objSpec, &r, nil); g.Kind != workload.GoalValue || g.Value != 250 || g.Target != 100 || g.Problem != "" {
+		t.Errorf("object goal %+v", g)
 	}
 	if st, ok := MetricStatus(objSpec, r, pods); !ok || st.Object.Current.Value.AsApproximateFloat64() != 250 {
 		t.Errorf("object status %+v", st)
@@ -463,9 +485,8 @@ func TestGoals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err = HPAMetric(extSpec, r, obs)
-	if err != nil || m.Kind != hpa.ObjectAverageValue || m.Value != 90 || m.Target != 30 {
-		t.Errorf("external metric %+v %v", m, err)
+	if g := ToGoal(extSpec, &r, nil); g.Kind != workload.GoalTotalAverageValue || g.Value != 90 || g.Target != 30 || g.Problem != "" {
+		t.Errorf("external goal %+v", g)
 	}
 	if st, ok := MetricStatus(extSpec, r, pods); !ok || st.External.Current.AverageValue.AsApproximateFloat64() != 45 {
 		t.Errorf("external status %+v", st)
@@ -477,8 +498,8 @@ func TestGoals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := HPAMetric(extSpec, r, obs); err == nil || !strings.Contains(err.Error(), NoData) {
-		t.Errorf("empty external metric: %v", err)
+	if g := ToGoal(extSpec, &r, nil); g.Problem != NoData {
+		t.Errorf("empty external metric: %+v", g)
 	}
 	if _, ok := MetricStatus(extSpec, r, pods); ok {
 		t.Error("no status for a metric without a value")
@@ -486,5 +507,113 @@ func TestGoals(t *testing.T) {
 	_, err = p.Goal(ctx, GoalQuery{Namespace: "shop", Spec: autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType}})
 	if !errors.Is(err, ErrNotPrometheusMetric) {
 		t.Errorf("resource goal: %v", err)
+	}
+}
+
+// TestToGoal covers the spec forms and every way a goal has no reading.
+func TestToGoal(t *testing.T) {
+	pct := func(v int32) *int32 { return &v }
+	res := func(name string, tgt autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceName(name), Target: tgt}}
+	}
+	obj := func(tgt autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+			DescribedObject: autoscalingv2.CrossVersionObjectReference{Kind: "Ingress", Name: "main"}, Metric: autoscalingv2.MetricIdentifier{Name: "rps"}, Target: tgt}}
+	}
+	ext := func(tgt autoscalingv2.MetricTarget) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: autoscalingv2.MetricIdentifier{Name: "lag"}, Target: tgt}}
+	}
+	pods := autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: "inflight"}, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: qty("5")}}}
+	value := autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: qty("20")}
+	average := autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: qty("20")}
+	ok := &GoalReading{Value: Reading{Value: 40, OK: true}}
+	for _, tc := range []struct {
+		name string
+		spec autoscalingv2.MetricSpec
+		r    *GoalReading
+		err  error
+		want workload.Goal
+	}{
+		{"resource cpu utilization", res("cpu", autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: pct(60)}), nil, nil,
+			workload.Goal{Name: "cpu", Kind: workload.GoalUtilization, Resource: workload.CPU, Target: 0.6}},
+		{"resource memory average value", res("memory", autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: qty("1Gi")}), nil, nil,
+			workload.Goal{Name: "memory", Kind: workload.GoalAverageValue, Resource: workload.Memory, Target: 1 << 30}},
+		{"resource without a utilization", res("cpu", autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType}), nil, nil,
+			workload.Goal{Name: "cpu", Kind: workload.GoalValue, Problem: GoalInvalidSpec}},
+		{"other resources are unsupported", res("nvidia.com/gpu", average), nil, nil,
+			workload.Goal{Name: "nvidia.com/gpu", Kind: workload.GoalValue, Problem: GoalUnsupported}},
+		{"object value", obj(value), ok, nil, workload.Goal{Name: "rps", Kind: workload.GoalValue, Target: 20, Value: 40}},
+		{"object average value", obj(average), ok, nil, workload.Goal{Name: "rps", Kind: workload.GoalTotalAverageValue, Target: 20, Value: 40}},
+		{"external value", ext(value), ok, nil, workload.Goal{Name: "lag", Kind: workload.GoalValue, Target: 20, Value: 40}},
+		{"external average value", ext(average), ok, nil, workload.Goal{Name: "lag", Kind: workload.GoalTotalAverageValue, Target: 20, Value: 40}},
+		{"external utilization is invalid", ext(autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: pct(5)}), ok, nil,
+			workload.Goal{Name: "lag", Kind: workload.GoalValue, Problem: GoalInvalidSpec}},
+		{"zero target is invalid", ext(autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: qty("0")}), ok, nil,
+			workload.Goal{Name: "lag", Kind: workload.GoalValue, Problem: GoalInvalidSpec}},
+		{"not read", ext(value), nil, nil, workload.Goal{Name: "lag", Kind: workload.GoalValue, Target: 20, Problem: GoalNotRead}},
+		{"query failed", ext(value), &GoalReading{}, errors.New("connection refused"), workload.Goal{Name: "lag", Kind: workload.GoalValue, Target: 20, Problem: GoalQueryFailed}},
+		{"NaN value", ext(value), &GoalReading{Value: Reading{Problem: DropNaN}}, nil, workload.Goal{Name: "lag", Kind: workload.GoalValue, Target: 20, Problem: DropNaN}},
+		{"pods without any value", pods, &GoalReading{PerPod: map[string]float64{}}, nil, workload.Goal{Name: "inflight", Kind: workload.GoalAverageValue, Target: 5, Problem: NoData}},
+		{"pods whose every value was negative", pods, &GoalReading{PerPod: map[string]float64{}, Dropped: Drops{DropNegative: 2}}, nil,
+			workload.Goal{Name: "inflight", Kind: workload.GoalAverageValue, Target: 5, Problem: DropNegative}},
+		{"container resource is unsupported", autoscalingv2.MetricSpec{Type: autoscalingv2.ContainerResourceMetricSourceType}, nil, nil,
+			workload.Goal{Name: "containerresource", Kind: workload.GoalValue, Problem: GoalUnsupported}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ToGoal(tc.spec, tc.r, tc.err)
+			if got.Name != tc.want.Name || got.Kind != tc.want.Kind || got.Resource != tc.want.Resource || got.Target != tc.want.Target ||
+				got.Value != tc.want.Value || got.Problem != tc.want.Problem {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			o := workload.Observation{Goals: []workload.Goal{got}}
+			if err := o.Validate(); err != nil {
+				t.Errorf("goal makes an invalid observation: %v", err)
+			}
+		})
+	}
+}
+
+// countingObserver records query outcomes.
+type countingObserver struct {
+	mu  sync.Mutex
+	got map[string]int
+}
+
+func (c *countingObserver) ObservePrometheusQuery(name string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r := "success"
+	if err != nil {
+		r = "error"
+	}
+	c.got[name+"/"+r]++
+}
+
+func TestQueryObserver(t *testing.T) {
+	f := newFakeProm(t)
+	f.set(rateQ, `{"resultType":"matrix","result":[]}`) // a malformed answer: not a vector
+	obs := &countingObserver{got: map[string]int{}}
+	p, err := NewPrometheus(PrometheusOptions{Address: f.URL, Timeout: time.Second, Window: 2 * time.Minute, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.SLO(context.Background(), sloQuery(95)); err == nil {
+		t.Fatal("a matrix answer to an instant query must fail")
+	}
+	if _, err := p.PodUsage(context.Background(), "shop"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if _, err := p.History(context.Background(), HistoryQuery{Namespace: "shop", PodRegex: "web-.+", Start: now.Add(-time.Hour), End: now, Step: time.Minute}); err == nil {
+		t.Fatal("History must fail when Prometheus is down")
+	}
+	want := map[string]int{"requestRate/error": 1, "cpu/success": 1, "memory/success": 1, "cpu/error": 1}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for k, v := range want {
+		if obs.got[k] != v {
+			t.Errorf("%s: %d, want %d (all: %v)", k, obs.got[k], v, obs.got)
+		}
 	}
 }

@@ -38,6 +38,8 @@ type Reading struct {
 type SLOReading struct {
 	// RequestRate is requests per second over the window.
 	RequestRate Reading
+	// ErrorRate is failed requests per second over the window.
+	ErrorRate Reading
 	// Latency holds the latency in seconds at percentiles 50, 99 and the
 	// SLO's percentile.
 	Latency map[int32]Reading
@@ -46,8 +48,9 @@ type SLOReading struct {
 	Dropped Drops
 }
 
-// SLO reads the request rate and the p50, p99 and SLO-percentile latency
-// of the histogram q names, over the source's window. A histogram_quantile
+// SLO reads the request rate, the error rate and the p50, p99 and
+// SLO-percentile latency of the histogram q names, over the source's
+// window. A histogram_quantile
 // over a window without requests is NaN: it is dropped and counted, and
 // the Reading says so. The error is non-nil only when Prometheus could not
 // be asked or did not answer (then nothing was read).
@@ -76,6 +79,14 @@ func (p *Prometheus) SLO(ctx context.Context, q SLOQuery) (SLOReading, error) {
 		return r, err
 	}
 	r.RequestRate = aggregate(vec, sum, r.Dropped)
+	eq, err := p.Render(qErrorRate, d)
+	if err != nil {
+		return r, err
+	}
+	if vec, err = p.instant(ctx, qErrorRate, eq); err != nil {
+		return r, err
+	}
+	r.ErrorRate = aggregate(vec, sum, r.Dropped)
 	for _, pc := range percentiles(q.Percentile) {
 		d.Percentile, d.Quantile = float64(pc), float64(pc)/100
 		lq, err := p.Render(qLatency, d)

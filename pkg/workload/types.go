@@ -126,13 +126,63 @@ type Observation struct {
 	RequestRate float64
 	// Latency is the end-to-end request latency over the window.
 	Latency Latency
-	// ErrorRate is failed or timed-out requests per second.
+	// ErrorRate is failed or timed-out requests per second; 0 also when it
+	// is not measured (no error-rate metric), like RequestRate.
 	ErrorRate float64
 	// SLO is the latency objective (seconds) for the p95; 0 means none.
 	SLO float64
 	// Samples is how many usage samples the window holds; 0 means the
 	// workload has no metrics yet.
 	Samples int
+	// Goals are the user's scaling goals (spec.goals.metrics) with their
+	// readings, in spec order. Invariant: only the recommender sets Goals,
+	// from the autoscaler's spec; the simulator never does, and an
+	// observation without goals is decided exactly as before goals existed.
+	// A goal whose reading is missing or invalid is still listed, with
+	// Problem set, so that policies can apply the HPA rule that a missing
+	// metric blocks a scale-down.
+	Goals []Goal
+}
+
+// GoalKind selects the autoscaling/v2 arithmetic of a goal.
+type GoalKind string
+
+const (
+	// GoalUtilization is a Resource goal with a Utilization target:
+	// Target is the mean usage of Resource over the request, as a fraction.
+	GoalUtilization GoalKind = "Utilization"
+	// GoalAverageValue is a per-pod average: a Pods goal (values in
+	// PerPod) or a Resource goal with an AverageValue target (the pods'
+	// usage of Resource).
+	GoalAverageValue GoalKind = "AverageValue"
+	// GoalValue is an Object or External goal with a Value target: the
+	// ratio Value/Target scales the ready pods.
+	GoalValue GoalKind = "Value"
+	// GoalTotalAverageValue is an Object or External goal with an
+	// AverageValue target: Value/Target pods.
+	GoalTotalAverageValue GoalKind = "TotalAverageValue"
+)
+
+// Goal is one scaling goal and its reading. Exactly one source applies:
+// Resource set means the reading is the pods' usage in the observation;
+// otherwise a GoalAverageValue goal reads PerPod and the others Value.
+type Goal struct {
+	// Name identifies the goal in reasons and logs (metric or resource).
+	Name string
+	Kind GoalKind
+	// Resource is set for Resource goals.
+	Resource Resource
+	// Target is a fraction for GoalUtilization, else a value (> 0).
+	Target float64
+	// PerPod holds the per-pod values of a Pods goal by pod name (the
+	// names of Observation.Pods); a pod without an entry has no value.
+	PerPod map[string]float64
+	// Value is the reading of an Object or External goal.
+	Value float64
+	// Problem, when not empty, says why the goal has no usable reading
+	// (not read, no data, NaN...): the goal proposes nothing and, as in the
+	// HPA, prevents a scale-down. The reading fields are then ignored.
+	Problem string
 }
 
 // Validate rejects observations that no policy can reason about: NaN,
@@ -170,6 +220,11 @@ func (o *Observation) Validate() error {
 			errs = append(errs, fmt.Errorf("containers[%d] %q: oomKills must be >= 0", i, c.Name))
 		}
 	}
+	for i, g := range o.Goals {
+		if err := g.validate(); err != nil {
+			errs = append(errs, fmt.Errorf("goals[%d] %q: %w", i, g.Name, err))
+		}
+	}
 	for i, p := range o.Pods {
 		if err := p.Usage.Valid(); err != nil {
 			errs = append(errs, fmt.Errorf("pods[%d] %q usage: %w", i, p.Name, err))
@@ -189,6 +244,40 @@ func (o *Observation) Container(name string) (ContainerObservation, bool) {
 		}
 	}
 	return ContainerObservation{}, false
+}
+
+// validate checks a usable goal's target and reading; a goal with a
+// Problem carries no reading to check.
+func (g *Goal) validate() error {
+	switch g.Kind {
+	case GoalUtilization, GoalAverageValue, GoalValue, GoalTotalAverageValue:
+	default:
+		return fmt.Errorf("unknown kind %q", g.Kind)
+	}
+	if g.Resource != "" && g.Resource != CPU && g.Resource != Memory {
+		return fmt.Errorf("unknown resource %q", g.Resource)
+	}
+	if g.Kind == GoalUtilization && g.Resource == "" {
+		return errors.New("a utilization goal needs a resource")
+	}
+	if g.Problem != "" {
+		return nil
+	}
+	if err := finiteNonNegative("target", g.Target); err != nil {
+		return err
+	}
+	if g.Target == 0 {
+		return errors.New("target must be positive")
+	}
+	if err := finiteNonNegative("value", g.Value); err != nil {
+		return err
+	}
+	for pod, v := range g.PerPod {
+		if err := finiteNonNegative("pod "+pod, v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func finiteNonNegative(name string, x float64) error {

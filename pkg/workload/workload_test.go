@@ -29,6 +29,23 @@ func TestObservationValidate(t *testing.T) {
 		{"unnamed container", func(o *Observation) { o.Containers[0].Name = "" }, "name is empty"},
 		{"negative OOM count", func(o *Observation) { o.Containers[0].OOMKills = -1 }, "oomKills"},
 		{"NaN pod usage", func(o *Observation) { o.Pods[0].Usage.CPU = math.NaN() }, `pods[0] "p" usage`},
+		{"valid goals", func(o *Observation) {
+			o.Goals = []Goal{
+				{Name: "q", Kind: GoalValue, Target: 10, Value: 30},
+				{Name: "rps", Kind: GoalAverageValue, Target: 5, PerPod: map[string]float64{"p": 4}},
+				{Name: "cpu", Kind: GoalUtilization, Resource: CPU, Target: 0.5},
+			}
+		}, ""},
+		{"missing goal carries no reading to check", func(o *Observation) {
+			o.Goals = []Goal{{Name: "q", Kind: GoalValue, Value: math.NaN(), Problem: "nan"}}
+		}, ""},
+		{"NaN goal value", func(o *Observation) { o.Goals = []Goal{{Name: "q", Kind: GoalValue, Target: 1, Value: math.NaN()}} }, `goals[0] "q": value is NaN`},
+		{"negative per-pod goal value", func(o *Observation) {
+			o.Goals = []Goal{{Name: "rps", Kind: GoalAverageValue, Target: 1, PerPod: map[string]float64{"p": -1}}}
+		}, "pod p is negative"},
+		{"zero goal target", func(o *Observation) { o.Goals = []Goal{{Name: "q", Kind: GoalTotalAverageValue}} }, "target must be positive"},
+		{"unknown goal kind", func(o *Observation) { o.Goals = []Goal{{Name: "q", Kind: "Ratio", Target: 1}} }, `unknown kind "Ratio"`},
+		{"utilization goal without resource", func(o *Observation) { o.Goals = []Goal{{Name: "u", Kind: GoalUtilization, Target: 1}} }, "needs a resource"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := good()

@@ -62,17 +62,31 @@ type targets struct{ r target.Interface }
 
 var _ controller.TargetResolver = targets{}
 
-func (t targets) Selector(ctx context.Context, ns string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error) {
-	s, err := t.r.Selector(ctx, ns, ref)
+// Target reads /scale once per call (as the HPA does every sync): its
+// spec.replicas is the current scale, and its selector is parsed here
+// rather than taken from the resolver's selector cache, which would cost a
+// second read whenever the cache expired.
+func (t targets) Target(ctx context.Context, ns string, ref *autoscalingv1.CrossVersionObjectReference) (controller.Target, error) {
+	s, _, err := t.r.GetScale(ctx, ns, ref)
+	if err == nil && s.Status.Selector == "" {
+		// labels.Parse("") would select every pod in the namespace.
+		err = fmt.Errorf("%s %s/%s: %w", ref.Kind, ns, ref.Name, target.ErrNoSelector)
+	}
+	var sel labels.Selector
+	if err == nil {
+		if sel, err = labels.Parse(s.Status.Selector); err != nil {
+			err = fmt.Errorf("%s %s/%s: parsing selector %q: %w", ref.Kind, ns, ref.Name, s.Status.Selector, err)
+		}
+	}
 	switch {
 	case err == nil:
-		return s, nil
+		return controller.Target{Selector: sel, Replicas: s.Spec.Replicas}, nil
 	case errors.Is(err, target.ErrTargetNotFound):
-		return nil, fmt.Errorf("%w: %w", controller.ErrTargetNotFound, err)
+		return controller.Target{}, fmt.Errorf("%w: %w", controller.ErrTargetNotFound, err)
 	case target.IsUnsupported(err):
-		return nil, fmt.Errorf("%w: %w", controller.ErrTargetUnsupported, err)
+		return controller.Target{}, fmt.Errorf("%w: %w", controller.ErrTargetUnsupported, err)
 	}
-	return nil, err
+	return controller.Target{}, err
 }
 
 func run(ctx context.Context, o *Options) error {
@@ -180,12 +194,16 @@ func wirePrometheus(o *Options, d *controller.Deps) error {
 	if o.PrometheusAddress == "" {
 		return nil
 	}
-	p, err := usage.NewPrometheus(usage.PrometheusOptions{
+	po := usage.PrometheusOptions{
 		Address: o.PrometheusAddress,
 		Timeout: o.PrometheusTimeout,
 		Window:  o.PrometheusWindow,
 		Queries: o.PrometheusQueries,
-	})
+	}
+	if d.Metrics != nil {
+		po.Observer = d.Metrics
+	}
+	p, err := usage.NewPrometheus(po)
 	if err != nil {
 		return fmt.Errorf("prometheus source: %w", err)
 	}

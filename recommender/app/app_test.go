@@ -9,8 +9,15 @@ import (
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakedisco "k8s.io/client-go/discovery/fake"
+	fakescale "k8s.io/client-go/scale/fake"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/aware-k8s/aware/pkg/target"
 	"github.com/aware-k8s/aware/recommender/controller"
@@ -75,7 +82,7 @@ func TestTargetErrorsAreClassified(t *testing.T) {
 		{fmt.Errorf("x: %w", target.ErrNoSelector), controller.ErrTargetUnsupported},
 		{errors.New("connection refused"), nil},
 	} {
-		_, err := targets{r: fakeResolver{err: tc.err}}.Selector(context.Background(), "ns", &autoscalingv1.CrossVersionObjectReference{})
+		_, err := targets{r: fakeResolver{err: tc.err}}.Target(context.Background(), "ns", &autoscalingv1.CrossVersionObjectReference{})
 		if !errors.Is(err, tc.err) {
 			t.Errorf("%v: cause lost in %v", tc.err, err)
 		}
@@ -85,6 +92,47 @@ func TestTargetErrorsAreClassified(t *testing.T) {
 		if tc.want == nil && (errors.Is(err, controller.ErrTargetNotFound) || errors.Is(err, controller.ErrTargetUnsupported)) {
 			t.Errorf("transient %v classified as a configuration error", tc.err)
 		}
+	}
+}
+
+// TestTargetFromScale reads spec.replicas and the selector from a fake
+// scale client: the scale says 3 replicas while (say) 2 pods run.
+func TestTargetFromScale(t *testing.T) {
+	deploy := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.Add(deploy, meta.RESTScopeNamespace)
+	disco := &fakedisco.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{
+		{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{{Name: "deployments"}, {Name: "deployments/scale"}}},
+	}}}
+	scales := map[string]*autoscalingv1.Scale{
+		"web":  {ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns"}, Spec: autoscalingv1.ScaleSpec{Replicas: 3}, Status: autoscalingv1.ScaleStatus{Replicas: 2, Selector: "app=web"}},
+		"bare": {ObjectMeta: metav1.ObjectMeta{Name: "bare", Namespace: "ns"}, Spec: autoscalingv1.ScaleSpec{Replicas: 1}},
+	}
+	client := &fakescale.FakeScaleClient{}
+	client.AddReactor("get", "deployments", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		name := a.(clienttesting.GetAction).GetName()
+		if s, ok := scales[name]; ok {
+			return true, s.DeepCopy(), nil
+		}
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "apps", Resource: "deployments"}, name)
+	})
+	tr := targets{r: target.New(mapper, client, disco)}
+	ctx := context.Background()
+	ref := func(name string) *autoscalingv1.CrossVersionObjectReference {
+		return &autoscalingv1.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name}
+	}
+	got, err := tr.Target(ctx, "ns", ref("web"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Replicas != 3 || got.Selector.String() != "app=web" {
+		t.Errorf("target %+v (selector %s); want spec.replicas 3 and app=web", got, got.Selector)
+	}
+	if _, err := tr.Target(ctx, "ns", ref("bare")); !errors.Is(err, controller.ErrTargetUnsupported) || !errors.Is(err, target.ErrNoSelector) {
+		t.Errorf("a scale without a selector: %v", err)
+	}
+	if _, err := tr.Target(ctx, "ns", ref("gone")); !errors.Is(err, controller.ErrTargetNotFound) {
+		t.Errorf("a missing target: %v", err)
 	}
 }
 
@@ -109,5 +157,10 @@ func TestWirePrometheus(t *testing.T) {
 	o.PrometheusQueries.Latency = "{{.NoSuchField}}"
 	if err := wirePrometheus(o, &controller.Deps{}); err == nil || !strings.Contains(err.Error(), "latency query template") {
 		t.Fatalf("a bad template must fail at start-up: %v", err)
+	}
+	o.PrometheusQueries.Latency = ""
+	o.PrometheusQueries.ErrorRate = `{{.Metric | nosuchfunc}}`
+	if err := wirePrometheus(o, &controller.Deps{}); err == nil || !strings.Contains(err.Error(), "errorRate query template") {
+		t.Fatalf("a bad error-rate template must fail at start-up: %v", err)
 	}
 }

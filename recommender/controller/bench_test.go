@@ -51,7 +51,7 @@ func benchLoop(b *testing.B, nMPA, podsPer, nNS int) {
 			MPAInformer:        mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalers(),
 			CheckpointInformer: mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalerCheckpoints(),
 			PodInformer:        kubeInf.Core().V1().Pods(),
-			Targets:            &fakeTargets{},
+			Targets:            &fakeTargets{fixed: int32(podsPer)},
 			Usage:              src,
 			NewPolicy:          fusion.NewPolicyFactory(fusion.Options{}),
 			Recorder:           record.NewFakeRecorder(1),

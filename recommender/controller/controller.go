@@ -57,10 +57,18 @@ var (
 	ErrTargetUnsupported = errors.New("scale target unsupported")
 )
 
-// TargetResolver finds the pods of a scaleTargetRef through its scale
-// subresource.
+// TargetResolver reads a scaleTargetRef's scale subresource.
 type TargetResolver interface {
-	Selector(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error)
+	Target(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (Target, error)
+}
+
+// Target is what the scale subresource says of a scaleTargetRef.
+type Target struct {
+	// Selector selects the target's pods (status.selector).
+	Selector labels.Selector
+	// Replicas is spec.replicas: the current scale, as the HPA reads it
+	// (pods being created or deleted do not change it).
+	Replicas int32
 }
 
 // Advisor asks the RL agent. It returns the recommendation to apply
@@ -448,7 +456,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionFalse, "InvalidConfiguration", "the configuration cannot be acted on", now)
 		return s, false
 	}
-	sel, err := c.targets.Selector(ctx, m.Namespace, m.Spec.ScaleTargetRef)
+	tgt, err := c.targets.Target(ctx, m.Namespace, m.Spec.ScaleTargetRef)
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrTargetNotFound):
@@ -464,7 +472,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported", "", now)
 	setCondition(s, v1alpha1.AbleToScale, corev1.ConditionTrue, "SucceededGetScale", "the scale target was read", now)
 
-	all, err := c.podsFor(m.Namespace, sel)
+	all, err := c.podsFor(m.Namespace, tgt.Selector)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Listing pods from cache", "mpa", klog.KObj(m))
 		return s, false
@@ -492,7 +500,11 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		since = now.Add(-c.cfg.Interval)
 	}
 	obs := observation(now, c.cfg.Interval, since, pods, use, dropped)
-	sloReason, sloMsg := c.applySLO(m, &obs, ext)
+	// The current scale is the target's, as for the HPA; the pods only
+	// give the per-pod values.
+	obs.Replicas = tgt.Replicas
+	sloReason, sloMsg := c.applySLO(ctx, m, &obs, ext)
+	goalProblems := c.applyGoals(ctx, m, &obs, ext)
 	if obs.Samples == 0 {
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing", "no valid usage for any matched pod; the last recommendation is kept", now)
 		return s, false
@@ -527,14 +539,27 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	s.CurrentMetrics = append(currentMetrics(&obs), goalStatuses(ctx, m, ext, pods)...)
 	s.RL = rl
 	setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided", "", now)
+	from := "the replica count was computed from CPU utilization"
+	if len(obs.Goals) > 0 {
+		from += " and goals.metrics"
+	}
+	if goalProblems != "" {
+		from += "; " + goalProblems
+	}
 	switch {
+	case strings.Contains(def.Reason, "FailedGetGoalMetric"):
+		msg := "the other metrics would scale down, which a goal without a reading prevents (as in the HPA): the replica count is kept"
+		if goalProblems != "" {
+			msg += "; " + goalProblems
+		}
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "FailedGetGoalMetric", msg, now)
 	case strings.Contains(def.Reason, "FailedGetResourceMetric"):
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "FailedGetResourceMetric", "CPU utilization could not be computed (are requests set?)", now)
 	case sloReason != "":
 		// Scaling goes on from CPU; the reason says the SLO input is missing.
-		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, sloReason, "the replica count was computed from CPU utilization; "+sloMsg, now)
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, sloReason, from+"; "+sloMsg, now)
 	default:
-		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", "the replica count was computed from CPU utilization", now)
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", from, now)
 	}
 	if r := limitedReason(def.Reason); r != "" {
 		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionTrue, r, "the desired replica count was limited by the constraints or behavior", now)

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	kubeinformers "k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
@@ -41,20 +42,36 @@ type fakeTargets struct {
 	mu  sync.Mutex
 	err error
 	sel labels.Selector
+	// replicas is spec.replicas by target name. A target without an entry
+	// has as many replicas as active pods in pods (a settled workload), or
+	// fixed when pods is nil.
+	replicas map[string]int32
+	pods     corelisters.PodLister
+	fixed    int32
 }
 
 var _ TargetResolver = (*fakeTargets)(nil)
 
-func (f *fakeTargets) Selector(_ context.Context, ns string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error) {
+func (f *fakeTargets) Target(_ context.Context, ns string, ref *autoscalingv1.CrossVersionObjectReference) (Target, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
-		return nil, f.err
+		return Target{}, f.err
 	}
-	if f.sel != nil {
-		return f.sel, nil
+	t := Target{Selector: f.sel, Replicas: f.fixed}
+	if t.Selector == nil {
+		t.Selector = labels.SelectorFromSet(labels.Set{"app": ref.Name})
 	}
-	return labels.SelectorFromSet(labels.Set{"app": ref.Name}), nil
+	if n, ok := f.replicas[ref.Name]; ok {
+		t.Replicas = n
+	} else if f.pods != nil {
+		all, err := f.pods.Pods(ns).List(t.Selector)
+		if err != nil {
+			return Target{}, err
+		}
+		t.Replicas = int32(len(activePods(all)))
+	}
+	return t, nil
 }
 
 type fakeUsage struct {
@@ -151,6 +168,9 @@ func (f *fixture) start() {
 		f.t.Fatal(err)
 	}
 	f.c = c
+	f.targets.mu.Lock()
+	f.targets.pods = f.kubeInf.Core().V1().Pods().Lister()
+	f.targets.mu.Unlock()
 	f.sync()
 }
 

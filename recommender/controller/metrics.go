@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/aware-k8s/aware/pkg/agent"
+	"github.com/aware-k8s/aware/pkg/usage"
 )
 
 // Metrics are the recommender's Prometheus metrics. They register into an
@@ -21,6 +22,7 @@ type Metrics struct {
 	agentDuration   *prometheus.HistogramVec
 	agentErrors     *prometheus.CounterVec
 	breakerState    prometheus.Gauge
+	promQueries     *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -64,9 +66,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "aware_recommender_agent_circuit_breaker_state",
 			Help: "State of the RL agent circuit breaker: 0 closed, 1 half-open, 2 open.",
 		}),
+		promQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aware_recommender_prometheus_queries_total",
+			Help: "Prometheus queries by template (cpu, memory, latency, requestRate, errorRate, pods, object, external) and result: success (an answer, possibly empty) or error (unreachable, an error status, a malformed or unexpected answer).",
+		}, []string{"query", "result"}),
 	}
 	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites,
-		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState} {
+		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState, m.promQueries} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -78,8 +84,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	for _, r := range []string{dropNaN, dropInfinite, dropNegative} {
 		m.invalidSamples.WithLabelValues(r)
 	}
+	for _, q := range usage.QueryNames() {
+		m.promQueries.WithLabelValues(q, "error")
+	}
 	return m, nil
 }
+
+// ObservePrometheusQuery counts one Prometheus query (usage.QueryObserver).
+func (m *Metrics) ObservePrometheusQuery(name string, err error) {
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.promQueries.WithLabelValues(name, result).Inc()
+}
+
+var _ usage.QueryObserver = (*Metrics)(nil)
 
 // ObserveAgentCall records one RL agent call (agent.Observer).
 func (m *Metrics) ObserveAgentCall(method string, d time.Duration, code string) {

@@ -171,7 +171,8 @@ func (e *external) countDrops(dropped map[string]int) {
 	}
 }
 
-// applySLO fills obs.SLO, RequestRate and Latency from the reading. The
+// applySLO fills obs.SLO, RequestRate, ErrorRate and Latency from the
+// reading. The
 // fused policy and the agent compare Latency.P95 with SLO, so P95 carries
 // the latency at the SLO's percentile (p95 by default; for an SLO at p90
 // it is the p90), while P50 and P99 are the p50 and p99. When the latency
@@ -179,7 +180,7 @@ func (e *external) countDrops(dropped map[string]int) {
 // reads as fast) and the returned reason and message say why; SLO stays
 // set because it is configuration, not a measurement. It never writes a
 // NaN: the source drops invalid values.
-func (c *Controller) applySLO(m *v1alpha1.MultidimPodAutoscaler, obs *workload.Observation, e *external) (reason, msg string) {
+func (c *Controller) applySLO(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, obs *workload.Observation, e *external) (reason, msg string) {
 	if m.Spec.RL == nil || m.Spec.RL.SLO == nil {
 		return "", ""
 	}
@@ -202,6 +203,14 @@ func (c *Controller) applySLO(m *v1alpha1.MultidimPodAutoscaler, obs *workload.O
 	r := e.slo
 	if r.RequestRate.OK {
 		obs.RequestRate = r.RequestRate.Value
+	}
+	// The error rate is an input of the agent only: without a usable
+	// value it stays 0 ("not measured", like the request rate), which the
+	// conditions need not report.
+	if r.ErrorRate.OK {
+		obs.ErrorRate = r.ErrorRate.Value
+	} else {
+		klog.FromContext(ctx).V(4).Info("No error rate", "mpa", klog.KObj(m), "problem", r.ErrorRate.Problem)
 	}
 	at := r.Latency[pc]
 	if !at.OK {

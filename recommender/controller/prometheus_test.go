@@ -90,9 +90,14 @@ func (p *promServer) answer(substr, value string) {
 	p.instant = append(p.instant, [2]string{substr, fmt.Sprintf(`{"resultType":"vector","result":[{"metric":{},"value":[%d,%q]}]}`, t0.Unix(), value)})
 }
 
-func (p *promServer) source(t *testing.T) *usage.Prometheus {
+// source is a Prometheus source on p; m, if not nil, counts its queries.
+func (p *promServer) source(t *testing.T, m *Metrics) *usage.Prometheus {
 	t.Helper()
-	src, err := usage.NewPrometheus(usage.PrometheusOptions{Address: p.URL, Timeout: 5 * time.Second, Window: 2 * time.Minute})
+	o := usage.PrometheusOptions{Address: p.URL, Timeout: 5 * time.Second, Window: 2 * time.Minute}
+	if m != nil {
+		o.Observer = m
+	}
+	src, err := usage.NewPrometheus(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,10 +145,9 @@ func sloFixture(t *testing.T, prom *promServer, percentile int32) (*fixture, *ob
 	f := newFixture(t, sloWorkload(percentile)...)
 	f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.3, 200<<20))
 	adv := &obsAdvisor{}
-	f.deps = func(d *Deps) {
-		src := prom.source(t)
-		d.SLO, d.Advisor = src, adv
-	}
+	f.deps = wrapDepsWithMetrics(t, f, func(d *Deps) {
+		d.SLO, d.Advisor = prom.source(t, d.Metrics), adv
+	})
 	f.start()
 	return f, adv
 }
@@ -154,11 +158,18 @@ func TestSLOFillsObservation(t *testing.T) {
 	prom.answer(`histogram_quantile(0.5,`, "0.05")
 	prom.answer(`histogram_quantile(0.9,`, "0.2")
 	prom.answer(`histogram_quantile(0.99,`, "0.6")
+	prom.answer(`sum(rate(http_failed_requests_total{namespace="ns", route="/api"}[2m]))`, "1.5")
 	f, adv := sloFixture(t, prom, 90)
 	f.tick()
 	obs := adv.last(t)
 	if obs.RequestRate != 40 || obs.SLO != 0.25 || obs.Latency != (workload.Latency{P50: 0.05, P95: 0.2, P99: 0.6}) {
 		t.Errorf("observation rate %g slo %g latency %+v; want 40, 0.25, p50 0.05 / P95 = the SLO's p90 0.2 / p99 0.6", obs.RequestRate, obs.SLO, obs.Latency)
+	}
+	if obs.ErrorRate != 1.5 {
+		t.Errorf("error rate %g, want 1.5", obs.ErrorRate)
+	}
+	if n := testutil.ToFloat64(f.c.metrics.promQueries.WithLabelValues("errorRate", "success")); n != 1 {
+		t.Errorf("errorRate queries %g, want 1", n)
 	}
 	m := f.mpa("ns", "web")
 	wantCond(t, m, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound")
@@ -171,8 +182,11 @@ func TestSLOPrometheusDownKeepsDefault(t *testing.T) {
 	f, adv := sloFixture(t, prom, 95)
 	f.tick()
 	obs := adv.last(t)
-	if obs.Latency != (workload.Latency{}) || obs.RequestRate != 0 || obs.SLO != 0.25 {
-		t.Errorf("observation latency %+v rate %g slo %g; want no latency, no rate, the SLO", obs.Latency, obs.RequestRate, obs.SLO)
+	if obs.Latency != (workload.Latency{}) || obs.RequestRate != 0 || obs.ErrorRate != 0 || obs.SLO != 0.25 {
+		t.Errorf("observation latency %+v rate %g error rate %g slo %g; want no latency, no rates, the SLO", obs.Latency, obs.RequestRate, obs.ErrorRate, obs.SLO)
+	}
+	if n := testutil.ToFloat64(f.c.metrics.promQueries.WithLabelValues("requestRate", "error")); n != 1 {
+		t.Errorf("failed requestRate queries %g, want 1 (Prometheus unreachable)", n)
 	}
 	m := f.mpa("ns", "web")
 	wantCond(t, m, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided")
@@ -187,19 +201,20 @@ func TestSLONaNAndEmptyAreDroppedAndCounted(t *testing.T) {
 	prom.answer(`_count{`, "12")
 	prom.answer(`histogram_quantile(0.95,`, "NaN")
 	prom.answer(`histogram_quantile(0.99,`, "+Inf")
+	prom.answer(`http_failed_requests_total{`, "NaN")
 	f, adv := sloFixture(t, prom, 95) // p50: empty vector
 	f.tick()
 	obs := adv.last(t)
-	if obs.Latency != (workload.Latency{}) || obs.RequestRate != 12 {
-		t.Errorf("latency %+v rate %g; want no latency and the rate", obs.Latency, obs.RequestRate)
+	if obs.Latency != (workload.Latency{}) || obs.RequestRate != 12 || obs.ErrorRate != 0 {
+		t.Errorf("latency %+v rate %g error rate %g; want no latency, the rate, no error rate", obs.Latency, obs.RequestRate, obs.ErrorRate)
 	}
 	if err := obs.Validate(); err != nil {
 		t.Errorf("observation must be valid: %v", err)
 	}
 	m := f.mpa("ns", "web")
 	wantCond(t, m, v1alpha1.ScalingActive, corev1.ConditionTrue, "SLOMetricInvalid")
-	if n := testutil.ToFloat64(f.c.metrics.invalidSamples.WithLabelValues(dropNaN)); n != 1 {
-		t.Errorf("nan drops %g", n)
+	if n := testutil.ToFloat64(f.c.metrics.invalidSamples.WithLabelValues(dropNaN)); n != 2 {
+		t.Errorf("nan drops %g, want 2 (p95 and the error rate)", n)
 	}
 	if n := testutil.ToFloat64(f.c.metrics.invalidSamples.WithLabelValues(dropInfinite)); n != 1 {
 		t.Errorf("infinite drops %g", n)
@@ -212,6 +227,74 @@ func TestSLONaNAndEmptyAreDroppedAndCounted(t *testing.T) {
 	f.clock.Step(time.Minute)
 	f.tick()
 	wantCond(t, f.mpa("ns", "web"), v1alpha1.ScalingActive, corev1.ConditionTrue, "SLOMetricMissing")
+	if obs := adv.last(t); obs.ErrorRate != 0 || obs.RequestRate != 0 {
+		t.Errorf("without data: rate %g error rate %g, want 0 and 0", obs.RequestRate, obs.ErrorRate)
+	}
+}
+
+// TestPrometheusQueryErrorsCounted: an error status and an answer that is
+// not the Prometheus API's both count as failed queries, by template.
+func TestPrometheusQueryErrorsCounted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		body func(w http.ResponseWriter)
+	}{
+		{"error status", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"status":"error","errorType":"unavailable","error":"storage is starting"}`)
+		}},
+		{"malformed answer", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/html")
+			fmt.Fprint(w, `<html>proxy login</html>`)
+		}},
+		{"wrong result type", func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"status":"success","data":{"resultType":"matrix","result":[]}}`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tc.body(w) }))
+			t.Cleanup(srv.Close)
+			objs := sloWorkload(95)
+			objs[0].(*v1alpha1.MultidimPodAutoscaler).Spec.Goals = goalSpec(externalGoal("queue_messages", 30))
+			f := newFixture(t, objs...)
+			f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.3, 200<<20))
+			f.deps = wrapDepsWithMetrics(t, f, func(d *Deps) {
+				src := (&promServer{Server: srv}).source(t, d.Metrics)
+				d.SLO, d.Goals = src, src
+			})
+			f.start()
+			f.tick()
+			for _, q := range []string{"requestRate", "external"} {
+				if n := testutil.ToFloat64(f.c.metrics.promQueries.WithLabelValues(q, "error")); n != 1 {
+					t.Errorf("failed %s queries %g, want 1", q, n)
+				}
+				if n := testutil.ToFloat64(f.c.metrics.promQueries.WithLabelValues(q, "success")); n != 0 {
+					t.Errorf("successful %s queries %g, want 0", q, n)
+				}
+			}
+			m := f.mpa("ns", "web")
+			wantCond(t, m, v1alpha1.ScalingActive, corev1.ConditionTrue, "SLOMetricsUnavailable")
+			if c := cond(t, m, v1alpha1.ScalingActive); !strings.Contains(c.Message, "the Prometheus query failed") {
+				t.Errorf("ScalingActive %+v: the goal's failure must be named", c)
+			}
+		})
+	}
+}
+
+// wrapDepsWithMetrics creates the controller's metrics before next runs,
+// so that a Prometheus source built in next can report to them.
+func wrapDepsWithMetrics(t *testing.T, f *fixture, next func(*Deps)) func(*Deps) {
+	t.Helper()
+	return func(d *Deps) {
+		m, err := NewMetrics(f.reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Metrics = m
+		next(d)
+	}
 }
 
 func TestSLOWithoutPrometheus(t *testing.T) {
@@ -240,7 +323,7 @@ func TestGoalMetricsReported(t *testing.T) {
 	}}
 	f := newFixture(t, objs...)
 	f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.3, 200<<20))
-	f.deps = func(d *Deps) { d.Goals = prom.source(t) }
+	f.deps = func(d *Deps) { d.Goals = prom.source(t, nil) }
 	f.start()
 	f.tick()
 	cm := f.mpa("ns", "web").Status.CurrentMetrics
@@ -254,7 +337,7 @@ func historyFixture(t *testing.T, prom *promServer, objs ...runtime.Object) *fix
 	f := newFixture(t, objs...)
 	f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.3, 200<<20))
 	f.cfg.History = HistoryConfig{Length: 2 * time.Hour, Step: time.Hour, Concurrency: 1, Timeout: 10 * time.Second}
-	f.deps = func(d *Deps) { d.History = prom.source(t) }
+	f.deps = func(d *Deps) { d.History = prom.source(t, nil) }
 	f.start()
 	return f
 }
@@ -334,7 +417,7 @@ func TestHistoryTimeoutStartsEmpty(t *testing.T) {
 	f := newFixture(t, twoPodWorkload()...)
 	f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.3, 200<<20))
 	f.cfg.History = HistoryConfig{Length: 2 * time.Hour, Step: time.Hour, Concurrency: 1, Timeout: 50 * time.Millisecond}
-	f.deps = func(d *Deps) { d.History = prom.source(t) }
+	f.deps = func(d *Deps) { d.History = prom.source(t, nil) }
 	f.start()
 	f.tick()
 	waitHistory(t, f, "ns/web")

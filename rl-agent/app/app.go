@@ -1,5 +1,5 @@
 // Package app wires the rl-agent binary: the root cobra command and its
-// subcommands serve, train, eval and demo.
+// subcommands serve, train, eval, evidence and demo.
 package app
 
 import (
@@ -32,6 +32,7 @@ oracle on generated applications and writes plots.`,
 		newServeCommand(),
 		newTrainCommand(),
 		newEvalCommand(),
+		newEvidenceCommand(),
 	)
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,6 +41,7 @@ type serveOptions struct {
 	BatchWait           time.Duration
 	QueueSize           int
 	MaxWorkloads        int
+	InitialCheckpoint   string
 }
 
 func newServeOptions() *serveOptions {
@@ -76,6 +78,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BatchWait, "batch-wait", o.BatchWait, "Longest a decision waits for concurrent ones to share its forward pass; 0 disables waiting.")
 	fs.IntVar(&o.QueueSize, "queue-size", o.QueueSize, "Decisions that may wait for a forward pass; beyond it calls fail with UNAVAILABLE and the recommender falls back to its default.")
 	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED.")
+	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A PPO policy checkpoint written by `rl-agent train` to start from instead of random weights. State already in --state-dir wins over it, but must have the same architecture: keep the flag across restarts. Meta-PPO checkpoints cannot be served yet.")
 }
 
 // Validate reports every invalid option at once.
@@ -150,11 +153,12 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		logger.Info("Discarded the torn tail of the experience log (the previous run crashed)", "bytes", rec.DiscardedBytes, "records", rec.Records)
 	}
 
-	cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
-	cfg.Seed = o.Seed
-	learner, err := policy.NewPPO(cfg)
+	learner, err := initialPolicy(o)
 	if err != nil {
-		return fmt.Errorf("create policy: %w", err)
+		return err
+	}
+	if o.InitialCheckpoint != "" {
+		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "hidden", learner.Config().Hidden)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -204,4 +208,39 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	}
 	eg.Go(func() error { return server.Serve(gctx, g, lis, srv, o.ShutdownGracePeriod) })
 	return eg.Wait()
+}
+
+// initialPolicy is the policy the agent starts from: random weights seeded
+// by --seed, or the PPO checkpoint of --initial-checkpoint, which must read
+// the agent's state features and choose among its actions.
+func initialPolicy(o *serveOptions) (*policy.PPO, error) {
+	if o.InitialCheckpoint == "" {
+		cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+		cfg.Seed = o.Seed
+		p, err := policy.NewPPO(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("create policy: %w", err)
+		}
+		return p, nil
+	}
+	b, err := os.ReadFile(o.InitialCheckpoint)
+	if err != nil {
+		return nil, fmt.Errorf("--initial-checkpoint: %w", err)
+	}
+	kind, err := policy.CheckpointKind(b)
+	if err != nil {
+		return nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
+	}
+	if kind != policy.KindPPO {
+		return nil, fmt.Errorf("--initial-checkpoint %s holds a %q policy; serve runs %q policies only", o.InitialCheckpoint, kind, policy.KindPPO)
+	}
+	p, err := policy.NewPPOFromCheckpoint(b)
+	if err != nil {
+		return nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
+	}
+	if c := p.Config(); c.StateDim != learn.StateDim || c.NumActions != int(learn.NumActions) {
+		return nil, fmt.Errorf("--initial-checkpoint %s: %w: it reads %d features and has %d actions, the agent %d and %d",
+			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, c.StateDim, c.NumActions, learn.StateDim, learn.NumActions)
+	}
+	return p, nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +27,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/train"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -243,4 +248,120 @@ func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.
 	pool = x509.NewCertPool()
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
+}
+
+func writePolicy(t *testing.T, l interface{ MarshalBinary() ([]byte, error) }) string {
+	t.Helper()
+	b, err := l.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "policy.ckpt")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func smallPPO(t *testing.T, stateDim int) *policy.PPO {
+	t.Helper()
+	cfg := policy.DefaultConfig(stateDim, int(learn.NumActions))
+	cfg.Hidden = []int{8}
+	p, err := policy.NewPPO(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestInitialPolicy(t *testing.T) {
+	o := train.DefaultOptions()
+	o.Policy = train.PolicyMetaPPO
+	meta, err := train.NewLearner(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(t.TempDir(), "garbage")
+	if err := os.WriteFile(garbage, []byte("not a checkpoint"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, path string
+		hidden     []int
+		err        string
+	}{
+		{"none: random weights", "", policy.DefaultConfig(learn.StateDim, int(learn.NumActions)).Hidden, ""},
+		{"trained PPO", writePolicy(t, smallPPO(t, learn.StateDim)), []int{8}, ""},
+		{"missing file", filepath.Join(t.TempDir(), "missing"), nil, "no such file"},
+		{"garbage", garbage, nil, "--initial-checkpoint"},
+		{"meta-ppo", writePolicy(t, meta), nil, `serve runs "ppo" policies only`},
+		{"other features", writePolicy(t, smallPPO(t, learn.StateDim+1)), nil, "incompatible"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Seed: 1})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("got %v, want an error containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Config().Hidden; !slices.Equal(got, tc.hidden) {
+				t.Fatalf("hidden %v, want %v", got, tc.hidden)
+			}
+		})
+	}
+}
+
+// The agent starts from a trained policy, persists it as its own state, and
+// refuses (without touching the state) to restart with a policy of another
+// architecture.
+func TestServeFromInitialCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := writePolicy(t, smallPPO(t, learn.StateDim))
+	addr := freeAddr(t)
+	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0", "--initial-checkpoint", ckpt}
+	stop := runCommand(t, args...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := pb.NewAgentServiceClient(conn).Recommend(ctx, request()); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	state, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Without the flag the default architecture cannot take the state.
+	cmd := newServeCommand()
+	cmd.SetArgs(args[:len(args)-2])
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "incompatible") {
+		t.Fatalf("restart without --initial-checkpoint: %v", err)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
+	if err != nil || !bytes.Equal(after, state) {
+		t.Fatalf("the refused start changed the state (err %v)", err)
+	}
+
+	stop = runCommand(t, args...)
+	waitServing(t, conn)
+	if _, err := pb.NewAgentServiceClient(conn).GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload}); err != nil {
+		t.Fatalf("after restart with the flag: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
 }

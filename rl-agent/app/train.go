@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"time"
@@ -19,9 +20,17 @@ import (
 // addTrainingFlags registers the training options on fs, each flag name
 // prefixed with prefix (the demo uses "train-").
 func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
+	fs.StringVar(&o.Policy, prefix+"policy", o.Policy, "learner: ppo, or meta-ppo (a GRU encoder reads the workload's recent trajectory; its embedding joins the state)")
+	fs.IntVar(&o.Window, prefix+"meta-window", o.Window, "meta-ppo: recent steps the encoder reads")
+	fs.IntVar(&o.EmbedDim, prefix+"meta-embed-dim", o.EmbedDim, "meta-ppo: size of the trajectory embedding")
 	fs.IntVar(&o.Apps, prefix+"apps", o.Apps, "number of generated training apps (never the held-out ones)")
 	fs.IntVar(&o.Episodes, prefix+"episodes", o.Episodes, "training episodes in all, bootstrapping included")
-	fs.IntVar(&o.BootstrapEpisodes, prefix+"bootstrap-episodes", o.BootstrapEpisodes, "first episodes in which the fused default acts and the agent learns from it (behaviour cloning, then offline PPO)")
+	fs.IntVar(&o.BootstrapEpisodes, prefix+"bootstrap-episodes", o.BootstrapEpisodes, "most episodes each app bootstraps (the fused default acts; the agent clones it, then runs offline PPO) before the agent acts, if the reward gate has not ended bootstrapping earlier; 0 trains from scratch")
+	fs.IntVar(&o.Gates.Window, prefix+"gate-window", o.Gates.Window, "episodes the lifecycle gates look at (spec.rl.gates.window)")
+	fs.Float64Var(&o.Gates.PromoteMinMean, prefix+"promote-min-mean", o.Gates.PromoteMinMean, "an app leaves bootstrapping (and training) when its mean episode reward over the gate window is at least this")
+	fs.Float64Var(&o.Gates.PromoteMaxStdDev, prefix+"promote-max-stddev", o.Gates.PromoteMaxStdDev, "... and their standard deviation at most this")
+	fs.Float64Var(&o.Gates.RetrainBelowMean, prefix+"retrain-below-mean", o.Gates.RetrainBelowMean, "a serving app retrains when its mean episode reward falls below this")
+	fs.Float64Var(&o.Gates.RetrainAboveStdDev, prefix+"retrain-above-stddev", o.Gates.RetrainAboveStdDev, "... or their standard deviation rises above this")
 	fs.IntVar(&o.EpisodeSteps, prefix+"episode-steps", o.EpisodeSteps, "decisions (windows) per episode")
 	fs.IntVar(&o.BatchEpisodes, prefix+"batch-episodes", o.BatchEpisodes, "episodes rolled out in parallel per PPO update")
 	fs.IntSliceVar(&o.Hidden, prefix+"hidden", o.Hidden, "widths of the actor's and critic's hidden layers")
@@ -79,14 +88,19 @@ func newTrainCommand() *cobra.Command {
 		Use:   "train",
 		Short: "Train the agent on the built-in simulator",
 		Long: `train trains the AWARE agent (a PPO actor-critic over the discrete actions
-no-op, ±1 replica, ±CPU step, ±memory step) on generated training apps under
-the simulator's load traces; the held-out apps that demo and eval use are
-never trained on. The first episodes bootstrap: the fused HPA+VPA default
-acts and the agent clones its decisions, then trains its critic on them
-offline. Then the agent acts, sampling, with the FaaSRM safeguard on, and
-learns by PPO. The policy is checkpointed to --checkpoint during and after
-training, and the reward curve is plotted. Equal flags give identical
-checkpoints.`,
+no-op, ±1 replica, ±CPU step, ±memory step), or with --policy=meta-ppo the
+same with a GRU encoder of each workload's recent trajectory, on generated
+training apps under the simulator's load traces; the held-out apps that demo
+and eval use are never trained on. Each app goes through the agent's
+lifecycle. It bootstraps first: the fused HPA+VPA default acts and the agent
+clones its decisions, then trains its critic on them offline, until the
+reward gate (the mean and spread of the app's last --gate-window episode
+rewards) passes or --bootstrap-episodes is reached. Then the agent acts,
+sampling, with the FaaSRM safeguard on, and learns by PPO; once the gate
+passes again the app is served greedily with frozen weights, and retrains if
+its reward drops. The policy is checkpointed to --checkpoint during and
+after training, and the reward curve (with each episode's stage) is
+plotted. Equal flags give identical checkpoints.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -104,8 +118,8 @@ func runTrain(cmd *cobra.Command, o *trainOptions) error {
 	if !o.noProgress {
 		o.Progress = demo.NewProgressBar(cmd.ErrOrStderr())
 	}
-	fmt.Fprintf(stdout, "Training on %d apps for %d episodes (%d bootstrapping) of %d windows, seed %d\n",
-		o.Apps, o.Episodes, o.BootstrapEpisodes, o.EpisodeSteps, o.Seed)
+	fmt.Fprintf(stdout, "Training %s on %d apps for %d episodes of %d windows (each app bootstrapping for at most %d), seed %d\n",
+		o.Policy, o.Apps, o.Episodes, o.EpisodeSteps, o.BootstrapEpisodes, o.Seed)
 	cpu0, wall0 := demo.CPUTime(), time.Now()
 	res, err := train.Train(cmd.Context(), o.Options)
 	if err != nil {
@@ -120,16 +134,39 @@ func runTrain(cmd *cobra.Command, o *trainOptions) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "Trained in %s (%.0f s CPU).\n", wall.Round(time.Second), cpu.Seconds())
+	boots, end := res.BootstrapCount()
 	if n := len(res.BC); n > 0 {
-		fmt.Fprintf(stdout, "Behaviour cloning: accuracy %.1f%% on the default's %d-episode demonstrations\n", 100*res.BC[n-1].Accuracy, o.BootstrapEpisodes)
+		fmt.Fprintf(stdout, "Behaviour cloning: accuracy %.1f%% in the last round, on the default's demonstrations of %d bootstrapping episodes\n", 100*res.BC[n-1].Accuracy, boots)
 	}
-	if k := min(o.BatchEpisodes, o.Episodes-o.BootstrapEpisodes); k > 0 {
+	stages := map[string]int{}
+	for _, e := range res.Episodes {
+		stages[e.Stage]++
+	}
+	fmt.Fprintf(stdout, "Episodes per stage: Bootstrapping %d, OnlineTraining %d, Serving %d, Retraining %d (%d stage changes)\n",
+		stages["Bootstrapping"], stages["OnlineTraining"], stages["Serving"], stages["Retraining"], len(res.Changes))
+	if k := min(o.BatchEpisodes, len(res.Episodes)-end); k > 0 {
 		n := len(res.Episodes)
-		fmt.Fprintf(stdout, "Mean episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d\n",
-			res.MeanReward(0, o.BootstrapEpisodes), res.MeanReward(o.BootstrapEpisodes, o.BootstrapEpisodes+k), k, res.MeanReward(n-k, n), k)
+		fmt.Fprintf(stdout, "Mean episode reward: default %.3f while bootstrapping; agent %.3f in the first %d episodes after, %.3f in the last %d\n",
+			meanBootstrap(res), res.MeanReward(end, end+k), k, res.MeanReward(n-k, n), k)
 	}
 	fmt.Fprintf(stdout, "Checkpoint: %s\nReward curve: %s (data %s)\n", o.Checkpoint, o.curve, data)
 	return nil
+}
+
+// meanBootstrap is the mean episode reward of the default while it acted.
+func meanBootstrap(res *train.Result) float64 {
+	var s float64
+	var n int
+	for _, e := range res.Episodes {
+		if e.Phase == train.PhaseBootstrap {
+			s += e.MeanReward
+			n++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return s / float64(n)
 }
 
 func writeCurve(path string, window int, eps []train.Episode) error {

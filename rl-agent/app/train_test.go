@@ -22,7 +22,7 @@ func execute(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr s
 	return out.String(), errOut.String(), err
 }
 
-var tinyTraining = []string{"--apps=2", "--episodes=4", "--bootstrap-episodes=2", "--episode-steps=12", "--batch-episodes=2", "--hidden=8", "--traces=steady,flash-crowd"}
+var tinyTraining = []string{"--apps=2", "--episodes=4", "--bootstrap-episodes=1", "--episode-steps=12", "--batch-episodes=2", "--hidden=8", "--traces=steady,flash-crowd"}
 
 // TestTrainThenEval trains through `rl-agent train` and evaluates the
 // checkpoint through `rl-agent eval`, with tiny options.

@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/aware-k8s/aware/pkg/learn"
@@ -50,52 +52,48 @@ func (e *InvalidRequestError) Error() string {
 // Is makes errors.Is(err, ErrInvalidArgument) true.
 func (e *InvalidRequestError) Is(target error) bool { return target == ErrInvalidArgument }
 
-// path is a field path such as "observation.containers[0].usage.cpu_cores".
-// It is a value built without allocating and rendered only when a
-// violation names it, so checking a valid request costs no strings (the
-// conversion is on the path of every call).
+// path is a field path such as "observation.containers[0].usage.cpu_cores",
+// kept as a chain of levels on the callers' stacks: each level points to
+// its parent, an argument or local of a caller that outlives it. Nothing is
+// built or allocated unless a violation names the path (the conversion is
+// on the path of every call), and a level costs four words of stack; a
+// whole array of levels per value, copied at every call, made the
+// conversion's frames kilobytes deep and grew every call's stack. A path
+// must not be stored beyond the call that received it, nor assigned to the
+// variable it was derived from (p = p.dot(...) would point at itself).
 type path struct {
-	elems [6]pathElem
-	n     int
+	parent *path
+	name   string
+	index  int // -1: not indexed
 }
 
-type pathElem struct {
-	name  string
-	index int // -1: not indexed
-}
+func root(name string) path { return path{name: name, index: -1} }
 
-func root(name string) path { return path{}.dot(name) }
+// dot is p.name.
+func (p *path) dot(name string) path { return path{parent: p, name: name, index: -1} }
 
-// dot appends ".name". Paths deeper than the contract's messages keep their
-// first levels, which still locate the problem.
-func (p path) dot(name string) path {
-	if p.n < len(p.elems) {
-		p.elems[p.n] = pathElem{name: name, index: -1}
-		p.n++
-	}
-	return p
-}
+// elem is p.name[i].
+func (p *path) elem(name string, i int) path { return path{parent: p, name: name, index: i} }
 
-// at indexes the last element: containers → containers[i].
-func (p path) at(i int) path {
-	if p.n > 0 {
-		p.elems[p.n-1].index = i
-	}
-	return p
-}
-
-func (p path) String() string {
+func (p *path) String() string {
 	var b strings.Builder
-	for i, e := range p.elems[:p.n] {
-		if i > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(e.name)
-		if e.index >= 0 {
-			fmt.Fprintf(&b, "[%d]", e.index)
-		}
-	}
+	p.write(&b)
 	return b.String()
+}
+
+// write renders the parents first. It stores no level anywhere, so the
+// levels stay on the stack.
+func (p *path) write(b *strings.Builder) {
+	if p.parent != nil {
+		p.parent.write(b)
+		b.WriteByte('.')
+	}
+	b.WriteString(p.name)
+	if p.index >= 0 {
+		b.WriteByte('[')
+		b.WriteString(strconv.Itoa(p.index))
+		b.WriteByte(']')
+	}
 }
 
 // checker accumulates violations.
@@ -177,6 +175,10 @@ func (c *checker) workloadKey(field path, ref *pb.WorkloadRef) string {
 	return ns + "/" + n + "/" + uid
 }
 
+// maxScannedContainers is the most containers checked for duplicate names
+// by a scan rather than a map.
+const maxScannedContainers = 16
+
 func (c *checker) observation(field path, o *pb.Observation) workload.Observation {
 	var out workload.Observation
 	if !c.required(field, o != nil) {
@@ -201,27 +203,42 @@ func (c *checker) observation(field path, o *pb.Observation) workload.Observatio
 	out.RequestRate = c.number(field.dot("request_rate"), o.GetRequestRate())
 	out.ErrorRate = c.number(field.dot("error_rate"), o.GetErrorRate())
 	out.SLO = c.number(field.dot("slo_seconds"), o.GetSloSeconds())
+	lat := field.dot("latency")
 	out.Latency = workload.Latency{
-		P50: c.number(field.dot("latency").dot("p50_seconds"), o.GetLatency().GetP50Seconds()),
-		P95: c.number(field.dot("latency").dot("p95_seconds"), o.GetLatency().GetP95Seconds()),
-		P99: c.number(field.dot("latency").dot("p99_seconds"), o.GetLatency().GetP99Seconds()),
+		P50: c.number(lat.dot("p50_seconds"), o.GetLatency().GetP50Seconds()),
+		P95: c.number(lat.dot("p95_seconds"), o.GetLatency().GetP95Seconds()),
+		P99: c.number(lat.dot("p99_seconds"), o.GetLatency().GetP99Seconds()),
 	}
 	out.Samples = int(c.count(field.dot("samples"), o.GetSamples()))
 	if len(o.GetContainers()) == 0 {
 		c.add(field.dot("containers"), "must list at least one container")
 	}
-	seen := map[string]bool{}
+	var seen map[string]bool // only for many containers; see below
+	if n := len(o.GetContainers()); n > 0 {
+		out.Containers = make([]workload.ContainerObservation, 0, n)
+		if n > maxScannedContainers {
+			seen = make(map[string]bool, n)
+		}
+	}
 	for i, ct := range o.GetContainers() {
-		f := field.dot("containers").at(i)
+		f := field.elem("containers", i)
 		if ct == nil {
 			c.add(f, "is required")
 			continue
 		}
 		n := c.name(f.dot("name"), ct.GetName())
-		if seen[n] && n != "" {
+		// Pods have a handful of containers, and a scan of those is cheaper
+		// than a map on every call; a request listing many (bounded only by
+		// the message size) gets the map, so it cannot cost quadratic time.
+		dup := false
+		if seen != nil {
+			dup, seen[n] = seen[n], true
+		} else {
+			dup = slices.ContainsFunc(out.Containers, func(prev workload.ContainerObservation) bool { return prev.Name == n })
+		}
+		if dup && n != "" {
 			c.add(f.dot("name"), "duplicate container %q", n)
 		}
-		seen[n] = true
 		out.Containers = append(out.Containers, workload.ContainerObservation{
 			Name:     n,
 			Requests: c.resources(f.dot("requests"), ct.GetRequests()),
@@ -245,7 +262,7 @@ func (c *checker) constraints(field path, in *pb.Constraints) workload.Constrain
 		c.add(field.dot("min_replicas"), "must not exceed max_replicas (%d > %d)", out.MinReplicas, out.MaxReplicas)
 	}
 	for i, p := range in.GetContainers() {
-		f := field.dot("containers").at(i)
+		f := field.elem("containers", i)
 		if p == nil {
 			c.add(f, "is required")
 			continue
@@ -278,7 +295,7 @@ func (c *checker) constraints(field path, in *pb.Constraints) workload.Constrain
 			case pb.Resource_RESOURCE_MEMORY:
 				cp.ControlledResources = append(cp.ControlledResources, workload.Memory)
 			default:
-				c.add(f.dot("controlled_resources").at(j), "must be RESOURCE_CPU or RESOURCE_MEMORY, got %d", r)
+				c.add(f.elem("controlled_resources", j), "must be RESOURCE_CPU or RESOURCE_MEMORY, got %d", r)
 			}
 		}
 		for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
@@ -298,7 +315,7 @@ func (c *checker) recommendation(field path, r *pb.Recommendation) workload.Reco
 	}
 	out.Replicas = c.count(field.dot("replicas"), r.GetReplicas())
 	for i, ct := range r.GetContainers() {
-		f := field.dot("containers").at(i)
+		f := field.elem("containers", i)
 		if ct == nil {
 			c.add(f, "is required")
 			continue

@@ -2,7 +2,10 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -124,5 +127,88 @@ func BenchmarkFromRecommendRequest(b *testing.B) {
 		if _, err := fromRecommendRequest(r); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestPathString(t *testing.T) {
+	obs := root("observation")
+	ctr := obs.elem("containers", 2)
+	cons := root("constraints")
+	cc := cons.elem("containers", 0)
+	a := root("a")
+	b := a.dot("b")
+	c := b.dot("c")
+	d := c.dot("d")
+	e := d.dot("e")
+	f := e.dot("f")
+	g := f.dot("g")
+	deep := g.dot("h")
+	for _, tc := range []struct {
+		name string
+		p    path
+		want string
+	}{
+		{name: "root", p: root("workload"), want: "workload"},
+		{name: "nested field", p: ctr.dot("usage"), want: "observation.containers[2].usage"},
+		{name: "index zero", p: cc.elem("controlled_resources", 1), want: "constraints.containers[0].controlled_resources[1]"},
+		{name: "deeper than any message", p: deep, want: "a.b.c.d.e.f.g.h"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.p.String(); got != tc.want {
+				t.Fatalf("path %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDuplicateContainers checks duplicate names are found whether the
+// names are scanned (few containers) or put in a set (many).
+func TestDuplicateContainers(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		containers int
+		dupOf      int // index of the container the last one repeats; -1 none
+		unnamed    bool
+		want       []string
+	}{
+		{name: "few, no duplicate", containers: 3, dupOf: -1},
+		{name: "few, duplicate", containers: 3, dupOf: 1, want: []string{"observation.containers[3].name"}},
+		{name: "many, no duplicate", containers: maxScannedContainers + 5, dupOf: -1},
+		{name: "many, duplicate", containers: maxScannedContainers + 5, dupOf: 2, want: []string{fmt.Sprintf("observation.containers[%d].name", maxScannedContainers+5)}},
+		{name: "unnamed are not duplicates", containers: 2, dupOf: 0, unnamed: true, want: []string{"observation.containers[0].name", "observation.containers[2].name"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := recommendReq("web", 0)
+			tmpl := r.Observation.Containers[0]
+			r.Observation.Containers = nil
+			for i := range tc.containers {
+				c := proto.Clone(tmpl).(*pb.ContainerObservation)
+				c.Name = fmt.Sprintf("c%d", i)
+				r.Observation.Containers = append(r.Observation.Containers, c)
+			}
+			if tc.dupOf >= 0 {
+				c := proto.Clone(tmpl).(*pb.ContainerObservation)
+				c.Name = r.Observation.Containers[tc.dupOf].Name
+				r.Observation.Containers = append(r.Observation.Containers, c)
+				if tc.unnamed {
+					r.Observation.Containers[tc.dupOf].Name, c.Name = "", ""
+				}
+			}
+			_, err := fromRecommendRequest(r)
+			var got []string
+			var inv *InvalidRequestError
+			if errors.As(err, &inv) {
+				for _, v := range inv.Violations {
+					if strings.HasPrefix(v.Field, "observation.containers") {
+						got = append(got, v.Field)
+					}
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("violations on containers %v, want %v (%v)", got, tc.want, err)
+			}
+		})
 	}
 }

@@ -24,12 +24,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -157,6 +159,9 @@ type Server struct {
 	// by the checkpoint.
 	trainMu sync.Mutex
 	version atomic.Int64
+	// versionName caches versionString of the version last asked for:
+	// every answer carries it, and it changes only when training lands.
+	versionName atomic.Pointer[namedVersion]
 
 	expMu   sync.Mutex
 	pending [][]byte // experience not yet appended to the store
@@ -172,6 +177,11 @@ type Server struct {
 	closeMu  sync.Mutex
 	closed   bool
 	closeErr error
+}
+
+type namedVersion struct {
+	v    int64
+	name string
 }
 
 type decisionJob struct {
@@ -227,10 +237,21 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 }
 
 // UnaryInterceptor records request counts and latencies by method and code.
+// The series of the agent's own methods are looked up once per method and
+// code rather than by label values on every call.
 func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
+	known := map[string]*methodMetrics{}
+	for _, m := range pb.AgentService_ServiceDesc.Methods {
+		full := "/" + pb.AgentService_ServiceDesc.ServiceName + "/" + m.MethodName
+		known[full] = &methodMetrics{m: s.metrics, method: m.MethodName}
+	}
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
+		if mm := known[info.FullMethod]; mm != nil {
+			mm.observe(codeOf(err), time.Since(start))
+			return resp, err
+		}
 		method := methodName(info.FullMethod)
 		s.metrics.requests.WithLabelValues(method, codeOf(err).String()).Inc()
 		s.metrics.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
@@ -238,9 +259,51 @@ func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
 	}
 }
 
+// methodMetrics are one method's series, each created on first use, as
+// WithLabelValues would, so /metrics shows the same series.
+type methodMetrics struct {
+	m       *metrics
+	method  string
+	latency atomic.Pointer[prometheus.Observer]
+	byCode  [maxCode + 1]atomic.Pointer[prometheus.Counter]
+}
+
+// maxCode is the largest gRPC status code (Unauthenticated); others are
+// counted through the vector.
+const maxCode = 16
+
+func (mm *methodMetrics) observe(code codes.Code, d time.Duration) {
+	if code > maxCode {
+		mm.m.requests.WithLabelValues(mm.method, code.String()).Inc()
+	} else {
+		c := mm.byCode[code].Load()
+		if c == nil {
+			cc := mm.m.requests.WithLabelValues(mm.method, code.String())
+			c = &cc
+			mm.byCode[code].Store(c)
+		}
+		(*c).Inc()
+	}
+	o := mm.latency.Load()
+	if o == nil {
+		oo := mm.m.latency.WithLabelValues(mm.method)
+		o = &oo
+		mm.latency.Store(o)
+	}
+	(*o).Observe(d.Seconds())
+}
+
 // PolicyVersion returns the version of the shared policy: the number of
 // training jobs applied to it since it was created.
-func (s *Server) PolicyVersion() string { return versionString(s.version.Load()) }
+func (s *Server) PolicyVersion() string {
+	v := s.version.Load()
+	if n := s.versionName.Load(); n != nil && n.v == v {
+		return n.name
+	}
+	n := &namedVersion{v: v, name: versionString(v)}
+	s.versionName.Store(n)
+	return n.name
+}
 
 func versionString(v int64) string { return fmt.Sprintf("v%d", v) }
 
@@ -382,6 +445,7 @@ func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob 
 			}
 		}
 	}()
+	yielded := false
 	for len(batch) < s.opts.MaxBatch {
 		select {
 		case j := <-s.queue:
@@ -390,7 +454,20 @@ func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob 
 		default:
 		}
 		if s.opts.BatchWait == 0 || s.inflight.Load() <= int64(len(batch)) {
-			return batch
+			if yielded {
+				return batch
+			}
+			// Before closing the batch, let the goroutines that are
+			// runnable now (calls being decoded or converted, when the
+			// server is busy) run up to their queueing. Without this the
+			// batcher, woken by the first call, can close every batch
+			// before the next call is counted in flight, and a busy server
+			// settles into passes of one or two decisions, paying a
+			// wake-up and a forward pass per decision. With nothing else
+			// runnable it returns at once, so a lone call does not wait.
+			yielded = true
+			runtime.Gosched()
+			continue
 		}
 		if !waiting {
 			timer.Reset(s.opts.BatchWait)

@@ -826,3 +826,62 @@ func TestLifecycleOverGRPC(t *testing.T) {
 		}
 	}
 }
+
+// TestInterceptorCounts checks the interceptor's cached series against the
+// vectors: every call is counted once under its method and code, for the
+// agent's methods (cached) and any other (looked up).
+func TestInterceptorCounts(t *testing.T) {
+	o := DefaultOptions()
+	o.Learner = newPPO(t, 1)
+	reg := prometheus.NewRegistry()
+	o.Registerer = reg
+	srv, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	ic := srv.UnaryInterceptor()
+	calls := []struct {
+		full string
+		err  error
+	}{
+		{"/aware.rlagent.v1.AgentService/Recommend", nil},
+		{"/aware.rlagent.v1.AgentService/Recommend", nil},
+		{"/aware.rlagent.v1.AgentService/Recommend", status.Error(codes.Unavailable, "busy")},
+		{"/aware.rlagent.v1.AgentService/GetPolicyStatus", ErrUnknownWorkload},
+		{"/grpc.health.v1.Health/Check", nil},
+		{"/aware.rlagent.v1.AgentService/Recommend", status.Error(codes.Code(99), "odd")},
+	}
+	for _, c := range calls {
+		_, _ = ic(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: c.full}, func(context.Context, any) (any, error) { return nil, c.err })
+	}
+	for _, tc := range []struct {
+		method, code string
+		want         float64
+	}{
+		{"Recommend", "OK", 2},
+		{"Recommend", "Unavailable", 1},
+		{"Recommend", "Code(99)", 1},
+		{"GetPolicyStatus", "NotFound", 1},
+		{"Check", "OK", 1},
+	} {
+		t.Run(tc.method+"/"+tc.code, func(t *testing.T) {
+			if got := testutil.ToFloat64(srv.metrics.requests.WithLabelValues(tc.method, tc.code)); got != tc.want {
+				t.Fatalf("requests_total{method=%q,code=%q} = %v, want %v", tc.method, tc.code, got, tc.want)
+			}
+		})
+	}
+	if got := testutil.CollectAndCount(srv.metrics.requests); got != 5 {
+		t.Errorf("requests_total has %d series, want 5", got)
+	}
+	if got := testutil.CollectAndCount(srv.metrics.latency); got != 3 {
+		t.Errorf("request_duration_seconds has %d series, want 3 (Recommend, GetPolicyStatus, Check)", got)
+	}
+	if v := srv.PolicyVersion(); v != "v0" {
+		t.Errorf("policy version %q, want v0", v)
+	}
+	srv.version.Store(7)
+	if v := srv.PolicyVersion(); v != "v7" {
+		t.Errorf("policy version after training %q, want v7", v)
+	}
+}

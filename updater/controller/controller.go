@@ -328,7 +328,10 @@ func (c *Controller) horizontal(ctx context.Context, m *v1alpha1.MultidimPodAuto
 		c.event(m, corev1.EventTypeWarning, EventInvalidConstraints, "Not scaling: %v", st.hErr)
 		return false
 	}
-	d := st.horizontal.Decide(now, current, desired)
+	// The fused default's count was stabilized by the recommender; an
+	// agent's, a safeguard's or an unknown recommender's was not.
+	stabilized := m.Status.RL != nil && m.Status.RL.Source == v1alpha1.SourceDefault
+	d := st.horizontal.Decide(now, current, desired, stabilized)
 	logger.V(3).Info("Horizontal decision", "current", d.Current, "desired", d.Desired, "replicas", d.Replicas, "reason", d.Reason)
 	if !d.Changed() {
 		return false

@@ -13,7 +13,10 @@ import (
 // constraints.global.behavior rules (stabilization windows, policies,
 // selectPolicy), so an agent's or a third-party recommender's output is held
 // to the same HPA semantics as the default: the stabilization windows are
-// what keep it from flapping.
+// what keep it from flapping. A recommendation the fused default made was
+// already held to those windows by the recommender, with the same
+// constraints; for it only the rate limits apply here, so a window is
+// waited out once, not twice.
 //
 // The decider records a scale event whenever it returns a count different
 // from the current one. If the caller then fails to apply it, the rate
@@ -46,14 +49,16 @@ func NewHorizontal(c workload.Constraints) (*Horizontal, error) {
 }
 
 // Decide returns the count to apply at now given the target's current
-// count and the recommended count.
+// count and the recommended count. stabilized says the recommended count
+// already went through the behavior's stabilization windows (see
+// Horizontal).
 //
 //   - current 0 means the user scaled the workload to zero: scaling is
 //     disabled, as for an HPA.
 //   - a current count outside [min, max] is brought to the bound at once.
 //   - otherwise desired (clamped to [min, max]) goes through stabilization
-//     and the behavior rate limits.
-func (h *Horizontal) Decide(now time.Time, current, desired int32) HorizontalDecision {
+//     (unless stabilized) and the behavior rate limits.
+func (h *Horizontal) Decide(now time.Time, current, desired int32, stabilized bool) HorizontalDecision {
 	out := HorizontalDecision{Current: current, Desired: desired, Replicas: current}
 	lo, hi := max(h.c.MinReplicas, 1), h.c.MaxReplicas
 	switch {
@@ -71,6 +76,10 @@ func (h *Horizontal) Decide(now time.Time, current, desired int32) HorizontalDec
 		return out
 	}
 	proposed := h.c.ClampReplicas(desired)
+	if stabilized {
+		out.Replicas, out.Reason = h.d.NormalizeStabilized(now, current, proposed)
+		return out
+	}
 	out.Replicas, out.Reason = h.d.Normalize(now, current, proposed)
 	return out
 }

@@ -365,27 +365,27 @@ func horizontal(t *testing.T, c workload.Constraints) *Horizontal {
 
 func TestHorizontalBounds(t *testing.T) {
 	h := horizontal(t, workload.Constraints{MinReplicas: 2, MaxReplicas: 10})
-	if d := h.Decide(t0, 4, 50); d.Replicas != 8 || d.Reason != "ScaleUpLimit" {
+	if d := h.Decide(t0, 4, 50, false); d.Replicas != 8 || d.Reason != "ScaleUpLimit" {
 		// default scale-up policy: max(+100%, +4) per 15 s = 8.
 		t.Errorf("scale up to 50 from 4: %+v", d)
 	}
-	if d := h.Decide(t0.Add(time.Minute), 8, 50); d.Replicas != 10 {
+	if d := h.Decide(t0.Add(time.Minute), 8, 50, false); d.Replicas != 10 {
 		t.Errorf("capped at max: %+v", d)
 	}
 	// Current outside the bounds is corrected at once, without a window.
 	h = horizontal(t, workload.Constraints{MinReplicas: 2, MaxReplicas: 10})
-	if d := h.Decide(t0, 15, 12); d.Replicas != 10 || d.Reason != "TooManyReplicas" {
+	if d := h.Decide(t0, 15, 12, false); d.Replicas != 10 || d.Reason != "TooManyReplicas" {
 		t.Errorf("current above max: %+v", d)
 	}
-	if d := h.Decide(t0, 1, 1); d.Replicas != 2 || d.Reason != "TooFewReplicas" {
+	if d := h.Decide(t0, 1, 1, false); d.Replicas != 2 || d.Reason != "TooFewReplicas" {
 		t.Errorf("current below min: %+v", d)
 	}
 	// Scaled to zero by the user: disabled.
-	if d := h.Decide(t0, 0, 5); d.Changed() || d.Reason != string(SkipScalingDisabled) {
+	if d := h.Decide(t0, 0, 5, false); d.Changed() || d.Reason != string(SkipScalingDisabled) {
 		t.Errorf("current 0: %+v", d)
 	}
 	// No desired count.
-	if d := h.Decide(t0, 3, 0); d.Changed() {
+	if d := h.Decide(t0, 3, 0, false); d.Changed() {
 		t.Errorf("desired 0: %+v", d)
 	}
 }
@@ -400,7 +400,7 @@ func TestHorizontalBehaviorWindows(t *testing.T) {
 	h := horizontal(t, c)
 	cur := int32(10)
 	step := func(at time.Duration, desired int32) HorizontalDecision {
-		d := h.Decide(t0.Add(at), cur, desired)
+		d := h.Decide(t0.Add(at), cur, desired, false)
 		cur = d.Replicas
 		return d
 	}
@@ -443,7 +443,7 @@ func TestHorizontalNoFlapping(t *testing.T) {
 		if i%2 == 0 {
 			desired = 8
 		}
-		d := h.Decide(t0.Add(time.Duration(i)*30*time.Second), cur, desired)
+		d := h.Decide(t0.Add(time.Duration(i)*30*time.Second), cur, desired, false)
 		if d.Changed() {
 			changes++
 		}
@@ -463,4 +463,41 @@ func TestVerticalConfigValidate(t *testing.T) {
 	if err := bad.Validate(); err == nil {
 		t.Fatal("invalid config accepted")
 	}
+}
+
+// A count the recommender already stabilized is not held for the window a
+// second time, but still obeys the rate limits; an unstabilized count
+// after it is judged against the history it left.
+func TestHorizontalStabilizedUpstream(t *testing.T) {
+	c := workload.Constraints{MinReplicas: 1, MaxReplicas: 20, Behavior: &workload.Behavior{
+		ScaleDown: &workload.ScalingRules{StabilizationWindow: dur(60 * time.Second), Select: workload.SelectMax,
+			Policies: []workload.ScalingPolicy{{Type: workload.PodsScalingPolicy, Value: 2, Period: 30 * time.Second}}},
+	}}
+	for _, tc := range []struct {
+		name       string
+		stabilized bool
+		want       int32
+		reason     string
+	}{
+		{"stabilized upstream: only the rate limit", true, 8, "ScaleDownLimit"},
+		{"unstabilized: held for the window", false, 10, "ScaleDownStabilized"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := horizontal(t, c)
+			if d := h.Decide(t0, 10, 5, tc.stabilized); d.Replicas != tc.want || d.Reason != tc.reason {
+				t.Fatalf("got %+v, want %d (%s)", d, tc.want, tc.reason)
+			}
+		})
+	}
+	t.Run("an agent's count after default ones sees their history", func(t *testing.T) {
+		h := horizontal(t, c)
+		// The default asked for 10 at t=0 and 50 s, then the agent asks
+		// for 4 at 70 s: the start-up seed has left the 60 s window, but
+		// the default's 10 at 50 s still holds it.
+		h.Decide(t0, 10, 10, true)
+		h.Decide(t0.Add(50*time.Second), 10, 10, true)
+		if d := h.Decide(t0.Add(70*time.Second), 10, 4, false); d.Replicas != 10 {
+			t.Fatalf("agent's scale-down inside the window: %+v", d)
+		}
+	})
 }

@@ -97,7 +97,9 @@ func (m *Matcher) Match(ctx context.Context, pod *corev1.Pod) (*v1alpha1.Multidi
 		return nil, nil
 	}
 	ns := pod.Namespace
-	chain := []Ref{RefFromOwner(owner)}
+	// On the stack: the walk runs for every admitted pod.
+	var buf [maxDepth]Ref
+	chain := append(buf[:0], RefFromOwner(owner))
 	for len(chain) < maxDepth {
 		next, err := m.Owners.Controller(ctx, ns, chain[len(chain)-1])
 		if err != nil {

@@ -18,7 +18,6 @@ package patch
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -85,17 +84,38 @@ func AppliesAtCreation(m v1alpha1.UpdateMode) bool {
 	return false
 }
 
-var resourcesInOrder = []workload.Resource{workload.CPU, workload.Memory}
+// resourcesInOrder is sorted by name, the order of a ResourceList's keys
+// in JSON, so the operations on a list come out in that order too.
+var resourcesInOrder = [...]workload.Resource{workload.CPU, workload.Memory}
 
 // containerPlan is the new requests and limits of one container; a field
-// is changed only where changed[r] says so.
+// is changed only where changed says so.
 type containerPlan struct {
 	index            int
 	name             string
 	curReq, curLim   workload.Resources
 	newReq, newLim   workload.Resources
-	changed          map[workload.Resource]bool
+	changed          resourceSet
 	requestsAndLimit bool
+}
+
+// resourceSet is a set of the resources in resourcesInOrder; a value, not
+// a map, because one is made per container of every admitted pod.
+type resourceSet struct{ cpu, memory bool }
+
+func (s *resourceSet) has(r workload.Resource) bool {
+	if r == workload.Memory {
+		return s.memory
+	}
+	return s.cpu
+}
+
+func (s *resourceSet) set(r workload.Resource, v bool) {
+	if r == workload.Memory {
+		s.memory = v
+	} else {
+		s.cpu = v
+	}
 }
 
 // Compute returns the patch for pod under in. The pod is not modified.
@@ -114,11 +134,10 @@ func Compute(pod *corev1.Pod, in Input) Result {
 
 func planContainer(i int, ctr *corev1.Container, in *Input) containerPlan {
 	p := containerPlan{
-		index:   i,
-		name:    ctr.Name,
-		curReq:  mpa.Resources(ctr.Resources.Requests),
-		curLim:  mpa.Resources(ctr.Resources.Limits),
-		changed: map[workload.Resource]bool{},
+		index:  i,
+		name:   ctr.Name,
+		curReq: mpa.Resources(ctr.Resources.Requests),
+		curLim: mpa.Resources(ctr.Resources.Limits),
 	}
 	p.newReq, p.newLim = p.curReq, p.curLim
 	pol := in.Constraints.ContainerPolicy(ctr.Name)
@@ -140,7 +159,7 @@ func planContainer(i int, ctr *corev1.Container, in *Input) containerPlan {
 		req, lim = in.Caps.bound(r, req, lim, p.requestsAndLimit)
 		p.newReq = p.newReq.With(r, req)
 		p.newLim = p.newLim.With(r, lim)
-		p.changed[r] = true
+		p.changed.set(r, true)
 	}
 	return p
 }
@@ -176,7 +195,7 @@ func capPod(plans []containerPlan, podMax workload.Resources) {
 		}
 		var fixedReq, fixedLim, ownReq, ownLim float64
 		for i := range plans {
-			if plans[i].changed[r] {
+			if plans[i].changed.has(r) {
 				ownReq += plans[i].newReq.Get(r)
 				ownLim += plans[i].newLim.Get(r)
 			} else {
@@ -195,7 +214,7 @@ func capPod(plans []containerPlan, podMax workload.Resources) {
 			continue
 		}
 		for i := range plans {
-			if !plans[i].changed[r] {
+			if !plans[i].changed.has(r) {
 				continue
 			}
 			if f <= 0 {
@@ -204,7 +223,7 @@ func capPod(plans []containerPlan, podMax workload.Resources) {
 				// pod as it was written and let the user see the error.
 				plans[i].newReq = plans[i].newReq.With(r, plans[i].curReq.Get(r))
 				plans[i].newLim = plans[i].newLim.With(r, plans[i].curLim.Get(r))
-				delete(plans[i].changed, r)
+				plans[i].changed.set(r, false)
 				continue
 			}
 			plans[i].newReq = plans[i].newReq.With(r, plans[i].newReq.Get(r)*f)
@@ -218,29 +237,34 @@ func capPod(plans []containerPlan, podMax workload.Resources) {
 // object only where the pod has none to add into.
 func render(pod *corev1.Pod, plans []containerPlan) Result {
 	var res Result
+	var descBuf [96]byte
 	for _, p := range plans {
 		ctr := &pod.Spec.Containers[p.index]
-		reqs, lims := corev1.ResourceList{}, corev1.ResourceList{}
-		var what []string
-		for _, r := range resourcesInOrder {
-			if !p.changed[r] {
+		var reqs, lims quantities
+		desc := append(append(append(descBuf[:0], "container "...), p.name...), ": "...)
+		listed := len(desc)
+		for k, r := range resourcesInOrder {
+			if !p.changed.has(r) {
 				continue
 			}
 			name := corev1.ResourceName(r)
 			if q, ok := quantity(r, p.newReq.Get(r)); ok && differs(ctr.Resources.Requests, name, q) {
-				reqs[name] = q
-				what = append(what, string(r)+" request")
+				reqs.put(k, q)
+				desc = appendItem(desc, listed, string(r), " request")
 			}
 			if q, ok := quantity(r, p.newLim.Get(r)); ok && differs(ctr.Resources.Limits, name, q) {
-				lims[name] = q
-				what = append(what, string(r)+" limit")
+				lims.put(k, q)
+				desc = appendItem(desc, listed, string(r), " limit")
 			}
 		}
-		if len(what) == 0 {
+		if len(desc) == listed {
 			continue
 		}
-		res.Updates = append(res.Updates, "container "+p.name+": "+strings.Join(what, ", "))
-		res.Patch = append(res.Patch, resourceOps(p.index, &ctr.Resources, reqs, lims)...)
+		if res.Patch == nil {
+			res.Patch = make([]Operation, 0, 2*len(plans)+1)
+		}
+		res.Updates = append(res.Updates, string(desc))
+		res.Patch = resourceOps(res.Patch, p.index, &ctr.Resources, &reqs, &lims)
 	}
 	if len(res.Patch) == 0 {
 		return Result{}
@@ -258,9 +282,50 @@ func render(pod *corev1.Pod, plans []containerPlan) Result {
 	return res
 }
 
+// appendItem appends ", " (unless it is the first item after the first
+// listed bytes), resource and what.
+func appendItem(desc []byte, listed int, resource, what string) []byte {
+	if len(desc) > listed {
+		desc = append(desc, ", "...)
+	}
+	return append(append(desc, resource...), what...)
+}
+
+// quantities holds new amounts by position in resourcesInOrder; a value
+// rather than a ResourceList, which costs a map per container, because
+// most patches replace single amounts and never need the map.
+type quantities struct {
+	set [len(resourcesInOrder)]bool
+	q   [len(resourcesInOrder)]resource.Quantity
+}
+
+func (s *quantities) put(k int, q resource.Quantity) { s.set[k], s.q[k] = true, q }
+
+func (s *quantities) empty() bool { return s.set == [len(resourcesInOrder)]bool{} }
+
+// list returns the amounts as a ResourceList, for operations that add a
+// whole list.
+func (s *quantities) list() corev1.ResourceList {
+	out := make(corev1.ResourceList, len(resourcesInOrder))
+	for k, r := range resourcesInOrder {
+		if s.set[k] {
+			out[corev1.ResourceName(r)] = s.q[k]
+		}
+	}
+	return out
+}
+
+// quantity converts an amount as mpa.ResourceList does (cores rounded up to
+// millicores, bytes rounded up; a test holds the two equal), without its
+// map; ok is false for an amount that is not positive and finite.
 func quantity(r workload.Resource, v float64) (resource.Quantity, bool) {
-	q, ok := mpa.ResourceList(workload.Resources{}.With(r, v))[corev1.ResourceName(r)]
-	return q, ok
+	if !positive(v) {
+		return resource.Quantity{}, false
+	}
+	if r == workload.Memory {
+		return *resource.NewQuantity(int64(math.Ceil(v-1e-9)), resource.BinarySI), true
+	}
+	return *resource.NewMilliQuantity(int64(math.Ceil(v*1000-1e-9)), resource.DecimalSI), true
 }
 
 func differs(cur corev1.ResourceList, name corev1.ResourceName, q resource.Quantity) bool {
@@ -268,45 +333,42 @@ func differs(cur corev1.ResourceList, name corev1.ResourceName, q resource.Quant
 	return !ok || old.Cmp(q) != 0
 }
 
-func resourceOps(i int, cur *corev1.ResourceRequirements, reqs, lims corev1.ResourceList) []Operation {
+func resourceOps(ops []Operation, i int, cur *corev1.ResourceRequirements, reqs, lims *quantities) []Operation {
 	base := "/spec/containers/" + strconv.Itoa(i) + "/resources"
 	if len(cur.Requests) == 0 && len(cur.Limits) == 0 && len(cur.Claims) == 0 {
 		// Nothing inside resources to keep: one operation sets it whole,
 		// and works whether or not the serialised pod has "resources".
 		v := corev1.ResourceRequirements{}
-		if len(reqs) > 0 {
-			v.Requests = reqs
+		if !reqs.empty() {
+			v.Requests = reqs.list()
 		}
-		if len(lims) > 0 {
-			v.Limits = lims
+		if !lims.empty() {
+			v.Limits = lims.list()
 		}
-		return []Operation{{Op: "add", Path: base, Value: v}}
+		return append(ops, Operation{Op: "add", Path: base, Value: v})
 	}
-	var ops []Operation
-	ops = append(ops, listOps(base+"/requests", cur.Requests, reqs)...)
-	ops = append(ops, listOps(base+"/limits", cur.Limits, lims)...)
-	return ops
+	ops = listOps(ops, base+"/requests", cur.Requests, reqs)
+	return listOps(ops, base+"/limits", cur.Limits, lims)
 }
 
-func listOps(path string, cur, set corev1.ResourceList) []Operation {
-	if len(set) == 0 {
-		return nil
+// listOps emits the operations for one list, by resource name:
+// resourcesInOrder is sorted by name.
+func listOps(ops []Operation, path string, cur corev1.ResourceList, set *quantities) []Operation {
+	if set.empty() {
+		return ops
 	}
 	if len(cur) == 0 {
-		return []Operation{{Op: "add", Path: path, Value: set}}
+		return append(ops, Operation{Op: "add", Path: path, Value: set.list()})
 	}
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, string(n))
-	}
-	slices.Sort(names)
-	ops := make([]Operation, 0, len(names))
-	for _, n := range names {
+	for k, r := range resourcesInOrder {
+		if !set.set[k] {
+			continue
+		}
 		op := "add"
-		if _, ok := cur[corev1.ResourceName(n)]; ok {
+		if _, ok := cur[corev1.ResourceName(r)]; ok {
 			op = "replace"
 		}
-		ops = append(ops, Operation{Op: op, Path: path + "/" + EscapePointer(n), Value: set[corev1.ResourceName(n)]})
+		ops = append(ops, Operation{Op: op, Path: path + "/" + EscapePointer(string(r)), Value: set.q[k]})
 	}
 	return ops
 }

@@ -18,7 +18,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -60,6 +62,11 @@ type Config struct {
 	// ExcludedNamespaces never reach the webhook; kube-system and our own
 	// namespace belong here.
 	ExcludedNamespaces []string
+	// NamespaceSelector, if set, further restricts the webhook to the
+	// namespaces it matches (e.g. only those labelled for autoscaling, or
+	// a single namespace); its requirements are ANDed with the exclusion
+	// of ExcludedNamespaces, which it cannot widen.
+	NamespaceSelector *metav1.LabelSelector
 }
 
 // Validate reports every problem at once.
@@ -105,7 +112,7 @@ func Build(c *Config) *admissionregistrationv1.MutatingWebhookConfiguration {
 			}},
 			FailurePolicy:           ptr.To(c.FailurePolicy),
 			MatchPolicy:             ptr.To(admissionregistrationv1.Equivalent),
-			NamespaceSelector:       &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: c.ExcludedNamespaces}}},
+			NamespaceSelector:       namespaceSelector(c),
 			ObjectSelector:          &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: OptOutLabel, Operator: metav1.LabelSelectorOpNotIn, Values: []string{OptOutValue}}}},
 			SideEffects:             ptr.To(admissionregistrationv1.SideEffectClassNone),
 			TimeoutSeconds:          ptr.To(c.TimeoutSeconds),
@@ -116,6 +123,23 @@ func Build(c *Config) *admissionregistrationv1.MutatingWebhookConfiguration {
 			ReinvocationPolicy: ptr.To(admissionregistrationv1.NeverReinvocationPolicy),
 		}},
 	}
+}
+
+// namespaceSelector excludes c.ExcludedNamespaces and, if c has one, adds
+// the requirements of c.NamespaceSelector: a label selector's requirements
+// are ANDed, so the result matches only namespaces both allow.
+func namespaceSelector(c *Config) *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpNotIn, Values: c.ExcludedNamespaces}}}
+	if extra := c.NamespaceSelector; extra != nil {
+		if len(extra.MatchLabels) > 0 {
+			sel.MatchLabels = maps.Clone(extra.MatchLabels)
+		}
+		for _, r := range extra.MatchExpressions {
+			r.Values = slices.Clone(r.Values)
+			sel.MatchExpressions = append(sel.MatchExpressions, r)
+		}
+	}
+	return sel
 }
 
 // Apply creates the configuration, or updates it when it differs. It

@@ -72,6 +72,25 @@ func TestBuildSelectors(t *testing.T) {
 			t.Errorf("%s: webhook called = %v, want %v", tc.name, got, tc.called)
 		}
 	}
+	// An extra namespace selector narrows the webhook; it cannot bring an
+	// excluded namespace back.
+	one := serviceConfig()
+	one.NamespaceSelector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: namespaceNameLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"shop", "aware-system"}}}}
+	narrowed, err := metav1.LabelSelectorAsSelector(Build(one).Webhooks[0].NamespaceSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		namespace string
+		called    bool
+	}{{"shop", true}, {"other", false}, {"aware-system", false}, {"kube-system", false}} {
+		if got := narrowed.Matches(labels.Set{namespaceNameLabel: tc.namespace}); got != tc.called {
+			t.Errorf("with a namespace selector, namespace %s: webhook called = %v, want %v", tc.namespace, got, tc.called)
+		}
+	}
+	if len(one.NamespaceSelector.MatchExpressions) != 1 {
+		t.Errorf("Build modified the caller's selector: %+v", one.NamespaceSelector)
+	}
 	url := serviceConfig()
 	url.Service, url.URL = nil, "https://127.0.0.1:8443/mutate-pods"
 	if cc := Build(url).Webhooks[0].ClientConfig; cc.URL == nil || *cc.URL != url.URL || cc.Service != nil {

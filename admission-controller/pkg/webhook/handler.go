@@ -12,11 +12,13 @@ package webhook
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -116,7 +118,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	buf := getBuffer()
+	defer putBuffer(buf)
+	body, err := readAll(*buf, http.MaxBytesReader(w, r.Body, limit))
+	*buf = body
 	var uid types.UID
 	var out outcome
 	if err != nil {
@@ -164,12 +169,31 @@ func decode(body []byte) (*admissionv1.AdmissionRequest, outcome) {
 
 var podKind = metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "Pod"}
 
-// decide computes the answer within the timeout. The work runs in its own
-// goroutine so that a lookup which ignores its context still cannot hold
-// the answer back; it ends when its lookups do.
+// decide computes the answer within the timeout. The lookups run in their
+// own goroutine so that one which ignores its context still cannot hold the
+// answer back; it ends when its lookups do. Decoding the pod needs no such
+// guard (it is bounded by MaxBodyBytes and never waits), so it runs here,
+// on the connection's goroutine, whose stack has already grown to what the
+// recursive JSON decoder needs; a fresh goroutine would grow and copy its
+// stack several times per request.
 func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest) outcome {
 	if req.Kind != podKind || req.Resource.Resource != "pods" || req.SubResource != "" || req.Operation != admissionv1.Create {
 		return outcome{result: ResultSkipped}
+	}
+	pod := podPool.Get().(*corev1.Pod)
+	// Lenient about the pod itself: an API server newer than our
+	// k8s.io/api may send fields we do not know, and the patch only
+	// addresses resources by container index, which such fields don't move.
+	// The whole pod is decoded, not only the fields the patch reads: a pod
+	// that does not decode is answered "invalid" and left alone, and
+	// skipping fields would patch pods the API server itself cannot read.
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, pod); err != nil {
+		putPod(pod)
+		return outcome{result: ResultInvalid, err: fmt.Errorf("decode pod: %w", err)}
+	}
+	if pod.Namespace == "" {
+		// On CREATE the namespace may only be in the request.
+		pod.Namespace = req.Namespace
 	}
 	timeout := h.Timeout
 	if timeout <= 0 {
@@ -179,12 +203,14 @@ func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest)
 	defer cancel()
 	done := make(chan outcome, 1)
 	go func() {
+		// The pod is this goroutine's: it may outlive the answer.
+		defer putPod(pod)
 		defer func() {
 			if p := recover(); p != nil {
 				done <- outcome{result: ResultError, err: fmt.Errorf("panic: %v", p)}
 			}
 		}()
-		done <- h.admitPod(ctx, req)
+		done <- h.admitPod(ctx, pod)
 	}()
 	select {
 	case out := <-done:
@@ -194,19 +220,8 @@ func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 }
 
-func (h *Handler) admitPod(ctx context.Context, req *admissionv1.AdmissionRequest) outcome {
-	var pod corev1.Pod
-	// Lenient about the pod itself: an API server newer than our
-	// k8s.io/api may send fields we do not know, and the patch only
-	// addresses resources by container index, which such fields don't move.
-	if err := kjson.UnmarshalCaseSensitivePreserveInts(req.Object.Raw, &pod); err != nil {
-		return outcome{result: ResultInvalid, err: fmt.Errorf("decode pod: %w", err)}
-	}
-	if pod.Namespace == "" {
-		// On CREATE the namespace may only be in the request.
-		pod.Namespace = req.Namespace
-	}
-	m, err := h.Matcher.Match(ctx, &pod)
+func (h *Handler) admitPod(ctx context.Context, pod *corev1.Pod) outcome {
+	m, err := h.Matcher.Match(ctx, pod)
 	if err != nil {
 		return outcome{result: ResultError, err: fmt.Errorf("find MPA: %w", err)}
 	}
@@ -223,11 +238,11 @@ func (h *Handler) admitPod(ctx context.Context, req *admissionv1.AdmissionReques
 	if !ok {
 		return outcome{result: ResultUnchanged}
 	}
-	res := patch.Compute(&pod, in)
+	res := patch.Compute(pod, in)
 	if len(res.Patch) == 0 {
 		return outcome{result: ResultUnchanged}
 	}
-	b, err := json.Marshal(res.Patch)
+	b, err := patch.AppendJSON(make([]byte, 0, 512), res.Patch)
 	if err != nil {
 		return outcome{result: ResultError, err: fmt.Errorf("encode patch: %w", err)}
 	}
@@ -243,24 +258,119 @@ func summary(u []string) string {
 
 // writeReview answers allowed, with the patch if there is one.
 func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonPatch []byte) {
-	resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: true}
-	if len(jsonPatch) > 0 {
-		pt := admissionv1.PatchTypeJSONPatch
-		resp.Patch, resp.PatchType = jsonPatch, &pt
-	}
-	b, err := json.Marshal(&admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
-		Response: resp,
-	})
+	buf := getBuffer()
+	defer putBuffer(buf)
+	b, err := appendReview(*buf, uid, jsonPatch)
+	*buf = b
 	if err != nil {
 		// Cannot happen for these types; answer nothing rather than garbage.
 		logger.Error(err, "Encoding AdmissionReview")
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
+	// Assigned rather than Set: the canonical key and a shared value save
+	// two allocations per answer, and net/http only reads it.
+	w.Header()["Content-Type"] = jsonContentType
 	if _, err := w.Write(b); err != nil {
 		logger.V(2).Info("Writing AdmissionReview", "err", err)
+	}
+}
+
+var jsonContentType = []string{"application/json"}
+
+// reviewPrefix and the rest spell what json.Marshal writes for an
+// AdmissionReview v1 with only a response: TypeMeta's fields first (kind,
+// then apiVersion), then the response's uid and allowed, patch (base64)
+// and patchType, each omitted when empty.
+const (
+	reviewPrefix  = `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":"`
+	reviewAllowed = `","allowed":true`
+	reviewPatch   = `,"patch":"`
+	reviewSuffix  = `","patchType":"JSONPatch"}}`
+)
+
+// appendReview appends the answer "allowed", with jsonPatch if not empty,
+// encoded exactly as json.Marshal encodes the AdmissionReview (a test holds
+// the two equal), without reflection. A uid that JSON must escape, which
+// the API server never sends (it sends UUIDs), goes through json.Marshal.
+func appendReview(dst []byte, uid types.UID, jsonPatch []byte) ([]byte, error) {
+	if !plainJSONString(string(uid)) {
+		resp := &admissionv1.AdmissionResponse{UID: uid, Allowed: true}
+		if len(jsonPatch) > 0 {
+			pt := admissionv1.PatchTypeJSONPatch
+			resp.Patch, resp.PatchType = jsonPatch, &pt
+		}
+		b, err := json.Marshal(&admissionv1.AdmissionReview{
+			TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
+			Response: resp,
+		})
+		return append(dst, b...), err
+	}
+	dst = append(dst, reviewPrefix...)
+	dst = append(dst, uid...)
+	dst = append(dst, reviewAllowed...)
+	if len(jsonPatch) == 0 {
+		return append(dst, "}}"...), nil
+	}
+	dst = append(dst, reviewPatch...)
+	dst = base64.StdEncoding.AppendEncode(dst, jsonPatch)
+	return append(dst, reviewSuffix...), nil
+}
+
+// plainJSONString reports whether json.Marshal writes s verbatim between
+// quotes: printable ASCII other than '"', '\' and the HTML characters it
+// escapes.
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
+// podPool holds decoded pods, the largest object of a review. A pod is
+// zeroed when it is put back (the decoder merges into what it finds), and
+// nothing admitPod returns points into it.
+var podPool = sync.Pool{New: func() any { return new(corev1.Pod) }}
+
+func putPod(p *corev1.Pod) {
+	*p = corev1.Pod{}
+	podPool.Put(p)
+}
+
+// Buffers for request bodies and answers. A body is done with once it is
+// decoded (the decoder copies every string and the raw object out of it),
+// an answer once it is written, so both go back to the pool when
+// ServeHTTP returns. Large buffers are dropped rather than kept.
+var bufferPool = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+const maxPooledBuffer = 64 << 10
+
+func getBuffer() *[]byte { return bufferPool.Get().(*[]byte) }
+
+func putBuffer(b *[]byte) {
+	if cap(*b) > maxPooledBuffer {
+		return
+	}
+	*b = (*b)[:0]
+	bufferPool.Put(b)
+}
+
+// readAll is io.ReadAll into dst's spare capacity.
+func readAll(dst []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(dst) == cap(dst) {
+			dst = append(dst, 0)[:len(dst)]
+		}
+		n, err := r.Read(dst[len(dst):cap(dst)])
+		dst = dst[:len(dst)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return dst, err
+		}
 	}
 }
 

@@ -11,6 +11,9 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	duration prometheus.Histogram
+	// byResult holds the counter of each result, resolved once rather
+	// than by label lookup on every answer.
+	byResult map[string]prometheus.Counter
 }
 
 // NewMetrics registers the metrics on reg. Every result label is created
@@ -33,8 +36,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			return nil, fmt.Errorf("register admission metrics: %w", err)
 		}
 	}
+	m.byResult = make(map[string]prometheus.Counter, len(Results))
 	for _, r := range Results {
-		m.requests.WithLabelValues(r)
+		m.byResult[r] = m.requests.WithLabelValues(r)
 	}
 	return m, nil
 }
@@ -44,6 +48,10 @@ func (m *Metrics) observe(result string, start time.Time) {
 	if m == nil {
 		return
 	}
-	m.requests.WithLabelValues(result).Inc()
+	c, ok := m.byResult[result]
+	if !ok {
+		c = m.requests.WithLabelValues(result)
+	}
+	c.Inc()
 	m.duration.Observe(time.Since(start).Seconds())
 }

@@ -57,10 +57,11 @@ type MultidimPodAutoscalerSpec struct {
 	Policy *PodUpdatePolicy `json:"policy,omitempty"`
 
 	// goals are autoscaling/v2 metric specifications (Resource,
-	// ContainerResource, Pods, Object, External). The recommender reports
-	// their current values in status.currentMetrics; the replica count
-	// itself follows CPU utilisation at 70% of the recommended request,
-	// with or without goals.
+	// ContainerResource, Pods, Object, External). Each drives the replica
+	// count with HPA semantics (the largest proposal wins, a missing metric
+	// blocks scale-down) and is reported in status.currentMetrics. A
+	// Resource cpu Utilization goal sets the fused default's CPU target
+	// (70% without one); ContainerResource goals are reported only.
 	// +optional
 	Goals *Goals `json:"goals,omitempty"`
 
@@ -119,8 +120,9 @@ type PodUpdatePolicy struct {
 
 // Goals describe what horizontal scaling aims for.
 type Goals struct {
-	// metrics are the autoscaling/v2 metric specifications whose current
-	// values are reported in status.currentMetrics.
+	// metrics are the autoscaling/v2 metric specifications that drive the
+	// replica count; their current values are reported in
+	// status.currentMetrics.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16

@@ -27,8 +27,9 @@ import (
 //
 // Goals describe what horizontal scaling aims for.
 type GoalsApplyConfiguration struct {
-	// metrics are the autoscaling/v2 metric specifications whose current
-	// values are reported in status.currentMetrics.
+	// metrics are the autoscaling/v2 metric specifications that drive the
+	// replica count; their current values are reported in
+	// status.currentMetrics.
 	Metrics []v2.MetricSpecApplyConfiguration `json:"metrics,omitempty"`
 }
 

@@ -37,10 +37,11 @@ type MultidimPodAutoscalerSpecApplyConfiguration struct {
 	// Auto.
 	Policy *PodUpdatePolicyApplyConfiguration `json:"policy,omitempty"`
 	// goals are autoscaling/v2 metric specifications (Resource,
-	// ContainerResource, Pods, Object, External). The recommender reports
-	// their current values in status.currentMetrics; the replica count
-	// itself follows CPU utilisation at 70% of the recommended request,
-	// with or without goals.
+	// ContainerResource, Pods, Object, External). Each drives the replica
+	// count with HPA semantics (the largest proposal wins, a missing metric
+	// blocks scale-down) and is reported in status.currentMetrics. A
+	// Resource cpu Utilization goal sets the fused default's CPU target
+	// (70% without one); ContainerResource goals are reported only.
 	Goals *GoalsApplyConfiguration `json:"goals,omitempty"`
 	// constraints bound horizontal and vertical scaling.
 	Constraints *ScalingConstraintsApplyConfiguration `json:"constraints,omitempty"`

@@ -1,0 +1,151 @@
+package train
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/aware-k8s/aware/pkg/policy"
+)
+
+// Policy kinds the trainer builds (Options.Policy), named like the kinds of
+// their checkpoints.
+const (
+	// PolicyPPO is the plain PPO actor-critic on the state.
+	PolicyPPO = policy.KindPPO
+	// PolicyMetaPPO is Meta-PPO: a GRU encoder reads the workload's recent
+	// trajectory and its embedding joins the state at the input of actor
+	// and critic.
+	PolicyMetaPPO = policy.KindMetaPPO
+)
+
+// Learner is a trainable policy as the trainer, the agent and the
+// evaluator use it: PPO (which ignores windows) or Meta-PPO (which embeds
+// them). Implementations are safe for concurrent use.
+type Learner interface {
+	// Kind is PolicyPPO or PolicyMetaPPO.
+	Kind() string
+	// WindowLen is how many recent steps Act reads; 0 when it reads none.
+	WindowLen() int
+	// Act decides on state given the steps of the workload that preceded
+	// it, oldest first.
+	Act(state []float64, window []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error)
+	// Update runs PPO on a batch of experience with windows.
+	Update(batch []policy.MetaTransition) (policy.Stats, error)
+	// BehaviourClone imitates a teacher's demonstrations with windows.
+	BehaviourClone(batch []policy.MetaDemonstration) (policy.BCStats, error)
+	// MarshalBinary returns the learner's checkpoint (policy format).
+	MarshalBinary() ([]byte, error)
+}
+
+// FromPPO wraps a PPO learner.
+func FromPPO(p *policy.PPO) Learner { return ppoLearner{p} }
+
+// FromMetaPPO wraps a Meta-PPO learner.
+func FromMetaPPO(m *policy.MetaPPO) Learner { return metaLearner{m} }
+
+// NewLearner returns a freshly initialised learner of o.Policy.
+func NewLearner(o Options) (Learner, error) {
+	cfg, err := o.policyConfig()
+	if err != nil {
+		return nil, err
+	}
+	switch o.Policy {
+	case "", PolicyPPO:
+		p, err := policy.NewPPO(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return FromPPO(p), nil
+	case PolicyMetaPPO:
+		m, err := policy.NewMetaPPO(o.metaConfig(cfg))
+		if err != nil {
+			return nil, err
+		}
+		return FromMetaPPO(m), nil
+	}
+	return nil, fmt.Errorf("unknown policy %q (known: %s, %s)", o.Policy, PolicyPPO, PolicyMetaPPO)
+}
+
+// ParseLearner restores a learner of either kind from its checkpoint.
+func ParseLearner(b []byte) (Learner, error) {
+	kind, err := policy.CheckpointKind(b)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
+	case PolicyPPO:
+		p, err := policy.NewPPOFromCheckpoint(b)
+		if err != nil {
+			return nil, err
+		}
+		return FromPPO(p), nil
+	case PolicyMetaPPO:
+		m, err := policy.NewMetaPPOFromCheckpoint(b)
+		if err != nil {
+			return nil, err
+		}
+		return FromMetaPPO(m), nil
+	}
+	return nil, fmt.Errorf("%w: a %q checkpoint is not an agent policy (want %s or %s)", policy.ErrIncompatibleCheckpoint, kind, PolicyPPO, PolicyMetaPPO)
+}
+
+// CloneLearner returns an independent copy of l (weights, optimiser state
+// and configuration), e.g. to fine-tune one pre-trained policy on several
+// apps.
+func CloneLearner(l Learner) (Learner, error) {
+	b, err := l.MarshalBinary()
+	if err != nil {
+		return nil, err
+	}
+	return ParseLearner(b)
+}
+
+type ppoLearner struct{ p *policy.PPO }
+
+func (l ppoLearner) Kind() string   { return PolicyPPO }
+func (l ppoLearner) WindowLen() int { return 0 }
+
+// PPO returns the wrapped learner, e.g. to serve it as a
+// policy.DiscreteLearner.
+func (l ppoLearner) PPO() *policy.PPO { return l.p }
+
+func (l ppoLearner) Act(state []float64, _ []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
+	return l.p.Act(state, mask, greedy, rng)
+}
+
+func (l ppoLearner) Update(batch []policy.MetaTransition) (policy.Stats, error) {
+	plain := make([]policy.Transition, len(batch))
+	for i, t := range batch {
+		plain[i] = t.Transition
+	}
+	return l.p.Update(plain)
+}
+
+func (l ppoLearner) BehaviourClone(batch []policy.MetaDemonstration) (policy.BCStats, error) {
+	plain := make([]policy.Demonstration, len(batch))
+	for i, d := range batch {
+		plain[i] = d.Demonstration
+	}
+	return l.p.BehaviourClone(plain)
+}
+
+func (l ppoLearner) MarshalBinary() ([]byte, error) { return l.p.MarshalBinary() }
+
+type metaLearner struct{ m *policy.MetaPPO }
+
+func (l metaLearner) Kind() string   { return PolicyMetaPPO }
+func (l metaLearner) WindowLen() int { return l.m.Config().Window }
+
+func (l metaLearner) Act(state []float64, window []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
+	return l.m.ActWindow(state, window, mask, greedy, rng)
+}
+
+func (l metaLearner) Update(batch []policy.MetaTransition) (policy.Stats, error) {
+	return l.m.Update(batch)
+}
+
+func (l metaLearner) BehaviourClone(batch []policy.MetaDemonstration) (policy.BCStats, error) {
+	return l.m.BehaviourClone(batch)
+}
+
+func (l metaLearner) MarshalBinary() ([]byte, error) { return l.m.MarshalBinary() }

@@ -1,0 +1,200 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/aware-k8s/aware/pkg/demo"
+	"github.com/aware-k8s/aware/pkg/train"
+)
+
+// evidenceOptions are the flags of `rl-agent evidence`.
+type evidenceOptions struct {
+	train.EvidenceOptions
+	experiment string
+	out        string
+	pretrained string
+}
+
+func newEvidenceOptions() *evidenceOptions {
+	return &evidenceOptions{EvidenceOptions: train.DefaultEvidenceOptions(), experiment: "all", out: "aware-evidence"}
+}
+
+// AddFlags registers the evidence flags on fs.
+func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.experiment, "experiment", o.experiment, "experiment to run: bootstrap, adapt, after, retrain or all")
+	fs.StringVar(&o.out, "out", o.out, "folder for <experiment>.json and the pre-trained checkpoints")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of training and evidence apps, traces, arrivals and weights; equal seeds give equal numbers")
+	fs.IntVar(&o.Apps, "apps", o.Apps, "held-out evidence apps (generated from a seed derived from --seed, never trained on before the experiment)")
+	fs.IntVar(&o.Base.EpisodeSteps, "episode-steps", o.Base.EpisodeSteps, "decisions (windows) per episode")
+	fs.IntVar(&o.Base.Workers, "workers", o.Base.Workers, "parallel rollouts (0 = GOMAXPROCS)")
+	fs.StringVar(&o.pretrained, "pretrained", o.pretrained, "folder holding pretrained-ppo.ckpt and pretrained-meta-ppo.ckpt from an earlier run, used instead of pre-training")
+	fs.IntVar(&o.PretrainApps, "pretrain-apps", o.PretrainApps, "training apps the pre-trained PPO and Meta-PPO (adapt, after, retrain) learn on")
+	fs.IntVar(&o.PretrainEpisodes, "pretrain-episodes", o.PretrainEpisodes, "episodes of each pre-training")
+	fs.IntVar(&o.Base.Window, "meta-window", o.Base.Window, "recent steps Meta-PPO's encoder reads")
+	fs.IntVar(&o.BootstrapEpisodes, "bootstrap-k", o.BootstrapEpisodes, "bootstrap: first training episodes on the evidence apps whose SLO violations are counted")
+	fs.IntVar(&o.BootstrapCap, "bootstrap-cap", o.BootstrapCap, "bootstrap: most bootstrapping episodes per app (the lifecycle gate may end it sooner)")
+	fs.IntVar(&o.BootstrapBatch, "bootstrap-batch", o.BootstrapBatch, "bootstrap: episodes per PPO update")
+	fs.IntVar(&o.AdaptApps, "adapt-apps", o.AdaptApps, "adapt: evidence apps each arm learns")
+	fs.IntVar(&o.AdaptEpisodes, "adapt-episodes", o.AdaptEpisodes, "adapt: episodes per app and arm")
+	fs.IntVar(&o.AdaptBatch, "adapt-batch", o.AdaptBatch, "adapt: episodes per PPO update")
+	fs.StringSliceVar(&o.AdaptTraces, "adapt-traces", o.AdaptTraces, "adapt: trace kinds the episodes cycle through")
+	fs.IntVar(&o.EvalSteps, "eval-steps", o.EvalSteps, "after: windows per app and trace")
+	fs.StringSliceVar(&o.EvalTraces, "eval-traces", o.EvalTraces, "after: trace kinds every evidence app runs under")
+	fs.IntVar(&o.RetrainBefore, "retrain-before", o.RetrainBefore, "retrain: episodes served before the workload changes")
+	fs.IntVar(&o.RetrainAfter, "retrain-after", o.RetrainAfter, "retrain: episodes after the change")
+	fs.Float64Var(&o.CPUFactor, "cpu-factor", o.CPUFactor, "retrain: factor on the app's CPU time per request at the change")
+	fs.Float64Var(&o.RateFactor, "rate-factor", o.RateFactor, "retrain: factor on the app's arrival rate at the change")
+	fs.Float64Var(&o.RetrainMargin, "retrain-margin", o.RetrainMargin, "retrain: the detector fires when the mean episode reward falls this far below the serving baseline measured before the change")
+	fs.StringSliceVar(&o.RetrainTraces, "retrain-traces", o.RetrainTraces, "retrain: trace kinds the episodes cycle through")
+}
+
+// Validate rejects flag combinations that cannot run.
+func (o *evidenceOptions) Validate() error {
+	var errs []error
+	if o.experiment != "all" && !slices.Contains(train.Experiments, o.experiment) {
+		errs = append(errs, fmt.Errorf("--experiment must be one of %v or all, got %q", train.Experiments, o.experiment))
+	}
+	if o.out == "" {
+		errs = append(errs, errors.New("--out is required"))
+	}
+	if err := o.EvidenceOptions.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func newEvidenceCommand() *cobra.Command {
+	o := newEvidenceOptions()
+	cmd := &cobra.Command{
+		Use:   "evidence",
+		Short: "Measure the paper's claims on the simulator, on apps the agent never trained on",
+		Long: `evidence runs the experiments behind AWARE's claims on the built-in simulator,
+on held-out apps generated from a seed derived from --seed (never training
+apps), prints one table per experiment and writes <experiment>.json to --out:
+
+  bootstrap  SLO violations during the first --bootstrap-k training episodes
+             on the new apps, bootstrapped (the defaults act until the
+             lifecycle gate or --bootstrap-cap) vs from scratch.
+  adapt      episodes until the reward reaches 90% of the converged reward
+             on a new app, for Meta-PPO and PPO pre-trained on training apps
+             (transfer learning: fine-tuning without the embedding) and a
+             fresh PPO (scratch).
+  after      the pre-trained agents against the fused HPA+VPA default and
+             the oracle (pkg/eval).
+  retrain    a pre-trained agent serving a new app whose CPU cost per
+             request changes: when the detector fires, the agent retrains,
+             and the online degradation relative to before the change.
+
+adapt, after and retrain share one pre-training of PPO and Meta-PPO, whose
+checkpoints are written to --out as well. With the default options each
+experiment takes at most about ten minutes on two cores; the flags make
+them larger. Equal flags give equal numbers.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return fmt.Errorf("invalid flags: %w", err)
+			}
+			return runEvidence(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// tabler is an experiment's result.
+type tabler interface {
+	WriteTable(io.Writer) error
+}
+
+func runEvidence(ctx context.Context, o *evidenceOptions, stdout io.Writer) error {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	exps := train.Experiments
+	if o.experiment != "all" {
+		exps = []string{o.experiment}
+	}
+	e := o.EvidenceOptions
+	var pre *train.Pretrained
+	pretrain := func() error {
+		if pre != nil {
+			return nil
+		}
+		if o.pretrained != "" {
+			pre = &train.Pretrained{}
+			for _, x := range []struct {
+				file string
+				dst  *train.Learner
+			}{{"pretrained-ppo.ckpt", &pre.PPO}, {"pretrained-meta-ppo.ckpt", &pre.Meta}} {
+				l, err := train.LoadCheckpoint(filepath.Join(o.pretrained, x.file))
+				if err != nil {
+					return err
+				}
+				*x.dst = l
+			}
+			if pre.PPO.Kind() != train.PolicyPPO || pre.Meta.Kind() != train.PolicyMetaPPO {
+				return fmt.Errorf("--pretrained %s: want a ppo and a meta-ppo checkpoint, got %s and %s", o.pretrained, pre.PPO.Kind(), pre.Meta.Kind())
+			}
+			fmt.Fprintf(stdout, "Pre-trained PPO and Meta-PPO loaded from %s.\n", o.pretrained)
+			return nil
+		}
+		cpu0, wall0 := demo.CPUTime(), time.Now()
+		var err error
+		if pre, err = train.Pretrain(ctx, e); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Pre-trained PPO (%.0f s) and Meta-PPO (%.0f s) on %d training apps for %d episodes each: %s wall, %.0f s CPU.\n",
+			pre.PPOSeconds, pre.MetaSeconds, e.PretrainApps, e.PretrainEpisodes, time.Since(wall0).Round(time.Second), (demo.CPUTime() - cpu0).Seconds())
+		for name, l := range map[string]train.Learner{"pretrained-ppo.ckpt": pre.PPO, "pretrained-meta-ppo.ckpt": pre.Meta} {
+			if err := train.WriteCheckpoint(filepath.Join(o.out, name), l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, x := range exps {
+		cpu0, wall0 := demo.CPUTime(), time.Now()
+		var res tabler
+		var err error
+		switch x {
+		case train.ExperimentBootstrap:
+			res, err = train.RunBootstrap(ctx, e)
+		default:
+			if err = pretrain(); err != nil {
+				return err
+			}
+			cpu0, wall0 = demo.CPUTime(), time.Now()
+			switch x {
+			case train.ExperimentAdapt:
+				res, err = train.RunAdapt(ctx, e, pre)
+			case train.ExperimentAfter:
+				res, err = train.RunAfter(ctx, e, pre)
+			case train.ExperimentRetrain:
+				res, err = train.RunRetrain(ctx, e, pre)
+			}
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "\n== %s (seed %d): %s wall, %.0f s CPU\n", x, e.Seed, time.Since(wall0).Round(time.Second), (demo.CPUTime() - cpu0).Seconds())
+		if err := res.WriteTable(stdout); err != nil {
+			return err
+		}
+		path := filepath.Join(o.out, x+".json")
+		if err := writeJSON(path, res); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Data: %s\n", path)
+	}
+	return nil
+}
