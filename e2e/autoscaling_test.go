@@ -13,18 +13,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/klog/v2"
-	"sigs.k8s.io/yaml"
 
 	"github.com/aware-k8s/aware/e2e/emulator"
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	"github.com/aware-k8s/aware/pkg/sim"
 )
 
@@ -50,33 +45,17 @@ const (
 // real constraint.
 const scaleDownWindow = 30 * time.Second
 
-// loopMPA is formatted with the window in seconds.
-const loopMPA = `
-apiVersion: autoscaling.aware.dev/v1alpha1
-kind: MultidimPodAutoscaler
-metadata:
-  name: hamster
-spec:
-  scaleTargetRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: hamster
-  policy:
-    updateMode: Auto
-  resourcePolicy:
-    containerPolicies:
-    - containerName: '*'
-      minAllowed: {cpu: 10m, memory: 32Mi}
-      maxAllowed: {cpu: 100m, memory: 1Gi}
-      controlledResources: ["cpu", "memory"]
-  constraints:
-    global:
-      minReplicas: 2
-      maxReplicas: 6
-      behavior:
+// loopMPA is the MPA hamster in mode Auto, between two and six replicas,
+// scaling down no sooner than window after the load falls, towards 50% CPU
+// utilization.
+func loopMPA(window time.Duration) mpaManifest {
+	return mpaManifest{
+		name: "hamster", mode: v1alpha1.UpdateModeAuto, maxCPU: "100m", maxMemory: "1Gi", minReplicas: 2, maxReplicas: 6,
+		global: fmt.Sprintf(`      behavior:
         scaleDown:
           stabilizationWindowSeconds: %d
-  goals:
+`, int(window/time.Second)),
+		spec: `  goals:
     metrics:
     - type: Resource
       resource:
@@ -84,7 +63,9 @@ spec:
         target:
           type: Utilization
           averageUtilization: 50
-`
+`,
+	}
+}
 
 // TestAutoscalingLoop runs the loop on real metrics: the emulator drives a
 // Deployment's KWOK pods from the simulator's model, the recommender (a
@@ -98,38 +79,11 @@ func TestAutoscalingLoop(t *testing.T) {
 	ctx := context.Background()
 	ns := tb.CreateNamespace(t, "loop")
 
-	dep := smokeDeployment("hamster", 2)
-	c := &dep.Spec.Template.Spec.Containers[0]
-	c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
-	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("128Mi")
-	c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("512Mi")
-	if _, err := tb.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create deployment: %v", err)
-	}
-	if _, err := tb.WaitForRunningPods(ctx, ns, "app=hamster", 2, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	createLoopDeployment(t, ctx, ns, "hamster")
 
 	em := startEmulator(t, ns, labels.SelectorFromSet(labels.Set{"app": "hamster"}), baseRate)
 
-	var obj map[string]any
-	if err := yaml.Unmarshal(fmt.Appendf(nil, loopMPA, int(scaleDownWindow/time.Second)), &obj); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(tb.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(mpaGVR).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create MPA: %v", err)
-	}
-	mpaClient, err := versioned.NewForConfig(tb.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	getMPA := func(ctx context.Context) (*v1alpha1.MultidimPodAutoscaler, error) {
-		return mpaClient.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Get(ctx, "hamster", metav1.GetOptions{})
-	}
+	getMPA := createMPA(t, ns, loopMPA(scaleDownWindow))
 
 	rec := startRecommender(t, ns,
 		// The real Prometheus, for usage history at start-up (and the SLO
@@ -415,6 +369,19 @@ func deploymentReplicas(t *testing.T, ns, name string) int32 {
 // address Prometheus scrapes), until the test ends.
 func startEmulator(t *testing.T, ns string, sel labels.Selector, rate float64) *emulator.Emulator {
 	t.Helper()
+	addr := tb.Env["AWARE_EMULATOR_ADDR"]
+	if addr == "" {
+		t.Fatal("the testbed env sets no AWARE_EMULATOR_ADDR")
+	}
+	return runSteadyEmulator(t, ns, sel, rate, addr)
+}
+
+// runSteadyEmulator runs the workload emulator in-process against the real
+// API server at a steady rate until the test ends, serving its metrics on
+// metricsAddr unless that is empty, and returns once it has modelled a
+// window.
+func runSteadyEmulator(t *testing.T, ns string, sel labels.Selector, rate float64, metricsAddr string) *emulator.Emulator {
+	t.Helper()
 	tr, err := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: rate, Steps: 1, Step: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -423,21 +390,23 @@ func startEmulator(t *testing.T, ns string, sel labels.Selector, rate float64) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := tb.Env["AWARE_EMULATOR_ADDR"]
-	if addr == "" {
-		t.Fatal("the testbed env sets no AWARE_EMULATOR_ADDR")
-	}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	served, err := emulator.Serve(ctx, addr, em)
-	if err != nil {
-		cancel()
-		t.Fatalf("serve emulator metrics: %v", err)
+	var served <-chan error
+	if metricsAddr != "" {
+		if served, err = emulator.Serve(ctx, metricsAddr, em); err != nil {
+			cancel()
+			t.Fatalf("serve emulator metrics: %v", err)
+		}
 	}
 	ran := make(chan error, 1)
 	go func() { ran <- em.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
-		if err := errors.Join(<-ran, <-served); err != nil {
+		err := <-ran
+		if served != nil {
+			err = errors.Join(err, <-served)
+		}
+		if err != nil {
 			t.Errorf("emulator: %v", err)
 		}
 		if _, err := em.Ticks(); err != nil && !strings.Contains(err.Error(), "context canceled") {

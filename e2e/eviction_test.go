@@ -20,51 +20,27 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
-	"sigs.k8s.io/yaml"
 
 	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
 	"github.com/aware-k8s/aware/admission-controller/pkg/patch"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 )
 
-// sizedMPA is an MPA for Deployment %[1]s in update mode %[2]s with %[3]d
-// replicas held fixed (min = max), so only the vertical half acts. Requests
-// are capped at 100m of CPU and 256Mi of memory: pods created with more are
+// sizedMPA is an MPA for Deployment app in update mode mode with replicas
+// held fixed (min = max), so only the vertical half acts. Requests are
+// capped at 100m of CPU and 256Mi of memory: pods created with more are
 // outside the recommendation's bounds, which makes the updater act on them
 // at once (no drift age to wait for).
-const sizedMPA = `
-apiVersion: autoscaling.aware.dev/v1alpha1
-kind: MultidimPodAutoscaler
-metadata:
-  name: %[1]s
-spec:
-  scaleTargetRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: %[1]s
-  policy:
-    updateMode: %[2]s
-  resourcePolicy:
-    containerPolicies:
-    - containerName: '*'
-      minAllowed: {cpu: 10m, memory: 32Mi}
-      maxAllowed: {cpu: 100m, memory: 256Mi}
-      controlledResources: ["cpu", "memory"]
-  constraints:
-    global:
-      minReplicas: %[3]d
-      maxReplicas: %[3]d
-`
+func sizedMPA(app string, mode v1alpha1.UpdateMode, replicas int32) mpaManifest {
+	return mpaManifest{name: app, mode: mode, maxCPU: "100m", maxMemory: "256Mi", minReplicas: replicas, maxReplicas: replicas}
+}
 
 // oversizedDeployment is smokeDeployment with requests (300m, 512Mi) above
 // sizedMPA's maxAllowed and limits at a fixed ratio to them.
@@ -81,24 +57,7 @@ func oversizedDeployment(app string, replicas int32) *appsv1.Deployment {
 // createSizedMPA creates sizedMPA for app and returns a getter for it.
 func createSizedMPA(t *testing.T, ns, app string, mode v1alpha1.UpdateMode, replicas int32) func(context.Context) (*v1alpha1.MultidimPodAutoscaler, error) {
 	t.Helper()
-	var obj map[string]any
-	if err := yaml.Unmarshal(fmt.Appendf(nil, sizedMPA, app, mode, replicas), &obj); err != nil {
-		t.Fatal(err)
-	}
-	dyn, err := dynamic.NewForConfig(tb.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dyn.Resource(mpaGVR).Namespace(ns).Create(context.Background(), &unstructured.Unstructured{Object: obj}, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create MPA: %v", err)
-	}
-	mpaClient, err := versioned.NewForConfig(tb.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return func(ctx context.Context) (*v1alpha1.MultidimPodAutoscaler, error) {
-		return mpaClient.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Get(ctx, app, metav1.GetOptions{})
-	}
+	return createMPA(t, ns, sizedMPA(app, mode, replicas))
 }
 
 // waitForRecommendation waits for the recommender to publish a

@@ -11,45 +11,22 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aware-k8s/aware/e2e/emulator"
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
-	"github.com/aware-k8s/aware/pkg/sim"
 )
 
-// recommenderMPA is the autoscaler of the recommender and agent tests:
-// %[1]s names it, its Deployment and container; %[2]s is an optional
-// spec.rl block (indented two spaces).
-const recommenderMPA = `
-apiVersion: autoscaling.aware.dev/v1alpha1
-kind: MultidimPodAutoscaler
-metadata:
-  name: %[1]s
-spec:
-  scaleTargetRef:
-    apiVersion: apps/v1
-    kind: Deployment
-    name: %[1]s
-  policy:
-    updateMode: "Off"
-  resourcePolicy:
-    containerPolicies:
-    - containerName: '*'
-      minAllowed: {cpu: 10m, memory: 32Mi}
-      maxAllowed: {cpu: 500m, memory: 1Gi}
-      controlledResources: ["cpu", "memory"]
-  constraints:
-    global:
-      minReplicas: 1
-      maxReplicas: 6
-%[2]s`
+// recommenderMPA is the autoscaler of the recommender and agent tests,
+// for Deployment name, in update mode Off; rl is an optional spec.rl block
+// (indented two spaces).
+func recommenderMPA(name, rl string) mpaManifest {
+	return mpaManifest{name: name, mode: v1alpha1.UpdateModeOff, maxCPU: "500m", maxMemory: "1Gi", minReplicas: 1, maxReplicas: 6, spec: rl}
+}
 
 // recommenderArgs are the flags every recommender of these tests gets:
 // short loops so a test sees many of them, and a status refresh short
@@ -76,21 +53,11 @@ type mpaWorkload struct {
 func startMPAWorkload(t *testing.T, ns, name, rl string) *mpaWorkload {
 	t.Helper()
 	ctx := context.Background()
-	dep := smokeDeployment(name, 2)
-	c := &dep.Spec.Template.Spec.Containers[0]
-	c.Resources.Limits[corev1.ResourceCPU] = resource.MustParse("1")
-	c.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("128Mi")
-	c.Resources.Limits[corev1.ResourceMemory] = resource.MustParse("512Mi")
-	if _, err := tb.Client.AppsV1().Deployments(ns).Create(ctx, dep, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create deployment: %v", err)
-	}
-	if _, err := tb.WaitForRunningPods(ctx, ns, "app="+name, 2, 60*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	createLoopDeployment(t, ctx, ns, name)
 	runEmulator(t, ns, labels.SelectorFromSet(labels.Set{"app": name}), baseRate)
 
 	var m v1alpha1.MultidimPodAutoscaler
-	if err := yaml.UnmarshalStrict([]byte(fmt.Sprintf(recommenderMPA, name, rl)), &m); err != nil {
+	if err := yaml.UnmarshalStrict(recommenderMPA(name, rl).yaml(), &m); err != nil {
 		t.Fatalf("MPA manifest: %v", err)
 	}
 	client, err := versioned.NewForConfig(tb.Config)
@@ -115,28 +82,7 @@ func (w *mpaWorkload) get(ctx context.Context) (*v1alpha1.MultidimPodAutoscaler,
 // read usage through metrics.k8s.io only.
 func runEmulator(t *testing.T, ns string, sel labels.Selector, rate float64) *emulator.Emulator {
 	t.Helper()
-	tr, err := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: rate, Steps: 1, Step: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	em, err := emulator.New(tb.Client, emulator.Config{Namespace: ns, Selector: sel, App: loopApp, Trace: tr, Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
-	ran := make(chan error, 1)
-	go func() { ran <- em.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("emulator: %v", err)
-		}
-	})
-	framework.Eventually(t, 30*time.Second, "the emulator to model a window", func(context.Context) (bool, error) {
-		n, err := em.Ticks()
-		return n > 0 && err == nil, err
-	})
-	return em
+	return runSteadyEmulator(t, ns, sel, rate, "")
 }
 
 // waitRecommendation waits for a recommendation (RecommendationProvided

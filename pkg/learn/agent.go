@@ -80,6 +80,10 @@ type Prepared struct {
 	NeedsPolicy bool
 	// Greedy is true when the policy should exploit rather than explore.
 	Greedy bool
+	// Window is the workload's trajectory that preceded State, oldest
+	// first, for a learner that reads one (Meta-PPO); nil when the agent
+	// keeps none. It must not be modified.
+	Window []policy.Step
 
 	obs      workload.Observation
 	cons     workload.Constraints
@@ -127,6 +131,11 @@ type OutcomeResult struct {
 type TrainJob struct {
 	Demonstrations []policy.Demonstration
 	Batch          []policy.Transition
+	// DemoWindows and Windows hold the trajectory that preceded each
+	// demonstration and transition (same index), when the agent keeps one
+	// (SetWindowLen); otherwise they are nil.
+	DemoWindows [][]policy.Step
+	Windows     [][]policy.Step
 }
 
 // Run trains l as the job asks. It may take tens of milliseconds; servers
@@ -145,6 +154,35 @@ func (j *TrainJob) Run(l policy.DiscreteLearner) error {
 	return nil
 }
 
+// RunMeta trains a Meta-PPO learner as the job asks, each demonstration and
+// transition with its window. The agent that produced the job must keep
+// windows of the learner's length (SetWindowLen).
+func (j *TrainJob) RunMeta(m *policy.MetaPPO) error {
+	if len(j.DemoWindows) != len(j.Demonstrations) || len(j.Windows) != len(j.Batch) {
+		return fmt.Errorf("meta training job: %d demonstrations with %d windows, %d transitions with %d windows",
+			len(j.Demonstrations), len(j.DemoWindows), len(j.Batch), len(j.Windows))
+	}
+	if len(j.Demonstrations) > 0 {
+		demos := make([]policy.MetaDemonstration, len(j.Demonstrations))
+		for i, d := range j.Demonstrations {
+			demos[i] = policy.MetaDemonstration{Demonstration: d, Window: j.DemoWindows[i]}
+		}
+		if _, err := m.BehaviourClone(demos); err != nil {
+			return fmt.Errorf("behaviour cloning: %w", err)
+		}
+	}
+	if len(j.Batch) > 0 {
+		batch := make([]policy.MetaTransition, len(j.Batch))
+		for i, t := range j.Batch {
+			batch[i] = policy.MetaTransition{Transition: t, Window: j.Windows[i]}
+		}
+		if _, err := m.Update(batch); err != nil {
+			return fmt.Errorf("meta-PPO update: %w", err)
+		}
+	}
+	return nil
+}
+
 // Experience is one persisted transition of a workload, with the default's
 // label, so a restarted agent can rebuild its behaviour-cloning corpus.
 type Experience struct {
@@ -153,6 +191,13 @@ type Experience struct {
 	// Teacher is the default's nearest action in State, or -1 when the
 	// transition was not the default's.
 	Teacher int `json:"d"`
+	// StepReward is the step's reward as the workload's trajectory holds
+	// it: the paper's reward, as the simulator's agent (pkg/train) feeds
+	// its encoder, whereas Transition.Reward also carries the learner's
+	// scaling charge. It is set only by agents that keep a trajectory, so
+	// that Restore rebuilds the window Outcome kept; without it Restore
+	// falls back to Transition.Reward.
+	StepReward *float64 `json:"r,omitempty"`
 }
 
 // Status is a workload's agent as GetPolicyStatus reports it.
@@ -201,6 +246,14 @@ type Agent struct {
 	cons    workload.Constraints
 	demos   []policy.Demonstration
 	episode []policy.Transition
+	// traj is the workload's recent trajectory when the learner reads one
+	// (SetWindowLen); demoWindows and episodeWindows hold, index for index,
+	// the window that preceded each of demos and episode. The trajectory is
+	// not in AgentState: Restore rebuilds it from the experience log, whose
+	// records are its steps.
+	traj           Trajectory
+	demoWindows    [][]policy.Step
+	episodeWindows [][]policy.Step
 }
 
 type decided struct {
@@ -236,6 +289,15 @@ func RestoreAgent(st AgentState, steps Steps) (*Agent, error) {
 	}, nil
 }
 
+// SetWindowLen makes the agent keep the workload's last n steps for a
+// learner that reads them (Meta-PPO's window; 0, the default, keeps none, as
+// PPO needs). Call it before the agent's first Prepare, Outcome or Restore.
+func (a *Agent) SetWindowLen(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.traj = NewTrajectory(n)
+}
+
 // Key returns the workload key.
 func (a *Agent) Key() string { return a.key }
 
@@ -266,22 +328,44 @@ func (a *Agent) Status() Status {
 	return Status{Stage: st.Stage, Episodes: st.Episodes, Transitions: a.transitions, RewardMean: mean, RewardStdDev: std, LastUpdate: a.lastUpdate}
 }
 
-// Restore feeds a persisted experience record back into the agent: the
-// default's demonstrations rebuild the behaviour-cloning corpus.
+// Restore feeds a persisted experience record back into the agent, in the
+// order of the log: the default's demonstrations rebuild the
+// behaviour-cloning corpus and, when the agent keeps a trajectory, every
+// record is its next step (the log holds exactly the state, action and
+// reward Outcome appends), so the window is rebuilt too. Records lost to a
+// crash before their flush, or compacted away, are missing from it, as
+// from the corpus.
 func (a *Agent) Restore(e Experience) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	window := a.traj.Window()
+	if a.traj.Len() > 0 && len(e.Transition.State) == StateDim && e.Transition.Action >= 0 && e.Transition.Action < int(NumActions) {
+		r := e.Transition.Reward
+		if e.StepReward != nil {
+			r = *e.StepReward
+		}
+		a.traj.Push(policy.Step{State: e.Transition.State, Action: e.Transition.Action, Reward: r})
+	}
 	if e.Teacher < 0 || e.Teacher >= int(NumActions) {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.addDemo(policy.Demonstration{State: e.Transition.State, Mask: e.Transition.Mask, Action: e.Teacher})
+	a.addDemo(policy.Demonstration{State: e.Transition.State, Mask: e.Transition.Mask, Action: e.Teacher}, window)
 }
 
-func (a *Agent) addDemo(d policy.Demonstration) {
+// addDemo keeps d, with the window that preceded it when the agent keeps
+// windows. The caller holds a.mu.
+func (a *Agent) addDemo(d policy.Demonstration, window []policy.Step) {
 	if len(a.demos) >= maxDemonstrations {
-		a.demos = slices.Delete(a.demos, 0, len(a.demos)-maxDemonstrations+1)
+		drop := len(a.demos) - maxDemonstrations + 1
+		a.demos = slices.Delete(a.demos, 0, drop)
+		if a.demoWindows != nil {
+			a.demoWindows = slices.Delete(a.demoWindows, 0, drop)
+		}
 	}
 	a.demos = append(a.demos, d)
+	if a.traj.Len() > 0 {
+		a.demoWindows = append(a.demoWindows, window)
+	}
 }
 
 // Prepare computes the state and mask for a Recommend call. cfg must be
@@ -304,6 +388,7 @@ func (a *Agent) Prepare(obs workload.Observation, cons workload.Constraints, def
 	p.NeedsPolicy = cfg.Mode == ModeOn && stage.AgentActs()
 	// Serving exploits; training stages explore by sampling.
 	p.Greedy = stage == lifecycle.Serving
+	p.Window = a.traj.Window()
 	return p, nil
 }
 
@@ -324,7 +409,7 @@ func (a *Agent) Decide(p Prepared, d *policy.Decision) (Result, error) {
 	case p.cfg.Mode == ModeOff:
 		useDefault("RLModeOff", workload.SourceDefault)
 	case !p.stage.AgentActs():
-		useDefault("Bootstrapping", workload.SourceDefault)
+		useDefault(p.stage.String(), workload.SourceDefault) // Bootstrapping or Retraining
 	case p.cfg.Mode == ModeShadow:
 		useDefault("Shadow", workload.SourceDefault)
 	default:
@@ -392,17 +477,32 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	a.transitions++
 	a.lastUpdate = now
 	done := a.episodeSteps >= gates.EpisodeSteps
-	tr := policy.Transition{State: state, Mask: mask, Action: int(action), Reward: terms.Reward, NextState: next, Truncated: done}
+	// The learner is charged for replica changes (ScalingCost); the
+	// episode reward and the gates keep the paper's reward.
+	learnReward := terms.Reward - ScalingCost(&o.Observation, o.Applied, DefaultScalingCost)
+	tr := policy.Transition{State: state, Mask: mask, Action: int(action), Reward: learnReward, NextState: next, Truncated: done}
 	stage := a.machine.Stage()
 	teacher := -1
+	// The window that preceded state; this step then joins the trajectory
+	// (a no-op when the agent keeps none), with the paper's reward as the
+	// simulator's agent records it.
+	window := a.traj.Window()
+	a.traj.Push(policy.Step{State: state, Action: int(action), Reward: terms.Reward})
 	if o.AppliedSource == workload.SourceDefault || o.AppliedSource == workload.SourceSafeguard {
 		teacher = int(action)
-		a.addDemo(policy.Demonstration{State: state, Mask: mask, Action: teacher})
+		a.addDemo(policy.Demonstration{State: state, Mask: mask, Action: teacher}, window)
 	}
 	if stage.Learns() && len(a.episode) < maxEpisodeSteps {
 		a.episode = append(a.episode, tr)
+		if a.traj.Len() > 0 {
+			a.episodeWindows = append(a.episodeWindows, window)
+		}
 	}
 	res := OutcomeResult{Reward: terms, Stage: stage, Experience: Experience{Workload: a.key, Transition: tr, Teacher: teacher}}
+	if a.traj.Len() > 0 {
+		r := terms.Reward
+		res.Experience.StepReward = &r
+	}
 	if !done {
 		return res, nil
 	}
@@ -411,13 +511,14 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	episodeReward := a.episodeSum / float64(a.episodeSteps)
 	a.episodeSum, a.episodeSteps = 0, 0
 	if stage.Learns() && len(a.episode) > 0 {
-		job := &TrainJob{Batch: a.episode}
-		if stage == lifecycle.Bootstrapping {
+		job := &TrainJob{Batch: a.episode, Windows: a.episodeWindows}
+		if !stage.AgentActs() { // the defaults acted: Bootstrapping or Retraining
 			job.Demonstrations = slices.Clone(a.demos)
+			job.DemoWindows = slices.Clone(a.demoWindows)
 		}
 		res.Train = job
 	}
-	a.episode = nil
+	a.episode, a.episodeWindows = nil, nil
 	t, moved, err := a.machine.RecordEpisode(episodeReward, now)
 	if err != nil {
 		return OutcomeResult{}, err

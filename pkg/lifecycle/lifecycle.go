@@ -29,8 +29,15 @@ const (
 	OnlineTraining
 	// Serving: the agent acts; its weights are frozen for this workload.
 	Serving
-	// Retraining: the detector fired while serving; the agent acts and
-	// learns again until the promotion gate passes.
+	// Retraining: the detector fired while serving, so the policy no
+	// longer fits the workload. The defaults, the safe baseline, act
+	// again as in Bootstrapping and the agent relearns from their
+	// transitions, until the promotion gate passes on their episodes; the
+	// agent then acts again in OnlineTraining. Letting the mis-fitted
+	// policy act while it relearns cost more than the change itself: on
+	// the simulator (docs/evidence.md, retrain) a served PPO whose app
+	// needed 4x the CPU per request kept a near-deterministic action that
+	// violated the SLO in every window, and sampling it explored nothing.
 	Retraining
 )
 
@@ -54,8 +61,10 @@ func (s Stage) String() string {
 // Learns reports whether the agent trains on this workload's experience in s.
 func (s Stage) Learns() bool { return s != Serving }
 
-// AgentActs reports whether the agent's own decisions are applied in s.
-func (s Stage) AgentActs() bool { return s != Bootstrapping }
+// AgentActs reports whether the agent's own decisions are applied in s:
+// in OnlineTraining and Serving. In Bootstrapping and Retraining the
+// defaults act and the agent learns from what they did.
+func (s Stage) AgentActs() bool { return s == OnlineTraining || s == Serving }
 
 // Gates are the thresholds on the last Window episode rewards. They mirror
 // spec.rl.gates of the MultidimPodAutoscaler (and the proto's Gates), with

@@ -236,3 +236,28 @@ func TestEndBootstrap(t *testing.T) {
 		})
 	}
 }
+
+// TestWhoActsAndLearns pins each stage's regime: the defaults act while
+// Bootstrapping and again while Retraining (the detector said the policy
+// no longer fits), the agent in OnlineTraining and Serving; every stage
+// but Serving learns.
+func TestWhoActsAndLearns(t *testing.T) {
+	for _, tc := range []struct {
+		stage             Stage
+		agentActs, learns bool
+	}{
+		{Bootstrapping, false, true},
+		{OnlineTraining, true, true},
+		{Serving, true, false},
+		{Retraining, false, true},
+	} {
+		t.Run(tc.stage.String(), func(t *testing.T) {
+			if got := tc.stage.AgentActs(); got != tc.agentActs {
+				t.Errorf("AgentActs = %v, want %v", got, tc.agentActs)
+			}
+			if got := tc.stage.Learns(); got != tc.learns {
+				t.Errorf("Learns = %v, want %v", got, tc.learns)
+			}
+		})
+	}
+}

@@ -6,8 +6,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	G "gorgonia.org/gorgonia"
 )
 
 func smallDDPGConfig(stateDim, actionDim int, seed uint64) DDPGConfig {
@@ -57,39 +55,18 @@ func TestDDPGGradientCheck(t *testing.T) {
 	for i := range y {
 		y[i] = rows[i].Reward
 	}
-	read := func(loss *G.Value, gv []*G.Value) (float64, [][]float64) {
-		l, err := scalarOf(loss)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var grads [][]float64
-		for _, g := range gv {
-			v, err := float64s(g)
-			if err != nil {
-				t.Fatal(err)
-			}
-			grads = append(grads, append([]float64(nil), v...))
-		}
-		return l, grads
-	}
 	t.Run("critic", func(t *testing.T) {
 		if err := d.criticG.fill(rows, y, cfg); err != nil {
 			t.Fatal(err)
 		}
 		gradCheck(t, d.critic, func() (float64, [][]float64) {
-			if err := d.criticG.m.run(); err != nil {
-				t.Fatal(err)
-			}
-			return read(d.criticG.loss, d.criticG.grads)
+			return runGraph(t, &d.criticG.m, d.criticG.loss, d.criticG.grads)
 		})
 	})
 	t.Run("actor through the critic", func(t *testing.T) {
 		d.actorG.fill(rows, cfg)
 		gradCheck(t, d.actor, func() (float64, [][]float64) {
-			if err := d.actorG.m.run(); err != nil {
-				t.Fatal(err)
-			}
-			return read(d.actorG.loss, d.actorG.grads)
+			return runGraph(t, &d.actorG.m, d.actorG.loss, d.actorG.grads)
 		})
 	})
 }

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -348,21 +349,35 @@ func newPPOGraph(cfg Config, ps *paramSet) (*ppoGraph, error) {
 }
 
 // bcGraph computes the masked cross-entropy between the actor and a
-// teacher's actions, and its gradient with respect to the actor's weights.
+// teacher's actions, and its gradient with respect to the weights cloning
+// trains. For PPO that is the actor on the state; for MetaPPO the actor on
+// [state, embedding] and the encoder, whose window inputs are steps and
+// stepMask (nil for PPO).
 type bcGraph struct {
 	batch    int
 	x        []float64
 	maskBias []float64
 	oneHot   []float64
 	w        []float64
+	steps    [][]float64
+	stepMask [][]float64
 
 	logpAll *G.Value // batch×numActions
 	loss    *G.Value
-	grads   []*G.Value // aligned with paramSet.actor
+	grads   []*G.Value // aligned with the actor's params, then those features returned
 	m       machine
 }
 
 func newBCGraph(cfg Config, ps *paramSet) (*bcGraph, error) {
+	return buildBCGraph("behaviour-cloning graph", cfg, ps.actor,
+		func(_ *builder, _ *bcGraph, x *G.Node) (*G.Node, []*G.Node) { return x, nil })
+}
+
+// buildBCGraph builds a bcGraph over cfg's minibatch. features turns the
+// state input x into the actor's input and returns the further weights the
+// loss is differentiated by (after the actor's), adding any inputs it needs
+// to c; what names the graph in errors.
+func buildBCGraph(what string, cfg Config, actor []*param, features func(b *builder, c *bcGraph, x *G.Node) (*G.Node, []*G.Node)) (*bcGraph, error) {
 	n, s, a := cfg.MinibatchSize, cfg.StateDim, cfg.NumActions
 	c := &bcGraph{
 		batch:    n,
@@ -376,21 +391,39 @@ func newBCGraph(cfg Config, ps *paramSet) (*bcGraph, error) {
 	maskBias := b.input("maskBias", c.maskBias, n, a)
 	oneHot := b.input("oneHot", c.oneHot, n, a)
 	w := b.input("w", c.w, n)
-	actorW := b.weights(ps.actor)
+	in, extra := features(b, c, x)
+	actorW := b.weights(actor)
 
-	logpAll := b.logSoftmax(b.add(b.mlp(x, actorW), maskBias))
+	logpAll := b.logSoftmax(b.add(b.mlp(in, actorW), maskBias))
 	loss := b.neg(b.weightedMean(w, b.sum(b.mul(logpAll, oneHot), 1)))
 	if b.err != nil {
-		return nil, fmt.Errorf("behaviour-cloning graph: %w", b.err)
+		return nil, fmt.Errorf("%s: %w", what, b.err)
 	}
-	grads, err := G.Grad(loss, actorW...)
+	grads, err := G.Grad(loss, append(slices.Clone(actorW), extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("behaviour-cloning graph gradients: %w", err)
+		return nil, fmt.Errorf("%s gradients: %w", what, err)
 	}
 	c.logpAll, c.loss, c.grads = b.read(logpAll), b.read(loss), b.readAll(grads)
 	if b.err != nil {
-		return nil, fmt.Errorf("behaviour-cloning graph: %w", b.err)
+		return nil, fmt.Errorf("%s: %w", what, b.err)
 	}
 	c.m = machine{vm: G.NewTapeMachine(b.g)}
 	return c, nil
+}
+
+// fill writes the selected demonstrations into the graph's inputs, each
+// row weighted 1/len(rows); padding rows stay zero.
+func (c *bcGraph) fill(rows []int, demo func(i int) Demonstration, s, a int) {
+	clear(c.x)
+	clear(c.maskBias)
+	clear(c.oneHot)
+	clear(c.w)
+	w := 1 / float64(len(rows))
+	for r, i := range rows {
+		d := demo(i)
+		copy(c.x[r*s:(r+1)*s], d.State)
+		fillMaskBias(c.maskBias[r*a:(r+1)*a], d.Mask)
+		c.oneHot[r*a+d.Action] = 1
+		c.w[r] = w
+	}
 }

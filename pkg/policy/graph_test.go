@@ -278,22 +278,7 @@ func TestPPOGradientCheck(t *testing.T) {
 			}
 			newPPOFixture(t, p, newRNG(7), nil)
 			gradCheck(t, p.ps.all, func() (float64, [][]float64) {
-				if err := p.ppo.m.run(); err != nil {
-					t.Fatal(err)
-				}
-				total, err := scalarOf(p.ppo.total)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var grads [][]float64
-				for _, g := range p.ppo.grads {
-					d, err := float64s(g)
-					if err != nil {
-						t.Fatal(err)
-					}
-					grads = append(grads, append([]float64(nil), d...))
-				}
-				return total, grads
+				return runGraph(t, &p.ppo.m, p.ppo.total, p.ppo.grads)
 			})
 		})
 	}
@@ -316,22 +301,5 @@ func TestBCGradientCheck(t *testing.T) {
 		g.oneHot[r*a+tr.Action] = 1
 		g.w[r] = 1 / float64(g.batch-1)
 	}
-	gradCheck(t, p.ps.actor, func() (float64, [][]float64) {
-		if err := g.m.run(); err != nil {
-			t.Fatal(err)
-		}
-		loss, err := scalarOf(g.loss)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var grads [][]float64
-		for _, gv := range g.grads {
-			d, err := float64s(gv)
-			if err != nil {
-				t.Fatal(err)
-			}
-			grads = append(grads, append([]float64(nil), d...))
-		}
-		return loss, grads
-	})
+	gradCheck(t, p.ps.actor, func() (float64, [][]float64) { return runGraph(t, &g.m, g.loss, g.grads) })
 }

@@ -2,8 +2,11 @@ package policy
 
 import (
 	"bytes"
+	"math"
 	"math/rand/v2"
 	"testing"
+
+	G "gorgonia.org/gorgonia"
 )
 
 // smallConfig is a fast configuration for tests.
@@ -73,4 +76,38 @@ func requireSameBytes(t *testing.T, what string, a, b []byte) {
 	if !bytes.Equal(a, b) {
 		t.Fatalf("%s differ (len %d vs %d)", what, len(a), len(b))
 	}
+}
+
+// runGraph runs m once and returns the scalar loss and copies of the
+// gradients, the form gradCheck compares.
+func runGraph(t *testing.T, m *machine, loss *G.Value, grads []*G.Value) (float64, [][]float64) {
+	t.Helper()
+	if err := m.run(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := scalarOf(loss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]float64
+	for _, g := range grads {
+		d, err := float64s(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, append([]float64(nil), d...))
+	}
+	return l, out
+}
+
+// absSum is the sum of the absolute values of grads: zero when a loss does
+// not depend on the parameters they belong to.
+func absSum(grads [][]float64) float64 {
+	var sum float64
+	for _, g := range grads {
+		for _, v := range g {
+			sum += math.Abs(v)
+		}
+	}
+	return sum
 }

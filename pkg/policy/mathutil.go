@@ -202,3 +202,12 @@ func checkAction(what string, a int, mask []bool, n int) error {
 	}
 	return nil
 }
+
+// maskAt is row i of a batch's masks; nil masks mean every action is legal
+// in every row.
+func maskAt(masks [][]bool, i int) []bool {
+	if masks == nil {
+		return nil
+	}
+	return masks[i]
+}

@@ -333,7 +333,7 @@ type MetaPPO struct {
 	shufflePCG *rand.PCG
 	shuffle    *rand.Rand
 	graph      *metaGraph
-	bc         *metaBCGraph // built by the first BehaviourClone
+	bc         *bcGraph // built by the first BehaviourClone
 	grads      [][]float64
 
 	// inferMu guards the inference copies of the weights.
@@ -456,15 +456,9 @@ func (m *MetaPPO) ActBatch(states, embeddings [][]float64, masks [][]bool, greed
 	if len(states) == 0 {
 		return nil, nil
 	}
-	maskOf := func(i int) []bool {
-		if masks == nil {
-			return nil
-		}
-		return masks[i]
-	}
 	inputs := make([][]float64, len(states))
 	for i := range states {
-		if err := m.checkActInput(states[i], embeddings[i], maskOf(i), greedy, rng); err != nil {
+		if err := m.checkActInput(states[i], embeddings[i], maskAt(masks, i), greedy, rng); err != nil {
 			return nil, fmt.Errorf("state %d: %w", i, err)
 		}
 		inputs[i] = slices.Concat(states[i], embeddings[i])
@@ -472,7 +466,7 @@ func (m *MetaPPO) ActBatch(states, embeddings [][]float64, masks [][]bool, greed
 	m.inferMu.RLock()
 	logits, values := actorCriticForward(m.ac, true, inputs, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	return decideBatch(logits, values, m.cfg.NumActions, maskOf, greedy, rng)
+	return decideBatch(logits, values, m.cfg.NumActions, masks, greedy, rng)
 }
 
 // checkActInput validates one acting input; a nil embedding is not checked
@@ -520,6 +514,15 @@ func (m *MetaPPO) checkTransitions(batch []MetaTransition) error {
 //
 // Bad input is rejected before any change; a non-finite loss, gradient or
 // weight rolls the whole call back and returns an error wrapping
+func (m *MetaPPO) finiteParams() (string, bool) {
+	for _, p := range m.all {
+		if _, ok := allFinite(p.data); !ok {
+			return p.name, false
+		}
+	}
+	return "", true
+}
+
 // ErrDiverged.
 func (m *MetaPPO) Update(batch []MetaTransition) (Stats, error) {
 	if err := m.checkTransitions(batch); err != nil {
@@ -528,27 +531,7 @@ func (m *MetaPPO) Update(batch []MetaTransition) (Stats, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 
-	snap, err := m.snapshot()
-	if err != nil {
-		return Stats{}, fmt.Errorf("meta-PPO update: %w", err)
-	}
-	stats, err := m.update(batch)
-	if err == nil {
-		for _, p := range m.all {
-			if _, ok := allFinite(p.data); !ok {
-				err = fmt.Errorf("%w: parameter %s is not finite after the update", ErrDiverged, p.name)
-				break
-			}
-		}
-	}
-	if err != nil {
-		if rerr := m.restore(snap); rerr != nil {
-			return Stats{}, fmt.Errorf("meta-PPO update: %w (rollback failed: %v)", err, rerr)
-		}
-		return Stats{}, fmt.Errorf("meta-PPO update: %w", err)
-	}
-	m.publish()
-	return stats, nil
+	return train(m, "meta-PPO update", "the update", func() (Stats, error) { return m.update(batch) })
 }
 
 func (m *MetaPPO) update(batch []MetaTransition) (Stats, error) {

@@ -91,29 +91,23 @@ func (p *PPO) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *ran
 	if len(states) == 0 {
 		return nil, nil
 	}
-	maskOf := func(i int) []bool {
-		if masks == nil {
-			return nil
-		}
-		return masks[i]
-	}
 	for i, s := range states {
-		if err := p.checkActInput(s, maskOf(i), greedy, rng); err != nil {
+		if err := p.checkActInput(s, maskAt(masks, i), greedy, rng); err != nil {
 			return nil, fmt.Errorf("state %d: %w", i, err)
 		}
 	}
 	p.inferMu.RLock()
 	logits, values := actorCriticForward(p.ps, true, states, p.cfg.StateDim)
 	p.inferMu.RUnlock()
-	return decideBatch(logits, values, p.cfg.NumActions, maskOf, greedy, rng)
+	return decideBatch(logits, values, p.cfg.NumActions, masks, greedy, rng)
 }
 
 // decideBatch turns a batched forward pass (len(values) rows of numActions
 // logits each) into one decision per row.
-func decideBatch(logits, values []float64, numActions int, maskOf func(int) []bool, greedy bool, rng *rand.Rand) ([]Decision, error) {
+func decideBatch(logits, values []float64, numActions int, masks [][]bool, greedy bool, rng *rand.Rand) ([]Decision, error) {
 	out := make([]Decision, len(values))
 	for i := range out {
-		d, err := decide(logits[i*numActions:(i+1)*numActions], values[i], maskOf(i), greedy, rng)
+		d, err := decide(logits[i*numActions:(i+1)*numActions], values[i], maskAt(masks, i), greedy, rng)
 		if err != nil {
 			return nil, fmt.Errorf("state %d: %w", i, err)
 		}
@@ -220,24 +214,7 @@ func (p *PPO) Update(batch []Transition) (Stats, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
-	snap, err := p.snapshot()
-	if err != nil {
-		return Stats{}, fmt.Errorf("PPO update: %w", err)
-	}
-	stats, err := p.update(batch)
-	if err == nil {
-		if name, ok := p.ps.finite(); !ok {
-			err = fmt.Errorf("%w: parameter %s is not finite after the update", ErrDiverged, name)
-		}
-	}
-	if err != nil {
-		if rerr := p.restore(snap); rerr != nil {
-			return Stats{}, fmt.Errorf("PPO update: %w (rollback failed: %v)", err, rerr)
-		}
-		return Stats{}, fmt.Errorf("PPO update: %w", err)
-	}
-	p.publish()
-	return stats, nil
+	return train(p, "PPO update", "the update", func() (Stats, error) { return p.update(batch) })
 }
 
 func (p *PPO) update(batch []Transition) (Stats, error) {
@@ -454,64 +431,58 @@ func (p *PPO) BehaviourClone(batch []Demonstration) (BCStats, error) {
 		return BCStats{}, fmt.Errorf("behaviour cloning: %w: empty batch", ErrInvalidInput)
 	}
 	for i, d := range batch {
-		if err := checkState("state", d.State, p.cfg.StateDim); err != nil {
-			return BCStats{}, fmt.Errorf("behaviour cloning: demonstration %d: %w", i, err)
-		}
-		if err := checkMask("mask", d.Mask, p.cfg.NumActions); err != nil {
-			return BCStats{}, fmt.Errorf("behaviour cloning: demonstration %d: %w", i, err)
-		}
-		if err := checkAction("teacher action", d.Action, d.Mask, p.cfg.NumActions); err != nil {
+		if err := checkDemonstration(d, p.cfg); err != nil {
 			return BCStats{}, fmt.Errorf("behaviour cloning: demonstration %d: %w", i, err)
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 
-	snap, err := p.snapshot()
-	if err != nil {
-		return BCStats{}, fmt.Errorf("behaviour cloning: %w", err)
+	return train(p, "behaviour cloning", "behaviour cloning", func() (BCStats, error) { return p.behaviourClone(batch) })
+}
+
+// checkDemonstration applies the rules of behaviour cloning's input to one
+// demonstration: a finite state of the configured width, a mask of one
+// entry per action if any, and a teacher action the mask allows.
+func checkDemonstration(d Demonstration, cfg Config) error {
+	if err := checkState("state", d.State, cfg.StateDim); err != nil {
+		return err
 	}
-	stats, err := p.behaviourClone(batch)
-	if err == nil {
-		if name, ok := p.ps.finite(); !ok {
-			err = fmt.Errorf("%w: parameter %s is not finite after behaviour cloning", ErrDiverged, name)
-		}
+	if err := checkMask("mask", d.Mask, cfg.NumActions); err != nil {
+		return err
 	}
-	if err != nil {
-		if rerr := p.restore(snap); rerr != nil {
-			return BCStats{}, fmt.Errorf("behaviour cloning: %w (rollback failed: %v)", err, rerr)
-		}
-		return BCStats{}, fmt.Errorf("behaviour cloning: %w", err)
-	}
-	p.publish()
-	return stats, nil
+	return checkAction("teacher action", d.Action, d.Mask, cfg.NumActions)
 }
 
 func (p *PPO) behaviourClone(batch []Demonstration) (BCStats, error) {
-	n, s, a := len(batch), p.cfg.StateDim, p.cfg.NumActions
-	g := p.bc
+	return runBCEpochs(p.cfg, p.shuffle, p.bc, len(batch),
+		func(i int) Demonstration { return batch[i] }, nil,
+		func() (float64, error) { return p.step(p.bc.grads, p.ps.actor) })
+}
+
+// runBCEpochs runs cfg.Epochs shuffled passes of behaviour cloning over n
+// demonstrations in minibatches of the graph's batch size. demo returns the
+// i-th demonstration; fillMore, if not nil, writes the further inputs of
+// the selected rows (MetaPPO's windows); step applies the optimiser to the
+// gradients of the run. Accuracy is the teacher's agreement with the greedy
+// masked policy during the last epoch, measured before each minibatch's
+// step.
+func runBCEpochs(cfg Config, shuffle *rand.Rand, g *bcGraph, n int, demo func(i int) Demonstration, fillMore func(rows []int), step func() (float64, error)) (BCStats, error) {
+	s, a := cfg.StateDim, cfg.NumActions
 	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i
 	}
 	var stats BCStats
 	var agree int
-	for epoch := 0; epoch < p.cfg.Epochs; epoch++ {
-		last := epoch == p.cfg.Epochs-1
-		p.shuffle.Shuffle(n, func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
+	for epoch := 0; epoch < cfg.Epochs; epoch++ {
+		last := epoch == cfg.Epochs-1
+		shuffle.Shuffle(n, func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
 		for start := 0; start < n; start += g.batch {
 			rows := idx[start:min(start+g.batch, n)]
-			clear(g.x)
-			clear(g.maskBias)
-			clear(g.oneHot)
-			clear(g.w)
-			w := 1 / float64(len(rows))
-			for r, i := range rows {
-				d := batch[i]
-				copy(g.x[r*s:(r+1)*s], d.State)
-				fillMaskBias(g.maskBias[r*a:(r+1)*a], d.Mask)
-				g.oneHot[r*a+d.Action] = 1
-				g.w[r] = w
+			g.fill(rows, demo, s, a)
+			if fillMore != nil {
+				fillMore(rows)
 			}
 			if err := g.m.run(); err != nil {
 				return BCStats{}, err
@@ -529,12 +500,12 @@ func (p *PPO) behaviourClone(batch []Demonstration) (BCStats, error) {
 					return BCStats{}, err
 				}
 				for r, i := range rows {
-					if argmax(logpAll[r*a:(r+1)*a]) == batch[i].Action {
+					if argmax(logpAll[r*a:(r+1)*a]) == demo(i).Action {
 						agree++
 					}
 				}
 			}
-			norm, err := p.step(g.grads, p.ps.actor)
+			norm, err := step()
 			if err != nil {
 				return BCStats{}, err
 			}
@@ -560,6 +531,45 @@ func argmax(xs []float64) int {
 	}
 	return best
 }
+
+// learner is what train needs of PPO and MetaPPO; the caller of each
+// method holds the learner's mu.
+type learner interface {
+	snapshot() (*snapshot, error)
+	restore(*snapshot) error
+	// finiteParams names a parameter that is not finite, if any.
+	finiteParams() (name string, ok bool)
+	publish()
+}
+
+// train runs one training call fn on l as a transaction, the caller holding
+// l's mu: if fn fails, or leaves a parameter that is not finite (then the
+// error wraps ErrDiverged), l is rolled back to its state before the call;
+// else the new weights are published to inference. op prefixes the errors;
+// after names the call in the divergence message.
+func train[S any](l learner, op, after string, fn func() (S, error)) (S, error) {
+	var zero S
+	snap, err := l.snapshot()
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", op, err)
+	}
+	stats, err := fn()
+	if err == nil {
+		if name, ok := l.finiteParams(); !ok {
+			err = fmt.Errorf("%w: parameter %s is not finite after %s", ErrDiverged, name, after)
+		}
+	}
+	if err != nil {
+		if rerr := l.restore(snap); rerr != nil {
+			return zero, fmt.Errorf("%s: %w (rollback failed: %v)", op, err, rerr)
+		}
+		return zero, fmt.Errorf("%s: %w", op, err)
+	}
+	l.publish()
+	return stats, nil
+}
+
+func (p *PPO) finiteParams() (string, bool) { return p.ps.finite() }
 
 // snapshot captures the training state for rollback. The caller holds p.mu.
 func (p *PPO) snapshot() (*snapshot, error) {

@@ -57,7 +57,7 @@ type Agent struct {
 	teacher  workload.Policy
 	prevRate float64
 	hasPrev  bool
-	window   []policy.Step
+	traj     learn.Trajectory
 	last     *policy.Step // the previous decision, its reward not yet known
 }
 
@@ -82,7 +82,7 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	if o.Alpha != nil {
 		alpha = *o.Alpha
 	}
-	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t}, nil
+	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen())}, nil
 }
 
 // Factory returns a PolicyFactory of greedy agents sharing l.
@@ -140,7 +140,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	if err := a.observe(&obs); err != nil {
 		return decision{}, err
 	}
-	d.Window = a.window
+	d.Window = a.traj.Window()
 	defer func() { a.last = &policy.Step{State: d.State, Action: int(d.Action)} }()
 	d.Teacher = learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask)
 	useDefault := func(src workload.Source) {
@@ -173,7 +173,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 
 // observe completes the previous decision's step with the reward of the
 // window obs describes and appends it to the trajectory, keeping the last
-// WindowLen steps. The trajectory slice is never written in place, so a
+// WindowLen steps (learn.Trajectory, shared with the serving agent). A
 // window handed out earlier stays valid.
 func (a *Agent) observe(obs *workload.Observation) error {
 	n := a.learner.WindowLen()
@@ -186,11 +186,7 @@ func (a *Agent) observe(obs *workload.Observation) error {
 	}
 	st := *a.last
 	st.Reward = r.Reward
-	w := a.window
-	if len(w) >= n {
-		w = w[len(w)-n+1:]
-	}
-	a.window = append(w[:len(w):len(w)], st)
+	a.traj.Push(st)
 	return nil
 }
 

@@ -576,7 +576,8 @@ type RetrainResult struct {
 // RunRetrain deploys the pre-trained PPO on a new app in Serving, changes
 // the app's CPU time per request (and arrival rate) after RetrainBefore
 // episodes, and follows the lifecycle: the detector should fire (Serving →
-// Retraining), the agent retrains and serves again.
+// Retraining), the fused default acts while the agent relearns from it,
+// and the gate returns the app to the agent.
 func RunRetrain(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*RetrainResult, error) {
 	apps, err := EvidenceApps(e.Seed, e.Apps)
 	if err != nil {
@@ -595,6 +596,7 @@ func RunRetrain(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*Retra
 	serve := func(o *Options, init Learner, episodes int, gates lifecycle.Gates) {
 		o.Init, o.AppList, o.Traces, o.StartStage, o.Workload = init, []sim.App{app}, e.RetrainTraces, lifecycle.Serving, change
 		o.Episodes, o.BatchEpisodes, o.Gates = episodes, e.RetrainBatch, gates
+		o.FreezeServing = true // the lifecycle as in the cluster
 	}
 	// The baseline: the episodes before the change, served with frozen
 	// weights and gates that cannot fire, so that the run below repeats

@@ -338,6 +338,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad alpha", func(o *Options) { o.Alpha = 2 }, "alpha"},
 		{"bad hidden", func(o *Options) { o.Hidden = []int{0} }, "hidden[0]"},
 		{"bad batch", func(o *Options) { o.BatchEpisodes = 0 }, "batch episodes"},
+		{"negative scaling cost", func(o *Options) { o.ScalingCost = -0.1 }, "scaling cost"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

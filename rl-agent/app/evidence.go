@@ -92,8 +92,9 @@ apps), prints one table per experiment and writes <experiment>.json to --out:
   after      the pre-trained agents against the fused HPA+VPA default and
              the oracle (pkg/eval).
   retrain    a pre-trained agent serving a new app whose CPU cost per
-             request changes: when the detector fires, the agent retrains,
-             and the online degradation relative to before the change.
+             request changes: when the detector fires, the fused default
+             acts while the agent relearns from it, and the online
+             degradation relative to before the change.
 
 adapt, after and retrain share one pre-training of PPO and Meta-PPO, whose
 checkpoints are written to --out as well. With the default options each

@@ -78,7 +78,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BatchWait, "batch-wait", o.BatchWait, "Longest a decision waits for concurrent ones to share its forward pass; 0 disables waiting.")
 	fs.IntVar(&o.QueueSize, "queue-size", o.QueueSize, "Decisions that may wait for a forward pass; beyond it calls fail with UNAVAILABLE and the recommender falls back to its default.")
 	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED.")
-	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A PPO policy checkpoint written by `rl-agent train` to start from instead of random weights. State already in --state-dir wins over it, but must have the same architecture: keep the flag across restarts. Meta-PPO checkpoints cannot be served yet.")
+	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random PPO weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
 }
 
 // Validate reports every invalid option at once.
@@ -153,18 +153,28 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		logger.Info("Discarded the torn tail of the experience log (the previous run crashed)", "bytes", rec.DiscardedBytes, "records", rec.Records)
 	}
 
-	learner, err := initialPolicy(o)
+	ppo, meta, err := initialPolicy(o)
 	if err != nil {
 		return err
 	}
-	if o.InitialCheckpoint != "" {
-		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "hidden", learner.Config().Hidden)
+	switch {
+	case o.InitialCheckpoint == "":
+	case meta != nil:
+		c := meta.Config()
+		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim)
+	default:
+		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindPPO, "hidden", ppo.Config().Hidden)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	so := server.DefaultOptions()
-	so.Learner, so.Store, so.Registerer, so.Seed = learner, st, reg, o.Seed
+	if meta != nil {
+		so.MetaLearner = meta
+	} else {
+		so.Learner = ppo
+	}
+	so.Store, so.Registerer, so.Seed = st, reg, o.Seed
 	so.FlushInterval, so.MaxBatch, so.BatchWait, so.QueueSize, so.MaxWorkloads = o.CheckpointInterval, o.MaxBatch, o.BatchWait, o.QueueSize, o.MaxWorkloads
 	srv, err := server.New(so)
 	if err != nil {
@@ -210,37 +220,48 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	return eg.Wait()
 }
 
-// initialPolicy is the policy the agent starts from: random weights seeded
-// by --seed, or the PPO checkpoint of --initial-checkpoint, which must read
-// the agent's state features and choose among its actions.
-func initialPolicy(o *serveOptions) (*policy.PPO, error) {
+// initialPolicy is the policy the agent starts from, exactly one of ppo
+// and meta: random PPO weights seeded by --seed, or the PPO or Meta-PPO
+// checkpoint of --initial-checkpoint, which must read the agent's state
+// features and choose among its actions.
+func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err error) {
 	if o.InitialCheckpoint == "" {
 		cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
 		cfg.Seed = o.Seed
 		p, err := policy.NewPPO(cfg)
 		if err != nil {
-			return nil, fmt.Errorf("create policy: %w", err)
+			return nil, nil, fmt.Errorf("create policy: %w", err)
 		}
-		return p, nil
+		return p, nil, nil
 	}
 	b, err := os.ReadFile(o.InitialCheckpoint)
 	if err != nil {
-		return nil, fmt.Errorf("--initial-checkpoint: %w", err)
+		return nil, nil, fmt.Errorf("--initial-checkpoint: %w", err)
 	}
 	kind, err := policy.CheckpointKind(b)
 	if err != nil {
-		return nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
+		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
 	}
-	if kind != policy.KindPPO {
-		return nil, fmt.Errorf("--initial-checkpoint %s holds a %q policy; serve runs %q policies only", o.InitialCheckpoint, kind, policy.KindPPO)
+	var c policy.Config
+	switch kind {
+	case policy.KindPPO:
+		if ppo, err = policy.NewPPOFromCheckpoint(b); err == nil {
+			c = ppo.Config()
+		}
+	case policy.KindMetaPPO:
+		if meta, err = policy.NewMetaPPOFromCheckpoint(b); err == nil {
+			c = meta.Config().Config
+		}
+	default:
+		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it holds a %q policy; serve runs %q and %q policies",
+			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, kind, policy.KindPPO, policy.KindMetaPPO)
 	}
-	p, err := policy.NewPPOFromCheckpoint(b)
 	if err != nil {
-		return nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
+		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
 	}
-	if c := p.Config(); c.StateDim != learn.StateDim || c.NumActions != int(learn.NumActions) {
-		return nil, fmt.Errorf("--initial-checkpoint %s: %w: it reads %d features and has %d actions, the agent %d and %d",
+	if c.StateDim != learn.StateDim || c.NumActions != int(learn.NumActions) {
+		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it reads %d features and has %d actions, the agent %d and %d",
 			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, c.StateDim, c.NumActions, learn.StateDim, learn.NumActions)
 	}
-	return p, nil
+	return ppo, meta, nil
 }

@@ -274,10 +274,25 @@ func smallPPO(t *testing.T, stateDim int) *policy.PPO {
 	return p
 }
 
+func smallMeta(t *testing.T, stateDim, window int) *policy.MetaPPO {
+	t.Helper()
+	cfg := policy.DefaultMetaConfig(stateDim, int(learn.NumActions))
+	cfg.Hidden, cfg.Window, cfg.EmbedDim = []int{8}, window, 3
+	m, err := policy.NewMetaPPO(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestInitialPolicy(t *testing.T) {
 	o := train.DefaultOptions()
 	o.Policy = train.PolicyMetaPPO
 	meta, err := train.NewLearner(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ddpg, err := policy.NewDDPG(policy.DefaultDDPGConfig(learn.StateDim, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,17 +303,21 @@ func TestInitialPolicy(t *testing.T) {
 	for _, tc := range []struct {
 		name, path string
 		hidden     []int
+		window     int // 0: PPO
 		err        string
 	}{
-		{"none: random weights", "", policy.DefaultConfig(learn.StateDim, int(learn.NumActions)).Hidden, ""},
-		{"trained PPO", writePolicy(t, smallPPO(t, learn.StateDim)), []int{8}, ""},
-		{"missing file", filepath.Join(t.TempDir(), "missing"), nil, "no such file"},
-		{"garbage", garbage, nil, "--initial-checkpoint"},
-		{"meta-ppo", writePolicy(t, meta), nil, `serve runs "ppo" policies only`},
-		{"other features", writePolicy(t, smallPPO(t, learn.StateDim+1)), nil, "incompatible"},
+		{"none: random weights", "", policy.DefaultConfig(learn.StateDim, int(learn.NumActions)).Hidden, 0, ""},
+		{"trained PPO", writePolicy(t, smallPPO(t, learn.StateDim)), []int{8}, 0, ""},
+		{"trained meta-ppo", writePolicy(t, meta), o.Hidden, o.Window, ""},
+		{"small meta-ppo", writePolicy(t, smallMeta(t, learn.StateDim, 5)), []int{8}, 5, ""},
+		{"missing file", filepath.Join(t.TempDir(), "missing"), nil, 0, "no such file"},
+		{"garbage", garbage, nil, 0, "--initial-checkpoint"},
+		{"ddpg", writePolicy(t, ddpg), nil, 0, `holds a "ddpg" policy; serve runs "ppo" and "meta-ppo" policies`},
+		{"PPO with other features", writePolicy(t, smallPPO(t, learn.StateDim+1)), nil, 0, "incompatible"},
+		{"meta-ppo with other features", writePolicy(t, smallMeta(t, learn.StateDim+1, 4)), nil, 0, "incompatible"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Seed: 1})
+			p, m, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Seed: 1})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.err)
@@ -308,8 +327,18 @@ func TestInitialPolicy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := p.Config().Hidden; !slices.Equal(got, tc.hidden) {
-				t.Fatalf("hidden %v, want %v", got, tc.hidden)
+			if (p == nil) == (m == nil) {
+				t.Fatalf("got PPO %v and Meta-PPO %v, want exactly one", p != nil, m != nil)
+			}
+			var hidden []int
+			window := 0
+			if m != nil {
+				hidden, window = m.Config().Hidden, m.Config().Window
+			} else {
+				hidden = p.Config().Hidden
+			}
+			if !slices.Equal(hidden, tc.hidden) || window != tc.window {
+				t.Fatalf("hidden %v window %d, want %v and %d", hidden, window, tc.hidden, tc.window)
 			}
 		})
 	}
@@ -360,6 +389,91 @@ func TestServeFromInitialCheckpoint(t *testing.T) {
 	waitServing(t, conn)
 	if _, err := pb.NewAgentServiceClient(conn).GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload}); err != nil {
 		t.Fatalf("after restart with the flag: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeFromMetaCheckpoint: the agent serves a Meta-PPO policy from
+// --initial-checkpoint (Recommend, GetPolicyStatus), persists it as its
+// own state, refuses without touching that state to restart with the
+// default PPO policy or a PPO checkpoint, and restarts with the flag.
+func TestServeFromMetaCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := writePolicy(t, smallMeta(t, learn.StateDim, 4))
+	addr := freeAddr(t)
+	base := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	args := append(slices.Clone(base), "--initial-checkpoint", ckpt)
+	stop := runCommand(t, args...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := pb.NewAgentServiceClient(conn)
+	r, err := c.Recommend(ctx, request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stage != pb.Stage_STAGE_BOOTSTRAPPING || r.Source != pb.Source_SOURCE_DEFAULT {
+		t.Errorf("first response %v", r)
+	}
+	if _, err := c.ReportOutcome(ctx, &pb.ReportOutcomeRequest{
+		Workload: request().Workload, Observation: request().Observation, Applied: request().DefaultRecommendation,
+		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: request().Observation, Config: request().Config,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload})
+	if err != nil || st.Status.Transitions != 1 {
+		t.Fatalf("status %v, %v", st, err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	state, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(state, []byte(`"policy":`)) {
+		t.Fatalf("checkpoint without a policy: %.200s", state)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"default PPO policy", base},
+		{"PPO checkpoint", append(slices.Clone(base), "--initial-checkpoint", writePolicy(t, smallPPO(t, learn.StateDim)))},
+		{"Meta-PPO of another window", append(slices.Clone(base), "--initial-checkpoint", writePolicy(t, smallMeta(t, learn.StateDim, 8)))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := newServeCommand()
+			cmd.SetArgs(tc.args)
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "incompatible") {
+				t.Fatalf("restart: %v", err)
+			}
+			after, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
+			if err != nil || !bytes.Equal(after, state) {
+				t.Fatalf("the refused start changed the state (err %v)", err)
+			}
+		})
+	}
+
+	stop = runCommand(t, args...)
+	waitServing(t, conn)
+	st, err = c.GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload})
+	if err != nil || st.Status.Transitions != 1 {
+		t.Fatalf("after restart with the flag: %v, %v", st, err)
+	}
+	if _, err := c.Recommend(ctx, request()); err != nil {
+		t.Fatal(err)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,8 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.IntVar(&o.BatchEpisodes, prefix+"batch-episodes", o.BatchEpisodes, "episodes rolled out in parallel per PPO update")
 	fs.IntSliceVar(&o.Hidden, prefix+"hidden", o.Hidden, "widths of the actor's and critic's hidden layers")
 	fs.Float64Var(&o.LearningRate, prefix+"learning-rate", o.LearningRate, "Adam step size")
+	fs.BoolVar(&o.FreezeServing, prefix+"freeze-serving", o.FreezeServing, "freeze an app's learning once the lifecycle gate promotes it to Serving, as in the cluster; false keeps every app exploring and training the shared policy after bootstrapping")
+	fs.Float64Var(&o.ScalingCost, prefix+"scaling-cost", o.ScalingCost, "reward the learner is charged per replica added or removed (the reported reward and the gates are unchanged); 0 charges nothing")
 }
 
 // trainOptions are the flags of `rl-agent train`.
@@ -97,8 +99,10 @@ clones its decisions, then trains its critic on them offline, until the
 reward gate (the mean and spread of the app's last --gate-window episode
 rewards) passes or --bootstrap-episodes is reached. Then the agent acts,
 sampling, with the FaaSRM safeguard on, and learns by PPO; once the gate
-passes again the app is served greedily with frozen weights, and retrains if
-its reward drops. The policy is checkpointed to --checkpoint during and
+passes again the app is served greedily with frozen weights (--freeze-serving),
+and retrains if its reward drops, the fused default acting again while the
+agent relearns from it. The learner is charged --scaling-cost for every
+replica it adds or removes, so that it does not flap. The policy is checkpointed to --checkpoint during and
 after training, and the reward curve (with each episode's stage) is
 plotted. Equal flags give identical checkpoints.`,
 		Args: cobra.NoArgs,

@@ -14,15 +14,26 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
 // tcpHarness serves on a loopback TCP port, as in production.
 func tcpHarness(b *testing.B) (*Server, *grpc.ClientConn) {
 	b.Helper()
+	return tcpHarnessWith(b, nil)
+}
+
+// tcpHarnessWith is tcpHarness with the options changed by mutate.
+func tcpHarnessWith(b *testing.B, mutate func(*Options)) (*Server, *grpc.ClientConn) {
+	b.Helper()
 	o := DefaultOptions()
 	o.Learner = newPPO(b, 1)
 	o.Registerer = prometheus.NewRegistry()
+	if mutate != nil {
+		mutate(&o)
+	}
 	srv, err := New(o)
 	if err != nil {
 		b.Fatal(err)
@@ -77,10 +88,17 @@ func BenchmarkRecommendLatency(b *testing.B) {
 
 // benchmarkBatched runs many concurrent callers, each for its own
 // workload, and reports decisions per second and the mean batch size.
-func benchmarkBatched(b *testing.B, call func(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error), srv *Server, c pb.AgentServiceClient) {
+// Each workload first reports `history` outcomes beyond the two that
+// promote it, e.g. to fill a Meta-PPO window.
+func benchmarkBatched(b *testing.B, call func(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error), srv *Server, c pb.AgentServiceClient, history int) {
 	const workloads = 256
 	for i := range workloads {
 		promote(b, c, fmt.Sprintf("w%d", i))
+		for tick := 2; tick < 2+history; tick++ {
+			if _, err := c.ReportOutcome(ctx(b), outcomeReq(fmt.Sprintf("w%d", i), tick)); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 	reqs := make([]*pb.RecommendRequest, workloads)
 	for i := range reqs {
@@ -143,7 +161,7 @@ func BenchmarkBatchedDecisionsTCP(b *testing.B) {
 			var n atomic.Int64
 			benchmarkBatched(b, func(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
 				return clients[int(n.Add(1))%len(clients)].Recommend(ctx, req)
-			}, srv, clients[0])
+			}, srv, clients[0], 0)
 		})
 	}
 }
@@ -153,7 +171,20 @@ func BenchmarkBatchedDecisionsTCP(b *testing.B) {
 // gRPC's transport.
 func BenchmarkBatchedDecisionsInProcess(b *testing.B) {
 	srv, conn := tcpHarness(b)
-	benchmarkBatched(b, srv.Recommend, srv, pb.NewAgentServiceClient(conn))
+	benchmarkBatched(b, srv.Recommend, srv, pb.NewAgentServiceClient(conn), 0)
+}
+
+// BenchmarkBatchedDecisionsInProcessMetaPPO is the same for the default
+// Meta-PPO policy (window 16, embedding 8), every workload with a full
+// window: each forward pass also runs the GRU over 16 steps per decision.
+func BenchmarkBatchedDecisionsInProcessMetaPPO(b *testing.B) {
+	cfg := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+	m, err := policy.NewMetaPPO(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, conn := tcpHarnessWith(b, func(o *Options) { o.Learner, o.MetaLearner = nil, m })
+	benchmarkBatched(b, srv.Recommend, srv, pb.NewAgentServiceClient(conn), cfg.Window)
 }
 
 func dtoMetric(m prometheus.Metric) *dto.Metric {

@@ -2,6 +2,11 @@
 // proto/aware/rlagent/v1 over the per-workload agents of pkg/learn, one
 // shared policy, and the crash-safe state of pkg/store.
 //
+// The shared policy is PPO (Options.Learner) or Meta-PPO
+// (Options.MetaLearner), whose GRU encoder reads each workload's recent
+// trajectory: the agents then keep their windows, and the forward pass and
+// the training jobs pass them along.
+//
 // Recommend calls of many workloads are coalesced into one forward pass of
 // the shared policy (micro-batching): a single goroutine takes a decision
 // off a bounded queue, gathers the others that are already waiting or about
@@ -57,15 +62,21 @@ type Store interface {
 
 var _ Store = (*store.Store)(nil)
 
-// Learner is the shared policy.
+// Learner is the shared policy when it reads no trajectory (PPO); a
+// Meta-PPO policy is Options.MetaLearner.
 type Learner = policy.DiscreteLearner
 
 // checkpointName is the one atomic checkpoint: policy, version, agents.
 const checkpointName = "state"
 
-// Options configure a Server. Learner and Registerer are required.
+// Options configure a Server. Registerer and exactly one of Learner and
+// MetaLearner are required.
 type Options struct {
 	Learner Learner
+	// MetaLearner is a Meta-PPO policy, served instead of Learner: each
+	// workload's agent keeps its last Window steps, the batched forward
+	// pass embeds them, and training uses them.
+	MetaLearner *policy.MetaPPO
 	// Store persists experience and checkpoints; nil keeps state in memory
 	// only.
 	Store      Store
@@ -118,8 +129,8 @@ func DefaultOptions() Options {
 
 func (o *Options) validate() error {
 	var errs []error
-	if o.Learner == nil {
-		errs = append(errs, errors.New("a learner is required"))
+	if (o.Learner == nil) == (o.MetaLearner == nil) {
+		errs = append(errs, errors.New("exactly one of a learner and a meta-learner is required"))
 	}
 	if o.Registerer == nil {
 		errs = append(errs, errors.New("a metrics registerer is required"))
@@ -143,6 +154,10 @@ type Server struct {
 	opts    Options
 	metrics *metrics
 	health  *health.Server
+
+	// windowLen is the trajectory each agent keeps: the meta-learner's
+	// window, 0 for PPO.
+	windowLen int
 
 	mu     sync.RWMutex
 	agents map[string]*learn.Agent
@@ -187,6 +202,7 @@ type namedVersion struct {
 type decisionJob struct {
 	ctx    context.Context
 	state  []float64
+	window []policy.Step // Meta-PPO only
 	mask   []bool
 	greedy bool
 	reply  chan decisionResult
@@ -216,6 +232,9 @@ func New(opts Options) (*Server, error) {
 		trainC:  make(chan *learn.TrainJob, opts.TrainQueue),
 		flushC:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
+	}
+	if opts.MetaLearner != nil {
+		s.windowLen = opts.MetaLearner.Config().Window
 	}
 	if err := s.restore(); err != nil {
 		return nil, err
@@ -399,7 +418,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 
 // decide queues p for the batcher and waits for its decision.
 func (s *Server) decide(ctx context.Context, p learn.Prepared) (policy.Decision, error) {
-	j := &decisionJob{ctx: ctx, state: p.State, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
+	j := &decisionJob{ctx: ctx, state: p.State, window: p.Window, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
 	select {
 	case s.queue <- j:
 	default:
@@ -511,7 +530,17 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 			states[i], masks[i] = j.state, j.mask
 		}
 		s.metrics.batchSize.Observe(float64(len(g)))
-		ds, err := s.opts.Learner.ActBatch(states, masks, gi == 0, rng)
+		var ds []policy.Decision
+		var err error
+		if m := s.opts.MetaLearner; m != nil {
+			windows := make([][]policy.Step, len(g))
+			for i, j := range g {
+				windows[i] = j.window
+			}
+			ds, err = m.ActWindowBatch(states, windows, masks, gi == 0, rng)
+		} else {
+			ds, err = s.opts.Learner.ActBatch(states, masks, gi == 0, rng)
+		}
 		for i, j := range g {
 			if err != nil {
 				j.reply <- decisionResult{err: fmt.Errorf("forward pass: %w", err)}
@@ -652,6 +681,7 @@ func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	a.SetWindowLen(s.windowLen)
 	s.agents[key] = a
 	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
 	s.dirty.Store(true)
@@ -668,7 +698,7 @@ func (s *Server) trainer() {
 			return
 		case job := <-s.trainC:
 			s.trainMu.Lock()
-			err := job.Run(s.opts.Learner)
+			err := s.train(job)
 			if err == nil {
 				s.version.Add(1)
 				s.dirty.Store(true)
@@ -685,6 +715,29 @@ func (s *Server) trainer() {
 			s.trainPending.Add(-1)
 		}
 	}
+}
+
+// train runs job on the shared policy; the caller holds trainMu.
+func (s *Server) train(job *learn.TrainJob) error {
+	if m := s.opts.MetaLearner; m != nil {
+		return job.RunMeta(m)
+	}
+	return job.Run(s.opts.Learner)
+}
+
+// policyBytes and restorePolicy checkpoint the shared policy of either kind.
+func (s *Server) policyBytes() ([]byte, error) {
+	if m := s.opts.MetaLearner; m != nil {
+		return m.MarshalBinary()
+	}
+	return s.opts.Learner.MarshalBinary()
+}
+
+func (s *Server) restorePolicy(b []byte) error {
+	if m := s.opts.MetaLearner; m != nil {
+		return m.UnmarshalBinary(b)
+	}
+	return s.opts.Learner.UnmarshalBinary(b)
 }
 
 func (s *Server) addExperience(rec []byte) {
@@ -788,7 +841,7 @@ func (s *Server) checkpoint() error {
 	defer s.ckptMu.Unlock()
 	var snap snapshot
 	s.trainMu.Lock()
-	p, err := s.opts.Learner.MarshalBinary()
+	p, err := s.policyBytes()
 	snap.PolicyVersion = s.version.Load()
 	s.trainMu.Unlock()
 	if err != nil {
@@ -813,7 +866,7 @@ func (s *Server) checkpoint() error {
 }
 
 // restore loads the checkpoint and replays the experience log into the
-// agents' demonstration buffers.
+// agents' demonstration buffers and, for Meta-PPO, their trajectories.
 func (s *Server) restore() error {
 	for _, st := range lifecycle.Stages {
 		s.metrics.workloads.WithLabelValues(st.String()).Set(0)
@@ -832,7 +885,7 @@ func (s *Server) restore() error {
 		if err := json.Unmarshal(b, &snap); err != nil {
 			return fmt.Errorf("decode checkpoint: %w", err)
 		}
-		if err := s.opts.Learner.UnmarshalBinary(snap.Policy); err != nil {
+		if err := s.restorePolicy(snap.Policy); err != nil {
 			return fmt.Errorf("restore policy: %w", err)
 		}
 		s.version.Store(snap.PolicyVersion)
@@ -841,6 +894,9 @@ func (s *Server) restore() error {
 			if err != nil {
 				return fmt.Errorf("restore agent: %w", err)
 			}
+			// The trajectory is not in the checkpoint: the experience
+			// replayed below rebuilds it.
+			a.SetWindowLen(s.windowLen)
 			s.agents[a.Key()] = a
 			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
 		}

@@ -67,24 +67,7 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 		}
 		return append(dst, '}'), nil
 	case map[string]string:
-		if v == nil {
-			return append(dst, "null"...), nil
-		}
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		dst = append(dst, '{')
-		for i, k := range keys {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			dst = appendString(dst, k)
-			dst = append(dst, ':')
-			dst = appendString(dst, v[k])
-		}
-		return append(dst, '}'), nil
+		return appendMap(dst, v, appendString), nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -93,27 +76,33 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 	return append(dst, b...), nil
 }
 
-// appendResourceList writes the map with its keys sorted, as json.Marshal
-// does for a map with string keys.
+// appendResourceList writes the list as json.Marshal does.
 func appendResourceList(dst []byte, rl corev1.ResourceList) []byte {
-	if rl == nil {
+	return appendMap(dst, rl, func(dst []byte, q resource.Quantity) []byte { return appendQuantity(dst, &q) })
+}
+
+// appendMap writes m as json.Marshal writes a map with string keys: null
+// for nil, else the keys sorted, each followed by its value as
+// appendValue writes it. Up to four keys (the resources of a container,
+// the annotations of a patch) are sorted without allocating.
+func appendMap[K ~string, V any](dst []byte, m map[K]V, appendValue func([]byte, V) []byte) []byte {
+	if m == nil {
 		return append(dst, "null"...)
 	}
-	var buf [4]corev1.ResourceName
-	names := buf[:0]
-	for n := range rl {
-		names = append(names, n)
+	var buf [4]K
+	keys := buf[:0]
+	for k := range m {
+		keys = append(keys, k)
 	}
-	slices.Sort(names)
+	slices.Sort(keys)
 	dst = append(dst, '{')
-	for i, n := range names {
+	for i, k := range keys {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendString(dst, string(n))
+		dst = appendString(dst, string(k))
 		dst = append(dst, ':')
-		q := rl[n]
-		dst = appendQuantity(dst, &q)
+		dst = appendValue(dst, m[k])
 	}
 	return append(dst, '}')
 }

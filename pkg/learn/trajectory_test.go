@@ -1,0 +1,221 @@
+package learn
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/lifecycle"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+func step(i int) policy.Step {
+	return policy.Step{State: []float64{float64(i)}, Action: i % int(NumActions), Reward: float64(i) / 10}
+}
+
+// TestTrajectory: a window is the last n steps, oldest first, and every
+// window handed out keeps its contents while the trajectory moves on
+// (across several refills of the backing array).
+func TestTrajectory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		n     int
+		steps int
+	}{
+		{"keeps none", 0, 5},
+		{"one step", 1, 9},
+		{"shorter than the window", 4, 3},
+		{"many refills", 4, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := NewTrajectory(tc.n)
+			if tr.Len() != tc.n {
+				t.Fatalf("Len %d, want %d", tr.Len(), tc.n)
+			}
+			var handed [][]policy.Step
+			var want [][]policy.Step
+			for i := range tc.steps {
+				tr.Push(step(i))
+				w := tr.Window()
+				var exp []policy.Step
+				for j := max(i+1-tc.n, 0); j <= i && tc.n > 0; j++ {
+					exp = append(exp, step(j))
+				}
+				if !reflect.DeepEqual(w, exp) {
+					t.Fatalf("after %d pushes: window %v, want %v", i+1, w, exp)
+				}
+				handed, want = append(handed, w), append(want, exp)
+			}
+			for i := range handed {
+				if !reflect.DeepEqual(handed[i], want[i]) {
+					t.Fatalf("window %d changed to %v, want %v", i, handed[i], want[i])
+				}
+			}
+		})
+	}
+}
+
+// TestAgentKeepsWindows drives a workload with a window-keeping agent: each
+// Prepare carries the steps reported so far (state, recorded action and
+// the paper's reward, which some transitions reduce by a scaling cost), the
+// training job's windows line up with its transitions and
+// demonstrations and train a Meta-PPO learner, and an agent restored from
+// its state and the experience log has the same window.
+func TestAgentKeepsWindows(t *testing.T) {
+	const n = 16 // the whole run, bootstrapping steps with a scaling cost included
+	cfg := DefaultConfig()
+	cfg.Gates.Window, cfg.Gates.EpisodeSteps = 3, 4
+	now := time.Unix(0, 0)
+	a, err := NewAgent("ns/app", cfg.Gates, DefaultSteps(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetWindowLen(n)
+	mcfg := policy.DefaultMetaConfig(StateDim, int(NumActions))
+	mcfg.Hidden, mcfg.MinibatchSize, mcfg.Window, mcfg.EmbedDim = []int{16}, 8, n, 4
+	m, err := policy.NewMetaPPO(mcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	o, c := obs(), cons()
+	def := Apply(&o, &c, NoOp, DefaultSteps())
+	var steps []policy.Step
+	var log []Experience
+	var trained, charged int
+	for i := range 16 {
+		o.Time = now
+		o.RequestRate = float64(50 + 10*i) // a changing state
+		// Replicas other than the default's 3 are charged a scaling cost
+		// in the transition's reward, not in the trajectory's.
+		o.Replicas = int32(2 + i%3)
+		o.ReadyReplicas = o.Replicas
+		p, err := a.Prepare(o, c, def, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := steps[max(len(steps)-n, 0):]; !reflect.DeepEqual(p.Window, want) {
+			t.Fatalf("step %d: window %v, want %v", i, p.Window, want)
+		}
+		var d *policy.Decision
+		if p.NeedsPolicy {
+			dd, err := m.ActWindow(p.State, p.Window, p.Mask, p.Greedy, rng)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d = &dd
+		}
+		res, err := a.Decide(p, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+		next := o
+		next.Time = now
+		out, err := a.Outcome(Outcome{Observation: o, Applied: res.Recommendation, AppliedSource: res.Recommendation.Source, Next: next, Config: cfg}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, sr := out.Experience.Transition, out.Experience.StepReward
+		if sr == nil || *sr != out.Reward.Reward {
+			t.Fatalf("step %d: experience step reward %v, want the paper's reward %v", i, sr, out.Reward.Reward)
+		}
+		if tr.Reward != *sr {
+			charged++
+		}
+		steps = append(steps, policy.Step{State: tr.State, Action: tr.Action, Reward: *sr})
+		log = append(log, out.Experience)
+		if j := out.Train; j != nil {
+			if len(j.Windows) != len(j.Batch) || len(j.DemoWindows) != len(j.Demonstrations) {
+				t.Fatalf("job with %d/%d windows for %d/%d transitions/demonstrations", len(j.Windows), len(j.DemoWindows), len(j.Batch), len(j.Demonstrations))
+			}
+			// The last transition of the episode is this step; its window
+			// is the steps before it.
+			if w, want := j.Windows[len(j.Windows)-1], steps[max(len(steps)-1-n, 0):len(steps)-1]; !reflect.DeepEqual(w, want) {
+				t.Fatalf("step %d: job window %v, want %v", i, w, want)
+			}
+			if err := j.RunMeta(m); err != nil {
+				t.Fatal(err)
+			}
+			trained++
+		}
+	}
+	if trained == 0 || a.Stage() == lifecycle.Bootstrapping || charged == 0 {
+		t.Fatalf("trained %d times, stage %v, %d steps charged a scaling cost", trained, a.Stage(), charged)
+	}
+
+	b, err := RestoreAgent(a.State(), DefaultSteps())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.SetWindowLen(n)
+	for _, e := range log {
+		// Through the log's encoding, as a restarted server reads it.
+		rec, err := MarshalExperience(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := UnmarshalExperience(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Restore(e)
+	}
+	o.Time = now
+	pa, err := a.Prepare(o, c, def, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := b.Prepare(o, c, def, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pa.Window) != n || !reflect.DeepEqual(pa.Window, pb.Window) {
+		t.Fatalf("restored window %v, want %v", pb.Window, pa.Window)
+	}
+}
+
+// TestAgentWithoutWindowKeepsNone: the default agent (PPO) hands out no
+// windows and its jobs carry none, which RunMeta refuses.
+func TestAgentWithoutWindowKeepsNone(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Gates.Window, cfg.Gates.EpisodeSteps = 2, 1
+	now := time.Unix(0, 0)
+	a, err := NewAgent("ns/app", cfg.Gates, DefaultSteps(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, c := obs(), cons()
+	def := Apply(&o, &c, NoOp, DefaultSteps())
+	// Two bootstrapping episodes of one step; then the policy would act.
+	for range 2 {
+		o.Time = now
+		p, err := a.Prepare(o, c, def, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Window != nil {
+			t.Fatalf("window %v", p.Window)
+		}
+		res, err := a.Decide(p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+		next := o
+		next.Time = now
+		out, err := a.Outcome(Outcome{Observation: o, Applied: res.Recommendation, AppliedSource: workload.SourceDefault, Next: next, Config: cfg}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := out.Train
+		if j == nil || j.Windows != nil || j.DemoWindows != nil {
+			t.Fatalf("job %+v", j)
+		}
+		if err := j.RunMeta(nil); err == nil {
+			t.Fatal("RunMeta accepted a job without windows")
+		}
+	}
+}

@@ -1,0 +1,300 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/aware-k8s/aware/pkg/agent"
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/store"
+	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+)
+
+func newMeta(t testing.TB, seed uint64, window int) *policy.MetaPPO {
+	t.Helper()
+	cfg := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+	cfg.Hidden, cfg.MinibatchSize, cfg.Seed, cfg.Window, cfg.EmbedDim = []int{16}, 8, seed, window, 3
+	m, err := policy.NewMetaPPO(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func waitVersion(t *testing.T, s *Server, v int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for s.version.Load() < v {
+		if time.Now().After(deadline) {
+			t.Fatalf("training did not run: version %s, want v%d", s.PolicyVersion(), v)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// windowOf is the trajectory the server's agent for name would hand to the
+// policy now.
+func windowOf(t *testing.T, s *Server, name string) []policy.Step {
+	t.Helper()
+	p, _ := prepare(t, s, recommendReq(name, 0))
+	return p.Window
+}
+
+// prepare is the first half of the server's decision on req, without
+// acting (Prepare changes nothing but the gates, which req does not).
+func prepare(t *testing.T, s *Server, req *pb.RecommendRequest) (learn.Prepared, recommendInput) {
+	t.Helper()
+	in, err := fromRecommendRequest(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.RLock()
+	a := s.agents[in.key]
+	s.mu.RUnlock()
+	if a == nil {
+		t.Fatalf("no agent for %s", in.key)
+	}
+	p, err := a.Prepare(in.obs, in.constraints, in.def, in.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, in
+}
+
+// TestMetaPPOServer serves a Meta-PPO policy: the agents keep their
+// trajectories, bootstrapping and online training run the Meta-PPO updates
+// (the version moves), Recommend acts through the batched Meta-PPO forward
+// pass once the workload is promoted (sampled in OnlineTraining, greedy in
+// Serving), GetPolicyStatus answers, and a
+// restart on the same state restores the weights, stages, version and each
+// workload's window (rebuilt from the experience log).
+func TestMetaPPOServer(t *testing.T) {
+	const window = 4
+	dir := t.TempDir()
+	st, _, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learner := newMeta(t, 1, window)
+	h := start(t, func(o *Options) { o.Store, o.Learner, o.MetaLearner = st, nil, learner })
+	promote(t, h.client, "web")
+	waitVersion(t, h.srv, 2) // two bootstrapping jobs: behaviour cloning and update, with windows
+	for tick := 2; tick < 8; tick++ {
+		r, err := h.client.Recommend(ctx(t), recommendReq("web", tick))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Stage == pb.Stage_STAGE_BOOTSTRAPPING || r.Source == pb.Source_SOURCE_DEFAULT {
+			t.Fatalf("tick %d: the promoted workload did not get the policy's answer: %v", tick, r)
+		}
+		if _, err := h.client.ReportOutcome(ctx(t), outcomeReq("web", tick)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two online episodes of one step each (two Meta-PPO updates) fill the
+	// gate's window of 2 and promote the workload to Serving, which
+	// exploits (greedy forward passes) and does not train.
+	waitVersion(t, h.srv, 4)
+	w := windowOf(t, h.srv, "web")
+	if len(w) != window {
+		t.Fatalf("window of %d steps after 8 outcomes, want %d", len(w), window)
+	}
+	s, err := h.client.GetPolicyStatus(ctx(t), &pb.GetPolicyStatusRequest{Workload: ref("web")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status.Stage != pb.Stage_STAGE_SERVING || s.Status.Transitions != 8 || s.Status.PolicyVersion != "v4" {
+		t.Fatalf("status %v", s.Status)
+	}
+	h.stop()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	st2, _, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st2.Close()
+	fresh := newMeta(t, 99, window)
+	h2 := start(t, func(o *Options) { o.Store, o.Learner, o.MetaLearner = st2, nil, fresh })
+	if got := h2.srv.PolicyVersion(); got != "v4" {
+		t.Errorf("policy version %s after restart, want v4", got)
+	}
+	if got := windowOf(t, h2.srv, "web"); !reflect.DeepEqual(got, w) {
+		t.Errorf("window after restart %v, want %v", got, w)
+	}
+	state := make([]float64, learn.StateDim)
+	for i := range state {
+		state[i] = float64(i) / learn.StateDim
+	}
+	a, err := learner.ActWindow(state, w, nil, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fresh.ActWindow(state, w, nil, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("restored policy %+v differs from the checkpointed one %+v", b, a)
+	}
+	// Serving is greedy, so the answer is the restored policy's decision
+	// on the state and the rebuilt window.
+	req := recommendReq("web", 8)
+	p, in := prepare(t, h2.srv, req)
+	d, err := fresh.ActWindow(p.State, p.Window, p.Mask, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain, err := fresh.ActWindow(p.State, nil, p.Mask, true, nil); err != nil || plain.Value == d.Value {
+		t.Fatalf("the window does not change the critic's value (%v, %v): the check below would not show it was used", plain, err)
+	}
+	want := learn.Apply(&in.obs, &in.constraints, learn.Action(d.Action), learn.DefaultSteps())
+	wantSource := pb.Source_SOURCE_AGENT
+	if learn.SafeguardRefuses(&in.obs, &in.constraints, learn.Action(d.Action)) {
+		want, wantSource = in.def, pb.Source_SOURCE_SAFEGUARD
+	}
+	r, err := h2.client.Recommend(ctx(t), req)
+	if err != nil || r.Stage != pb.Stage_STAGE_SERVING || r.PolicyVersion != "v4" {
+		t.Fatalf("after restart: %v, %v", r, err)
+	}
+	if r.Source != wantSource || !sameAllocation(r.Recommendation, agent.ToRecommendation(&want)) {
+		t.Fatalf("after restart: answer %v from %v, want %v from %v (action %v)", r.Recommendation, r.Source, agent.ToRecommendation(&want), wantSource, learn.Action(d.Action))
+	}
+}
+
+// TestPolicyKindMismatch: a state directory holding one kind (or window)
+// of policy refuses to start with another, without touching the state.
+func TestPolicyKindMismatch(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		saved, next func(*Options)
+	}{
+		{"PPO state, Meta-PPO learner", func(o *Options) { o.Learner = newPPO(t, 1) }, func(o *Options) { o.MetaLearner = newMeta(t, 1, 4) }},
+		{"Meta-PPO state, PPO learner", func(o *Options) { o.MetaLearner = newMeta(t, 1, 4) }, func(o *Options) { o.Learner = newPPO(t, 1) }},
+		{"Meta-PPO state, other window", func(o *Options) { o.MetaLearner = newMeta(t, 1, 4) }, func(o *Options) { o.MetaLearner = newMeta(t, 1, 8) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			st, _, err := store.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			h := start(t, func(o *Options) { o.Learner = nil; tc.saved(o); o.Store = st })
+			if _, err := h.client.ReportOutcome(ctx(t), outcomeReq("web", 0)); err != nil {
+				t.Fatal(err)
+			}
+			h.stop()
+			before, err := st.LoadCheckpoint(checkpointName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := DefaultOptions()
+			o.Registerer, o.Store = prometheus.NewRegistry(), st
+			tc.next(&o)
+			srv, err := New(o)
+			if err == nil {
+				srv.Close()
+				t.Fatal("a server started on a state of another policy")
+			}
+			if !errors.Is(err, policy.ErrIncompatibleCheckpoint) {
+				t.Fatalf("got %v, want ErrIncompatibleCheckpoint", err)
+			}
+			after, err := st.LoadCheckpoint(checkpointName)
+			if err != nil || !bytes.Equal(before, after) {
+				t.Fatalf("the refused start changed the state (err %v)", err)
+			}
+		})
+	}
+}
+
+func TestOptionsNeedOneLearner(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Options)
+	}{
+		{"none", func(*Options) {}},
+		{"both", func(o *Options) { o.Learner, o.MetaLearner = newPPO(t, 1), newMeta(t, 1, 4) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.Registerer = prometheus.NewRegistry()
+			tc.set(&o)
+			srv, err := New(o)
+			if err == nil {
+				srv.Close()
+				t.Fatal("accepted")
+			}
+			if !strings.Contains(err.Error(), "exactly one of a learner and a meta-learner") {
+				t.Fatalf("got %v", err)
+			}
+		})
+	}
+}
+
+// TestMetaForwardPassesWindows: the batcher's forward pass hands each
+// decision's window to the Meta-PPO policy. Its answers, greedy and sampled
+// groups alike, equal ActWindow on each job's own state and window (the
+// sampled group drawing from the generator in order), and differ from what
+// the same states give without windows.
+func TestMetaForwardPassesWindows(t *testing.T) {
+	m := newMeta(t, 3, 4)
+	h := start(t, func(o *Options) { o.Learner, o.MetaLearner = nil, m })
+	rng := rand.New(rand.NewPCG(1, 2))
+	var jobs []*decisionJob
+	for i := range 6 {
+		state := make([]float64, learn.StateDim)
+		for k := range state {
+			state[k] = rng.Float64()
+		}
+		var window []policy.Step
+		for range i % 5 {
+			s := make([]float64, learn.StateDim)
+			for k := range s {
+				s[k] = rng.Float64()
+			}
+			window = append(window, policy.Step{State: s, Action: rng.IntN(int(learn.NumActions)), Reward: rng.Float64()})
+		}
+		jobs = append(jobs, &decisionJob{ctx: context.Background(), state: state, window: window, greedy: i%2 == 0, reply: make(chan decisionResult, 1)})
+	}
+	h.srv.forward(jobs, rand.New(rand.NewPCG(7, 8)))
+	sample := rand.New(rand.NewPCG(7, 8))
+	for _, greedy := range []bool{true, false} { // forward's order: greedy group first
+		for i, j := range jobs {
+			if j.greedy != greedy {
+				continue
+			}
+			r := <-j.reply
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			want, err := m.ActWindow(j.state, j.window, nil, greedy, sample)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(r.d, want) {
+				t.Fatalf("job %d: forward pass %+v, ActWindow %+v", i, r.d, want)
+			}
+			if len(j.window) > 0 {
+				plain, err := m.ActWindow(j.state, nil, nil, true, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if plain.Value == r.d.Value {
+					t.Fatalf("job %d: the window did not change the value", i)
+				}
+			}
+		}
+	}
+}
