@@ -373,17 +373,7 @@ func TestServeFromInitialCheckpoint(t *testing.T) {
 	}
 
 	// Without the flag the default architecture cannot take the state.
-	cmd := newServeCommand()
-	cmd.SetArgs(args[:len(args)-2])
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "incompatible") {
-		t.Fatalf("restart without --initial-checkpoint: %v", err)
-	}
-	after, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
-	if err != nil || !bytes.Equal(after, state) {
-		t.Fatalf("the refused start changed the state (err %v)", err)
-	}
+	refusedStart(ctx, t, dir, state, args[:len(args)-2]...)
 
 	stop = runCommand(t, args...)
 	waitServing(t, conn)
@@ -452,17 +442,7 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 		{"Meta-PPO of another window", append(slices.Clone(base), "--initial-checkpoint", writePolicy(t, smallMeta(t, learn.StateDim, 8)))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cmd := newServeCommand()
-			cmd.SetArgs(tc.args)
-			cmd.SetOut(io.Discard)
-			cmd.SetErr(io.Discard)
-			if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "incompatible") {
-				t.Fatalf("restart: %v", err)
-			}
-			after, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
-			if err != nil || !bytes.Equal(after, state) {
-				t.Fatalf("the refused start changed the state (err %v)", err)
-			}
+			refusedStart(ctx, t, dir, state, tc.args...)
 		})
 	}
 
@@ -477,5 +457,22 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// refusedStart runs serve with args and requires it to refuse the state in
+// dir as incompatible, leaving the checkpoint byte-identical to state.
+func refusedStart(ctx context.Context, t *testing.T, dir string, state []byte, args ...string) {
+	t.Helper()
+	cmd := newServeCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.ExecuteContext(ctx); err == nil || !strings.Contains(err.Error(), "incompatible") {
+		t.Fatalf("serve %s: %v, want an incompatible-state error", strings.Join(args, " "), err)
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
+	if err != nil || !bytes.Equal(after, state) {
+		t.Fatalf("the refused start changed the state (err %v)", err)
 	}
 }
