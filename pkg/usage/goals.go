@@ -54,23 +54,17 @@ func (p *Prometheus) Goal(ctx context.Context, q GoalQuery) (GoalReading, error)
 			return r, errors.New("pods metric without spec.pods")
 		}
 		name = qPods
-		d.Metric = q.Spec.Pods.Metric.Name
-		sel, err := Matchers(q.Spec.Pods.Metric.Selector)
-		if err != nil {
-			return r, fmt.Errorf("pods metric %q selector: %w", d.Metric, err)
+		if err := d.setMetric("pods", q.Spec.Pods.Metric); err != nil {
+			return r, err
 		}
-		d.Selector = sel
 	case autoscalingv2.ObjectMetricSourceType:
 		if q.Spec.Object == nil {
 			return r, errors.New("object metric without spec.object")
 		}
 		name = qObject
-		d.Metric = q.Spec.Object.Metric.Name
-		sel, err := Matchers(q.Spec.Object.Metric.Selector)
-		if err != nil {
-			return r, fmt.Errorf("object metric %q selector: %w", d.Metric, err)
+		if err := d.setMetric("object", q.Spec.Object.Metric); err != nil {
+			return r, err
 		}
-		d.Selector = sel
 		d.ObjectKind = strings.ToLower(q.Spec.Object.DescribedObject.Kind)
 		d.ObjectName = quote(q.Spec.Object.DescribedObject.Name)
 		if !labelName.MatchString(d.ObjectKind) || d.ObjectName == "" {
@@ -82,12 +76,9 @@ func (p *Prometheus) Goal(ctx context.Context, q GoalQuery) (GoalReading, error)
 			return r, errors.New("external metric without spec.external")
 		}
 		name = qExternal
-		d.Metric = q.Spec.External.Metric.Name
-		sel, err := Matchers(q.Spec.External.Metric.Selector)
-		if err != nil {
-			return r, fmt.Errorf("external metric %q selector: %w", d.Metric, err)
+		if err := d.setMetric("external", q.Spec.External.Metric); err != nil {
+			return r, err
 		}
-		d.Selector = sel
 	default:
 		return r, fmt.Errorf("%w: %s", ErrNotPrometheusMetric, q.Spec.Type)
 	}
@@ -304,4 +295,16 @@ func MetricStatus(spec autoscalingv2.MetricSpec, r GoalReading, pods []string) (
 			Metric: spec.External.Metric, Current: cur}}, true
 	}
 	return autoscalingv2.MetricStatus{}, false
+}
+
+// setMetric fills d's metric name and label matchers from a goal's metric
+// identifier; kind names the goal type in errors.
+func (d *QueryData) setMetric(kind string, id autoscalingv2.MetricIdentifier) error {
+	d.Metric = id.Name
+	sel, err := Matchers(id.Selector)
+	if err != nil {
+		return fmt.Errorf("%s metric %q selector: %w", kind, id.Name, err)
+	}
+	d.Selector = sel
+	return nil
 }
