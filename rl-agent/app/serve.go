@@ -42,6 +42,10 @@ type serveOptions struct {
 	QueueSize           int
 	MaxWorkloads        int
 	InitialCheckpoint   string
+	// Policy is the kind of policy served: policy.KindPPO or
+	// policy.KindMetaPPO; empty means the kind of InitialCheckpoint, or PPO
+	// without one.
+	Policy string
 }
 
 func newServeOptions() *serveOptions {
@@ -78,7 +82,8 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BatchWait, "batch-wait", o.BatchWait, "Longest a decision waits for concurrent ones to share its forward pass; 0 disables waiting.")
 	fs.IntVar(&o.QueueSize, "queue-size", o.QueueSize, "Decisions that may wait for a forward pass; beyond it calls fail with UNAVAILABLE and the recommender falls back to its default.")
 	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED.")
-	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random PPO weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
+	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
+	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
 }
 
 // Validate reports every invalid option at once.
@@ -109,6 +114,11 @@ func (o *serveOptions) Validate() error {
 	}
 	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 {
 		errs = append(errs, errors.New("--max-batch, --queue-size and --max-workloads must be at least 1"))
+	}
+	switch o.Policy {
+	case "", policy.KindPPO, policy.KindMetaPPO:
+	default:
+		errs = append(errs, fmt.Errorf("--policy must be %q or %q, got %q", policy.KindPPO, policy.KindMetaPPO, o.Policy))
 	}
 	return errors.Join(errs...)
 }
@@ -158,7 +168,11 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		return err
 	}
 	switch {
+	case o.InitialCheckpoint == "" && meta != nil:
+		c := meta.Config()
+		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim, "seed", o.Seed)
 	case o.InitialCheckpoint == "":
+		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindPPO, "hidden", ppo.Config().Hidden, "seed", o.Seed)
 	case meta != nil:
 		c := meta.Config()
 		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim)
@@ -221,18 +235,26 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 }
 
 // initialPolicy is the policy the agent starts from, exactly one of ppo
-// and meta: random PPO weights seeded by --seed, or the PPO or Meta-PPO
-// checkpoint of --initial-checkpoint, which must read the agent's state
-// features and choose among its actions.
+// and meta: random weights of --policy seeded by --seed, or the PPO or
+// Meta-PPO checkpoint of --initial-checkpoint, which must be of --policy's
+// kind when that is set, read the agent's state features and choose among
+// its actions.
 func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err error) {
 	if o.InitialCheckpoint == "" {
 		cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
 		cfg.Seed = o.Seed
-		p, err := policy.NewPPO(cfg)
-		if err != nil {
+		if o.Policy == policy.KindMetaPPO {
+			mc := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+			mc.Config = cfg
+			if meta, err = policy.NewMetaPPO(mc); err != nil {
+				return nil, nil, fmt.Errorf("create policy: %w", err)
+			}
+			return nil, meta, nil
+		}
+		if ppo, err = policy.NewPPO(cfg); err != nil {
 			return nil, nil, fmt.Errorf("create policy: %w", err)
 		}
-		return p, nil, nil
+		return ppo, nil, nil
 	}
 	b, err := os.ReadFile(o.InitialCheckpoint)
 	if err != nil {
@@ -241,6 +263,10 @@ func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err 
 	kind, err := policy.CheckpointKind(b)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
+	}
+	if o.Policy != "" && kind != o.Policy {
+		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it holds a %q policy, --policy is %q",
+			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, kind, o.Policy)
 	}
 	var c policy.Config
 	switch kind {

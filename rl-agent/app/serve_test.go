@@ -47,6 +47,8 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"cert without key", func(o *serveOptions) { o.TLSCertFile = "c.pem" }, "--tls-key-file"},
 		{"negative batch wait", func(o *serveOptions) { o.BatchWait = -time.Millisecond }, "--batch-wait"},
 		{"zero queue", func(o *serveOptions) { o.QueueSize = 0 }, "--queue-size"},
+		{"meta-ppo", func(o *serveOptions) { o.Policy = "meta-ppo" }, ""},
+		{"unknown policy", func(o *serveOptions) { o.Policy = "ddpg" }, `--policy must be "ppo" or "meta-ppo", got "ddpg"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newServeOptions()
@@ -300,24 +302,33 @@ func TestInitialPolicy(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not a checkpoint"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	defaults := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+	trainedPPO := writePolicy(t, smallPPO(t, learn.StateDim))
+	trainedMeta := writePolicy(t, meta)
 	for _, tc := range []struct {
-		name, path string
-		hidden     []int
-		window     int // 0: PPO
-		err        string
+		name, path, policy string
+		hidden             []int
+		window             int // 0: PPO
+		err                string
 	}{
-		{"none: random weights", "", policy.DefaultConfig(learn.StateDim, int(learn.NumActions)).Hidden, 0, ""},
-		{"trained PPO", writePolicy(t, smallPPO(t, learn.StateDim)), []int{8}, 0, ""},
-		{"trained meta-ppo", writePolicy(t, meta), o.Hidden, o.Window, ""},
-		{"small meta-ppo", writePolicy(t, smallMeta(t, learn.StateDim, 5)), []int{8}, 5, ""},
-		{"missing file", filepath.Join(t.TempDir(), "missing"), nil, 0, "no such file"},
-		{"garbage", garbage, nil, 0, "--initial-checkpoint"},
-		{"ddpg", writePolicy(t, ddpg), nil, 0, `holds a "ddpg" policy; serve runs "ppo" and "meta-ppo" policies`},
-		{"PPO with other features", writePolicy(t, smallPPO(t, learn.StateDim+1)), nil, 0, "incompatible"},
-		{"meta-ppo with other features", writePolicy(t, smallMeta(t, learn.StateDim+1, 4)), nil, 0, "incompatible"},
+		{"none: random PPO", "", "", defaults.Hidden, 0, ""},
+		{"none, --policy=ppo: random PPO", "", policy.KindPPO, defaults.Hidden, 0, ""},
+		{"none, --policy=meta-ppo: random Meta-PPO", "", policy.KindMetaPPO, defaults.Hidden, defaults.Window, ""},
+		{"trained PPO", trainedPPO, "", []int{8}, 0, ""},
+		{"trained PPO, --policy=ppo", trainedPPO, policy.KindPPO, []int{8}, 0, ""},
+		{"trained PPO, --policy=meta-ppo", trainedPPO, policy.KindMetaPPO, nil, 0, `holds a "ppo" policy, --policy is "meta-ppo"`},
+		{"trained meta-ppo", trainedMeta, "", o.Hidden, o.Window, ""},
+		{"trained meta-ppo, --policy=meta-ppo", trainedMeta, policy.KindMetaPPO, o.Hidden, o.Window, ""},
+		{"trained meta-ppo, --policy=ppo", trainedMeta, policy.KindPPO, nil, 0, `holds a "meta-ppo" policy, --policy is "ppo"`},
+		{"small meta-ppo", writePolicy(t, smallMeta(t, learn.StateDim, 5)), "", []int{8}, 5, ""},
+		{"missing file", filepath.Join(t.TempDir(), "missing"), "", nil, 0, "no such file"},
+		{"garbage", garbage, "", nil, 0, "--initial-checkpoint"},
+		{"ddpg", writePolicy(t, ddpg), "", nil, 0, `holds a "ddpg" policy; serve runs "ppo" and "meta-ppo" policies`},
+		{"PPO with other features", writePolicy(t, smallPPO(t, learn.StateDim+1)), "", nil, 0, "incompatible"},
+		{"meta-ppo with other features", writePolicy(t, smallMeta(t, learn.StateDim+1, 4)), "", nil, 0, "incompatible"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, m, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Seed: 1})
+			p, m, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Policy: tc.policy, Seed: 1})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.err)
@@ -454,6 +465,47 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 	}
 	if _, err := c.Recommend(ctx, request()); err != nil {
 		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServeFreshMetaPPO: --policy=meta-ppo without a checkpoint serves a
+// random Meta-PPO policy, persists it, and the state then refuses a start
+// as the default PPO but takes a restart with the same flag.
+func TestServeFreshMetaPPO(t *testing.T) {
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	base := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	args := append(slices.Clone(base), "--policy", "meta-ppo")
+	stop := runCommand(t, args...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := pb.NewAgentServiceClient(conn)
+	if _, err := c.Recommend(ctx, request()); err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	state, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedStart(ctx, t, dir, state, base...)
+	refusedStart(ctx, t, dir, state, append(slices.Clone(base), "--policy", "ppo")...)
+
+	stop = runCommand(t, args...)
+	waitServing(t, conn)
+	if _, err := c.Recommend(ctx, request()); err != nil {
+		t.Fatalf("after restart with the flag: %v", err)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
