@@ -214,6 +214,13 @@ func TestAutoscalingLoop(t *testing.T) {
 		if m.Status.LastScaleTime == nil {
 			t.Error("the updater did not record status.lastScaleTime")
 		}
+		// The Deployment's replicas and selector came from the components'
+		// watches (deploy/ grants list and watch of it), not from /scale.
+		for _, c := range []*component{rec, upd} {
+			if n := mustMetric(t, c, "aware_"+c.name+"_scale_target_reads_total", "source=watch"); n < 1 {
+				t.Errorf("%s read the target from a watch %g times, want at least once", c.name, n)
+			}
+		}
 		n := deploymentReplicas(t, ns, "hamster")
 		if n > 6 {
 			t.Errorf("%d replicas, above maxReplicas 6", n)

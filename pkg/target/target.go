@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
@@ -97,6 +98,11 @@ type Resolver struct {
 	mu        sync.Mutex
 	selectors map[cacheKey]cachedSelector
 	lastReset time.Time
+	// informed are the kinds answered from watches (UseInformers).
+	informed map[string]informedKind
+	// watchReads and scaleReads count GetScale and Selector answers by
+	// where they came from (Reads).
+	watchReads, scaleReads atomic.Int64
 }
 
 type cacheKey struct {
@@ -154,6 +160,14 @@ func NewForConfig(cfg *rest.Config, opts ...Option) (*Resolver, error) {
 // GetScale returns the target's scale subresource and the group/resource it
 // was resolved to.
 func (r *Resolver) GetScale(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, error) {
+	if err := validateRef(ref); err != nil {
+		return nil, schema.GroupResource{}, err
+	}
+	if s, gr, ok := r.cachedScale(namespace, ref); ok {
+		r.watchReads.Add(1)
+		return s, gr, nil
+	}
+	r.scaleReads.Add(1)
 	s, gvr, err := r.getScale(ctx, namespace, ref)
 	return s, gvr.GroupResource(), err
 }
@@ -172,10 +186,16 @@ func (r *Resolver) getScale(ctx context.Context, namespace string, ref *autoscal
 }
 
 // Selector returns the label selector of the target's pods, from
-// /scale status.selector, cached for the selector TTL.
+// /scale status.selector, cached for the selector TTL; a kind answered
+// from a watch (UseInformers) needs no TTL: the watch keeps it current.
 func (r *Resolver) Selector(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error) {
 	if err := validateRef(ref); err != nil {
 		return nil, err
+	}
+	if s, _, ok := r.cachedScale(namespace, ref); ok {
+		r.watchReads.Add(1)
+		// scaleOf only answers valid, non-empty selectors.
+		return labels.Parse(s.Status.Selector)
 	}
 	key := cacheKey{namespace: namespace, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name}
 	if r.ttl > 0 {

@@ -112,6 +112,14 @@ func run(ctx context.Context, o *Options) error {
 	if err := podInf.Informer().SetTransform(controller.TrimPod); err != nil {
 		return fmt.Errorf("pod cache transform: %w", err)
 	}
+	// Deployments, StatefulSets and ReplicaSets are read from watches
+	// rather than one /scale request per autoscaler and loop.
+	if err := resolver.UseInformers(kubeInf); err != nil {
+		return fmt.Errorf("scale target watches: %w", err)
+	}
+	if err := resolver.RegisterMetrics(reg, "recommender"); err != nil {
+		return err
+	}
 
 	recorder, stopEvents, err := clients.NewRecorder(ctx, "aware-recommender")
 	if err != nil {

@@ -331,8 +331,21 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	ext := c.readExternal(ctx, handled)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
+	// Over every autoscaler, handled or not: one of another recommender
+	// can still be the one governing a target.
+	shadowed := mpa.Shadowed(all)
 	for _, m := range handled {
 		key := m.Namespace + "/" + m.Name
+		if g := shadowed[m.UID]; g != nil {
+			// Not seen: any model it had is dropped below.
+			if status := shadowedStatus(m, g, now); c.needsWrite(&m.Status, status, false, now) {
+				c.mu.Lock()
+				c.pending[key] = status
+				c.mu.Unlock()
+				c.queue.Add(key)
+			}
+			continue
+		}
 		seen[key] = true
 		e := ext[key]
 		e.countDrops(dropped)

@@ -740,3 +740,49 @@ func wantEvent(t *testing.T, r *record.FakeRecorder, prefix string) {
 		}
 	}
 }
+
+// Two autoscalers of one target: the older governs, the newer recommends
+// nothing and says why; once the older is gone the newer takes over.
+func TestAmbiguousTarget(t *testing.T) {
+	older, newer := newMPA("ns", "web"), newMPA("ns", "web-b")
+	newer.Spec.ScaleTargetRef.Name = "web"
+	older.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+	newer.CreationTimestamp = metav1.NewTime(t0.Add(-time.Minute))
+	f := newFixture(t, older, newer, newPod("ns", "web", "web-1", true), newPod("ns", "web", "web-2", true))
+	f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.5, 300<<20))
+	f.start()
+	f.tick()
+	if m := f.mpa("ns", "web"); m.Status.Recommendation == nil {
+		t.Fatal("the older autoscaler has no recommendation")
+	}
+	m := f.mpa("ns", "web-b")
+	if m.Status.Recommendation != nil || m.Status.DesiredReplicas != 0 || m.Status.RecommendationTime != nil {
+		t.Errorf("the shadowed autoscaler recommends: %+v", m.Status)
+	}
+	wantCond(t, m, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, ReasonAmbiguousTarget)
+	wantCond(t, m, v1alpha1.RecommendationProvided, corev1.ConditionFalse, ReasonAmbiguousTarget)
+	if c := cond(t, m, v1alpha1.ConfigUnsupported); !strings.Contains(c.Message, "older MultidimPodAutoscaler web") {
+		t.Errorf("message %q does not name the governing autoscaler", c.Message)
+	}
+
+	// Nothing changed: no second write for the shadowed autoscaler.
+	f.clock.Step(time.Minute)
+	for _, u := range statusUpdates(t, f.tick()) {
+		if u.Name == "web-b" {
+			t.Errorf("rewrote the unchanged status of web-b")
+		}
+	}
+
+	if err := f.client.AutoscalingV1alpha1().MultidimPodAutoscalers("ns").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	f.clock.Step(time.Minute)
+	f.tick()
+	m = f.mpa("ns", "web-b")
+	if m.Status.Recommendation == nil {
+		t.Fatal("the remaining autoscaler does not take over")
+	}
+	wantCond(t, m, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported")
+	wantCond(t, m, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided")
+}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"time"
@@ -44,6 +45,24 @@ func setCondition(s *v1alpha1.MultidimPodAutoscalerStatus, t v1alpha1.MultidimPo
 		Type: t, Status: st, Reason: reason, Message: msg, LastTransitionTime: metav1.NewTime(now),
 	})
 }
+
+// shadowedStatus is the status of m while g, an older autoscaler of the
+// same target, governs it (mpa.Shadowed): m recommends nothing, so that no
+// component acts on it, and says why.
+func shadowedStatus(m, g *v1alpha1.MultidimPodAutoscaler, now time.Time) *v1alpha1.MultidimPodAutoscalerStatus {
+	s := m.Status.DeepCopy()
+	s.ObservedGeneration = m.Generation
+	s.Recommendation, s.DesiredReplicas, s.RL = nil, 0, nil
+	r := m.Spec.ScaleTargetRef
+	msg := fmt.Sprintf("%s/%s is also the target of the older MultidimPodAutoscaler %s, which governs it: only the oldest autoscaler of a target acts", r.Kind, r.Name, g.Name)
+	setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, ReasonAmbiguousTarget, msg, now)
+	setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionFalse, ReasonAmbiguousTarget, "another autoscaler governs the target", now)
+	return s
+}
+
+// ReasonAmbiguousTarget marks an autoscaler whose target an older one
+// governs.
+const ReasonAmbiguousTarget = "AmbiguousTarget"
 
 func condition(s *v1alpha1.MultidimPodAutoscalerStatus, t v1alpha1.MultidimPodAutoscalerConditionType) *v1alpha1.MultidimPodAutoscalerCondition {
 	for i := range s.Conditions {

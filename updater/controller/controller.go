@@ -160,10 +160,17 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		all = append(all[r:], all[:r]...)
 		c.rotation++
 	}
+	shadowed := mpa.Shadowed(all)
 	seen := map[types.UID]bool{}
 	for _, m := range all {
 		if ctx.Err() != nil {
 			return
+		}
+		if g := shadowed[m.UID]; g != nil {
+			// Not seen: any state it had is dropped below.
+			c.skip(logic.SkipAmbiguousTarget)
+			logger.V(3).Info("Skipping", "reason", logic.SkipAmbiguousTarget, "mpa", klog.KObj(m), "governedBy", klog.KObj(g))
+			continue
 		}
 		seen[m.UID] = true
 		c.updateOne(klog.NewContext(ctx, klog.LoggerWithValues(logger, "mpa", klog.KObj(m))), m, admissionFresh)

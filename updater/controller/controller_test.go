@@ -277,6 +277,39 @@ func TestHorizontalScalesWithinMaxAndRecordsEvents(t *testing.T) {
 	}
 }
 
+// An autoscaler whose target an older one governs is skipped, whatever it
+// recommends; the older one acts.
+func TestAmbiguousTargetSkipped(t *testing.T) {
+	older := newMPA(v1alpha1.UpdateModeRecreate, 5, time.Minute)
+	older.CreationTimestamp = metav1.NewTime(t0.Add(-time.Hour))
+	newer := newMPA(v1alpha1.UpdateModeRecreate, 9, time.Minute)
+	newer.Name, newer.UID, newer.CreationTimestamp = "web-b", "mpa-b", metav1.NewTime(t0.Add(-time.Minute))
+	for _, tc := range []struct {
+		name string
+		mpas []*v1alpha1.MultidimPodAutoscaler
+		want []int32
+	}{
+		{"the newer alone acts", []*v1alpha1.MultidimPodAutoscaler{newer}, []int32{8}},
+		{"the older governs", []*v1alpha1.MultidimPodAutoscaler{newer, older}, []int32{5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, testConfig(), 4, tc.mpas[0], freshLease(t0))
+			for _, m := range tc.mpas[1:] {
+				if err := f.mpaIdx.Add(m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.run(0)
+			if !slices.Equal(f.target.updates, tc.want) {
+				t.Fatalf("updates = %v, want %v", f.target.updates, tc.want)
+			}
+			if got := counter(t, f.ctrl.metrics.skips, string(logic.SkipAmbiguousTarget)); got != float64(len(tc.mpas)-1) {
+				t.Errorf("ambiguous-target skips = %g, want %d", got, len(tc.mpas)-1)
+			}
+		})
+	}
+}
+
 func TestHorizontalScaleDownWaitsForWindow(t *testing.T) {
 	m := newMPA(v1alpha1.UpdateModeAuto, 2, 0)
 	stab := int32(120)

@@ -86,6 +86,9 @@ const (
 	SkipResizeInProgress    SkipReason = "ResizeInProgress"
 	SkipResizePending       SkipReason = "ResizePending"
 	SkipInvalidConstraints  SkipReason = "InvalidConstraints"
+	// SkipAmbiguousTarget: an older autoscaler of the same target governs
+	// it (mpa.Shadowed).
+	SkipAmbiguousTarget SkipReason = "AmbiguousTarget"
 )
 
 // RecommendationFresh is the staleness guard: a recommendation is usable

@@ -7,7 +7,8 @@
 // owner chain makes the lookup an index hit instead of a scan of every MPA
 // in the namespace; the selector check guards against an owner reference
 // that outlived a selector change. When several MPAs target the same
-// controller, the oldest wins, as in VPA, so the answer is stable.
+// controller, the oldest wins (mpa.Oldest, the rule every component
+// applies), so the answer is stable.
 //
 // Lookups go through small interfaces (MPAIndex, Owners, Selectors) so that
 // tests use fakes and production uses informers and the scale client.
@@ -16,7 +17,6 @@ package match
 import (
 	"context"
 	"fmt"
-	"sort"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +26,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/mpa"
 	"github.com/aware-k8s/aware/pkg/target"
 )
 
@@ -121,7 +122,7 @@ func (m *Matcher) Match(ctx context.Context, pod *corev1.Pod) (*v1alpha1.Multidi
 		if len(cands) == 0 {
 			continue
 		}
-		chosen := oldest(cands)
+		chosen := mpa.Oldest(cands)
 		if len(cands) > 1 {
 			klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
 		}
@@ -144,19 +145,4 @@ func contains(chain []Ref, r Ref) bool {
 		}
 	}
 	return false
-}
-
-func oldest(ms []*v1alpha1.MultidimPodAutoscaler) *v1alpha1.MultidimPodAutoscaler {
-	if len(ms) == 1 {
-		return ms[0]
-	}
-	s := append([]*v1alpha1.MultidimPodAutoscaler(nil), ms...)
-	sort.Slice(s, func(i, j int) bool {
-		ti, tj := s[i].CreationTimestamp, s[j].CreationTimestamp
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
-		}
-		return s[i].Name < s[j].Name
-	})
-	return s[0]
 }
