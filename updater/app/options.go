@@ -33,6 +33,8 @@ type Options struct {
 	EvictionRateBurst     int
 	WorkloadEvictionRate  float64
 	WorkloadEvictionBurst int
+	ResizeRateLimit       float64
+	ResizeRateBurst       int
 	AdmissionLeaseName    string
 	AdmissionLeaseNS      string
 	DryRun                bool
@@ -57,6 +59,8 @@ func NewOptions() *Options {
 		EvictionRateBurst:     10,
 		WorkloadEvictionRate:  0.1,
 		WorkloadEvictionBurst: 1,
+		ResizeRateLimit:       10,
+		ResizeRateBurst:       100,
 		AdmissionLeaseName:    "aware-admission-controller",
 		AdmissionLeaseNS:      "aware-system",
 	}
@@ -81,6 +85,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.EvictionRateBurst, "eviction-rate-burst", o.EvictionRateBurst, "Burst of evictions across all workloads.")
 	fs.Float64Var(&o.WorkloadEvictionRate, "workload-eviction-rate-limit", o.WorkloadEvictionRate, "Evictions per second within one workload; 0 or less means unlimited.")
 	fs.IntVar(&o.WorkloadEvictionBurst, "workload-eviction-rate-burst", o.WorkloadEvictionBurst, "Burst of evictions within one workload.")
+	fs.Float64Var(&o.ResizeRateLimit, "in-place-resize-rate-limit", o.ResizeRateLimit, "In-place resizes per second across all workloads (InPlaceOrRecreate mode); 0 or less means unlimited. Resizes beyond it wait for a later loop.")
+	fs.IntVar(&o.ResizeRateBurst, "in-place-resize-rate-burst", o.ResizeRateBurst, "Burst of in-place resizes across all workloads.")
 	fs.StringVar(&o.AdmissionLeaseName, "admission-lease-name", o.AdmissionLeaseName, "Name of the admission controller's heartbeat Lease; while it is stale (renewTime older than its leaseDurationSeconds) or missing, no pod is evicted, since evicted pods would come back unchanged. Empty disables the guard.")
 	fs.StringVar(&o.AdmissionLeaseNS, "admission-lease-namespace", o.AdmissionLeaseNS, "Namespace of the admission controller's heartbeat Lease.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Log what would be scaled, evicted or resized, and change nothing (no writes, no events).")
@@ -104,6 +110,8 @@ func (o *Options) ControllerConfig() controller.Config {
 		GlobalEvictionBurst:     o.EvictionRateBurst,
 		WorkloadEvictionRate:    o.WorkloadEvictionRate,
 		WorkloadEvictionBurst:   o.WorkloadEvictionBurst,
+		ResizeRate:              o.ResizeRateLimit,
+		ResizeBurst:             o.ResizeRateBurst,
 		AdmissionLeaseNamespace: o.AdmissionLeaseNS,
 		AdmissionLeaseName:      o.AdmissionLeaseName,
 		DryRun:                  o.DryRun,
@@ -113,8 +121,8 @@ func (o *Options) ControllerConfig() controller.Config {
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
 	errs := []error{o.Kube.Validate(), o.Endpoints.Validate(), o.Leader.Validate()}
-	if o.EvictionRateBurst < 1 || o.WorkloadEvictionBurst < 1 {
-		errs = append(errs, errors.New("--eviction-rate-burst and --workload-eviction-rate-burst must be >= 1"))
+	if o.EvictionRateBurst < 1 || o.WorkloadEvictionBurst < 1 || o.ResizeRateBurst < 1 {
+		errs = append(errs, errors.New("--eviction-rate-burst, --workload-eviction-rate-burst and --in-place-resize-rate-burst must be >= 1"))
 	}
 	if err := o.ControllerConfig().Validate(); err != nil {
 		errs = append(errs, err)

@@ -24,6 +24,7 @@ func TestOptionsFlagsAndValidation(t *testing.T) {
 	err := fs.Parse([]string{
 		"--dry-run", "--min-replicas=0", "--small-workload-policy=Sometimes", "--update-interval=0s",
 		"--max-recommendation-age=-1s", "--leader-elect-renew-deadline=1m", "--admission-lease-namespace=",
+		"--in-place-resize-rate-limit=2.5", "--in-place-resize-rate-burst=0",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -31,11 +32,14 @@ func TestOptionsFlagsAndValidation(t *testing.T) {
 	if !o.DryRun || !o.ControllerConfig().DryRun {
 		t.Error("--dry-run not bound")
 	}
+	if c := o.ControllerConfig(); c.ResizeRate != 2.5 || c.ResizeBurst != 0 {
+		t.Errorf("resize budget %g/%d not bound", c.ResizeRate, c.ResizeBurst)
+	}
 	err = o.Validate()
 	if err == nil {
 		t.Fatal("invalid options accepted")
 	}
-	for _, want := range []string{"min replicas", "small-workload policy", "update interval", "max recommendation age", "lease-duration", "admission lease namespace"} {
+	for _, want := range []string{"min replicas", "small-workload policy", "update interval", "max recommendation age", "lease-duration", "admission lease namespace", "--in-place-resize-rate-burst"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q: %v", want, err)
 		}

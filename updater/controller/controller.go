@@ -69,8 +69,12 @@ type Config struct {
 	MaxRecommendationAge time.Duration
 	Vertical             logic.VerticalConfig
 	// Eviction token buckets: rate per second (<= 0 unlimited) and burst.
-	GlobalEvictionRate    float64
-	GlobalEvictionBurst   int
+	GlobalEvictionRate  float64
+	GlobalEvictionBurst int
+	// ResizeRate and ResizeBurst bound in-place resizes across all
+	// workloads; a rate of 0 or less means unlimited.
+	ResizeRate            float64
+	ResizeBurst           int
 	WorkloadEvictionRate  float64
 	WorkloadEvictionBurst int
 	// AdmissionLeaseNamespace/Name locate the admission controller's
@@ -95,6 +99,7 @@ type Controller struct {
 	clock    clock.PassiveClock
 
 	global    *logic.TokenBucket
+	resizes   *logic.TokenBucket
 	workloads map[types.UID]*workloadState
 	// resizeRejected remembers pods whose resize the API server refused
 	// (e.g. the InPlacePodVerticalScaling gate is off, or the change would
@@ -121,6 +126,7 @@ func New(cfg Config, kube kubernetes.Interface, mpas versioned.Interface, mpaLis
 		cfg: cfg, kube: kube, mpas: mpas, mpaList: mpaList, podList: podList, targets: targets,
 		recorder: recorder, metrics: metrics, clock: clk,
 		global:         logic.NewTokenBucket(cfg.GlobalEvictionRate, cfg.GlobalEvictionBurst),
+		resizes:        logic.NewTokenBucket(cfg.ResizeRate, cfg.ResizeBurst),
 		workloads:      map[types.UID]*workloadState{},
 		resizeRejected: map[types.UID]bool{},
 	}
@@ -303,7 +309,7 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 		w.Pods = append(w.Pods, pm)
 		byName[p.Name] = p
 	}
-	plan := logic.DecideVertical(now, c.cfg.Vertical, w, logic.Guards{AdmissionFresh: admissionFresh, Global: c.global, Workload: st.bucket})
+	plan := logic.DecideVertical(now, c.cfg.Vertical, w, logic.Guards{AdmissionFresh: admissionFresh, Global: c.global, Workload: st.bucket, Resize: c.resizes})
 	if plan.Skip != "" {
 		c.skip(plan.Skip)
 	}

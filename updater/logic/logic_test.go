@@ -342,6 +342,43 @@ func TestVerticalInPlace(t *testing.T) {
 	}
 }
 
+// In-place resizes spend their own budget, shared by all workloads, and
+// neither the eviction budgets nor the admission heartbeat.
+func TestVerticalResizeRateLimit(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	mk := func() *Workload {
+		return testWorkload(v1alpha1.UpdateModeInPlaceOrRecreate, 3, pod("a", 4, 3, t0), pod("b", 4, 3, t0), pod("c", 4, 3, t0))
+	}
+	resize := NewTokenBucket(1, 2) // 1/s, burst 2
+	empty := NewTokenBucket(1, 1)
+	empty.Take(t0)
+	for _, tc := range []struct {
+		name    string
+		at      time.Time
+		guards  Guards
+		updates int
+		skips   []string
+	}{
+		{"burst of 2 of 3", t0, Guards{Resize: resize}, 2, []string{"c:ResizeRateLimit"}},
+		{"spent within the second", t0.Add(500 * time.Millisecond), Guards{Resize: resize}, 0, []string{"a:ResizeRateLimit", "b:ResizeRateLimit", "c:ResizeRateLimit"}},
+		{"one token a second later", t0.Add(1500 * time.Millisecond), Guards{Resize: resize}, 1, []string{"b:ResizeRateLimit", "c:ResizeRateLimit"}},
+		{"eviction budgets do not apply", t0, Guards{Global: empty, Workload: empty}, 3, nil},
+		{"nil: unlimited", t0, Guards{}, 3, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := DecideVertical(tc.at, cfg, mk(), tc.guards)
+			for _, u := range p.Updates {
+				if u.Action != ActionResize {
+					t.Fatalf("update %v is not a resize", u)
+				}
+			}
+			if len(p.Updates) != tc.updates || !slices.Equal(skips(p.Skips), tc.skips) {
+				t.Errorf("updates %v skips %v, want %d updates and skips %v", names(p.Updates), skips(p.Skips), tc.updates, tc.skips)
+			}
+		})
+	}
+}
+
 func TestRecommendationFresh(t *testing.T) {
 	if RecommendationFresh(t0, time.Time{}, time.Hour) {
 		t.Error("missing time is fresh")

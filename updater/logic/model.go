@@ -89,6 +89,8 @@ const (
 	// SkipAmbiguousTarget: an older autoscaler of the same target governs
 	// it (mpa.Shadowed).
 	SkipAmbiguousTarget SkipReason = "AmbiguousTarget"
+	// SkipResizeRateLimit: the in-place resize budget is spent.
+	SkipResizeRateLimit SkipReason = "ResizeRateLimit"
 )
 
 // RecommendationFresh is the staleness guard: a recommendation is usable

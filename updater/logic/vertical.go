@@ -147,6 +147,9 @@ type Guards struct {
 	// Global is shared by every workload; Workload is this one's bucket.
 	// Each eviction takes a token from both.
 	Global, Workload *TokenBucket
+	// Resize is shared by every workload; each in-place resize takes a
+	// token. Nil means unlimited.
+	Resize *TokenBucket
 }
 
 type candidate struct {
@@ -238,6 +241,14 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 		if c.action == ActionResize {
 			// An in-place resize keeps the pod: no live-replica floor, no
 			// eviction budget, no dependency on the admission controller.
+			// It has its own budget: one loop must not resize every pod of
+			// a large fleet at once (a burst of API writes, and of kubelet
+			// work across the nodes).
+			if !g.Resize.Ready(now) {
+				plan.Skips = append(plan.Skips, PodSkip{Pod: c.pod.Name, Reason: SkipResizeRateLimit, Wanted: c.reason})
+				continue
+			}
+			g.Resize.Take(now)
 			plan.Updates = append(plan.Updates, PodUpdate{Pod: c.pod.Name, Action: ActionResize, Reason: c.reason, Resources: c.res})
 			continue
 		}
