@@ -25,8 +25,6 @@ import (
 type informedKind struct {
 	resource schema.GroupResource
 	informer cache.SharedIndexInformer
-	// scale reads what /scale would report from the cached object.
-	scale func(obj any) (*autoscalingv1.Scale, bool)
 }
 
 // UseInformers makes GetScale and Selector answer apps/v1 Deployments,
@@ -38,39 +36,9 @@ type informedKind struct {
 func (r *Resolver) UseInformers(f informers.SharedInformerFactory) error {
 	apps := f.Apps().V1()
 	kinds := map[string]informedKind{
-		"Deployment": {
-			resource: schema.GroupResource{Group: "apps", Resource: "deployments"},
-			informer: apps.Deployments().Informer(),
-			scale: func(obj any) (*autoscalingv1.Scale, bool) {
-				d, ok := obj.(*appsv1.Deployment)
-				if !ok {
-					return nil, false
-				}
-				return scaleOf(d.ObjectMeta, d.Spec.Replicas, d.Spec.Selector, d.Status.Replicas)
-			},
-		},
-		"StatefulSet": {
-			resource: schema.GroupResource{Group: "apps", Resource: "statefulsets"},
-			informer: apps.StatefulSets().Informer(),
-			scale: func(obj any) (*autoscalingv1.Scale, bool) {
-				s, ok := obj.(*appsv1.StatefulSet)
-				if !ok {
-					return nil, false
-				}
-				return scaleOf(s.ObjectMeta, s.Spec.Replicas, s.Spec.Selector, s.Status.Replicas)
-			},
-		},
-		"ReplicaSet": {
-			resource: schema.GroupResource{Group: "apps", Resource: "replicasets"},
-			informer: apps.ReplicaSets().Informer(),
-			scale: func(obj any) (*autoscalingv1.Scale, bool) {
-				s, ok := obj.(*appsv1.ReplicaSet)
-				if !ok {
-					return nil, false
-				}
-				return scaleOf(s.ObjectMeta, s.Spec.Replicas, s.Spec.Selector, s.Status.Replicas)
-			},
-		},
+		"Deployment":  {schema.GroupResource{Group: "apps", Resource: "deployments"}, apps.Deployments().Informer()},
+		"StatefulSet": {schema.GroupResource{Group: "apps", Resource: "statefulsets"}, apps.StatefulSets().Informer()},
+		"ReplicaSet":  {schema.GroupResource{Group: "apps", Resource: "replicasets"}, apps.ReplicaSets().Informer()},
 	}
 	for kind, k := range kinds {
 		if err := k.informer.SetTransform(trimWorkload); err != nil {
@@ -81,6 +49,19 @@ func (r *Resolver) UseInformers(f informers.SharedInformerFactory) error {
 	r.informed = kinds
 	r.mu.Unlock()
 	return nil
+}
+
+// scaleOfObject reads what /scale would report from a cached workload.
+func scaleOfObject(obj any) (*autoscalingv1.Scale, bool) {
+	switch o := obj.(type) {
+	case *appsv1.Deployment:
+		return scaleOf(o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas)
+	case *appsv1.StatefulSet:
+		return scaleOf(o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas)
+	case *appsv1.ReplicaSet:
+		return scaleOf(o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas)
+	}
+	return nil, false
 }
 
 // scaleOf is the Scale the API server's /scale handler derives from a
@@ -128,7 +109,7 @@ func (r *Resolver) cachedScale(namespace string, ref *autoscalingv1.CrossVersion
 	if err != nil || !exists {
 		return nil, schema.GroupResource{}, false
 	}
-	s, ok := k.scale(obj)
+	s, ok := scaleOfObject(obj)
 	if !ok {
 		return nil, schema.GroupResource{}, false
 	}
