@@ -41,6 +41,7 @@ type serveOptions struct {
 	BatchWait           time.Duration
 	QueueSize           int
 	MaxWorkloads        int
+	MaxFrozenPolicies   int
 	InitialCheckpoint   string
 	// Policy is the kind of policy served: policy.KindPPO or
 	// policy.KindMetaPPO; empty means the kind of InitialCheckpoint, or PPO
@@ -64,6 +65,7 @@ func newServeOptions() *serveOptions {
 		BatchWait:           d.BatchWait,
 		QueueSize:           d.QueueSize,
 		MaxWorkloads:        d.MaxWorkloads,
+		MaxFrozenPolicies:   d.MaxFrozenPolicies,
 	}
 }
 
@@ -82,6 +84,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.BatchWait, "batch-wait", o.BatchWait, "Longest a decision waits for concurrent ones to share its forward pass; 0 disables waiting.")
 	fs.IntVar(&o.QueueSize, "queue-size", o.QueueSize, "Decisions that may wait for a forward pass; beyond it calls fail with UNAVAILABLE and the recommender falls back to its default.")
 	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED.")
+	fs.IntVar(&o.MaxFrozenPolicies, "max-frozen-policies", o.MaxFrozenPolicies, "Most frozen copies of the policy kept for Serving workloads, which act with the weights of their promotion while the policy trains on (one copy per version pinned, the size of the weights). A workload promoted when that many are pinned, none of the current version, shares the newest copy (logged and counted in aware_rlagent_frozen_policy_cap_shares_total).")
 	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
 }
@@ -112,8 +115,8 @@ func (o *serveOptions) Validate() error {
 	if o.BatchWait < 0 || o.BatchWait > time.Second {
 		errs = append(errs, fmt.Errorf("--batch-wait must be in [0, 1s], got %s", o.BatchWait))
 	}
-	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 {
-		errs = append(errs, errors.New("--max-batch, --queue-size and --max-workloads must be at least 1"))
+	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 || o.MaxFrozenPolicies < 1 {
+		errs = append(errs, errors.New("--max-batch, --queue-size, --max-workloads and --max-frozen-policies must be at least 1"))
 	}
 	switch o.Policy {
 	case "", policy.KindPPO, policy.KindMetaPPO:
@@ -190,6 +193,7 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	}
 	so.Store, so.Registerer, so.Seed = st, reg, o.Seed
 	so.FlushInterval, so.MaxBatch, so.BatchWait, so.QueueSize, so.MaxWorkloads = o.CheckpointInterval, o.MaxBatch, o.BatchWait, o.QueueSize, o.MaxWorkloads
+	so.MaxFrozenPolicies = o.MaxFrozenPolicies
 	srv, err := server.New(so)
 	if err != nil {
 		return err

@@ -47,6 +47,7 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"cert without key", func(o *serveOptions) { o.TLSCertFile = "c.pem" }, "--tls-key-file"},
 		{"negative batch wait", func(o *serveOptions) { o.BatchWait = -time.Millisecond }, "--batch-wait"},
 		{"zero queue", func(o *serveOptions) { o.QueueSize = 0 }, "--queue-size"},
+		{"no frozen policies", func(o *serveOptions) { o.MaxFrozenPolicies = 0 }, "--max-frozen-policies"},
 		{"meta-ppo", func(o *serveOptions) { o.Policy = "meta-ppo" }, ""},
 		{"unknown policy", func(o *serveOptions) { o.Policy = "ddpg" }, `--policy must be "ppo" or "meta-ppo", got "ddpg"`},
 	} {
@@ -361,15 +362,8 @@ func TestInitialPolicy(t *testing.T) {
 func TestServeFromInitialCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	ckpt := writePolicy(t, smallPPO(t, learn.StateDim))
-	addr := freeAddr(t)
-	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0", "--initial-checkpoint", ckpt}
-	stop := runCommand(t, args...)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitServing(t, conn)
+	base, stop, conn := startServe(t, dir, "--initial-checkpoint", ckpt)
+	args := append(slices.Clone(base), "--initial-checkpoint", ckpt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := pb.NewAgentServiceClient(conn).Recommend(ctx, request()); err != nil {
@@ -403,16 +397,8 @@ func TestServeFromInitialCheckpoint(t *testing.T) {
 func TestServeFromMetaCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	ckpt := writePolicy(t, smallMeta(t, learn.StateDim, 4))
-	addr := freeAddr(t)
-	base := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	base, stop, conn := startServe(t, dir, "--initial-checkpoint", ckpt)
 	args := append(slices.Clone(base), "--initial-checkpoint", ckpt)
-	stop := runCommand(t, args...)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitServing(t, conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := pb.NewAgentServiceClient(conn)
@@ -476,16 +462,8 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 // as the default PPO but takes a restart with the same flag.
 func TestServeFreshMetaPPO(t *testing.T) {
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	base := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	base, stop, conn := startServe(t, dir, "--policy", "meta-ppo")
 	args := append(slices.Clone(base), "--policy", "meta-ppo")
-	stop := runCommand(t, args...)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	waitServing(t, conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c := pb.NewAgentServiceClient(conn)
@@ -510,6 +488,25 @@ func TestServeFreshMetaPPO(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startServe runs serve on dir, plaintext on a free loopback port without
+// metrics or health endpoints, with the extra flags, and waits until it
+// serves. It returns those base flags without the extras (to restart on
+// the same port with others), the serve stop function, and a connection
+// closed when the test ends.
+func startServe(t *testing.T, dir string, extra ...string) (base []string, stop func() error, conn *grpc.ClientConn) {
+	t.Helper()
+	addr := freeAddr(t)
+	base = []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	stop = runCommand(t, append(slices.Clone(base), extra...)...)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	waitServing(t, conn)
+	return base, stop, conn
 }
 
 // refusedStart runs serve with args and requires it to refuse the state in

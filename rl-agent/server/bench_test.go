@@ -174,6 +174,18 @@ func BenchmarkBatchedDecisionsInProcess(b *testing.B) {
 	benchmarkBatched(b, srv.Recommend, srv, pb.NewAgentServiceClient(conn), 0)
 }
 
+// BenchmarkBatchedDecisionsInProcessServing is the same with every
+// workload in Serving (two more good episodes each): greedy decisions
+// answered by the frozen copies the workloads were pinned to. Training
+// runs between the promotions, so they pin many versions (up to
+// MaxFrozenPolicies copies) and a batch takes one forward pass per copy in
+// it, the worst case for coalescing.
+func BenchmarkBatchedDecisionsInProcessServing(b *testing.B) {
+	srv, conn := tcpHarness(b)
+	benchmarkBatched(b, srv.Recommend, srv, pb.NewAgentServiceClient(conn), 2)
+	b.ReportMetric(float64(srv.pins.len()), "frozen-policies")
+}
+
 // BenchmarkBatchedDecisionsInProcessMetaPPO is the same for the default
 // Meta-PPO policy (window 16, embedding 8), every workload with a full
 // window: each forward pass also runs the GRU over 16 steps per decision.

@@ -16,6 +16,10 @@ type metrics struct {
 	training      *prometheus.CounterVec
 	persist       *prometheus.CounterVec
 	policyVersion prometheus.Gauge
+	// frozenPolicies and frozenCapShares follow the frozen copies Serving
+	// workloads act with (frozen.go).
+	frozenPolicies  prometheus.Gauge
+	frozenCapShares prometheus.Counter
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -55,8 +59,16 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "policy_version",
 			Help: "Number of training jobs applied to the shared policy.",
 		}),
+		frozenPolicies: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "frozen_policies",
+			Help: "Frozen copies of the policy that Serving workloads act with, one per version pinned.",
+		}),
+		frozenCapShares: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "frozen_policy_cap_shares_total",
+			Help: "Promotions to Serving made while the frozen-policy limit was reached, pinned to the newest frozen copy instead of the current policy.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.batchSize, m.transitions, m.workloads, m.training, m.persist, m.policyVersion} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.batchSize, m.transitions, m.workloads, m.training, m.persist, m.policyVersion, m.frozenPolicies, m.frozenCapShares} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

@@ -7,20 +7,29 @@
 // trajectory: the agents then keep their windows, and the forward pass and
 // the training jobs pass them along.
 //
-// Recommend calls of many workloads are coalesced into one forward pass of
-// the shared policy (micro-batching): a single goroutine takes a decision
-// off a bounded queue, gathers the others that are already waiting or about
-// to arrive (for at most BatchWait, and only while more calls are in
-// flight, so a lone call never waits), and answers them all with one
-// ActBatch. A full queue means overload and is answered at once with
+// A workload in lifecycle stage Serving no longer trains the policy, and
+// does not follow it either: on promotion it is pinned to a frozen copy of
+// the policy version current then (policy.Frozen, the weights only), which
+// answers its decisions until it leaves Serving, however the shared policy
+// trains on for the other workloads. Workloads promoted at one version
+// share one copy; at most MaxFrozenPolicies copies are kept (frozen.go).
+//
+// Recommend calls of many workloads are coalesced into one forward pass per
+// policy (micro-batching): a single goroutine takes a decision off a
+// bounded queue, gathers the others that are already waiting or about to
+// arrive (for at most BatchWait, and only while more calls are in flight,
+// so a lone call never waits), and answers them with one batched act of
+// the shared policy per exploration mode and one of each frozen copy
+// needed. A full queue means overload and is answered at once with
 // Unavailable rather than queued behind a growing backlog; the recommender
 // then falls back to its default, which is always safe.
 //
 // Training never runs on the request path: a completed episode hands its
 // training job to a background trainer. Experience is appended to the store
-// in batches and the policy with every workload's lifecycle is
-// checkpointed periodically and at shutdown, as one atomic file, so the
-// policy version and the stages can never disagree after a restart.
+// in batches and the policy, the frozen copies in use and every workload's
+// lifecycle and pin are checkpointed periodically and at shutdown, as one
+// atomic file, so the policy version, the stages and the weights each
+// Serving workload acts with can never disagree after a restart.
 package server
 
 import (
@@ -63,8 +72,12 @@ type Store interface {
 var _ Store = (*store.Store)(nil)
 
 // Learner is the shared policy when it reads no trajectory (PPO); a
-// Meta-PPO policy is Options.MetaLearner.
-type Learner = policy.DiscreteLearner
+// Meta-PPO policy is Options.MetaLearner. Freeze copies the weights it acts
+// with, which Serving workloads keep acting with while it trains on.
+type Learner interface {
+	policy.DiscreteLearner
+	Freeze() *policy.Frozen
+}
 
 // checkpointName is the one atomic checkpoint: policy, version, agents.
 const checkpointName = "state"
@@ -109,6 +122,11 @@ type Options struct {
 	FlushRecords int
 	// KeepRecords is how many experience records survive a compaction.
 	KeepRecords int
+	// MaxFrozenPolicies bounds the frozen copies of the policy that
+	// Serving workloads are pinned to (one per policy version pinned, each
+	// the size of the weights). A workload promoted while that many are
+	// pinned and none is of the current version shares the newest one.
+	MaxFrozenPolicies int
 }
 
 // DefaultOptions returns the defaults for everything but Learner, Store and
@@ -124,6 +142,9 @@ func DefaultOptions() Options {
 		FlushInterval: 30 * time.Second,
 		FlushRecords:  512,
 		KeepRecords:   16384,
+		// A copy of the default PPO is 11016 weights, 86 KiB (Meta-PPO:
+		// 12832, 100 KiB): 32 copies are under 3.2 MiB.
+		MaxFrozenPolicies: 32,
 	}
 }
 
@@ -135,8 +156,8 @@ func (o *Options) validate() error {
 	if o.Registerer == nil {
 		errs = append(errs, errors.New("a metrics registerer is required"))
 	}
-	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 || o.TrainQueue < 1 || o.FlushRecords < 1 || o.KeepRecords < 1 {
-		errs = append(errs, fmt.Errorf("batch, queue, workload and record limits must be >= 1: %+v", *o))
+	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 || o.TrainQueue < 1 || o.FlushRecords < 1 || o.KeepRecords < 1 || o.MaxFrozenPolicies < 1 {
+		errs = append(errs, fmt.Errorf("batch, queue, workload, record and frozen-policy limits must be >= 1: %+v", *o))
 	}
 	if o.BatchWait < 0 || o.FlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("batchWait must be >= 0 and flushInterval > 0"))
@@ -161,6 +182,16 @@ type Server struct {
 
 	mu     sync.RWMutex
 	agents map[string]*learn.Agent
+
+	// pins holds the frozen copies Serving workloads act with (frozen.go);
+	// live is the frozen copy of the shared policy at its current version,
+	// which a promotion pins, replaced after every training job.
+	pins *pinSet
+	live atomic.Pointer[frozenPolicy]
+	// cutMu makes an agent's stage transition and its pin one step as seen
+	// by the checkpoint: outcomes hold it for reading, the checkpoint takes
+	// it to copy the agents and the pins.
+	cutMu sync.RWMutex
 
 	draining atomic.Bool
 	inflight atomic.Int64
@@ -205,6 +236,9 @@ type decisionJob struct {
 	window []policy.Step // Meta-PPO only
 	mask   []bool
 	greedy bool
+	// frozen answers the decision instead of the shared policy: a Serving
+	// workload's frozen copy.
+	frozen *policy.Frozen
 	reply  chan decisionResult
 }
 
@@ -228,6 +262,7 @@ func New(opts Options) (*Server, error) {
 		metrics: m,
 		health:  health.NewServer(),
 		agents:  map[string]*learn.Agent{},
+		pins:    newPinSet(opts.MaxFrozenPolicies),
 		queue:   make(chan *decisionJob, opts.QueueSize),
 		trainC:  make(chan *learn.TrainJob, opts.TrainQueue),
 		flushC:  make(chan struct{}, 1),
@@ -240,6 +275,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.metrics.policyVersion.Set(float64(s.version.Load()))
+	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
 	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	s.wg.Add(3)
@@ -391,8 +427,9 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
 	var d *policy.Decision
+	frozen := s.frozenFor(in.key, p)
 	if p.NeedsPolicy {
-		dd, err := s.decide(ctx, p)
+		dd, err := s.decide(ctx, p, frozen)
 		if err != nil {
 			return nil, err
 		}
@@ -407,18 +444,28 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	if err != nil {
 		return nil, err
 	}
+	version := ""
+	if frozen != nil {
+		version = frozen.name
+	} else {
+		version = s.versionFor(in.key, res.Stage)
+	}
 	return &pb.RecommendResponse{
 		Recommendation: agent.ToRecommendation(&res.Recommendation),
 		Source:         agent.ToSource(res.Recommendation.Source),
 		Stage:          toStage(res.Stage),
-		PolicyVersion:  s.PolicyVersion(),
+		PolicyVersion:  version,
 		Reason:         res.Recommendation.Reason,
 	}, nil
 }
 
-// decide queues p for the batcher and waits for its decision.
-func (s *Server) decide(ctx context.Context, p learn.Prepared) (policy.Decision, error) {
+// decide queues p for the batcher and waits for its decision, by frozen if
+// not nil, else by the shared policy.
+func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPolicy) (policy.Decision, error) {
 	j := &decisionJob{ctx: ctx, state: p.State, window: p.Window, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
+	if frozen != nil {
+		j.frozen = frozen.policy
+	}
 	select {
 	case s.queue <- j:
 	default:
@@ -505,22 +552,48 @@ func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob 
 	return batch
 }
 
+// forwardGroup is the decisions of a batch that share a forward pass: one
+// policy (the shared one, or one frozen copy) and one exploration mode.
+type forwardGroup struct {
+	frozen *policy.Frozen // nil: the shared policy
+	greedy bool
+	jobs   []*decisionJob
+}
+
 // forward answers a batch: expired calls are dropped, the rest share one
-// ActBatch per exploration mode.
+// forward pass per policy and exploration mode, so that the Serving
+// workloads pinned to one frozen copy still share theirs. The shared
+// policy's greedy group goes first, then its sampled group, then the frozen
+// copies' in the order they appear.
 func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
-	var groups [2][]*decisionJob // greedy, sampled
+	groups := []forwardGroup{{greedy: true}, {greedy: false}}
 	for _, j := range batch {
 		if err := j.ctx.Err(); err != nil {
 			j.reply <- decisionResult{err: err}
 			continue
 		}
-		if j.greedy {
-			groups[0] = append(groups[0], j)
-		} else {
-			groups[1] = append(groups[1], j)
+		gi := -1
+		switch {
+		case j.frozen == nil && j.greedy:
+			gi = 0
+		case j.frozen == nil:
+			gi = 1
+		default:
+			for i := 2; i < len(groups); i++ {
+				if groups[i].frozen == j.frozen && groups[i].greedy == j.greedy {
+					gi = i
+					break
+				}
+			}
+			if gi < 0 {
+				gi = len(groups)
+				groups = append(groups, forwardGroup{frozen: j.frozen, greedy: j.greedy})
+			}
 		}
+		groups[gi].jobs = append(groups[gi].jobs, j)
 	}
-	for gi, g := range groups {
+	for _, grp := range groups {
+		g := grp.jobs
 		if len(g) == 0 {
 			continue
 		}
@@ -529,17 +602,23 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 		for i, j := range g {
 			states[i], masks[i] = j.state, j.mask
 		}
-		s.metrics.batchSize.Observe(float64(len(g)))
-		var ds []policy.Decision
-		var err error
-		if m := s.opts.MetaLearner; m != nil {
-			windows := make([][]policy.Step, len(g))
+		var windows [][]policy.Step
+		if s.opts.MetaLearner != nil {
+			windows = make([][]policy.Step, len(g))
 			for i, j := range g {
 				windows[i] = j.window
 			}
-			ds, err = m.ActWindowBatch(states, windows, masks, gi == 0, rng)
-		} else {
-			ds, err = s.opts.Learner.ActBatch(states, masks, gi == 0, rng)
+		}
+		s.metrics.batchSize.Observe(float64(len(g)))
+		var ds []policy.Decision
+		var err error
+		switch {
+		case grp.frozen != nil:
+			ds, err = grp.frozen.ActBatch(states, windows, masks, grp.greedy, rng)
+		case s.opts.MetaLearner != nil:
+			ds, err = s.opts.MetaLearner.ActWindowBatch(states, windows, masks, grp.greedy, rng)
+		default:
+			ds, err = s.opts.Learner.ActBatch(states, masks, grp.greedy, rng)
 		}
 		for i, j := range g {
 			if err != nil {
@@ -581,7 +660,12 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	if err != nil {
 		return nil, err
 	}
+	s.cutMu.RLock()
 	res, err := a.Outcome(in.outcome, s.opts.Now())
+	if err == nil && res.Transition != nil {
+		s.repin(ctx, in.key, res.Transition)
+	}
+	s.cutMu.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
@@ -623,7 +707,7 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	return &pb.ReportOutcomeResponse{
 		Reward:          res.Reward.Reward,
 		Stage:           toStage(res.Stage),
-		PolicyVersion:   s.PolicyVersion(),
+		PolicyVersion:   s.versionFor(in.key, res.Stage),
 		EpisodeComplete: res.EpisodeComplete,
 	}, nil
 }
@@ -652,7 +736,7 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 	return &pb.GetPolicyStatusResponse{Status: &pb.PolicyStatus{
 		Workload:      refFromKey(key),
 		Stage:         toStage(st.Stage),
-		PolicyVersion: s.PolicyVersion(),
+		PolicyVersion: s.versionFor(key, st.Stage),
 		Episodes:      st.Episodes,
 		Transitions:   st.Transitions,
 		RewardMean:    st.RewardMean,
@@ -700,7 +784,9 @@ func (s *Server) trainer() {
 			s.trainMu.Lock()
 			err := s.train(job)
 			if err == nil {
-				s.version.Add(1)
+				// The copy a promotion pins from now on: taken under
+				// trainMu, so its weights are exactly this version's.
+				s.live.Store(newFrozenPolicy(s.version.Add(1), s.freezeLive()))
 				s.dirty.Store(true)
 			}
 			s.trainMu.Unlock()
@@ -828,18 +914,46 @@ func (s *Server) flushExperience() error {
 	return nil
 }
 
-// snapshot is the checkpoint: the policy, its version and every agent, in
-// one file so that they are always consistent with each other.
+// snapshot is the checkpoint: the policy, its version, every agent, and the
+// frozen policies Serving workloads are pinned to, in one file so that they
+// are always consistent with each other.
 type snapshot struct {
 	PolicyVersion int64              `json:"policyVersion"`
 	Policy        []byte             `json:"policy"`
 	Agents        []learn.AgentState `json:"agents"`
+	// Frozen holds the frozen copies pinned, Pins the version each Serving
+	// workload is pinned to. Checkpoints written before frozen weights
+	// have neither.
+	Frozen []frozenState    `json:"frozen,omitempty"`
+	Pins   map[string]int64 `json:"pins,omitempty"`
 }
 
 func (s *Server) checkpoint() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	var snap snapshot
+	// The agents and pins first, as one cut (no stage transition half
+	// done), then the policy: a pinned version is then never newer than
+	// the checkpointed policy, whose version a restarted agent counts on
+	// from, so two versions can never share a name.
+	s.cutMu.Lock()
+	s.mu.RLock()
+	for _, a := range s.agents {
+		snap.Agents = append(snap.Agents, a.State())
+	}
+	s.mu.RUnlock()
+	pins, copies := s.pins.state()
+	s.cutMu.Unlock()
+	if len(pins) > 0 {
+		snap.Pins = pins
+	}
+	for _, fp := range copies {
+		b, err := fp.bytes()
+		if err != nil {
+			return fmt.Errorf("marshal frozen policy %s: %w", fp.name, err)
+		}
+		snap.Frozen = append(snap.Frozen, frozenState{Version: fp.version, Policy: b})
+	}
 	s.trainMu.Lock()
 	p, err := s.policyBytes()
 	snap.PolicyVersion = s.version.Load()
@@ -848,11 +962,6 @@ func (s *Server) checkpoint() error {
 		return fmt.Errorf("marshal policy: %w", err)
 	}
 	snap.Policy = p
-	s.mu.RLock()
-	for _, a := range s.agents {
-		snap.Agents = append(snap.Agents, a.State())
-	}
-	s.mu.RUnlock()
 	b, err := json.Marshal(snap)
 	if err != nil {
 		return fmt.Errorf("encode checkpoint: %w", err)
@@ -872,12 +981,14 @@ func (s *Server) restore() error {
 		s.metrics.workloads.WithLabelValues(st.String()).Set(0)
 	}
 	if s.opts.Store == nil {
+		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
 		return nil
 	}
 	b, err := s.opts.Store.LoadCheckpoint(checkpointName)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// A fresh state directory.
+		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
 	case err != nil:
 		return fmt.Errorf("load checkpoint: %w", err)
 	default:
@@ -900,6 +1011,10 @@ func (s *Server) restore() error {
 			s.agents[a.Key()] = a
 			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
 		}
+		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+		if err := s.restorePins(&snap); err != nil {
+			return fmt.Errorf("restore frozen policies: %w", err)
+		}
 	}
 	recs := s.opts.Store.Experience()
 	for _, r := range recs {
@@ -919,6 +1034,6 @@ func (s *Server) restore() error {
 	}
 	s.recent = recs
 	s.written = len(recs)
-	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(recs))
+	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(recs), "frozenPolicies", s.pins.len())
 	return nil
 }

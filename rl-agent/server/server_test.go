@@ -357,7 +357,7 @@ func TestRecommendStages(t *testing.T) {
 
 // gatedLearner blocks ActBatch until released, to hold the batcher.
 type gatedLearner struct {
-	policy.DiscreteLearner
+	Learner
 	entered chan struct{}
 	release chan struct{}
 	calls   atomic.Int64
@@ -380,11 +380,11 @@ func (g *gatedLearner) ActBatch(states [][]float64, masks [][]bool, greedy bool,
 		g.entered <- struct{}{}
 		<-g.release
 	}
-	return g.DiscreteLearner.ActBatch(states, masks, greedy, rng)
+	return g.Learner.ActBatch(states, masks, greedy, rng)
 }
 
 func TestDeadlineExceeded(t *testing.T) {
-	gl := &gatedLearner{DiscreteLearner: newPPO(t, 1), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	gl := &gatedLearner{Learner: newPPO(t, 1), entered: make(chan struct{}, 16), release: make(chan struct{})}
 	h := start(t, func(o *Options) { o.Learner = gl })
 	promote(t, h.client, "web")
 
@@ -410,7 +410,7 @@ func TestDeadlineExceeded(t *testing.T) {
 }
 
 func TestOverloadAndShutdown(t *testing.T) {
-	gl := &gatedLearner{DiscreteLearner: newPPO(t, 1), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	gl := &gatedLearner{Learner: newPPO(t, 1), entered: make(chan struct{}, 16), release: make(chan struct{})}
 	h := start(t, func(o *Options) {
 		o.Learner = gl
 		o.QueueSize, o.MaxBatch = 1, 1
@@ -467,7 +467,7 @@ func TestOverloadAndShutdown(t *testing.T) {
 // share the next one. The first pass is held at a gate until every other
 // call is queued, so the outcome does not depend on goroutine scheduling.
 func TestMicroBatching(t *testing.T) {
-	gl := &gatedLearner{DiscreteLearner: newPPO(t, 1), entered: make(chan struct{}, 4), release: make(chan struct{}), onDemand: true}
+	gl := &gatedLearner{Learner: newPPO(t, 1), entered: make(chan struct{}, 4), release: make(chan struct{}), onDemand: true}
 	h := start(t, func(o *Options) { o.Learner = gl })
 	const n = 32
 	for i := range n {
@@ -655,7 +655,7 @@ func TestGateHoldsBackBadDefaults(t *testing.T) {
 }
 
 func TestShadowModeDefers(t *testing.T) {
-	gl := &gatedLearner{DiscreteLearner: newPPO(t, 1)}
+	gl := &gatedLearner{Learner: newPPO(t, 1)}
 	h := start(t, func(o *Options) { o.Learner = gl })
 	promote(t, h.client, "web")
 	req := recommendReq("web", 10)

@@ -1,0 +1,279 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"k8s.io/klog/v2"
+
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/lifecycle"
+	"github.com/aware-k8s/aware/pkg/policy"
+)
+
+// Serving workloads act with frozen weights. The shared policy keeps
+// training on the episodes of the workloads that still learn, so a
+// workload that reached Serving would otherwise drift with every update it
+// did not ask for. On entering Serving a workload is pinned to a frozen
+// copy of the policy version current at that moment (Server.live), and its
+// greedy decisions are answered by that copy until it leaves Serving.
+//
+// Copies are shared by version and reference-counted: the workloads
+// promoted while one version is current share one copy, and the copy is
+// dropped when its last workload leaves Serving. At most MaxFrozenPolicies
+// are kept: a workload promoted when that many are pinned and none is of
+// the current version is pinned to the newest of them. That never changes
+// the weights of a workload already pinned, and the newest copy is the one
+// nearest to what it was promoted under; the promotion is logged and
+// counted (aware_rlagent_frozen_policy_cap_shares_total).
+//
+// The pins and the copies they reference are part of the checkpoint, so a
+// restarted agent serves every Serving workload with the weights it served
+// before.
+
+// frozenPolicy is a frozen copy of the shared policy at one version.
+type frozenPolicy struct {
+	version int64
+	name    string // versionString(version), answered with every decision
+	policy  *policy.Frozen
+	refs    int // workloads pinned to it; guarded by pinSet.mu
+
+	// encoded is the checkpoint form, computed once: the copy never
+	// changes, and it is written with every checkpoint while pinned.
+	encodeOnce sync.Once
+	encoded    []byte
+	encodeErr  error
+}
+
+func newFrozenPolicy(version int64, f *policy.Frozen) *frozenPolicy {
+	return &frozenPolicy{version: version, name: versionString(version), policy: f}
+}
+
+func (fp *frozenPolicy) bytes() ([]byte, error) {
+	fp.encodeOnce.Do(func() { fp.encoded, fp.encodeErr = fp.policy.MarshalBinary() })
+	return fp.encoded, fp.encodeErr
+}
+
+// pinSet maps Serving workloads to their frozen copies.
+type pinSet struct {
+	max int
+
+	mu     sync.RWMutex
+	copies map[int64]*frozenPolicy  // by version; every one has refs > 0
+	pins   map[string]*frozenPolicy // by workload key
+}
+
+func newPinSet(max int) *pinSet {
+	return &pinSet{max: max, copies: map[int64]*frozenPolicy{}, pins: map[string]*frozenPolicy{}}
+}
+
+// lookup returns the copy key is pinned to, or nil.
+func (ps *pinSet) lookup(key string) *frozenPolicy {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	return ps.pins[key]
+}
+
+// pin pins key to the copy of cur's version, adding cur if that version has
+// none and the cap allows, and otherwise to the newest copy (capped).
+func (ps *pinSet) pin(key string, cur *frozenPolicy) (fp *frozenPolicy, capped bool) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.unpinLocked(key)
+	fp = ps.copies[cur.version]
+	switch {
+	case fp != nil:
+	case len(ps.copies) < ps.max:
+		fp = cur
+		ps.copies[fp.version] = fp
+	default:
+		fp = ps.copies[slices.Max(slices.Collect(maps.Keys(ps.copies)))]
+		capped = true
+	}
+	fp.refs++
+	ps.pins[key] = fp
+	return fp, capped
+}
+
+// restore pins key to fp as a checkpoint recorded it, whatever the cap: a
+// restart must not change the weights a workload serves with. A copy of
+// fp's version already present is shared.
+func (ps *pinSet) restore(key string, fp *frozenPolicy) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	ps.unpinLocked(key)
+	if have := ps.copies[fp.version]; have != nil {
+		fp = have
+	} else {
+		ps.copies[fp.version] = fp
+	}
+	fp.refs++
+	ps.pins[key] = fp
+}
+
+// unpin releases key's copy, if any, and reports whether that dropped the
+// copy (its last workload left).
+func (ps *pinSet) unpin(key string) (dropped *frozenPolicy) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.unpinLocked(key)
+}
+
+func (ps *pinSet) unpinLocked(key string) (dropped *frozenPolicy) {
+	fp := ps.pins[key]
+	if fp == nil {
+		return nil
+	}
+	delete(ps.pins, key)
+	if fp.refs--; fp.refs == 0 {
+		delete(ps.copies, fp.version)
+		return fp
+	}
+	return nil
+}
+
+// len returns the number of frozen copies kept.
+func (ps *pinSet) len() int {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	return len(ps.copies)
+}
+
+// state returns the pins by workload and the copies they reference, for a
+// checkpoint.
+func (ps *pinSet) state() (map[string]int64, []*frozenPolicy) {
+	ps.mu.RLock()
+	defer ps.mu.RUnlock()
+	pins := make(map[string]int64, len(ps.pins))
+	for k, fp := range ps.pins {
+		pins[k] = fp.version
+	}
+	copies := slices.SortedFunc(maps.Values(ps.copies), func(a, b *frozenPolicy) int { return int(a.version - b.version) })
+	return pins, copies
+}
+
+// frozenState is a frozen copy in the checkpoint.
+type frozenState struct {
+	Version int64  `json:"version"`
+	Policy  []byte `json:"policy"`
+}
+
+// freezeLive copies the weights the shared policy acts with now.
+func (s *Server) freezeLive() *policy.Frozen {
+	if m := s.opts.MetaLearner; m != nil {
+		return m.Freeze()
+	}
+	return s.opts.Learner.Freeze()
+}
+
+// servingPolicy returns the frozen copy that answers key's greedy
+// decisions: its pin, or, in the moment between its promotion being
+// recorded by its agent and the pin (a concurrent ReportOutcome), the copy
+// of the current version it is being pinned to.
+func (s *Server) servingPolicy(key string) *frozenPolicy {
+	if fp := s.pins.lookup(key); fp != nil {
+		return fp
+	}
+	return s.live.Load()
+}
+
+// frozenFor returns the frozen copy that answers p, key's decision, or nil
+// when the shared policy answers it (or none does). Only Serving decisions
+// are greedy, and they are the ones that must not drift.
+func (s *Server) frozenFor(key string, p learn.Prepared) *frozenPolicy {
+	if !p.NeedsPolicy || !p.Greedy {
+		return nil
+	}
+	return s.servingPolicy(key)
+}
+
+// versionFor names the weights that answer a workload in stage: its
+// frozen copy's version while Serving, the shared policy's otherwise.
+func (s *Server) versionFor(key string, stage lifecycle.Stage) string {
+	if stage == lifecycle.Serving {
+		return s.servingPolicy(key).name
+	}
+	return s.PolicyVersion()
+}
+
+// repin follows a stage transition of key: leaving Serving releases its
+// copy, entering Serving pins it to the current version. The caller holds
+// cutMu for reading, so a checkpoint sees the stage and the pin together.
+func (s *Server) repin(ctx context.Context, key string, t *lifecycle.Transition) {
+	logger := klog.FromContext(ctx)
+	if t.From == lifecycle.Serving {
+		if fp := s.pins.unpin(key); fp != nil {
+			logger.V(2).Info("Dropped a frozen policy: its last Serving workload left", "workload", key, "version", fp.name)
+		}
+	}
+	if t.To == lifecycle.Serving {
+		fp, capped := s.pins.pin(key, s.live.Load())
+		if capped {
+			s.metrics.frozenCapShares.Inc()
+			logger.Info("Frozen policy limit reached; the promoted workload serves with the newest frozen policy instead of the current one",
+				"workload", key, "version", fp.name, "current", s.PolicyVersion(), "limit", s.opts.MaxFrozenPolicies)
+		} else {
+			logger.V(2).Info("Pinned a Serving workload to a frozen policy", "workload", key, "version", fp.name)
+		}
+	}
+	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
+}
+
+// restorePins pins the restored Serving workloads to the frozen copies of
+// the checkpoint. A workload without one (a checkpoint written before
+// frozen weights, or one taken between its promotion and its pin) is
+// pinned to the restored policy, which is what it would have acted with.
+func (s *Server) restorePins(snap *snapshot) error {
+	copies := make(map[int64]*frozenPolicy, len(snap.Frozen))
+	for _, fs := range snap.Frozen {
+		f, err := policy.UnmarshalFrozen(fs.Policy)
+		if err != nil {
+			return fmt.Errorf("frozen policy %s: %w", versionString(fs.Version), err)
+		}
+		if err := s.compatibleFrozen(f); err != nil {
+			return fmt.Errorf("frozen policy %s: %w", versionString(fs.Version), err)
+		}
+		copies[fs.Version] = newFrozenPolicy(fs.Version, f)
+	}
+	var unpinned int
+	for _, a := range s.agents {
+		if a.Stage() != lifecycle.Serving {
+			continue
+		}
+		v, ok := snap.Pins[a.Key()]
+		fp := copies[v]
+		if !ok || fp == nil {
+			fp = s.live.Load()
+			unpinned++
+		}
+		s.pins.restore(a.Key(), fp)
+	}
+	if unpinned > 0 {
+		klog.InfoS("Serving workloads without a frozen policy in the checkpoint (written before frozen weights) serve with the restored policy",
+			"workloads", unpinned, "version", s.live.Load().name)
+	}
+	if n := s.pins.len(); n > s.opts.MaxFrozenPolicies {
+		klog.InfoS("The checkpoint pins more frozen policies than the limit; they are kept, and promotions share the newest until enough are released",
+			"frozenPolicies", n, "limit", s.opts.MaxFrozenPolicies)
+	}
+	return nil
+}
+
+// compatibleFrozen checks that a frozen copy from the checkpoint can answer
+// the agents: the served kind, the agents' features and actions, and, for
+// Meta-PPO, the window the agents keep.
+func (s *Server) compatibleFrozen(f *policy.Frozen) error {
+	want := policy.KindPPO
+	if s.opts.MetaLearner != nil {
+		want = policy.KindMetaPPO
+	}
+	c := f.Config()
+	if f.Kind() != want || c.StateDim != learn.StateDim || c.NumActions != int(learn.NumActions) || c.Window != s.windowLen {
+		return fmt.Errorf("%w: a %s policy of %d features, %d actions and window %d; the agent serves %s with %d, %d and %d",
+			policy.ErrIncompatibleCheckpoint, f.Kind(), c.StateDim, c.NumActions, c.Window, want, learn.StateDim, learn.NumActions, s.windowLen)
+	}
+	return nil
+}
