@@ -368,16 +368,7 @@ func TestServingRestart(t *testing.T) {
 			decisionBefore := serverDecision(t, h.srv, "web")
 			trainOthers(t, h, "other", h.srv.version.Load())
 			version := h.srv.PolicyVersion()
-			h.stop()
-			if err := st.Close(); err != nil {
-				t.Fatal(err)
-			}
-
-			st2, _, err := store.Open(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer st2.Close()
+			st2, _ := restartStore(t, h, st, dir)
 			h2 := start(t, func(o *Options) { tc.set(o, 99); o.Store = st2 })
 			if got := h2.srv.PolicyVersion(); got != version {
 				t.Fatalf("policy version %s after restart, want %s", got, version)

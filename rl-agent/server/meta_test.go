@@ -122,16 +122,7 @@ func TestMetaPPOServer(t *testing.T) {
 	if s.Status.Stage != pb.Stage_STAGE_SERVING || s.Status.Transitions != 8 || s.Status.PolicyVersion != pinned.name {
 		t.Fatalf("status %v, want version %s", s.Status, pinned.name)
 	}
-	h.stop()
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	st2, _, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2, _ := restartStore(t, h, st, dir)
 	fresh := newMeta(t, 99, window)
 	h2 := start(t, func(o *Options) { o.Store, o.Learner, o.MetaLearner = st2, nil, fresh })
 	if got := h2.srv.PolicyVersion(); got != "v4" {

@@ -95,6 +95,22 @@ func (h *harness) stop() {
 	h.srv.Close()
 }
 
+// restartStore stops h (if not yet stopped), closes its store st and reopens the state in dir,
+// as a restarted agent would; the new store is closed when the test ends.
+func restartStore(t testing.TB, h *harness, st *store.Store, dir string) (*store.Store, store.Recovery) {
+	t.Helper()
+	h.stop()
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st2, rec, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st2.Close() })
+	return st2, rec
+}
+
 func ctx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
@@ -538,17 +554,9 @@ func TestRestart(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	h.stop()
+	h.stop() // a training job in flight ends before the version is read
 	version := h.srv.PolicyVersion()
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	st2, rec, err := store.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st2.Close()
+	st2, rec := restartStore(t, h, st, dir)
 	if rec.Records != 3 {
 		t.Errorf("experience log holds %d records, want 3", rec.Records)
 	}
