@@ -289,6 +289,15 @@ func RestoreAgent(st AgentState, steps Steps) (*Agent, error) {
 	}, nil
 }
 
+// SetRetrainingBounds bounds the workload's stays in Retraining
+// (lifecycle.RetrainingBounds). They are configuration, not saved state:
+// set them again after RestoreAgent.
+func (a *Agent) SetRetrainingBounds(b lifecycle.RetrainingBounds) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.machine.SetRetrainingBounds(b)
+}
+
 // SetWindowLen makes the agent keep the workload's last n steps for a
 // learner that reads them (Meta-PPO's window; 0, the default, keeps none, as
 // PPO needs). Call it before the agent's first Prepare, Outcome or Restore.

@@ -237,6 +237,167 @@ func TestEndBootstrap(t *testing.T) {
 	}
 }
 
+// TestEndRetraining: the retraining cap returns a Retraining workload to
+// OnlineTraining, where the agent acts again, whatever its window says;
+// in every other stage it changes nothing.
+func TestEndRetraining(t *testing.T) {
+	t1 := t0.Add(time.Hour)
+	for _, tc := range []struct {
+		name   string
+		stage  Stage
+		window []float64
+		moved  bool
+	}{
+		{"retraining below the gate returns to the agent", Retraining, []float64{0.2, 0.4}, true},
+		{"retraining with an empty window returns too", Retraining, nil, true},
+		{"bootstrapping stays", Bootstrapping, []float64{0.2, 0.4}, false},
+		{"online training stays", OnlineTraining, []float64{0.2, 0.4}, false},
+		{"serving stays", Serving, []float64{0.2, 0.4}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Restore(DefaultGates(), State{Stage: tc.stage, Window: tc.window, Episodes: 7})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr, moved := m.EndRetraining(t1)
+			if moved != tc.moved {
+				t.Fatalf("moved = %v, want %v", moved, tc.moved)
+			}
+			if !moved {
+				if m.Stage() != tc.stage || len(m.State().Window) != len(tc.window) || tr != (Transition{}) {
+					t.Errorf("state changed: %+v, transition %+v", m.State(), tr)
+				}
+				return
+			}
+			wantMean, wantStd := meanStd(tc.window)
+			want := Transition{From: Retraining, To: OnlineTraining, Time: t1, Episode: 7, Mean: wantMean, StdDev: wantStd, Reason: "RetrainingCapReached"}
+			if tr != want || m.Stage() != OnlineTraining || !m.Stage().AgentActs() || len(m.State().Window) != 0 || !m.State().Since.Equal(t1) {
+				t.Errorf("transition %+v, want %+v; state %+v", tr, want, m.State())
+			}
+			// The machine goes on from OnlineTraining: the gate serves it.
+			for i := range DefaultGates().Window {
+				if _, _, err := m.RecordEpisode(0.9, t1.Add(time.Duration(i+1)*time.Minute)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if m.Stage() != Serving {
+				t.Errorf("stage %v after a full window at 0.9, want Serving", m.Stage())
+			}
+		})
+	}
+}
+
+// TestRetrainingBounds: Min holds the promotion gate back until the
+// defaults have acted that many episodes of the stay in Retraining, Max
+// returns the workload to the agent after that many whatever the gate
+// says (even on a window not yet full); episodes served before the
+// detector fired count for neither; zero bounds are the machine without
+// them; the other stages ignore both.
+func TestRetrainingBounds(t *testing.T) {
+	g := Gates{Window: 4, EpisodeSteps: 5, PromoteMinMean: 0.6, PromoteMaxStdDev: 0.1, RetrainBelowMean: 0.5, RetrainAboveStdDev: 0.2}
+	const R, O, S = Retraining, OnlineTraining, Serving
+	for _, tc := range []struct {
+		name    string
+		from    Stage
+		bounds  RetrainingBounds
+		rewards []float64
+		// wantStages is the stage after each reward.
+		wantStages []Stage
+		// at is the 1-based episode of the Retraining → OnlineTraining
+		// transition (0: none), reason its reason.
+		at     int
+		reason string
+	}{
+		{"no bounds: below the gate for ever", R, RetrainingBounds{}, repeat(0.3, 6), []Stage{R, R, R, R, R, R}, 0, ""},
+		{"no bounds: the gate on a full window", R, RetrainingBounds{}, repeat(0.7, 5), []Stage{R, R, R, O, O}, 4, "RewardGatePassed"},
+		{"max returns below the gate", R, RetrainingBounds{Max: 6}, repeat(0.3, 7), []Stage{R, R, R, R, R, O, O}, 6, "RetrainingCapReached"},
+		{"max below the window", R, RetrainingBounds{Max: 2}, repeat(0.3, 3), []Stage{R, O, O}, 2, "RetrainingCapReached"},
+		{"the gate before max", R, RetrainingBounds{Max: 6}, repeat(0.7, 5), []Stage{R, R, R, O, O}, 4, "RewardGatePassed"},
+		{"min holds the gate back", R, RetrainingBounds{Min: 6}, repeat(0.7, 7), []Stage{R, R, R, R, R, O, O}, 6, "RewardGatePassed"},
+		{"min does not pass a failing gate", R, RetrainingBounds{Min: 2}, repeat(0.3, 6), []Stage{R, R, R, R, R, R}, 0, ""},
+		{"min equal to max: a fixed stay", R, RetrainingBounds{Min: 5, Max: 5}, append(repeat(0.7, 4), 0.3, 0.3), []Stage{R, R, R, R, O, O}, 5, "RetrainingCapReached"},
+		{"min equal to max, the gate passing", R, RetrainingBounds{Min: 5, Max: 5}, repeat(0.7, 6), []Stage{R, R, R, R, O, O}, 5, "RewardGatePassed"},
+		{"served episodes do not count", S, RetrainingBounds{Max: 3}, append(repeat(0.8, 4), repeat(0.45, 6)...),
+			[]Stage{S, S, S, S, S, S, S, R, R, R}, 0, ""},
+		{"counts from the detection", S, RetrainingBounds{Max: 3}, append(repeat(0.1, 4), repeat(0.3, 4)...),
+			[]Stage{S, S, S, R, R, R, O, O}, 7, "RetrainingCapReached"},
+		{"bootstrapping ignores the bounds", Bootstrapping, RetrainingBounds{Min: 1, Max: 1}, repeat(0.7, 5),
+			[]Stage{Bootstrapping, Bootstrapping, Bootstrapping, O, O}, 0, ""},
+		{"online training ignores the bounds", O, RetrainingBounds{Max: 1}, repeat(0.3, 5), []Stage{O, O, O, O, O}, 0, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := Restore(g, State{Stage: tc.from, Since: t0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.SetRetrainingBounds(tc.bounds); err != nil {
+				t.Fatal(err)
+			}
+			at := 0
+			for i, r := range tc.rewards {
+				tr, moved, err := m.RecordEpisode(r, t0.Add(time.Duration(i+1)*time.Minute))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if moved && tr.From == Retraining {
+					if at != 0 || tr.To != O || tr.Reason != tc.reason || tr.Episode != int64(i+1) {
+						t.Errorf("episode %d: transition %+v, want → OnlineTraining (%s), once", i+1, tr, tc.reason)
+					}
+					at = i + 1
+				}
+				if got := m.Stage(); got != tc.wantStages[i] {
+					t.Fatalf("after episode %d: stage %v, want %v", i+1, got, tc.wantStages[i])
+				}
+			}
+			if at != tc.at {
+				t.Errorf("returned to the agent at episode %d, want %d", at, tc.at)
+			}
+		})
+	}
+	for _, b := range []RetrainingBounds{{Min: -1}, {Max: -1}, {Min: 3, Max: 2}} {
+		m, _ := New(g, t0)
+		if err := m.SetRetrainingBounds(b); err == nil {
+			t.Errorf("bounds %+v accepted", b)
+		}
+	}
+}
+
+// TestStageEpisodes: the count runs past the window, restarts at every
+// transition, survives Restore, and a negative count is refused.
+func TestStageEpisodes(t *testing.T) {
+	g := Gates{Window: 2, EpisodeSteps: 5, PromoteMinMean: 0.6, PromoteMaxStdDev: 0.1, RetrainBelowMean: 0.5, RetrainAboveStdDev: 0.2}
+	m, err := New(g, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range []float64{0.1, 0.2, 0.3, 0.1, 0.2} {
+		if _, moved, err := m.RecordEpisode(r, t0); err != nil || moved {
+			t.Fatalf("episode %d: moved %v, %v", i+1, moved, err)
+		}
+	}
+	if m.StageEpisodes() != 5 || len(m.State().Window) != 2 {
+		t.Fatalf("%d stage episodes, window %v; want 5 and 2 rewards", m.StageEpisodes(), m.State().Window)
+	}
+	r, err := Restore(g, m.State())
+	if err != nil || r.StageEpisodes() != 5 {
+		t.Fatalf("restored %d stage episodes, %v", r.StageEpisodes(), err)
+	}
+	if _, ok := m.EndBootstrap(t0); !ok || m.StageEpisodes() != 0 {
+		t.Errorf("after EndBootstrap: %d stage episodes, want 0", m.StageEpisodes())
+	}
+	for range 2 {
+		if _, _, err := m.RecordEpisode(0.9, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.Stage() != Serving || m.StageEpisodes() != 0 || m.State().Episodes != 7 {
+		t.Errorf("after the gate: %v with %d stage episodes of %d, want Serving, 0 of 7", m.Stage(), m.StageEpisodes(), m.State().Episodes)
+	}
+	if _, err := Restore(g, State{Stage: Serving, StageEpisodes: -1}); err == nil {
+		t.Error("a negative stage episode count was accepted")
+	}
+}
+
 // TestWhoActsAndLearns pins each stage's regime: the defaults act while
 // Bootstrapping and again while Retraining (the detector said the policy
 // no longer fits), the agent in OnlineTraining and Serving; every stage

@@ -69,6 +69,15 @@ type EvidenceOptions struct {
 	// of it.
 	AdaptApps, AdaptEpisodes, AdaptBatch, ConvergedWindow, SmoothEpisodes int
 	AdaptTraces                                                           []string
+	// AdaptThresholds are the fractions of the converged reward whose
+	// first episode is reported besides 90% (which "episodes to 90%"
+	// keeps): a pre-trained arm that starts above 90% can still be told
+	// apart at 95% or 98%.
+	AdaptThresholds []float64
+	// AdaptCPUFactor and AdaptMemoryFactor multiply the new apps' CPU time
+	// and memory per request in the adapt experiment, to move them further
+	// from the training distribution (1: the held-out apps as generated).
+	AdaptCPUFactor, AdaptMemoryFactor float64
 
 	// EvalSteps windows of every EvalTraces kind per evidence app.
 	EvalSteps  int
@@ -87,6 +96,21 @@ type EvidenceOptions struct {
 	// detector fires below baseline - RetrainMargin, and the agent is
 	// promoted again at or above it. The std gates are Base.Gates'.
 	RetrainMargin float64
+	// RetrainMin and RetrainCap bound each stay in Retraining
+	// (Options.Retraining): the promotion gate cannot return the app to
+	// the agent before RetrainMin episodes, and after RetrainCap it returns
+	// whatever the gate says. 0 disables each.
+	RetrainMin, RetrainCap int
+	// RetrainReference is how many episodes the reference agent is
+	// fine-tuned for, offline, on the changed app (from the pre-trained
+	// PPO, bootstrapping first as a new app would, never frozen, on
+	// episodes of another seed than the measured ones): its greedy reward
+	// on the measured episodes after the change is what the learner can
+	// attain on the changed workload.
+	RetrainReference int
+	// RetrainReferenceBatch is the reference fine-tuning's episodes per
+	// PPO update.
+	RetrainReferenceBatch int
 }
 
 // DefaultEvidenceOptions returns the options of `rl-agent evidence`
@@ -96,29 +120,36 @@ func DefaultEvidenceOptions() EvidenceOptions {
 	base.Window = 8 // half the GRU unroll of the default: Meta-PPO updates cost half
 	base.BCRounds = 1
 	return EvidenceOptions{
-		Seed:              1,
-		Apps:              4,
-		Base:              base,
-		PretrainApps:      DefaultApps,
-		PretrainEpisodes:  DefaultEpisodes,
-		BootstrapEpisodes: 100,
-		BootstrapCap:      20,
-		BootstrapBatch:    8,
-		AdaptApps:         4,
-		AdaptEpisodes:     100,
-		AdaptBatch:        4,
-		ConvergedWindow:   10,
-		SmoothEpisodes:    3,
-		AdaptTraces:       []string{string(sim.Steady)},
-		EvalSteps:         480,
-		EvalTraces:        slices.Clone(base.Traces),
-		RetrainBefore:     20,
-		RetrainAfter:      100,
-		RetrainBatch:      2,
-		CPUFactor:         4,
-		RateFactor:        1,
-		RetrainMargin:     0.05,
-		RetrainTraces:     []string{string(sim.Steady)},
+		Seed:                  1,
+		Apps:                  4,
+		Base:                  base,
+		PretrainApps:          DefaultApps,
+		PretrainEpisodes:      DefaultEpisodes,
+		BootstrapEpisodes:     100,
+		BootstrapCap:          20,
+		BootstrapBatch:        8,
+		AdaptApps:             4,
+		AdaptEpisodes:         100,
+		AdaptBatch:            4,
+		ConvergedWindow:       10,
+		SmoothEpisodes:        3,
+		AdaptTraces:           []string{string(sim.Steady)},
+		AdaptThresholds:       []float64{0.95, 0.98},
+		AdaptCPUFactor:        1,
+		AdaptMemoryFactor:     1,
+		EvalSteps:             480,
+		EvalTraces:            slices.Clone(base.Traces),
+		RetrainBefore:         20,
+		RetrainAfter:          100,
+		RetrainBatch:          2,
+		CPUFactor:             4,
+		RateFactor:            1,
+		RetrainMargin:         0.05,
+		RetrainTraces:         []string{string(sim.Steady)},
+		RetrainMin:            base.Retraining.Min,
+		RetrainCap:            base.Retraining.Max,
+		RetrainReference:      1000,
+		RetrainReferenceBatch: 8,
 	}
 }
 
@@ -145,11 +176,24 @@ func (e *EvidenceOptions) Validate() error {
 	pos("retrain batch", e.RetrainBatch)
 	pos("episodes before the change", e.RetrainBefore)
 	pos("episodes after the change", e.RetrainAfter)
+	pos("reference fine-tuning episodes", e.RetrainReference)
+	pos("reference fine-tuning batch", e.RetrainReferenceBatch)
+	if err := (lifecycle.RetrainingBounds{Min: e.RetrainMin, Max: e.RetrainCap}).Validate(); err != nil {
+		bad("%w", err)
+	}
 	if e.AdaptApps > e.Apps {
 		bad("adapt apps (%d) must not exceed apps (%d)", e.AdaptApps, e.Apps)
 	}
 	if e.AdaptEpisodes < e.ConvergedWindow || e.AdaptEpisodes < e.SmoothEpisodes {
 		bad("adapt episodes (%d) must be at least the converged window (%d) and the smoothing (%d)", e.AdaptEpisodes, e.ConvergedWindow, e.SmoothEpisodes)
+	}
+	for _, f := range e.AdaptThresholds {
+		if !(f > 0 && f <= 1) {
+			bad("adapt thresholds must be in (0, 1], got %v", f)
+		}
+	}
+	if !(e.AdaptCPUFactor > 0) || !(e.AdaptMemoryFactor > 0) || math.IsInf(e.AdaptCPUFactor, 0) || math.IsInf(e.AdaptMemoryFactor, 0) {
+		bad("adapt CPU and memory factors must be finite and > 0, got %v and %v", e.AdaptCPUFactor, e.AdaptMemoryFactor)
 	}
 	if !(e.RetrainMargin > 0 && e.RetrainMargin < 1) {
 		bad("retrain margin must be in (0, 1), got %v", e.RetrainMargin)
@@ -331,6 +375,22 @@ type AdaptRun struct {
 	// is then the number of episodes run, a lower bound).
 	EpisodesTo90 int  `json:"episodesTo90"`
 	Reached      bool `json:"reached"`
+	// To holds the same for each of AdaptThresholds.
+	To []Reach `json:"to"`
+	// Shortfall is the mean, over the episodes, of the gap below the
+	// converged reward relative to its magnitude (max(0, converged - r) /
+	// |converged|): the area between the curve and the converged reward,
+	// a regret that counts every episode, not only the first one past a
+	// threshold.
+	Shortfall float64 `json:"shortfall"`
+}
+
+// Reach is when a run first reached a fraction of the converged reward.
+type Reach struct {
+	Fraction float64 `json:"fraction"`
+	// Episodes and Reached as EpisodesTo90 and Reached.
+	Episodes int  `json:"episodes"`
+	Reached  bool `json:"reached"`
 }
 
 // AdaptArm summarises one arm over the apps.
@@ -341,6 +401,11 @@ type AdaptArm struct {
 	MeanEpisodesTo90 float64 `json:"meanEpisodesTo90"`
 	Reached          int     `json:"reached"`
 	MeanFinal        float64 `json:"meanFinal"`
+	// MeanEpisodesTo and ReachedTo are the same for each of
+	// AdaptThresholds; MeanShortfall averages the runs' Shortfall.
+	MeanEpisodesTo []float64 `json:"meanEpisodesTo"`
+	ReachedTo      []int     `json:"reachedTo"`
+	MeanShortfall  float64   `json:"meanShortfall"`
 }
 
 // AdaptResult compares how fast each arm learns a new app.
@@ -355,6 +420,16 @@ type AdaptResult struct {
 	SpeedupVsTransfer float64 `json:"speedupVsTransfer"`
 	SpeedupVsScratch  float64 `json:"speedupVsScratch"`
 	PretrainSeconds   float64 `json:"pretrainSeconds"`
+	// Thresholds are EvidenceOptions.AdaptThresholds; SpeedupsVsTransfer
+	// the transfer arm's mean episodes to each over Meta-PPO's.
+	Thresholds         []float64 `json:"thresholds"`
+	SpeedupsVsTransfer []float64 `json:"speedupsVsTransfer"`
+	// ShortfallVsTransfer is the transfer arm's mean shortfall over
+	// Meta-PPO's: above 1, Meta-PPO lost less reward while adapting.
+	ShortfallVsTransfer float64 `json:"shortfallVsTransfer"`
+	// CPUFactor and MemoryFactor are the factors applied to the new apps.
+	CPUFactor    float64 `json:"cpuFactor"`
+	MemoryFactor float64 `json:"memoryFactor"`
 }
 
 // Adaptation arms.
@@ -375,7 +450,14 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 		return nil, err
 	}
 	apps = apps[:e.AdaptApps]
-	out := &AdaptResult{Converged: map[string]float64{}, PretrainSeconds: pre.PPOSeconds + pre.MetaSeconds}
+	for i := range apps {
+		apps[i].CPUSeconds *= e.AdaptCPUFactor
+		apps[i].MemoryPerRequest *= e.AdaptMemoryFactor
+	}
+	out := &AdaptResult{
+		Converged: map[string]float64{}, PretrainSeconds: pre.PPOSeconds + pre.MetaSeconds,
+		Thresholds: slices.Clone(e.AdaptThresholds), CPUFactor: e.AdaptCPUFactor, MemoryFactor: e.AdaptMemoryFactor,
+	}
 	arms := []string{ArmMeta, ArmTransfer, ArmScratch}
 	for _, app := range apps {
 		var runs []AdaptRun
@@ -411,14 +493,19 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 		out.Converged[app.Name] = conv
 		// 90% of the converged reward; rewards may be negative, so the
 		// gap is taken on its magnitude.
-		target := conv - 0.1*math.Abs(conv)
+		target := func(f float64) float64 { return conv - (1-f)*math.Abs(conv) }
 		for i := range runs {
-			runs[i].EpisodesTo90, runs[i].Reached = episodesTo(runs[i].Rewards, target, e.SmoothEpisodes)
+			runs[i].EpisodesTo90, runs[i].Reached = episodesTo(runs[i].Rewards, target(0.9), e.SmoothEpisodes)
+			for _, f := range e.AdaptThresholds {
+				n, ok := episodesTo(runs[i].Rewards, target(f), e.SmoothEpisodes)
+				runs[i].To = append(runs[i].To, Reach{Fraction: f, Episodes: n, Reached: ok})
+			}
+			runs[i].Shortfall = shortfall(runs[i].Rewards, conv)
 		}
 		out.Runs = append(out.Runs, runs...)
 	}
 	for _, arm := range arms {
-		a := AdaptArm{Name: arm}
+		a := AdaptArm{Name: arm, MeanEpisodesTo: make([]float64, len(e.AdaptThresholds)), ReachedTo: make([]int, len(e.AdaptThresholds))}
 		var n int
 		for _, r := range out.Runs {
 			if r.Arm != arm {
@@ -427,17 +514,47 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 			n++
 			a.MeanEpisodesTo90 += float64(r.EpisodesTo90)
 			a.MeanFinal += r.Final
+			a.MeanShortfall += r.Shortfall
 			if r.Reached {
 				a.Reached++
+			}
+			for k, to := range r.To {
+				a.MeanEpisodesTo[k] += float64(to.Episodes)
+				if to.Reached {
+					a.ReachedTo[k]++
+				}
 			}
 		}
 		a.MeanEpisodesTo90 /= float64(n)
 		a.MeanFinal /= float64(n)
+		a.MeanShortfall /= float64(n)
+		for k := range a.MeanEpisodesTo {
+			a.MeanEpisodesTo[k] /= float64(n)
+		}
 		out.Arms = append(out.Arms, a)
 	}
-	out.SpeedupVsTransfer = out.Arms[1].MeanEpisodesTo90 / out.Arms[0].MeanEpisodesTo90
-	out.SpeedupVsScratch = out.Arms[2].MeanEpisodesTo90 / out.Arms[0].MeanEpisodesTo90
+	meta, transfer := out.Arms[0], out.Arms[1]
+	out.SpeedupVsTransfer = transfer.MeanEpisodesTo90 / meta.MeanEpisodesTo90
+	out.SpeedupVsScratch = out.Arms[2].MeanEpisodesTo90 / meta.MeanEpisodesTo90
+	for k := range e.AdaptThresholds {
+		out.SpeedupsVsTransfer = append(out.SpeedupsVsTransfer, transfer.MeanEpisodesTo[k]/meta.MeanEpisodesTo[k])
+	}
+	out.ShortfallVsTransfer = ratio(transfer.MeanShortfall, meta.MeanShortfall)
 	return out, nil
+}
+
+// shortfall returns the mean of max(0, conv - r) / |conv| over rs: the
+// reward lost below conv, per episode, relative to conv (0 when conv is
+// 0, where no relative gap is defined).
+func shortfall(rs []float64, conv float64) float64 {
+	if conv == 0 || len(rs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, r := range rs {
+		s += max(0, conv-r)
+	}
+	return s / float64(len(rs)) / math.Abs(conv)
 }
 
 // episodesTo returns the first 1-based episode at which the moving average
@@ -458,25 +575,62 @@ func episodesTo(rs []float64, target float64, k int) (int, bool) {
 
 // WriteTable prints one line per app and arm, then the summary.
 func (r *AdaptResult) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "APP\tARM\tFIRST EP\tFINAL\tCONVERGED\tEPISODES TO 90%\t")
-	for _, x := range r.Runs {
-		to := fmt.Sprint(x.EpisodesTo90)
-		if !x.Reached {
-			to = ">" + to
+	if r.CPUFactor != 1 || r.MemoryFactor != 1 {
+		if _, err := fmt.Fprintf(w, "New apps shifted: CPU time per request x%.2f, memory per request x%.2f.\n", r.CPUFactor, r.MemoryFactor); err != nil {
+			return err
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t\n", x.App, x.Arm, x.Rewards[0], x.Final, r.Converged[x.App], to)
 	}
-	fmt.Fprintln(tw, "\t\t\t\t\t\t")
-	fmt.Fprintln(tw, "ARM\tMEAN EPISODES TO 90%\tREACHED\tMEAN FINAL\t\t\t")
-	for _, a := range r.Arms {
-		fmt.Fprintf(tw, "%s\t%.1f\t%d/%d\t%.3f\t\t\t\n", a.Name, a.MeanEpisodesTo90, a.Reached, len(r.Converged), a.MeanFinal)
+	pct := func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "APP\tARM\tFIRST EP\tFINAL\tCONVERGED\tEPISODES TO 90%\t")
+	for _, f := range r.Thresholds {
+		fmt.Fprintf(tw, "TO %s\t", pct(f))
+	}
+	fmt.Fprintln(tw, "SHORTFALL\t")
+	reach := func(n int, ok bool) string {
+		if !ok {
+			return fmt.Sprintf(">%d", n)
+		}
+		return fmt.Sprint(n)
+	}
+	for _, x := range r.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.3f\t%.3f\t%s\t", x.App, x.Arm, x.Rewards[0], x.Final, r.Converged[x.App], reach(x.EpisodesTo90, x.Reached))
+		for _, to := range x.To {
+			fmt.Fprintf(tw, "%s\t", reach(to.Episodes, to.Reached))
+		}
+		fmt.Fprintf(tw, "%.2f%%\t\n", 100*x.Shortfall)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "Meta-PPO reaches 90%% of the converged reward %.2fx faster than transfer learning and %.2fx faster than scratch (paper: 5.5x vs transfer).\n",
-		r.SpeedupVsTransfer, r.SpeedupVsScratch)
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "ARM\tMEAN EPISODES TO 90%\tREACHED\t")
+	for _, f := range r.Thresholds {
+		fmt.Fprintf(tw, "MEAN TO %s\tREACHED\t", pct(f))
+	}
+	fmt.Fprintln(tw, "MEAN SHORTFALL\tMEAN FINAL\t")
+	for _, a := range r.Arms {
+		n := len(r.Converged)
+		fmt.Fprintf(tw, "%s\t%.1f\t%d/%d\t", a.Name, a.MeanEpisodesTo90, a.Reached, n)
+		for k := range a.MeanEpisodesTo {
+			fmt.Fprintf(tw, "%.1f\t%d/%d\t", a.MeanEpisodesTo[k], a.ReachedTo[k], n)
+		}
+		fmt.Fprintf(tw, "%.2f%%\t%.3f\t\n", 100*a.MeanShortfall, a.MeanFinal)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "Meta-PPO reaches 90%% of the converged reward %.2fx faster than transfer learning and %.2fx faster than scratch (paper: 5.5x vs transfer).\n",
+		r.SpeedupVsTransfer, r.SpeedupVsScratch); err != nil {
+		return err
+	}
+	for k, f := range r.Thresholds {
+		if _, err := fmt.Fprintf(w, "To %s of it: Meta-PPO %.2fx faster than transfer.\n", pct(f), r.SpeedupsVsTransfer[k]); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "Shortfall below the converged reward while adapting: transfer loses %.2fx what Meta-PPO loses.\n", r.ShortfallVsTransfer)
 	return err
 }
 
@@ -571,6 +725,35 @@ type RetrainResult struct {
 	// the change costs a policy that does not learn.
 	DefaultBefore float64 `json:"defaultBefore"`
 	DefaultAfter  float64 `json:"defaultAfter"`
+
+	// Retraining bounds each stay in Retraining (zero: unbounded).
+	Retraining lifecycle.RetrainingBounds `json:"retraining"`
+	// Returned is the first episode after the detection in which the
+	// agent acted again (OnlineTraining), -1 if it never did.
+	Returned int `json:"returnedEpisode"`
+	// StageEpisodes counts the episodes from the change on by stage.
+	StageEpisodes map[string]int `json:"stageEpisodes"`
+	// AgentActed is the mean reward of the episodes from Returned on in
+	// which the agent acted (nil if it never returned).
+	AgentActed *float64 `json:"agentActed"`
+
+	// The references, on the episodes During averages (from the change
+	// until the app served again, or the end), say what is attainable on
+	// the changed app, which Before cannot: Reference is the greedy
+	// reward of a copy of the pre-trained PPO fine-tuned offline on the
+	// changed app for ReferenceEpisodes episodes (EvidenceOptions.
+	// RetrainReference); Oracle the oracle's, which knows the trace and the
+	// changed app; DefaultDuring the fused default's.
+	ReferenceEpisodes int     `json:"referenceEpisodes"`
+	Reference         float64 `json:"reference"`
+	Oracle            float64 `json:"oracle"`
+	DefaultDuring     float64 `json:"defaultDuring"`
+	// DegradationVsReference is (Reference - During) / |Reference|: the
+	// online cost of retraining alone, relative to what the learner
+	// attains on the changed workload; DegradationVsOracle the same
+	// against the oracle. Negative: the online run did better.
+	DegradationVsReference float64 `json:"degradationVsReference"`
+	DegradationVsOracle    float64 `json:"degradationVsOracle"`
 }
 
 // RunRetrain deploys the pre-trained PPO on a new app in Serving, changes
@@ -616,14 +799,18 @@ func RunRetrain(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*Retra
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.run(ctx, func(o *Options) { serve(o, init, e.RetrainBefore+e.RetrainAfter, gates) })
+	res, err := e.run(ctx, func(o *Options) {
+		serve(o, init, e.RetrainBefore+e.RetrainAfter, gates)
+		o.Retraining = lifecycle.RetrainingBounds{Min: e.RetrainMin, Max: e.RetrainCap}
+	})
 	if err != nil {
 		return nil, fmt.Errorf("retrain experiment: %w", err)
 	}
 	out := &RetrainResult{
-		Baseline: baseline, Gates: gates,
+		Baseline: baseline, Gates: gates, Retraining: lifecycle.RetrainingBounds{Min: e.RetrainMin, Max: e.RetrainCap},
 		App: app.Name, CPUFactor: e.CPUFactor, RateFactor: e.RateFactor, ChangeEpisode: e.RetrainBefore,
-		Curve: res.Episodes, Changes: res.Changes, Detected: -1, Recovered: -1,
+		Curve: res.Episodes, Changes: res.Changes, Detected: -1, Recovered: -1, Returned: -1,
+		StageEpisodes: map[string]int{}, ReferenceEpisodes: e.RetrainReference,
 	}
 	for _, c := range res.Changes {
 		if c.To != lifecycle.Retraining.String() {
@@ -644,8 +831,24 @@ func RunRetrain(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*Retra
 		}
 	}
 	rs := make([]float64, len(res.Episodes))
+	var acted []float64
 	for i, ep := range res.Episodes {
 		rs[i] = ep.MeanReward
+		if i >= e.RetrainBefore {
+			out.StageEpisodes[ep.Stage]++
+		}
+		// Episodes planned as Serving before the detection was recorded
+		// (the rest of its batch) do not count as a return.
+		if out.Detected >= 0 && i > out.Detected && out.Returned < 0 && ep.Stage == lifecycle.OnlineTraining.String() {
+			out.Returned = i
+		}
+		if out.Returned >= 0 && ep.Phase == PhaseOnline {
+			acted = append(acted, ep.MeanReward)
+		}
+	}
+	if len(acted) > 0 {
+		m := mean(acted)
+		out.AgentActed = &m
 	}
 	w := e.Base.Gates.Window
 	out.Before = mean(rs[max(0, e.RetrainBefore-w):e.RetrainBefore])
@@ -678,7 +881,107 @@ func RunRetrain(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*Retra
 		}
 	}
 	out.DefaultBefore, out.DefaultAfter = mean(before), mean(after)
+	out.DefaultDuring = mean(after[:end-e.RetrainBefore])
+
+	if out.Reference, err = retrainReference(ctx, e, pre, changed, change, end); err != nil {
+		return nil, err
+	}
+	if out.Oracle, err = oracleReward(ctx, e, changed, e.RetrainBefore, end); err != nil {
+		return nil, err
+	}
+	out.DegradationVsReference = (out.Reference - out.During) / math.Abs(out.Reference)
+	out.DegradationVsOracle = (out.Oracle - out.During) / math.Abs(out.Oracle)
 	return out, nil
+}
+
+// retrainReference fine-tunes a copy of the pre-trained PPO offline on the
+// changed app, as a new app is trained (the default bootstraps, then the
+// agent acts and learns; never frozen), on episodes of another seed than
+// the measured ones, and returns its greedy mean reward on the measured
+// episodes [RetrainBefore, end) of the changed app.
+func retrainReference(ctx context.Context, e EvidenceOptions, pre *Pretrained, changed sim.App, change func(int, sim.App) sim.App, end int) (float64, error) {
+	ref, err := CloneLearner(pre.PPO)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := e.run(ctx, func(o *Options) {
+		o.Init, o.AppList, o.Traces = ref, []sim.App{changed}, e.RetrainTraces
+		o.Episodes, o.BatchEpisodes, o.FreezeServing = e.RetrainReference, e.RetrainReferenceBatch, false
+		o.Seed = mix(e.Seed, 0x7265666572656e63) // not the measured episodes
+	}); err != nil {
+		return 0, fmt.Errorf("retrain experiment, reference fine-tuning: %w", err)
+	}
+	quiet := e.Base.Gates
+	quiet.PromoteMinMean, quiet.PromoteMaxStdDev, quiet.RetrainBelowMean, quiet.RetrainAboveStdDev = 1, 0, -1, 2
+	served, err := e.run(ctx, func(o *Options) {
+		o.Init, o.AppList, o.Traces, o.StartStage, o.Workload = ref, []sim.App{changed}, e.RetrainTraces, lifecycle.Serving, change
+		o.Episodes, o.BatchEpisodes, o.Gates = end, e.RetrainBatch, quiet
+	})
+	if err != nil {
+		return 0, fmt.Errorf("retrain experiment, reference: %w", err)
+	}
+	return served.MeanReward(e.RetrainBefore, end), nil
+}
+
+// oracleReward returns the oracle's mean episode reward on the retrain
+// experiment's episodes [from, to) of app, each episode the trace and
+// arrivals the trainer gives it (runEpisode) and scored as it scores them.
+func oracleReward(ctx context.Context, e EvidenceOptions, app sim.App, from, to int) (float64, error) {
+	cfg := sim.DefaultConfig()
+	cfg.Step, cfg.Resize = e.Base.Step, sim.ResizeMode(e.Base.Resize)
+	alpha := e.Base.Alpha
+	var rs []float64
+	for i := from; i < to; i++ {
+		seed := mix(e.Seed, uint64(i))
+		kind := sim.TraceKind(e.RetrainTraces[i%len(e.RetrainTraces)])
+		r, err := policyEpisode(ctx, app, kind, seed, cfg, e.Base.EpisodeSteps, alpha, func(tr *sim.Trace) (workload.Policy, error) {
+			return oracle.New(app, tr, cfg, oracle.Options{})
+		})
+		if err != nil {
+			return 0, fmt.Errorf("retrain experiment, oracle episode %d: %w", i, err)
+		}
+		rs = append(rs, r)
+	}
+	return mean(rs), nil
+}
+
+// policyEpisode runs one episode of a policy that does not learn exactly
+// as runEpisode runs the agent's (the first window observed, then steps
+// decisions each scored on the window after it) and returns its mean
+// reward.
+func policyEpisode(ctx context.Context, app sim.App, kind sim.TraceKind, seed uint64, cfg sim.Config, steps int, alpha float64,
+	newPolicy func(*sim.Trace) (workload.Policy, error)) (float64, error) {
+	tr, err := sim.GenerateTrace(kind, sim.TraceOptions{Mean: app.BaseRate, Steps: steps + 1, Step: cfg.Step, Period: 24 * time.Hour, Seed: seed})
+	if err != nil {
+		return 0, err
+	}
+	s, err := sim.New(cfg, app, &tr, seed)
+	if err != nil {
+		return 0, err
+	}
+	p, err := newPolicy(&tr)
+	if err != nil {
+		return 0, err
+	}
+	ropts := reward.Options{Alpha: &alpha}
+	var sum float64
+	s.Step()
+	for t := range steps {
+		rec, err := p.Recommend(ctx, s.Observation())
+		if err != nil {
+			return 0, fmt.Errorf("window %d: %w", t, err)
+		}
+		if _, err := s.Apply(rec); err != nil {
+			return 0, fmt.Errorf("window %d: %w", t, err)
+		}
+		m := s.Step()
+		terms, err := reward.Compute(m.RewardInputs(), ropts)
+		if err != nil {
+			return 0, fmt.Errorf("window %d: %w", t, err)
+		}
+		sum += terms.Reward
+	}
+	return sum / float64(steps), nil
 }
 
 // WriteTable prints the timeline and the summary.
@@ -701,12 +1004,40 @@ func (r *RetrainResult) WriteTable(w io.Writer) error {
 	if r.Recovered >= 0 {
 		recovered = fmt.Sprintf("served again from episode %d", r.Recovered)
 	}
-	_, err := fmt.Fprintf(w, `Detector: %s, %d false alarms before the change; %s.
+	returned := "the agent did not act again"
+	if r.Returned >= 0 {
+		returned = fmt.Sprintf("the agent acted again from episode %d", r.Returned)
+		if r.AgentActed != nil {
+			returned += fmt.Sprintf(" (mean reward %.3f in the episodes it acted)", *r.AgentActed)
+		}
+	}
+	capped := "Retraining unbounded"
+	switch b := r.Retraining; {
+	case b.Min > 0 && b.Max > 0:
+		capped = fmt.Sprintf("Retraining bounded to %d..%d episodes", b.Min, b.Max)
+	case b.Max > 0:
+		capped = fmt.Sprintf("Retraining capped at %d episodes", b.Max)
+	case b.Min > 0:
+		capped = fmt.Sprintf("Retraining at least %d episodes", b.Min)
+	}
+	if _, err := fmt.Fprintf(w, `Detector: %s, %d false alarms before the change; %s.
+Episodes from the change on by stage: Serving %d, Retraining %d, OnlineTraining %d (%s); %s.
 Agent reward: %.3f before the change, %.3f from the change until it served again, %.3f in the last episodes.
-Online degradation while retraining: %.1f%% of the reward before the change (paper: < 3.6%%).
 Fused default on the same episodes: %.3f before, %.3f after the change.
-`, detected, r.FalseAlarms, recovered, r.Before, r.During, r.After, 100*r.Degradation, r.DefaultBefore, r.DefaultAfter)
-	return err
+Online degradation while retraining (the change's episodes until served again), against:
+`, detected, r.FalseAlarms, recovered,
+		r.StageEpisodes[lifecycle.Serving.String()], r.StageEpisodes[lifecycle.Retraining.String()], r.StageEpisodes[lifecycle.OnlineTraining.String()], capped, returned,
+		r.Before, r.During, r.After, r.DefaultBefore, r.DefaultAfter); err != nil {
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "REFERENCE\tREWARD\tDEGRADATION\t")
+	deg := func(ref float64) float64 { return 100 * (ref - r.During) / math.Abs(ref) }
+	fmt.Fprintf(tw, "agent before the change (paper's measure: < 3.6%%)\t%.3f\t%.1f%%\t\n", r.Before, 100*r.Degradation)
+	fmt.Fprintf(tw, "agent fine-tuned %d episodes on the changed app\t%.3f\t%.1f%%\t\n", r.ReferenceEpisodes, r.Reference, 100*r.DegradationVsReference)
+	fmt.Fprintf(tw, "oracle on the changed app\t%.3f\t%.1f%%\t\n", r.Oracle, 100*r.DegradationVsOracle)
+	fmt.Fprintf(tw, "fused default on the changed app\t%.3f\t%.1f%%\t\n", r.DefaultDuring, deg(r.DefaultDuring))
+	return tw.Flush()
 }
 
 func mean(xs []float64) float64 {

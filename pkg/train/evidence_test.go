@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/workload"
 )
 
 // tinyEvidence runs every experiment in about a second: the machinery,
@@ -136,6 +139,92 @@ func TestEpisodesTo(t *testing.T) {
 	}
 }
 
+// TestPolicyEpisodeScoresAsTheTrainer: the oracle's reference reward is
+// computed by policyEpisode, which must run and score an episode exactly
+// as the trainer does. Checked with the fused default, which both can
+// run: the trainer's episodes in which the default acts and policyEpisode
+// on the same apps, traces and seeds give identical rewards.
+func TestPolicyEpisodeScoresAsTheTrainer(t *testing.T) {
+	o := tiny()
+	o.Apps, o.Episodes, o.BatchEpisodes = 2, 4, 2
+	o.BootstrapEpisodes, o.BCRounds, o.OfflineUpdates = o.Episodes, 0, 0
+	o.Gates.PromoteMinMean, o.Gates.PromoteMaxStdDev = 1, 0
+	res := mustTrain(t, o)
+	apps, err := TrainingApps(o.Seed, o.Apps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultConfig()
+	cfg.Step, cfg.Resize = o.Step, sim.ResizeMode(o.Resize)
+	for i, ep := range res.Episodes {
+		if ep.Phase != PhaseBootstrap {
+			t.Fatalf("episode %+v: the default should act", ep)
+		}
+		a := i % len(apps)
+		kind := sim.TraceKind(o.Traces[(a+i/len(apps))%len(o.Traces)])
+		got, err := policyEpisode(context.Background(), apps[a], kind, mix(o.Seed, uint64(i)), cfg, o.EpisodeSteps, o.Alpha,
+			func(*sim.Trace) (workload.Policy, error) {
+				return fusion.NewPolicyFactory(fusion.Options{})(apps[a].Constraints)
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != ep.MeanReward || ep.Trace != string(kind) {
+			t.Errorf("episode %d (%s, %s): policyEpisode %v, trainer %v", i, ep.App, ep.Trace, got, ep.MeanReward)
+		}
+	}
+}
+
+func TestShortfall(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rs   []float64
+		conv float64
+		want float64
+	}{
+		{"at the converged reward", []float64{0.5, 0.5}, 0.5, 0},
+		{"above it counts nothing", []float64{0.6, 0.4}, 0.5, 0.1},
+		{"relative to the converged reward", []float64{0.2, 0.4, 0.6}, 0.8, (0.6 + 0.4 + 0.2) / 3 / 0.8},
+		{"negative converged reward", []float64{-0.6, -0.4}, -0.4, 0.2 / 2 / 0.4},
+		{"zero converged reward", []float64{-0.5}, 0, 0},
+		{"no episodes", nil, 0.5, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := shortfall(tc.rs, tc.conv); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("shortfall = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestAdaptShiftsTheNewApps: the adapt experiment's factors reach the apps
+// the arms learn (a heavier app scores differently) and the result says
+// which were applied.
+func TestAdaptShiftsTheNewApps(t *testing.T) {
+	e := tinyEvidence()
+	e.Base.Gates.Window = 2
+	pre := mustPretrain(t, e)
+	plain, err := RunAdapt(context.Background(), e, pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.AdaptCPUFactor, e.AdaptMemoryFactor = 8, 2
+	shifted, err := RunAdapt(context.Background(), e, pre)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shifted.CPUFactor != 8 || shifted.MemoryFactor != 2 || plain.CPUFactor != 1 {
+		t.Errorf("factors %v/%v, plain %v", shifted.CPUFactor, shifted.MemoryFactor, plain.CPUFactor)
+	}
+	if slices.Equal(plain.Runs[0].Rewards, shifted.Runs[0].Rewards) {
+		t.Error("the factors did not change the apps")
+	}
+	var out bytes.Buffer
+	if err := shifted.WriteTable(&out); err != nil || !strings.Contains(out.String(), "x8.00") {
+		t.Errorf("table %q, %v", out.String(), err)
+	}
+}
+
 func TestRunAdaptAfterRetrain(t *testing.T) {
 	e := tinyEvidence()
 	pre := mustPretrain(t, e)
@@ -154,13 +243,31 @@ func TestRunAdaptAfterRetrain(t *testing.T) {
 				t.Errorf("run %+v", r)
 			}
 			// The best arm defines the converged reward, so it reaches
-			// 90% of it (smoothing = converged window here).
+			// 90% of it, and every other threshold (smoothing = converged
+			// window here).
 			if r.Final == res.Converged[r.App] && !r.Reached {
 				t.Errorf("the best arm %s did not reach its own converged reward", r.Arm)
 			}
+			if len(r.To) != len(e.AdaptThresholds) || r.Shortfall < 0 || r.Shortfall != shortfall(r.Rewards, res.Converged[r.App]) {
+				t.Errorf("run %s: thresholds %+v, shortfall %v", r.Arm, r.To, r.Shortfall)
+			}
+			for k, to := range r.To {
+				if to.Fraction != e.AdaptThresholds[k] || (r.Final == res.Converged[r.App] && !to.Reached) {
+					t.Errorf("run %s: %+v", r.Arm, to)
+				}
+				// A higher bar is never reached sooner.
+				if to.Episodes < r.EpisodesTo90 && to.Fraction >= 0.9 {
+					t.Errorf("run %s: %d episodes to %v but %d to 90%%", r.Arm, to.Episodes, to.Fraction, r.EpisodesTo90)
+				}
+			}
 		}
-		if res.SpeedupVsTransfer <= 0 || res.SpeedupVsScratch <= 0 {
-			t.Errorf("speed-ups %v, %v", res.SpeedupVsTransfer, res.SpeedupVsScratch)
+		if res.SpeedupVsTransfer <= 0 || res.SpeedupVsScratch <= 0 || len(res.SpeedupsVsTransfer) != len(e.AdaptThresholds) {
+			t.Errorf("speed-ups %v, %v, %v", res.SpeedupVsTransfer, res.SpeedupVsScratch, res.SpeedupsVsTransfer)
+		}
+		for _, a := range res.Arms {
+			if len(a.MeanEpisodesTo) != len(e.AdaptThresholds) || len(a.ReachedTo) != len(e.AdaptThresholds) || a.MeanShortfall < 0 {
+				t.Errorf("arm %+v", a)
+			}
 		}
 		again, err := RunAdapt(context.Background(), e, pre)
 		if err != nil {
@@ -206,12 +313,52 @@ func TestRunAdaptAfterRetrain(t *testing.T) {
 		if s := res.Curve[min(res.Detected+e.RetrainBatch+1, len(res.Curve)-1)].Stage; s == lifecycle.Serving.String() && res.Recovered < 0 {
 			t.Errorf("still serving after the detection: %s", s)
 		}
+		var staged int
+		for _, n := range res.StageEpisodes {
+			staged += n
+		}
+		if staged != e.RetrainAfter {
+			t.Errorf("stage episodes %v, want %d in all", res.StageEpisodes, e.RetrainAfter)
+		}
+		for name, v := range map[string]float64{"reference": res.Reference, "oracle": res.Oracle, "default": res.DefaultDuring} {
+			if math.IsNaN(v) || v < -1 || v > 1 {
+				t.Errorf("%s reward %v", name, v)
+			}
+		}
+		if want := (res.Reference - res.During) / math.Abs(res.Reference); res.DegradationVsReference != want {
+			t.Errorf("degradation vs reference %v, want %v", res.DegradationVsReference, want)
+		}
+		var out bytes.Buffer
+		if err := res.WriteTable(&out); err != nil || !strings.Contains(out.String(), "oracle on the changed app") {
+			t.Errorf("table %q, %v", out.String(), err)
+		}
 		again, err := RunRetrain(context.Background(), e, pre)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(mustJSON(t, res), mustJSON(t, again)) {
 			t.Error("same seed, different results")
+		}
+	})
+	t.Run("retrain cap returns the app to the agent", func(t *testing.T) {
+		e := e
+		e.CPUFactor, e.RetrainMin, e.RetrainCap = 30, 0, 2
+		res, err := RunRetrain(context.Background(), e, pre)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Detected < 0 {
+			t.Fatalf("the detector did not fire; changes %+v", res.Changes)
+		}
+		capped := false
+		for _, c := range res.Changes {
+			capped = capped || (c.From == lifecycle.Retraining.String() && c.Reason == "RetrainingCapReached")
+		}
+		if !capped || res.Returned <= res.Detected || res.AgentActed == nil || res.Retraining.Max != 2 {
+			t.Errorf("the cap did not return the app to the agent: returned %d, changes %+v", res.Returned, res.Changes)
+		}
+		if n := res.StageEpisodes[lifecycle.Retraining.String()]; n < 1 || n > 2*len(res.Changes) {
+			t.Errorf("%d Retraining episodes with a cap of 2 and changes %+v", n, res.Changes)
 		}
 	})
 	if !bytes.Equal(before, mustJSON(t, [][]byte{marshal(t, pre.PPO), marshal(t, pre.Meta)})) {

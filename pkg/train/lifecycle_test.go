@@ -69,6 +69,69 @@ func TestRetrainingDefaultActs(t *testing.T) {
 	}
 }
 
+// TestRetrainingCap starts every app in Retraining with gates that never
+// promote: without a cap the default acts for ever; with one, each app's
+// first Retraining.Max episodes are the default's and the rest the
+// agent's, in OnlineTraining, also when the cap falls inside a batch.
+func TestRetrainingCap(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		apps, batch, retrain int
+		episodes             int
+		// wantRetraining is each app's number of Retraining episodes.
+		wantRetraining int
+	}{
+		{"no cap stays on the default", 3, 3, 0, 9, 3},
+		{"cap between batches", 3, 3, 2, 12, 2},
+		{"cap inside a batch", 1, 4, 2, 8, 2},
+		{"cap beyond the run", 2, 2, 10, 6, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := tiny()
+			o.Apps, o.BatchEpisodes, o.Episodes = tc.apps, tc.batch, tc.episodes
+			o.Retraining = lifecycle.RetrainingBounds{Max: tc.retrain}
+			o.StartStage = lifecycle.Retraining
+			o.Gates.PromoteMinMean, o.Gates.PromoteMaxStdDev = 1, 0
+			res := mustTrain(t, o)
+			retraining := map[string]int{}
+			for _, e := range res.Episodes {
+				switch e.Stage {
+				case lifecycle.Retraining.String():
+					retraining[e.App]++
+					if e.Phase != PhaseBootstrap || e.AgentDecisions != 0 {
+						t.Errorf("episode %+v: the default should act while Retraining", e)
+					}
+					if retraining[e.App] > tc.wantRetraining {
+						t.Errorf("episode %d: app %s Retraining again after its cap", e.Index, e.App)
+					}
+				case lifecycle.OnlineTraining.String():
+					if retraining[e.App] != tc.wantRetraining {
+						t.Errorf("episode %d: app %s acts after %d Retraining episodes, want %d", e.Index, e.App, retraining[e.App], tc.wantRetraining)
+					}
+					if e.Phase != PhaseOnline || e.AgentDecisions == 0 {
+						t.Errorf("episode %+v: the agent should act in OnlineTraining", e)
+					}
+				default:
+					t.Errorf("episode %+v: unexpected stage", e)
+				}
+			}
+			capped := tc.retrain > 0 && tc.retrain*tc.apps < tc.episodes
+			wantChanges := 0
+			if capped {
+				wantChanges = tc.apps
+			}
+			if len(res.Changes) != wantChanges {
+				t.Fatalf("changes %+v, want %d", res.Changes, wantChanges)
+			}
+			for _, c := range res.Changes {
+				if c.From != lifecycle.Retraining.String() || c.To != lifecycle.OnlineTraining.String() || c.Reason != "RetrainingCapReached" {
+					t.Errorf("change %+v, want Retraining → OnlineTraining (RetrainingCapReached)", c)
+				}
+			}
+		})
+	}
+}
+
 // TestScalingCostShapesOnlyTheLearningReward runs one episode of a policy
 // that always adds a replica, with and without a scaling cost: the
 // episode's reward (what gates and reports see) is the same, and each

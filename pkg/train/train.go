@@ -10,7 +10,8 @@
 // every replica it changes); then Serving (frozen, greedy; see
 // Options.FreezeServing) and, when the detector fires, Retraining, where
 // the fused default acts again and the learner relearns from it as while
-// bootstrapping.
+// bootstrapping, for a stay bounded by Options.Retraining, after which the
+// agent acts again in OnlineTraining.
 //
 // The learner is PPO or Meta-PPO (Options.Policy); the agent hands Meta-PPO
 // the workload's recent trajectory, whose GRU embedding joins the state.
@@ -65,6 +66,13 @@ type Options struct {
 	// trains from scratch: every app starts in OnlineTraining and the
 	// agent acts from the first episode.
 	BootstrapEpisodes int
+	// Retraining bounds each app's stays in Retraining, in episodes
+	// (lifecycle.RetrainingBounds): the promotion gate cannot return the
+	// app to the agent before Min episodes, and Max returns it to
+	// OnlineTraining whatever the gate says, so that an app whose
+	// attainable reward fell below the gate for good is not left on the
+	// default for ever. The zero value leaves the return to the gate alone.
+	Retraining lifecycle.RetrainingBounds
 	// EpisodeSteps is the number of decisions (windows) per episode.
 	EpisodeSteps int
 	// Step is the window length.
@@ -149,6 +157,9 @@ const (
 	DefaultEpisodes     = 4000
 	DefaultBootstrap    = 5
 	DefaultEpisodeSteps = 240 // one hour of 15-second windows
+	// DefaultRetrainEpisodes is each stay in Retraining, in episodes:
+	// lifecycle.DefaultRetrainEpisodes, as the rl-agent uses.
+	DefaultRetrainEpisodes = lifecycle.DefaultRetrainEpisodes
 	// DefaultScalingCost is learn.DefaultScalingCost, the charge per
 	// replica changed that the serving agent's online updates use too.
 	DefaultScalingCost = learn.DefaultScalingCost
@@ -169,6 +180,7 @@ func DefaultOptions() Options {
 		Episodes:          DefaultEpisodes,
 		Gates:             lifecycle.DefaultGates(),
 		BootstrapEpisodes: DefaultBootstrap,
+		Retraining:        lifecycle.DefaultRetrainingBounds(),
 		EpisodeSteps:      DefaultEpisodeSteps,
 		Step:              15 * time.Second,
 		Traces:            kinds,
@@ -206,6 +218,9 @@ func (o *Options) Validate() error {
 	}
 	if o.BootstrapEpisodes < 0 {
 		bad("bootstrap episodes must be >= 0, got %d", o.BootstrapEpisodes)
+	}
+	if err := o.Retraining.Validate(); err != nil {
+		bad("%w", err)
 	}
 	if err := o.Gates.Validate(); err != nil {
 		bad("gates: %w", err)
@@ -441,6 +456,9 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	}
 	for i := range machines {
 		m, err := lifecycle.Restore(o.Gates, lifecycle.State{Stage: first, Since: o.episodeTime(-1)})
+		if err == nil {
+			err = m.SetRetrainingBounds(o.Retraining)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("train: %w", err)
 		}
@@ -476,7 +494,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	for e := 0; e < o.Episodes; {
 		end := min(e+o.BatchEpisodes, o.Episodes)
 		specs := make([]spec, 0, end-e)
-		planned := make(map[int]int) // bootstrapping episodes per app in this batch
+		planned := make(map[int]int) // bootstrapping or retraining episodes per app in this batch
 		for i := e; i < end; i++ {
 			a := i % len(apps)
 			app := apps[a]
@@ -489,6 +507,14 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 				// episodes past it act already (the machine is moved
 				// when the last capped episode is recorded).
 				if booted[a]+planned[a] >= o.BootstrapEpisodes {
+					stage = lifecycle.OnlineTraining
+				}
+				planned[a]++
+			}
+			if limit := o.Retraining.Max; stage == lifecycle.Retraining && limit > 0 {
+				// Likewise for the retraining cap, on the episodes the
+				// machine recorded in this stay.
+				if int(machines[a].StageEpisodes())+planned[a] >= limit {
 					stage = lifecycle.OnlineTraining
 				}
 				planned[a]++

@@ -339,6 +339,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad hidden", func(o *Options) { o.Hidden = []int{0} }, "hidden[0]"},
 		{"bad batch", func(o *Options) { o.BatchEpisodes = 0 }, "batch episodes"},
 		{"negative scaling cost", func(o *Options) { o.ScalingCost = -0.1 }, "scaling cost"},
+		{"retraining min above max", func(o *Options) { o.Retraining.Min, o.Retraining.Max = 5, 4 }, "retraining min 5 must not exceed max 4"},
+		{"negative retraining cap", func(o *Options) { o.Retraining.Max = -1 }, "retraining bounds must be >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -48,6 +48,9 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.AdaptEpisodes, "adapt-episodes", o.AdaptEpisodes, "adapt: episodes per app and arm")
 	fs.IntVar(&o.AdaptBatch, "adapt-batch", o.AdaptBatch, "adapt: episodes per PPO update")
 	fs.StringSliceVar(&o.AdaptTraces, "adapt-traces", o.AdaptTraces, "adapt: trace kinds the episodes cycle through")
+	fs.Float64SliceVar(&o.AdaptThresholds, "adapt-thresholds", o.AdaptThresholds, "adapt: fractions of the converged reward whose first episode is reported besides 90%")
+	fs.Float64Var(&o.AdaptCPUFactor, "adapt-cpu-factor", o.AdaptCPUFactor, "adapt: factor on the new apps' CPU time per request, to move them further from the training apps")
+	fs.Float64Var(&o.AdaptMemoryFactor, "adapt-memory-factor", o.AdaptMemoryFactor, "adapt: factor on the new apps' memory per request")
 	fs.IntVar(&o.EvalSteps, "eval-steps", o.EvalSteps, "after: windows per app and trace")
 	fs.StringSliceVar(&o.EvalTraces, "eval-traces", o.EvalTraces, "after: trace kinds every evidence app runs under")
 	fs.IntVar(&o.RetrainBefore, "retrain-before", o.RetrainBefore, "retrain: episodes served before the workload changes")
@@ -55,6 +58,11 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.CPUFactor, "cpu-factor", o.CPUFactor, "retrain: factor on the app's CPU time per request at the change")
 	fs.Float64Var(&o.RateFactor, "rate-factor", o.RateFactor, "retrain: factor on the app's arrival rate at the change")
 	fs.Float64Var(&o.RetrainMargin, "retrain-margin", o.RetrainMargin, "retrain: the detector fires when the mean episode reward falls this far below the serving baseline measured before the change")
+	fs.IntVar(&o.RetrainBatch, "retrain-batch", o.RetrainBatch, "retrain: episodes per PPO update (and behaviour-cloning round while Retraining) in the stages that learn")
+	fs.IntVar(&o.RetrainMin, "retrain-min", o.RetrainMin, "retrain: fewest episodes of each stay in Retraining before the promotion gate may return the app to the agent (0: no minimum)")
+	fs.IntVar(&o.RetrainCap, "retrain-cap", o.RetrainCap, "retrain: most episodes of each stay in Retraining, after which the agent acts again in OnlineTraining whatever the promotion gate says (0: no cap)")
+	fs.IntVar(&o.RetrainReference, "retrain-reference", o.RetrainReference, "retrain: episodes a copy of the pre-trained PPO is fine-tuned on the changed app, offline, as the reference of what is attainable after the change")
+	fs.IntVar(&o.RetrainReferenceBatch, "retrain-reference-batch", o.RetrainReferenceBatch, "retrain: episodes per PPO update of the reference fine-tuning")
 	fs.StringSliceVar(&o.RetrainTraces, "retrain-traces", o.RetrainTraces, "retrain: trace kinds the episodes cycle through")
 }
 
@@ -85,16 +93,23 @@ apps), prints one table per experiment and writes <experiment>.json to --out:
   bootstrap  SLO violations during the first --bootstrap-k training episodes
              on the new apps, bootstrapped (the defaults act until the
              lifecycle gate or --bootstrap-cap) vs from scratch.
-  adapt      episodes until the reward reaches 90% of the converged reward
-             on a new app, for Meta-PPO and PPO pre-trained on training apps
+  adapt      episodes until the reward reaches 90% (and --adapt-thresholds)
+             of the converged reward on a new app, and the shortfall below
+             it, for Meta-PPO and PPO pre-trained on training apps
              (transfer learning: fine-tuning without the embedding) and a
-             fresh PPO (scratch).
+             fresh PPO (scratch); --adapt-cpu-factor and
+             --adapt-memory-factor move the new apps further from the
+             training ones.
   after      the pre-trained agents against the fused HPA+VPA default and
              the oracle (pkg/eval).
   retrain    a pre-trained agent serving a new app whose CPU cost per
              request changes: when the detector fires, the fused default
-             acts while the agent relearns from it, and the online
-             degradation relative to before the change.
+             acts while the agent relearns from it (a stay bounded by
+             --retrain-min and --retrain-cap), then the agent acts again;
+             the online degradation relative to the reward before the
+             change, and to what is attainable after it (the agent
+             fine-tuned offline on the changed app, the oracle, the
+             default).
 
 adapt, after and retrain share one pre-training of PPO and Meta-PPO, whose
 checkpoints are written to --out as well. With the default options each

@@ -74,6 +74,9 @@ func TestEvidenceCommand(t *testing.T) {
 		{"unknown experiment", []string{"--experiment=magic"}, `--experiment must be one of`},
 		{"bad factor", []string{"--cpu-factor=0"}, "CPU and rate factors"},
 		{"more adapt apps than apps", []string{"--apps=1", "--adapt-apps=2"}, "adapt apps (2)"},
+		{"retraining min above its cap", []string{"--retrain-min=9", "--retrain-cap=3"}, "retraining min 9 must not exceed max 3"},
+		{"bad adapt threshold", []string{"--adapt-thresholds=0.9,1.5"}, "adapt thresholds must be in (0, 1]"},
+		{"bad adapt factor", []string{"--adapt-cpu-factor=-2"}, "adapt CPU and memory factors"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := execute(t, newEvidenceCommand(), append(tc.args, "--out="+dir)...)

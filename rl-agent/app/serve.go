@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/pkg/store"
@@ -43,6 +44,9 @@ type serveOptions struct {
 	MaxWorkloads        int
 	MaxFrozenPolicies   int
 	InitialCheckpoint   string
+	// RetrainMin and RetrainMax bound each stay in Retraining, in
+	// episodes (server.Options.Retraining).
+	RetrainMin, RetrainMax int
 	// Policy is the kind of policy served: policy.KindPPO or
 	// policy.KindMetaPPO; empty means the kind of InitialCheckpoint, or PPO
 	// without one.
@@ -65,6 +69,8 @@ func newServeOptions() *serveOptions {
 		BatchWait:           d.BatchWait,
 		QueueSize:           d.QueueSize,
 		MaxWorkloads:        d.MaxWorkloads,
+		RetrainMin:          d.Retraining.Min,
+		RetrainMax:          d.Retraining.Max,
 		MaxFrozenPolicies:   d.MaxFrozenPolicies,
 	}
 }
@@ -86,6 +92,8 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED.")
 	fs.IntVar(&o.MaxFrozenPolicies, "max-frozen-policies", o.MaxFrozenPolicies, "Most frozen copies of the policy kept for Serving workloads, which act with the weights of their promotion while the policy trains on (one copy per version pinned, the size of the weights). A workload promoted when that many are pinned, none of the current version, shares the newest copy (logged and counted in aware_rlagent_frozen_policy_cap_shares_total).")
 	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
+	fs.IntVar(&o.RetrainMin, "retrain-min-episodes", o.RetrainMin, "After the detector fires, the defaults act for at least this many episodes (spec.rl.gates.episodeSteps ticks each) while the agent relearns from them, before the promotion gate may return the workload to the agent; 0: no minimum.")
+	fs.IntVar(&o.RetrainMax, "retrain-max-episodes", o.RetrainMax, "After this many episodes in Retraining the workload returns to the agent (OnlineTraining) even if the defaults never pass the promotion gate, e.g. because the change lowered what they attain; 0: only the gate returns it, and a workload whose defaults stay below the gate stays on them.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
 }
 
@@ -117,6 +125,9 @@ func (o *serveOptions) Validate() error {
 	}
 	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 || o.MaxFrozenPolicies < 1 {
 		errs = append(errs, errors.New("--max-batch, --queue-size, --max-workloads and --max-frozen-policies must be at least 1"))
+	}
+	if err := (lifecycle.RetrainingBounds{Min: o.RetrainMin, Max: o.RetrainMax}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--retrain-min-episodes, --retrain-max-episodes: %w", err))
 	}
 	switch o.Policy {
 	case "", policy.KindPPO, policy.KindMetaPPO:
@@ -192,6 +203,7 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		so.Learner = ppo
 	}
 	so.Store, so.Registerer, so.Seed = st, reg, o.Seed
+	so.Retraining = lifecycle.RetrainingBounds{Min: o.RetrainMin, Max: o.RetrainMax}
 	so.FlushInterval, so.MaxBatch, so.BatchWait, so.QueueSize, so.MaxWorkloads = o.CheckpointInterval, o.MaxBatch, o.BatchWait, o.QueueSize, o.MaxWorkloads
 	so.MaxFrozenPolicies = o.MaxFrozenPolicies
 	srv, err := server.New(so)

@@ -50,6 +50,8 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"no frozen policies", func(o *serveOptions) { o.MaxFrozenPolicies = 0 }, "--max-frozen-policies"},
 		{"meta-ppo", func(o *serveOptions) { o.Policy = "meta-ppo" }, ""},
 		{"unknown policy", func(o *serveOptions) { o.Policy = "ddpg" }, `--policy must be "ppo" or "meta-ppo", got "ddpg"`},
+		{"retraining min above max", func(o *serveOptions) { o.RetrainMin, o.RetrainMax = 5, 3 }, "--retrain-min-episodes, --retrain-max-episodes: retraining min 5 must not exceed max 3"},
+		{"retraining gate only", func(o *serveOptions) { o.RetrainMin, o.RetrainMax = 0, 0 }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newServeOptions()

@@ -31,6 +31,8 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.Float64Var(&o.Gates.PromoteMaxStdDev, prefix+"promote-max-stddev", o.Gates.PromoteMaxStdDev, "... and their standard deviation at most this")
 	fs.Float64Var(&o.Gates.RetrainBelowMean, prefix+"retrain-below-mean", o.Gates.RetrainBelowMean, "a serving app retrains when its mean episode reward falls below this")
 	fs.Float64Var(&o.Gates.RetrainAboveStdDev, prefix+"retrain-above-stddev", o.Gates.RetrainAboveStdDev, "... or their standard deviation rises above this")
+	fs.IntVar(&o.Retraining.Min, prefix+"retrain-min-episodes", o.Retraining.Min, "fewest episodes an app retrains (the fused default acts; the agent relearns from it) before the reward gate may return it to the agent; 0: no minimum")
+	fs.IntVar(&o.Retraining.Max, prefix+"retrain-max-episodes", o.Retraining.Max, "most episodes an app retrains before the agent acts again in OnlineTraining whatever the reward gate says; 0: no cap")
 	fs.IntVar(&o.EpisodeSteps, prefix+"episode-steps", o.EpisodeSteps, "decisions (windows) per episode")
 	fs.IntVar(&o.BatchEpisodes, prefix+"batch-episodes", o.BatchEpisodes, "episodes rolled out in parallel per PPO update")
 	fs.IntSliceVar(&o.Hidden, prefix+"hidden", o.Hidden, "widths of the actor's and critic's hidden layers")

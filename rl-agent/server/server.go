@@ -122,6 +122,11 @@ type Options struct {
 	FlushRecords int
 	// KeepRecords is how many experience records survive a compaction.
 	KeepRecords int
+	// Retraining bounds every workload's stays in Retraining: the defaults
+	// act for at least Min episodes before the promotion gate may return
+	// the workload to the agent, and after Max it returns whatever the
+	// gate says (lifecycle.RetrainingBounds; zero disables each).
+	Retraining lifecycle.RetrainingBounds
 	// MaxFrozenPolicies bounds the frozen copies of the policy that
 	// Serving workloads are pinned to (one per policy version pinned, each
 	// the size of the weights). A workload promoted while that many are
@@ -145,6 +150,7 @@ func DefaultOptions() Options {
 		// A copy of the default PPO is 11016 weights, 86 KiB (Meta-PPO:
 		// 12832, 100 KiB): 32 copies are under 3.2 MiB.
 		MaxFrozenPolicies: 32,
+		Retraining:        lifecycle.DefaultRetrainingBounds(),
 	}
 }
 
@@ -158,6 +164,9 @@ func (o *Options) validate() error {
 	}
 	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 || o.TrainQueue < 1 || o.FlushRecords < 1 || o.KeepRecords < 1 || o.MaxFrozenPolicies < 1 {
 		errs = append(errs, fmt.Errorf("batch, queue, workload, record and frozen-policy limits must be >= 1: %+v", *o))
+	}
+	if err := o.Retraining.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.BatchWait < 0 || o.FlushInterval <= 0 {
 		errs = append(errs, fmt.Errorf("batchWait must be >= 0 and flushInterval > 0"))
@@ -765,6 +774,9 @@ func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
+	if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
+		return nil, err // validated in New
+	}
 	a.SetWindowLen(s.windowLen)
 	s.agents[key] = a
 	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
@@ -1003,6 +1015,9 @@ func (s *Server) restore() error {
 		for _, st := range snap.Agents {
 			a, err := learn.RestoreAgent(st, s.opts.Steps)
 			if err != nil {
+				return fmt.Errorf("restore agent: %w", err)
+			}
+			if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
 				return fmt.Errorf("restore agent: %w", err)
 			}
 			// The trajectory is not in the checkpoint: the experience

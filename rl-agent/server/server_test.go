@@ -28,6 +28,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/agent"
 	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/pkg/store"
@@ -783,7 +784,8 @@ func TestExperiencePersistence(t *testing.T) {
 // and good rewards bring it back (→ OnlineTraining). Serving decisions are
 // greedy and Serving episodes queue no training.
 func TestLifecycleOverGRPC(t *testing.T) {
-	h := start(t, nil)
+	// The defaults act for at least 3 episodes of Retraining.
+	h := start(t, func(o *Options) { o.Retraining = lifecycle.RetrainingBounds{Min: 3} })
 	tick := 0
 	feed := func(n int, oom bool) *pb.ReportOutcomeResponse {
 		t.Helper()
@@ -825,13 +827,68 @@ func TestLifecycleOverGRPC(t *testing.T) {
 	if after != before {
 		t.Errorf("Serving episodes queued %v training jobs, want 0", after-before)
 	}
-	if r := feed(2, false); r.Stage != pb.Stage_STAGE_ONLINE_TRAINING {
+	// The gate passes after 2 good episodes, but the minimum holds it.
+	if r := feed(2, false); r.Stage != pb.Stage_STAGE_RETRAINING {
+		t.Fatalf("after 2 good Retraining episodes of at least 3: %v", r.Stage)
+	}
+	if r := feed(1, false); r.Stage != pb.Stage_STAGE_ONLINE_TRAINING {
 		t.Fatalf("after recovery: %v", r.Stage)
 	}
 	for _, tr := range [][2]string{{"Bootstrapping", "OnlineTraining"}, {"OnlineTraining", "Serving"}, {"Serving", "Retraining"}, {"Retraining", "OnlineTraining"}} {
 		if got := testutil.ToFloat64(h.srv.metrics.transitions.WithLabelValues(tr[0], tr[1])); got != 1 {
 			t.Errorf("transitions %s→%s = %v, want 1", tr[0], tr[1], got)
 		}
+	}
+}
+
+// TestRetrainingCap: a workload whose defaults never pass the promotion
+// gate after the detector fired returns to the agent after the cap, and a
+// restart keeps counting the episodes of the stay.
+func TestRetrainingCap(t *testing.T) {
+	dir := t.TempDir()
+	st, _, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bounds := func(o *Options) { o.Store, o.Retraining = st, lifecycle.RetrainingBounds{Max: 3} }
+	h := start(t, bounds)
+	tick := 0
+	feed := func(h *harness, n int, oom bool) *pb.ReportOutcomeResponse {
+		t.Helper()
+		var r *pb.ReportOutcomeResponse
+		for range n {
+			req := outcomeReq("web", tick)
+			if oom {
+				req.NextObservation.Containers[0].OomKills = 1
+			}
+			tick++
+			if r, err = h.client.ReportOutcome(ctx(t), req); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	feed(h, 4, false) // Bootstrapping → OnlineTraining → Serving
+	if r := feed(h, 2, true); r.Stage != pb.Stage_STAGE_RETRAINING {
+		t.Fatalf("after 2 OOM episodes: %v", r.Stage)
+	}
+	// One bad episode in Retraining; the gate fails (reward -1).
+	if r := feed(h, 1, true); r.Stage != pb.Stage_STAGE_RETRAINING {
+		t.Fatalf("after 1 bad Retraining episode: %v", r.Stage)
+	}
+	if err := h.srv.persist(true); err != nil {
+		t.Fatal(err)
+	}
+	st, _ = restartStore(t, h, st, dir)
+	h2 := start(t, bounds)
+	if r := feed(h2, 1, true); r.Stage != pb.Stage_STAGE_RETRAINING {
+		t.Fatalf("after 2 bad Retraining episodes across a restart: %v", r.Stage)
+	}
+	if r := feed(h2, 1, true); r.Stage != pb.Stage_STAGE_ONLINE_TRAINING {
+		t.Fatalf("after the cap of 3: %v", r.Stage)
+	}
+	if got := testutil.ToFloat64(h2.srv.metrics.transitions.WithLabelValues("Retraining", "OnlineTraining")); got != 1 {
+		t.Errorf("transitions Retraining→OnlineTraining = %v, want 1", got)
 	}
 }
 
