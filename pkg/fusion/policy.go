@@ -238,9 +238,36 @@ func (f *Fused) vertical(obs *workload.Observation, target float64) []workload.C
 		e.Target.CPU = max(e.Target.CPU*k, floor.CPU)
 		e.LowerBound.CPU = max(e.LowerBound.CPU*k, floor.CPU)
 		e.UpperBound.CPU = max(math.Min(e.UpperBound.CPU*k, f.rec.Options().HistogramMaxCPU()), floor.CPU)
-		out = append(out, vpa.Cap(e, p, co))
+		out = append(out, keepUnsampled(vpa.Cap(e, p, co), s, co))
 	}
 	return out
+}
+
+// keepUnsampled keeps the current request of a resource whose histogram
+// holds no sample yet. Rule 6 can leave the memory histogram empty while
+// the CPU one fills (every window so far CPU-saturated or violating the
+// SLO; a kill of saturated pods records no bump either), and an empty
+// histogram's percentile is 0, which the floor turns into the pod minimum
+// (250Mi): a cut of a container whose pods are being OOM-killed at their
+// limit, from which the policy never recovers because the saturated
+// windows that follow add no memory sample either. An empty CPU histogram
+// beside a filled memory one (an OOM kill with no pod ready) would cut CPU
+// the same way.
+func keepUnsampled(c workload.ContainerRecommendation, s *vpa.ContainerState, co *workload.ContainerObservation) workload.ContainerRecommendation {
+	for _, r := range []struct {
+		res   workload.Resource
+		empty bool
+	}{{workload.CPU, s.CPU().IsEmpty()}, {workload.Memory, s.Memory().IsEmpty()}} {
+		if !r.empty {
+			continue
+		}
+		cur := co.Requests.Get(r.res)
+		c.Target = c.Target.With(r.res, cur)
+		c.LowerBound = c.LowerBound.With(r.res, cur)
+		c.UpperBound = c.UpperBound.With(r.res, cur)
+		c.UncappedTarget = c.UncappedTarget.With(r.res, cur)
+	}
+	return c
 }
 
 // growCPU multiplies the controlled CPU targets by factor, within maxAllowed.

@@ -235,6 +235,22 @@ func SafeguardRefuses(obs *workload.Observation, c *workload.Constraints, a Acti
 	return false
 }
 
+// SafeguardRecommendation is what the safeguard applies when it refuses a
+// step: the allocation in force, as NoOp leaves it (replicas and requests
+// unchanged, within the constraints), from SourceSafeguard. The agent knows
+// no user allocation other than the one in force, so that is what FaaSRM's
+// "restore the user's allocation" keeps. It is not the default's
+// recommendation: that may itself shrink the container, by far more than
+// one step (the fused default, with no memory sample yet, recommends the
+// VPA's pod minimum), and so turn a refused 10% step into a cut of a
+// container that is at its limit, the very mistake the rule exists to
+// prevent. The action a learner should record for it is NoOp.
+func SafeguardRecommendation(obs *workload.Observation, c *workload.Constraints, steps Steps) workload.Recommendation {
+	rec := Apply(obs, c, NoOp, steps)
+	rec.Source = workload.SourceSafeguard
+	return rec
+}
+
 // Reward computes AWARE's reward for the window that next describes (the
 // outcome of the previous decision), with pkg/reward. Rates stand in for
 // counts: only the lost fraction matters.

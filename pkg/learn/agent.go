@@ -427,9 +427,12 @@ func (a *Agent) Decide(p Prepared, d *policy.Decision) (Result, error) {
 			return Result{}, fmt.Errorf("policy chose illegal action %d", d.Action)
 		}
 		if SafeguardRefuses(&p.obs, &p.cons, act) {
-			// FaaSRM: refuse the downward step and restore the user's
-			// allocation, which the default recommendation stands for.
-			useDefault("SafeguardPeakUsage", workload.SourceSafeguard)
+			// FaaSRM: refuse the downward step and keep the allocation
+			// in force (SafeguardRecommendation: not the default's,
+			// which may shrink further).
+			res.Recommendation = SafeguardRecommendation(&p.obs, &p.cons, a.steps)
+			res.Recommendation.Reason = "SafeguardPeakUsage"
+			res.Action = NoOp
 			break
 		}
 		res.Recommendation = Apply(&p.obs, &p.cons, act, a.steps)

@@ -40,7 +40,8 @@ type AgentOptions struct {
 // window it asks the fused default for its recommendation (part of the
 // state, pkg/learn.Encode), lets the learner choose a legal action (masks
 // from the constraints), and refuses a downward vertical step when the
-// safeguard says so, applying the default instead. It is what the serving
+// safeguard says so, keeping the allocation in force instead
+// (learn.SafeguardRecommendation). It is what the serving
 // agent does in the cluster, without gRPC. An Agent is not safe for
 // concurrent use; the learner is, so many Agents may share one.
 //
@@ -162,7 +163,9 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	}
 	act := learn.Action(dec.Action)
 	if !a.o.NoSafeguard && learn.SafeguardRefuses(&obs, &a.cons, act) {
-		useDefault(workload.SourceSafeguard)
+		// The transition records what was applied: no change.
+		d.Action = learn.NoOp
+		d.Recommendation = learn.SafeguardRecommendation(&obs, &a.cons, a.o.Steps)
 		return d, nil
 	}
 	d.Action = act

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -149,3 +150,57 @@ func (l metaLearner) BehaviourClone(batch []policy.MetaDemonstration) (policy.BC
 }
 
 func (l metaLearner) MarshalBinary() ([]byte, error) { return l.m.MarshalBinary() }
+
+func (l ppoLearner) Freeze() *policy.Frozen  { return l.p.Freeze() }
+func (l metaLearner) Freeze() *policy.Frozen { return l.m.Freeze() }
+
+// freezer is a learner whose current weights can be pinned, as the
+// rl-agent pins a workload's weights when it is promoted to Serving.
+type freezer interface {
+	Freeze() *policy.Frozen
+}
+
+// frozenLearner acts with weights pinned at a promotion to Serving. It
+// never trains: a Serving app's episodes do not train the shared learner.
+type frozenLearner struct {
+	f      *policy.Frozen
+	window int
+}
+
+var (
+	_ freezer = ppoLearner{}
+	_ freezer = metaLearner{}
+	_ Learner = frozenLearner{}
+)
+
+// freeze returns a learner pinned to l's current weights, or l itself when
+// it cannot be pinned (a test's stand-in).
+func freeze(l Learner) Learner {
+	if fz, ok := l.(freezer); ok {
+		return frozenLearner{f: fz.Freeze(), window: l.WindowLen()}
+	}
+	return l
+}
+
+func (l frozenLearner) Kind() string   { return l.f.Kind() }
+func (l frozenLearner) WindowLen() int { return l.window }
+
+func (l frozenLearner) Act(state []float64, window []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
+	ds, err := l.f.ActBatch([][]float64{state}, [][]policy.Step{window}, [][]bool{mask}, greedy, rng)
+	if err != nil {
+		return policy.Decision{}, err
+	}
+	return ds[0], nil
+}
+
+var errFrozen = errors.New("a frozen policy does not train")
+
+func (l frozenLearner) Update([]policy.MetaTransition) (policy.Stats, error) {
+	return policy.Stats{}, errFrozen
+}
+
+func (l frozenLearner) BehaviourClone([]policy.MetaDemonstration) (policy.BCStats, error) {
+	return policy.BCStats{}, errFrozen
+}
+
+func (l frozenLearner) MarshalBinary() ([]byte, error) { return l.f.MarshalBinary() }

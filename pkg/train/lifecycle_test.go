@@ -175,3 +175,46 @@ func TestScalingCostShapesOnlyTheLearningReward(t *testing.T) {
 		t.Fatal("the policy never added a replica; the test checks nothing")
 	}
 }
+
+// TestServingActsWithPinnedWeights: apps promoted to Serving act with the
+// weights that earned the promotion, however the shared learner trains
+// afterwards. Every app learns for its first two episodes (one batch) and
+// is then promoted, pinned to the initial weights, while that batch's
+// update changes the learner. Its later Serving episodes must then be
+// exactly those of a run that serves the initial weights from the start.
+func TestServingActsWithPinnedWeights(t *testing.T) {
+	o := tiny()
+	o.Episodes, o.BootstrapEpisodes, o.BatchEpisodes = 12, 0, 6
+	o.Gates.Window, o.Gates.PromoteMinMean, o.Gates.PromoteMaxStdDev = 2, -1, 2
+	o.Gates.RetrainBelowMean, o.Gates.RetrainAboveStdDev = -1, 2
+	init, err := NewLearner(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	initBytes := marshal(t, init)
+	fresh := func() Learner {
+		l, err := ParseLearner(initBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	o.Init = fresh()
+	trained := mustTrain(t, o)
+	if got := marshal(t, trained.Learner); string(got) == string(initBytes) {
+		t.Fatal("the first batch did not train the learner: the test proves nothing")
+	}
+	ref := o
+	ref.Init, ref.StartStage = fresh(), lifecycle.Serving
+	served := mustTrain(t, ref)
+	first := o.Apps * o.Gates.Window
+	for i := first; i < o.Episodes; i++ {
+		a, b := trained.Episodes[i], served.Episodes[i]
+		if a.Stage != lifecycle.Serving.String() || b.Stage != lifecycle.Serving.String() {
+			t.Fatalf("episode %d: stages %s and %s, want Serving", i, a.Stage, b.Stage)
+		}
+		if a.MeanReward != b.MeanReward {
+			t.Errorf("episode %d: reward %v, want %v (the initial weights that were promoted)", i, a.MeanReward, b.MeanReward)
+		}
+	}
+}

@@ -406,9 +406,11 @@ func TrainingApps(seed uint64, n int) ([]sim.App, error) {
 type spec struct {
 	index int
 	stage lifecycle.Stage
-	app   sim.App
-	kind  sim.TraceKind
-	seed  uint64
+	// pinned acts instead of the shared learner while the app is Serving.
+	pinned Learner
+	app    sim.App
+	kind   sim.TraceKind
+	seed   uint64
 }
 
 // rollout is one episode's experience.
@@ -465,6 +467,17 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 		machines[i] = m
 	}
 	booted := make([]int, len(apps))
+	// pinned[a] is app a's weights while it is Serving: pinned when the
+	// gate promoted it, as the rl-agent pins a workload's, so the shared
+	// learner's later updates (other apps' episodes) cannot change how a
+	// Serving app is served. An app that starts in Serving is pinned to
+	// the initial weights.
+	pinned := make([]Learner, len(apps))
+	if first == lifecycle.Serving {
+		for a := range pinned {
+			pinned[a] = freeze(learner)
+		}
+	}
 	simCfg := sim.DefaultConfig()
 	simCfg.Step = o.Step
 	simCfg.Resize = sim.ResizeMode(o.Resize)
@@ -520,10 +533,19 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 				planned[a]++
 			}
 			specs = append(specs, spec{
-				index: i, stage: stage, app: app,
+				index: i, stage: stage, app: app, pinned: pinned[a],
 				kind: sim.TraceKind(o.Traces[(a+i/len(apps))%len(o.Traces)]),
 				seed: mix(o.Seed, uint64(i)),
 			})
+		}
+		// Promotions in this batch pin the weights its episodes acted
+		// with, the ones the gate judged: before the batch's update.
+		var frozenNow Learner
+		pinNow := func() Learner {
+			if frozenNow == nil {
+				frozenNow = freeze(learner)
+			}
+			return frozenNow
 		}
 		outs := rolloutAll(ctx, learner, specs, simCfg, o, workers)
 		var boot, online []policy.MetaTransition
@@ -563,6 +585,12 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 				}
 			}
 			if moved {
+				switch {
+				case tr.To == lifecycle.Serving:
+					pinned[a] = pinNow()
+				case tr.From == lifecycle.Serving:
+					pinned[a] = nil
+				}
 				res.Changes = append(res.Changes, StageChange{
 					App: apps[a].Name, Episode: r.ep.Index, From: tr.From.String(), To: tr.To.String(),
 					Reason: tr.Reason, Mean: tr.Mean, StdDev: tr.StdDev,
@@ -629,7 +657,11 @@ func rolloutAll(ctx context.Context, l Learner, specs []spec, cfg sim.Config, o 
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				outs[i] = runEpisode(ctx, l, specs[i], cfg, o)
+				el := l
+				if specs[i].stage == lifecycle.Serving && specs[i].pinned != nil {
+					el = specs[i].pinned
+				}
+				outs[i] = runEpisode(ctx, el, specs[i], cfg, o)
 			}
 		}()
 	}

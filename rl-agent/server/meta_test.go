@@ -161,7 +161,7 @@ func TestMetaPPOServer(t *testing.T) {
 	want := learn.Apply(&in.obs, &in.constraints, learn.Action(d.Action), learn.DefaultSteps())
 	wantSource := pb.Source_SOURCE_AGENT
 	if learn.SafeguardRefuses(&in.obs, &in.constraints, learn.Action(d.Action)) {
-		want, wantSource = in.def, pb.Source_SOURCE_SAFEGUARD
+		want, wantSource = learn.SafeguardRecommendation(&in.obs, &in.constraints, learn.DefaultSteps()), pb.Source_SOURCE_SAFEGUARD
 	}
 	r, err := h2.client.Recommend(ctx(t), req)
 	if err != nil || r.Stage != pb.Stage_STAGE_SERVING || r.PolicyVersion != pinned.name {

@@ -327,8 +327,10 @@ func TestRecommendStages(t *testing.T) {
 		if n := r.Recommendation.Replicas; n < 1 || n > 10 {
 			t.Fatalf("replicas %d outside [1, 10]", n)
 		}
+		// The safeguard keeps the allocation in force (here also the
+		// default's).
 		if r.Source == pb.Source_SOURCE_SAFEGUARD && !sameAllocation(r.Recommendation, defaultRec()) {
-			t.Fatalf("safeguard did not restore the default: %v", r.Recommendation)
+			t.Fatalf("safeguard did not keep the allocation in force: %v", r.Recommendation)
 		}
 		if c := r.Recommendation.Containers[0].Target.CpuCores; r.Source == pb.Source_SOURCE_AGENT && c < 1-1e-9 {
 			t.Fatalf("agent lowered CPU to %v with peak at 95%% of the request", c)
