@@ -370,13 +370,7 @@ func (m *Machine) RecordEpisode(reward float64, now time.Time) (Transition, bool
 // never score steadily enough (a bursty trace, a tight SLO) still reaches
 // the agent. It reports false, and changes nothing, in any other stage.
 func (m *Machine) EndBootstrap(now time.Time) (Transition, bool) {
-	if m.st.Stage != Bootstrapping {
-		return Transition{}, false
-	}
-	mean, std := meanStd(m.st.Window)
-	tr := Transition{From: Bootstrapping, To: OnlineTraining, Time: now, Episode: m.st.Episodes, Mean: mean, StdDev: std, Reason: "BootstrapCapReached"}
-	m.enter(OnlineTraining, now)
-	return tr, true
+	return m.end(Bootstrapping, "BootstrapCapReached", now)
 }
 
 // EndRetraining returns a workload that is still Retraining to
@@ -385,11 +379,17 @@ func (m *Machine) EndBootstrap(now time.Time) (Transition, bool) {
 // EndBootstrap for a caller that decides the end itself. It reports
 // false, and changes nothing, in any other stage.
 func (m *Machine) EndRetraining(now time.Time) (Transition, bool) {
-	if m.st.Stage != Retraining {
+	return m.end(Retraining, "RetrainingCapReached", now)
+}
+
+// end moves a workload in stage from to OnlineTraining without the gate,
+// for reason; in any other stage it reports false and changes nothing.
+func (m *Machine) end(from Stage, reason string, now time.Time) (Transition, bool) {
+	if m.st.Stage != from {
 		return Transition{}, false
 	}
 	mean, std := meanStd(m.st.Window)
-	tr := Transition{From: Retraining, To: OnlineTraining, Time: now, Episode: m.st.Episodes, Mean: mean, StdDev: std, Reason: "RetrainingCapReached"}
+	tr := Transition{From: from, To: OnlineTraining, Time: now, Episode: m.st.Episodes, Mean: mean, StdDev: std, Reason: reason}
 	m.enter(OnlineTraining, now)
 	return tr, true
 }

@@ -789,22 +789,7 @@ func TestLifecycleOverGRPC(t *testing.T) {
 	// The defaults act for at least 3 episodes of Retraining.
 	h := start(t, func(o *Options) { o.Retraining = lifecycle.RetrainingBounds{Min: 3} })
 	tick := 0
-	feed := func(n int, oom bool) *pb.ReportOutcomeResponse {
-		t.Helper()
-		var r *pb.ReportOutcomeResponse
-		for range n {
-			req := outcomeReq("web", tick)
-			if oom {
-				req.NextObservation.Containers[0].OomKills = 1
-			}
-			tick++
-			var err error
-			if r, err = h.client.ReportOutcome(ctx(t), req); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return r
-	}
+	feed := func(n int, oom bool) *pb.ReportOutcomeResponse { return feedOutcomes(t, h, &tick, n, oom) }
 	if r := feed(2, false); r.Stage != pb.Stage_STAGE_ONLINE_TRAINING {
 		t.Fatalf("after 2 good episodes: %v", r.Stage)
 	}
@@ -855,21 +840,7 @@ func TestRetrainingCap(t *testing.T) {
 	bounds := func(o *Options) { o.Store, o.Retraining = st, lifecycle.RetrainingBounds{Max: 3} }
 	h := start(t, bounds)
 	tick := 0
-	feed := func(h *harness, n int, oom bool) *pb.ReportOutcomeResponse {
-		t.Helper()
-		var r *pb.ReportOutcomeResponse
-		for range n {
-			req := outcomeReq("web", tick)
-			if oom {
-				req.NextObservation.Containers[0].OomKills = 1
-			}
-			tick++
-			if r, err = h.client.ReportOutcome(ctx(t), req); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return r
-	}
+	feed := func(h *harness, n int, oom bool) *pb.ReportOutcomeResponse { return feedOutcomes(t, h, &tick, n, oom) }
 	feed(h, 4, false) // Bootstrapping → OnlineTraining → Serving
 	if r := feed(h, 2, true); r.Stage != pb.Stage_STAGE_RETRAINING {
 		t.Fatalf("after 2 OOM episodes: %v", r.Stage)
@@ -892,6 +863,26 @@ func TestRetrainingCap(t *testing.T) {
 	if got := testutil.ToFloat64(h2.srv.metrics.transitions.WithLabelValues("Retraining", "OnlineTraining")); got != 1 {
 		t.Errorf("transitions Retraining→OnlineTraining = %v, want 1", got)
 	}
+}
+
+// feedOutcomes reports n outcomes of workload "web" from tick *tick on,
+// each an episode at the test gates; oom makes each window OOM-kill (reward
+// -1). It returns the last answer.
+func feedOutcomes(t *testing.T, h *harness, tick *int, n int, oom bool) *pb.ReportOutcomeResponse {
+	t.Helper()
+	var r *pb.ReportOutcomeResponse
+	for range n {
+		req := outcomeReq("web", *tick)
+		if oom {
+			req.NextObservation.Containers[0].OomKills = 1
+		}
+		*tick++
+		var err error
+		if r, err = h.client.ReportOutcome(ctx(t), req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
 }
 
 // TestInterceptorCounts checks the interceptor's cached series against the
