@@ -380,20 +380,20 @@ func startEmulator(t *testing.T, ns string, sel labels.Selector, rate float64) *
 	if addr == "" {
 		t.Fatal("the testbed env sets no AWARE_EMULATOR_ADDR")
 	}
-	return runSteadyEmulator(t, ns, sel, rate, addr)
+	return runSteadyEmulator(t, ns, sel, loopApp, rate, addr)
 }
 
-// runSteadyEmulator runs the workload emulator in-process against the real
-// API server at a steady rate until the test ends, serving its metrics on
-// metricsAddr unless that is empty, and returns once it has modelled a
-// window.
-func runSteadyEmulator(t *testing.T, ns string, sel labels.Selector, rate float64, metricsAddr string) *emulator.Emulator {
+// runSteadyEmulator runs the workload emulator of app in-process against
+// the real API server at a steady rate until the test ends, serving its
+// metrics on metricsAddr unless that is empty, and returns once it has
+// modelled a window.
+func runSteadyEmulator(t *testing.T, ns string, sel labels.Selector, app sim.App, rate float64, metricsAddr string) *emulator.Emulator {
 	t.Helper()
 	tr, err := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: rate, Steps: 1, Step: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	em, err := emulator.New(tb.Client, emulator.Config{Namespace: ns, Selector: sel, App: loopApp, Trace: tr, Seed: 1})
+	em, err := emulator.New(tb.Client, emulator.Config{Namespace: ns, Selector: sel, App: app, Trace: tr, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func (w *mpaWorkload) get(ctx context.Context) (*v1alpha1.MultidimPodAutoscaler,
 // read usage through metrics.k8s.io only.
 func runEmulator(t *testing.T, ns string, sel labels.Selector, rate float64) *emulator.Emulator {
 	t.Helper()
-	return runSteadyEmulator(t, ns, sel, rate, "")
+	return runSteadyEmulator(t, ns, sel, loopApp, rate, "")
 }
 
 // waitRecommendation waits for a recommendation (RecommendationProvided

@@ -192,7 +192,9 @@ func WaitFor(ctx context.Context, timeout, interval time.Duration, what string, 
 			return fmt.Errorf("%s: %w", what, err)
 		case ok:
 			return nil
-		case err != nil:
+		case err != nil && (last == nil || ctx.Err() == nil):
+			// A poll cut short by the deadline fails only because of it;
+			// the error before it says why the condition never held.
 			last = err
 		}
 		select {
