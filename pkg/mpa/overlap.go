@@ -35,8 +35,8 @@ func TargetOf(m *v1alpha1.MultidimPodAutoscaler) (t Target, ok bool) {
 	return Target{Namespace: m.Namespace, Group: gv.Group, Kind: r.Kind, Name: r.Name}, true
 }
 
-// Older reports whether a governs a target before b.
-func Older(a, b *v1alpha1.MultidimPodAutoscaler) bool {
+// older reports whether a governs a target before b.
+func older(a, b *v1alpha1.MultidimPodAutoscaler) bool {
 	ta, tb := a.CreationTimestamp, b.CreationTimestamp
 	if !ta.Equal(&tb) {
 		return ta.Before(&tb)
@@ -49,7 +49,7 @@ func Older(a, b *v1alpha1.MultidimPodAutoscaler) bool {
 func Oldest(ms []*v1alpha1.MultidimPodAutoscaler) *v1alpha1.MultidimPodAutoscaler {
 	var o *v1alpha1.MultidimPodAutoscaler
 	for _, m := range ms {
-		if o == nil || Older(m, o) {
+		if o == nil || older(m, o) {
 			o = m
 		}
 	}
@@ -62,7 +62,7 @@ func Shadowed(all []*v1alpha1.MultidimPodAutoscaler) map[types.UID]*v1alpha1.Mul
 	governing := make(map[Target]*v1alpha1.MultidimPodAutoscaler, len(all))
 	for _, m := range all {
 		if t, ok := TargetOf(m); ok {
-			if g := governing[t]; g == nil || Older(m, g) {
+			if g := governing[t]; g == nil || older(m, g) {
 				governing[t] = m
 			}
 		}

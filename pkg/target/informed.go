@@ -91,8 +91,11 @@ func scaleOf(m metav1.ObjectMeta, replicas *int32, sel *metav1.LabelSelector, st
 }
 
 // cachedScale answers ref from a synced watch, if it is an informed kind
-// the cache holds.
+// the cache holds; an invalid ref is left to /scale's validation.
 func (r *Resolver) cachedScale(namespace string, ref *autoscalingv1.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, bool) {
+	if ref == nil || ref.Name == "" {
+		return nil, schema.GroupResource{}, false
+	}
 	r.mu.Lock()
 	k, ok := r.informed[ref.Kind]
 	r.mu.Unlock()

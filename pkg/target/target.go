@@ -160,9 +160,6 @@ func NewForConfig(cfg *rest.Config, opts ...Option) (*Resolver, error) {
 // GetScale returns the target's scale subresource and the group/resource it
 // was resolved to.
 func (r *Resolver) GetScale(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, error) {
-	if err := validateRef(ref); err != nil {
-		return nil, schema.GroupResource{}, err
-	}
 	if s, gr, ok := r.cachedScale(namespace, ref); ok {
 		r.watchReads.Add(1)
 		return s, gr, nil

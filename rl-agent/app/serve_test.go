@@ -371,13 +371,7 @@ func TestServeFromInitialCheckpoint(t *testing.T) {
 	if _, err := pb.NewAgentServiceClient(conn).Recommend(ctx, request()); err != nil {
 		t.Fatal(err)
 	}
-	if err := stop(); err != nil {
-		t.Fatalf("serve returned %v", err)
-	}
-	state, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	state := stopForState(t, stop, dir)
 
 	// Without the flag the default architecture cannot take the state.
 	refusedStart(ctx, t, dir, state, args[:len(args)-2]...)
@@ -421,13 +415,7 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 	if err != nil || st.Status.Transitions != 1 {
 		t.Fatalf("status %v, %v", st, err)
 	}
-	if err := stop(); err != nil {
-		t.Fatalf("serve returned %v", err)
-	}
-	state, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	state := stopForState(t, stop, dir)
 	if !bytes.Contains(state, []byte(`"policy":`)) {
 		t.Fatalf("checkpoint without a policy: %.200s", state)
 	}
@@ -472,13 +460,7 @@ func TestServeFreshMetaPPO(t *testing.T) {
 	if _, err := c.Recommend(ctx, request()); err != nil {
 		t.Fatal(err)
 	}
-	if err := stop(); err != nil {
-		t.Fatalf("serve returned %v", err)
-	}
-	state, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	state := stopForState(t, stop, dir)
 	refusedStart(ctx, t, dir, state, base...)
 	refusedStart(ctx, t, dir, state, append(slices.Clone(base), "--policy", "ppo")...)
 
@@ -509,6 +491,20 @@ func startServe(t *testing.T, dir string, extra ...string) (base []string, stop 
 	t.Cleanup(func() { conn.Close() })
 	waitServing(t, conn)
 	return base, stop, conn
+}
+
+// stopForState stops serve, which must return cleanly, and returns the
+// checkpoint it left in dir.
+func stopForState(t *testing.T, stop func() error, dir string) []byte {
+	t.Helper()
+	if err := stop(); err != nil {
+		t.Fatalf("serve returned %v", err)
+	}
+	state, err := os.ReadFile(filepath.Join(dir, "state.ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return state
 }
 
 // refusedStart runs serve with args and requires it to refuse the state in
