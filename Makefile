@@ -20,6 +20,22 @@ build: ## Build the four binaries into bin/.
 	@mkdir -p $(BIN)
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./,$(BINARIES))
 
+.PHONY: check
+check: ## Everything CI runs, set-up included: deps, unit tests, verify, lint, fuzz, e2e.
+	hack/install-deps_test.sh
+	hack/install-deps.sh
+	$(MAKE) test
+	$(MAKE) verify
+	$(MAKE) lint
+	$(MAKE) fuzz
+	@# Builds the control plane from its Go modules on the first run (cached
+	@# in ~/.cache/aware by version), then runs the end-to-end tests on it.
+	$(MAKE) e2e
+
+.PHONY: deps
+deps: ## Install the Debian packages and pinned Go tools the tests need, and check them by name.
+	hack/install-deps.sh
+
 .PHONY: test
 test: ## Run unit and integration tests with the race detector (not e2e).
 	go test -race -count=1 -timeout 20m $(UNIT_PKGS)
