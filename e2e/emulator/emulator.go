@@ -317,7 +317,12 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 			if l, ok := c.Resources.Limits[corev1.ResourceMemory]; ok {
 				memLimit = float64(l.Value())
 			}
-			w := app.ServePod(lam, st.backlog, capacity, memLimit, dt, timeout, e.rng.NormFloat64())
+			// The emulator publishes expected counts: the window's
+			// arrivals are its mean, lam·dt.
+			w := app.ServePod(sim.PodInput{
+				Rate: lam, Arrived: lam * dt, Backlog: st.backlog,
+				CPU: capacity, MemoryLimit: memLimit, Z: e.rng.NormFloat64(),
+			}, dt, timeout)
 			st.backlog = w.Backlog
 			st.rate = lam
 			st.arrivals += lam * dt

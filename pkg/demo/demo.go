@@ -64,11 +64,13 @@ type Options struct {
 	Step time.Duration
 	// Traces are the trace kinds; every app runs under each of them.
 	Traces []string
-	// AzureCSV, when set, names an Azure Functions 2019 invocation file
-	// (invocations_per_function_md.anon.d*.csv); every app then also runs
-	// under one of its functions (assigned round-robin among functions with
-	// any invocations), scaled so that its mean rate is the app's base rate.
-	AzureCSV string
+	// Azure, when its invocations file is set, names files of one day of
+	// the Azure Functions 2019 trace; every app then also runs under one of
+	// its functions (assigned round-robin among the usable ones, see
+	// sim.LoadAzure), scaled so that its mean rate is the app's base rate,
+	// with the function's measured execution time and its app's memory
+	// when those files are given (sim.App.WithMeasured).
+	Azure sim.AzureFiles
 	// Policies are evaluated in this order.
 	Policies []string
 	// Extra contenders (for instance a trained agent) run after Policies.
@@ -81,7 +83,9 @@ type Options struct {
 	// Resize is how vertical changes reach pods (Restart or InPlace).
 	Resize string
 	// SeriesApp is the index, among the evaluated apps, of the app whose
-	// time series is plotted, under trace kind SeriesTrace.
+	// time series is plotted, under trace kind SeriesTrace; an empty
+	// SeriesTrace follows Traces: flash-crowd if it is among them, else the
+	// first.
 	SeriesApp   int
 	SeriesTrace string
 	// Progress draws a bar on stderr.
@@ -124,7 +128,6 @@ func DefaultOptions() Options {
 		Traces:      kinds,
 		Policies:    DefaultPolicies(),
 		Resize:      string(sim.ResizeRestart),
-		SeriesTrace: string(sim.FlashCrowd),
 		Progress:    true,
 		Agent:       &AgentOptions{Train: train.DefaultOptions()},
 	}
@@ -164,7 +167,7 @@ func (o *Options) Validate() error {
 	if o.SeriesApp < 0 || o.SeriesApp >= max(o.Apps, 1) {
 		errs = append(errs, fmt.Errorf("series app must be in [0, %d), got %d", o.Apps, o.SeriesApp))
 	}
-	if !slices.Contains(o.Traces, o.SeriesTrace) {
+	if o.SeriesTrace != "" && !slices.Contains(o.Traces, o.SeriesTrace) {
 		errs = append(errs, fmt.Errorf("series trace %q is not among the traces %v", o.SeriesTrace, o.Traces))
 	}
 	if o.Workers < 0 {
@@ -176,6 +179,17 @@ func (o *Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// seriesTrace is the trace kind whose time series is plotted.
+func (o *Options) seriesTrace() string {
+	switch {
+	case o.SeriesTrace != "":
+		return o.SeriesTrace
+	case slices.Contains(o.Traces, string(sim.FlashCrowd)):
+		return string(sim.FlashCrowd)
+	}
+	return o.Traces[0]
 }
 
 // contender builds the named built-in policy.
@@ -196,7 +210,7 @@ func contender(name string) eval.Contender {
 }
 
 // Runs returns the runs the demo evaluates: the first o.Apps held-out apps,
-// each under every trace kind of o.Traces and then, with o.AzureCSV, under an
+// each under every trace kind of o.Traces and then, with o.Azure, under an
 // Azure function's trace; app-major.
 func Runs(o Options) ([]eval.Run, error) {
 	n := max(sim.DefaultAppCount, 5*o.Apps) // every fifth app is held out
@@ -226,49 +240,27 @@ func Runs(o Options) ([]eval.Run, error) {
 			runs = append(runs, eval.Run{App: apps[i], Trace: &tr, Seed: seed})
 		}
 		if len(azure) > 0 {
-			f := &azure[(held-1)%len(azure)]
-			var total float64
-			for _, c := range f.Counts {
-				total += c
-			}
-			tr, err := f.Trace(o.Step, apps[i].BaseRate/(total/float64(len(f.Counts))/60))
+			w := &azure[(held-1)%len(azure)]
+			app, tr, err := w.Run(apps[i], o.Step, o.Steps, 0)
 			if err != nil {
 				return nil, err
 			}
-			tr.Rates = tr.Rates[:o.Steps]
-			runs = append(runs, eval.Run{App: apps[i], Trace: &tr, Seed: (o.Seed*1_000_003+uint64(i))*16 + 15})
+			runs = append(runs, eval.Run{App: app, Trace: &tr, Seed: (o.Seed*1_000_003+uint64(i))*16 + 15})
 		}
 	}
 	return runs, nil
 }
 
-// readAzure loads the functions of o.AzureCSV that have any invocations.
-func readAzure(o Options) ([]sim.AzureFunction, error) {
-	if o.AzureCSV == "" {
-		return nil, nil
-	}
-	f, err := os.Open(o.AzureCSV)
-	if err != nil {
+// readAzure loads the usable functions of o.Azure.
+func readAzure(o Options) ([]sim.AzureWorkload, error) {
+	ws, err := sim.LoadAzure(o.Azure)
+	if err != nil || ws == nil {
 		return nil, err
 	}
-	defer f.Close()
-	all, err := sim.ReadAzureCSV(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", o.AzureCSV, err)
-	}
-	var active []sim.AzureFunction
-	for _, fn := range all {
-		if slices.ContainsFunc(fn.Counts, func(c float64) bool { return c > 0 }) {
-			active = append(active, fn)
-		}
-	}
-	if len(active) == 0 {
-		return nil, fmt.Errorf("%s: no function has any invocations", o.AzureCSV)
-	}
 	if limit := sim.AzureMinutes * int(time.Minute/o.Step); o.Steps > limit {
-		return nil, fmt.Errorf("%s: a day of per-minute counts covers %d windows of %s, fewer than the %d steps asked", o.AzureCSV, limit, o.Step, o.Steps)
+		return nil, fmt.Errorf("%s: a day of per-minute counts covers %d windows of %s, fewer than the %d steps asked", o.Azure.Invocations, limit, o.Step, o.Steps)
 	}
-	return active, nil
+	return ws, nil
 }
 
 // trainOptions are the agent's training options with the demo's seed,
@@ -277,6 +269,7 @@ func (o *Options) trainOptions() train.Options {
 	t := o.Agent.Train
 	t.Seed, t.Step, t.Resize = o.Seed, o.Step, o.Resize
 	t.Traces = slices.Clone(o.Traces)
+	t.Azure = o.Azure
 	return t
 }
 
@@ -356,7 +349,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	cfg.Resize = sim.ResizeMode(o.Resize)
 	hours := float64(o.Steps) * o.Step.Hours()
 	traces := slices.Clone(o.Traces)
-	if o.AzureCSV != "" {
+	if o.Azure.Invocations != "" {
 		traces = append(traces, "azure")
 	}
 	npol := len(cs)
@@ -375,7 +368,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		agentFiles = files
 	}
 
-	series := o.SeriesApp*len(traces) + slices.Index(o.Traces, o.SeriesTrace)
+	series := o.SeriesApp*len(traces) + slices.Index(o.Traces, o.seriesTrace())
 	eo := eval.Options{Config: cfg, Workers: o.Workers, SeriesRun: series}
 	if o.Progress {
 		eo.Progress = NewProgressBar(stderr)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/train"
 )
 
@@ -137,7 +138,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"no apps", func(o *Options) { o.Apps = 0 }, "apps must be > 0"},
 		{"unknown policy", func(o *Options) { o.Policies = []string{"hpa", "magic"} }, `unknown policy "magic"`},
 		{"unknown trace", func(o *Options) { o.Traces = []string{"sawtooth"} }, `unknown trace kind "sawtooth"`},
-		{"series trace not run", func(o *Options) { o.Traces = []string{"steady"} }, "series trace"},
+		{"series trace not run", func(o *Options) { o.Traces, o.SeriesTrace = []string{"steady"}, "bursty" }, `series trace "bursty" is not among`},
+		{"default series trace follows the traces", func(o *Options) { o.Traces = []string{"steady"} }, ""},
 		{"bad resize", func(o *Options) { o.Resize = "Sometimes" }, "resize must be"},
 		{"series app out of range", func(o *Options) { o.SeriesApp = o.Apps }, "series app"},
 		{"bad agent training", func(o *Options) { o.Agent.Train.Episodes = 0 }, "agent training: episodes must be > 0"},
@@ -157,6 +159,23 @@ func TestOptionsValidate(t *testing.T) {
 				t.Errorf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestSeriesTraceFollowsTraces(t *testing.T) {
+	for _, tc := range []struct {
+		traces []string
+		series string
+		want   string
+	}{
+		{[]string{"steady", "flash-crowd"}, "", "flash-crowd"},
+		{[]string{"steady", "ramp"}, "", "steady"},
+		{[]string{"steady", "ramp"}, "ramp", "ramp"},
+	} {
+		o := Options{Traces: tc.traces, SeriesTrace: tc.series}
+		if got := o.seriesTrace(); got != tc.want {
+			t.Errorf("traces %v, series %q: plotted %q, want %q", tc.traces, tc.series, got, tc.want)
+		}
 	}
 }
 
@@ -209,7 +228,7 @@ func azureCSV(t *testing.T) string {
 func TestRunsAzure(t *testing.T) {
 	o := tinyOptions()
 	o.Steps = 960 // four hours: two calm hours, two busy ones
-	o.AzureCSV = azureCSV(t)
+	o.Azure.Invocations = azureCSV(t)
 	runs, err := Runs(o)
 	if err != nil {
 		t.Fatal(err)
@@ -233,8 +252,43 @@ func TestRunsAzure(t *testing.T) {
 	if _, err := Runs(o); err == nil || !strings.Contains(err.Error(), "covers 5760 windows") {
 		t.Errorf("error %v, want one about the day's length", err)
 	}
-	o.AzureCSV = filepath.Join(t.TempDir(), "missing.csv")
+	o.Azure.Invocations = filepath.Join(t.TempDir(), "missing.csv")
 	if _, err := Runs(o); err == nil {
 		t.Error("a missing file was accepted")
+	}
+}
+
+// TestRunsAzureMeasured: with the durations and memory files, each app's
+// Azure run has its function's measured execution time and memory.
+func TestRunsAzureMeasured(t *testing.T) {
+	o := tinyOptions()
+	o.Steps = 100
+	files, err := sim.WriteAzureFixture(t.TempDir(), 4, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Azure = files
+	ws, err := sim.LoadAzure(files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Runs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, r := range []eval.Run{runs[2], runs[5]} {
+		w := ws[k]
+		if r.Trace.Name != "azure:"+w.Function {
+			t.Fatalf("run %d: trace %s, want azure:%s", k, r.Trace.Name, w.Function)
+		}
+		if d := r.App.CPUSeconds + r.App.IOWait; math.Abs(d-w.Measured.Duration) > 1e-12 {
+			t.Errorf("%s: execution time %g, want the measured %g", r.App.Name, d, w.Measured.Duration)
+		}
+		if r.App.BaseMemory != w.Measured.IdleMemory {
+			t.Errorf("%s: base memory %g, want the measured %g", r.App.Name, r.App.BaseMemory, w.Measured.IdleMemory)
+		}
+		if runs[3*k].App.BaseMemory == r.App.BaseMemory {
+			t.Errorf("%s: the generated runs share the measured app", r.App.Name)
+		}
 	}
 }

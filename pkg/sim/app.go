@@ -91,6 +91,8 @@ type App struct {
 	Requests    workload.Resources
 	Limits      workload.Resources
 	Constraints workload.Constraints
+
+	sizing sizing
 }
 
 // Validate rejects apps the model cannot run.
@@ -174,22 +176,11 @@ func generateApp(rng *rand.Rand, i int, profiles []Profile) App {
 	a.Replicas = int32(1 + rng.IntN(3))
 	a.Requests.CPU = cpuReqs[rng.IntN(len(cpuReqs))]
 	a.Limits.CPU = a.Requests.CPU * []float64{1, 1.5, 2}[rng.IntN(3)]
-	// The SLO is a multiple of the p95 an unloaded pod with the initial limit
-	// achieves, so it is always reachable with enough capacity.
-	unloaded := a.IOWait + p95Factor*a.CPUSeconds/a.Limits.CPU
-	a.SLO = unloaded * (1.5 + 1.5*rng.Float64())
-
-	// Mean load puts the initial deployment at 30–90% of its CPU limits.
-	rho := 0.3 + 0.6*rng.Float64()
-	a.BaseRate = min(max(rho*float64(a.Replicas)*a.Limits.CPU/a.CPUSeconds, 0.5), 400)
-
-	// The user sized memory for the in-flight requests of the mean load (at
-	// least eight), with 20–120% to spare; peaks may still exceed it.
-	perPod := a.BaseRate / float64(a.Replicas)
-	svc := a.CPUSeconds / a.Limits.CPU
-	inflight := perPod * (a.IOWait + svc/(1-math.Min(perPod*svc, rhoMax)))
-	a.Requests.Memory = roundUp((a.BaseMemory+math.Max(8, inflight)*a.MemoryPerRequest)*(1.2+rng.Float64()), 32*mib)
-	a.Limits.Memory = a.Requests.Memory * []float64{1, 1.25, 1.5}[rng.IntN(3)]
+	a.sizing.sloFactor = 1.5 + 1.5*rng.Float64()
+	a.sizing.rho = 0.3 + 0.6*rng.Float64()
+	a.sizing.memorySpare = 1.2 + rng.Float64()
+	a.sizing.memoryLimitRatio = []float64{1, 1.25, 1.5}[rng.IntN(3)]
+	a.size()
 
 	a.Constraints = workload.Constraints{
 		MinReplicas: 1,
@@ -202,6 +193,42 @@ func generateApp(rng *rand.Rand, i int, profiles []Profile) App {
 		}},
 	}
 	return a
+}
+
+// sizing holds the random choices that size an app's deployment from its
+// per-request demand, so that an app given measured demand (WithMeasured)
+// is sized by the same choices.
+type sizing struct {
+	// sloFactor is the SLO over the unloaded p95; rho the initial
+	// deployment's mean utilisation of its CPU limits; memorySpare the
+	// memory request over what the mean load's in-flight requests hold;
+	// memoryLimitRatio the memory limit over the request.
+	sloFactor, rho, memorySpare, memoryLimitRatio float64
+}
+
+// size derives the SLO, base rate and memory request and limit from the
+// per-request demand, the replicas, the CPU limit and a.sizing.
+func (a *App) size() {
+	// The SLO is a multiple of the p95 an unloaded pod with the initial limit
+	// achieves, so it is always reachable with enough capacity.
+	unloaded := a.IOWait + p95Factor*a.CPUSeconds/a.Limits.CPU
+	a.SLO = unloaded * a.sizing.sloFactor
+
+	// Mean load puts the initial deployment at 30–90% of its CPU limits.
+	a.BaseRate = min(max(a.sizing.rho*float64(a.Replicas)*a.Limits.CPU/a.CPUSeconds, 0.5), 400)
+
+	// The user sized memory for the in-flight requests of the mean load (at
+	// least eight), with 20–120% to spare; peaks may still exceed it.
+	a.Requests.Memory = roundUp((a.BaseMemory+math.Max(8, a.meanInFlight())*a.MemoryPerRequest)*a.sizing.memorySpare, 32*mib)
+	a.Limits.Memory = a.Requests.Memory * a.sizing.memoryLimitRatio
+}
+
+// meanInFlight is the requests one pod of the initial deployment holds on
+// average at the base rate.
+func (a *App) meanInFlight() float64 {
+	perPod := a.BaseRate / float64(max(a.Replicas, 1))
+	svc := a.CPUSeconds / a.Limits.CPU
+	return perPod * (a.IOWait + svc/(1-math.Min(perPod*svc, rhoMax)))
 }
 
 // HeldOut reports whether app index i belongs to the held-out evaluation set

@@ -20,8 +20,9 @@
 //     delay.
 //
 //  3. Draw the window's arrivals A ~ Poisson(λ·dt) from the trace rate λ and
-//     split them evenly over Ready pods (round-robin load balancing), λi each.
-//     With no Ready pod every arrival fails.
+//     split them evenly over Ready pods (round-robin load balancing): each
+//     pod is offered the rate λi = λ/ready and receives Ai = A/ready. With no
+//     Ready pod every arrival fails.
 //
 //  4. Serve each Ready pod as an M/G/1 processor-sharing queue whose capacity
 //     c is its CPU limit in cores (a request's work may use all of it). On a
@@ -31,11 +32,23 @@
 //
 //     S  = cpuSeconds / c                      service time alone
 //     ρ  = λi·S                                utilisation of the limit
-//     B' = max(0, B + (λi − 1/S)·dt)           fluid backlog beyond capacity
+//     O  = λi·dt if ρ ≤ ρmax, else Ai          what the fluid backlog sees
+//     B' = max(0, B + O − dt/S)                fluid backlog beyond capacity
+//     C  = Ai + B − B' − dropped               completed requests
 //     R  = W + S/(1 − min(ρ, ρmax)) + S·(B+B')/2   mean response time
-//     N  = λi·(W + S/(1 − min(ρ, ρmax))) + B'  requests in flight (Little)
+//     N  = C/dt · R                            requests in flight (Little)
 //     ws = base + perRequest·N                 memory working set
-//     CPU usage = completed·cpuSeconds/dt ≤ c
+//     CPU usage = (O + B − B' − dropped)·cpuSeconds/dt ≤ c
+//
+//     The response time follows the rate λi, not the window's sampled
+//     arrivals: the stationary formula already accounts for Poisson noise,
+//     and feeding it the sample would count that noise twice (latency is
+//     convex in load). For the same reason, below ρmax a window's Poisson
+//     surplus is held by the stationary queue and the backlog only drains;
+//     from ρmax on, capacity runs out and the realised arrivals beyond it
+//     queue as backlog, whose random walk carries near-critical and
+//     overloaded queues. pkg/sim's validation suite (validate_test.go)
+//     checks the model against M/M/1-PS closed forms within 5%.
 //
 //     PS mean response time is insensitive to the service distribution, so
 //     S/(1−ρ) holds for any CPU-seconds distribution. Percentiles assume the

@@ -344,11 +344,14 @@ func (s *Simulator) Step() StepMetrics {
 
 	m.Rate = s.trace.Rate(s.step)
 	m.Arrivals = poisson(s.arrivals, m.Rate*s.dt)
-	var lam float64
+	// Each Ready pod is offered an even share of the window's rate (the
+	// queue's state follows it) and of its realised arrivals (the counts).
+	var lam, arrived float64
 	if ready == 0 {
 		m.Failed += m.Arrivals
 	} else {
-		lam = m.Arrivals / s.dt / float64(ready)
+		lam = m.Rate / float64(ready)
+		arrived = m.Arrivals / float64(ready)
 	}
 	cpuSec := s.app.CPUSeconds
 	for i := range s.nodes {
@@ -387,7 +390,10 @@ func (s *Simulator) Step() StepMetrics {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
 			c = math.Min(c, nodeCPU*math.Max(p.req.CPU, 1e-6)/n.shares)
 		}
-		w := s.app.ServePod(lam, p.backlog, c, p.lim.Memory, s.dt, s.timeout, s.noise.NormFloat64())
+		w := s.app.ServePod(PodInput{
+			Rate: lam, Arrived: arrived, Backlog: p.backlog,
+			CPU: c, MemoryLimit: p.lim.Memory, Z: s.noise.NormFloat64(),
+		}, s.dt, s.timeout)
 		p.usage, p.peak = w.Usage, w.Peak
 		if w.OOMKilled {
 			// OOM kill at the end of the window: the requests it holds fail.

@@ -79,6 +79,12 @@ type Options struct {
 	Step time.Duration
 	// Traces are the trace kinds episodes cycle through.
 	Traces []string
+	// Azure, when its invocations file is set, adds the kind "azure" to
+	// the cycle: such an episode runs its app with the measured demand of
+	// one of the trace's usable functions (app i takes function i, round
+	// robin; sim.LoadAzure) under a seed-chosen stretch of its invocations,
+	// scaled to the app's base rate.
+	Azure sim.AzureFiles
 	// Seed derives the apps, traces, arrivals, initial weights, minibatch
 	// shuffling and exploration.
 	Seed uint64
@@ -241,6 +247,9 @@ func (o *Options) Validate() error {
 	}
 	if !(o.Alpha >= 0 && o.Alpha <= 1) {
 		bad("alpha must be in [0, 1], got %v", o.Alpha)
+	}
+	if !o.Azure.Empty() && (o.Step <= 0 || o.Step > time.Minute || time.Minute%o.Step != 0) {
+		bad("azure traces need a step that divides one minute, got %s", o.Step)
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		bad("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize)
@@ -410,7 +419,9 @@ type spec struct {
 	pinned Learner
 	app    sim.App
 	kind   sim.TraceKind
-	seed   uint64
+	// azure is the function an "azure" episode runs under.
+	azure *sim.AzureWorkload
+	seed  uint64
 }
 
 // rollout is one episode's experience.
@@ -445,6 +456,14 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 		if apps, err = TrainingApps(o.Seed, o.Apps); err != nil {
 			return nil, fmt.Errorf("train: %w", err)
 		}
+	}
+	azure, err := sim.LoadAzure(o.Azure)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	kinds := slices.Clone(o.Traces)
+	if len(azure) > 0 {
+		kinds = append(kinds, string(AzureTrace))
 	}
 	// One lifecycle per app, as per workload in the cluster; from scratch
 	// every app starts where the agent acts.
@@ -532,11 +551,15 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 				}
 				planned[a]++
 			}
-			specs = append(specs, spec{
+			sp := spec{
 				index: i, stage: stage, app: app, pinned: pinned[a],
-				kind: sim.TraceKind(o.Traces[(a+i/len(apps))%len(o.Traces)]),
+				kind: sim.TraceKind(kinds[(a+i/len(apps))%len(kinds)]),
 				seed: mix(o.Seed, uint64(i)),
-			})
+			}
+			if sp.kind == AzureTrace {
+				sp.azure = &azure[a%len(azure)]
+			}
+			specs = append(specs, sp)
 		}
 		// Promotions in this batch pin the weights its episodes acted
 		// with, the ones the gate judged: before the batch's update.
@@ -681,9 +704,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 	}
 	r := rollout{ep: Episode{Index: sp.index, Phase: phase, Stage: sp.stage.String(), App: sp.app.Name, Trace: string(sp.kind)}}
 	fail := func(err error) rollout { r.err = err; return r }
-	tr, err := sim.GenerateTrace(sp.kind, sim.TraceOptions{
-		Mean: sp.app.BaseRate, Steps: o.EpisodeSteps + 1, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
-	})
+	tr, err := episodeTrace(&sp, o)
 	if err != nil {
 		return fail(err)
 	}
@@ -759,4 +780,23 @@ func mix(seed, i uint64) uint64 {
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
+}
+
+// AzureTrace is the trace kind of episodes that run under an Azure
+// function (Options.Azure).
+const AzureTrace sim.TraceKind = "azure"
+
+// episodeTrace returns the episode's trace; an "azure" episode also gets
+// its app's measured demand (sp.app changes).
+func episodeTrace(sp *spec, o Options) (sim.Trace, error) {
+	n := o.EpisodeSteps + 1
+	if sp.azure == nil {
+		return sim.GenerateTrace(sp.kind, sim.TraceOptions{
+			Mean: sp.app.BaseRate, Steps: n, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
+		})
+	}
+	day := sim.AzureMinutes * int(time.Minute/o.Step)
+	app, tr, err := sp.azure.Run(sp.app, o.Step, n, int(sp.seed%uint64(day)))
+	sp.app = app
+	return tr, err
 }

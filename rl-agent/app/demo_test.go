@@ -4,14 +4,21 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/aware-k8s/aware/pkg/sim"
 )
 
 func TestDemoCommand(t *testing.T) {
+	azure, err := sim.WriteAzureFixture(t.TempDir(), 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name     string
 		args     []string
 		wantErr  string
 		wantRows []string
+		wantText string
 	}{
 		{
 			name:     "tiny run",
@@ -24,6 +31,26 @@ func TestDemoCommand(t *testing.T) {
 				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8"},
 			wantRows: []string{"fused", "aware"},
 		},
+		{
+			// The plotted series follows --traces when left at its default.
+			name:     "traces without series trace",
+			args:     []string{"--apps=1", "--steps=40", "--traces=steady", "--policies=fused", "--no-progress", "--no-agent"},
+			wantRows: []string{"fused"},
+		},
+		{
+			name: "azure files",
+			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--policies=fused", "--no-progress", "--no-agent",
+				"--azure-csv=" + azure.Invocations, "--azure-durations-csv=" + azure.Durations, "--azure-memory-csv=" + azure.Memory},
+			wantRows: []string{"fused"},
+			wantText: "2 traces (steady,azure)",
+		},
+		{
+			name: "azure memory file in place of the durations",
+			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--no-progress", "--no-agent",
+				"--azure-csv=" + azure.Invocations, "--azure-durations-csv=" + azure.Memory},
+			wantErr: azure.Memory + ": azure durations: line 1: header has 12 columns",
+		},
+		{name: "series trace not run", args: []string{"--traces=steady", "--series-trace=ramp"}, wantErr: `series trace "ramp" is not among`},
 		{name: "bad agent training", args: []string{"--train-episodes=0"}, wantErr: "episodes must be > 0"},
 		{name: "missing agent checkpoint", args: []string{"--apps=1", "--steps=10", "--agent-checkpoint=nope.ckpt", "--no-progress"}, wantErr: "nope.ckpt"},
 		{name: "bad policy", args: []string{"--policies=magic"}, wantErr: `unknown policy "magic"`},
@@ -51,6 +78,9 @@ func TestDemoCommand(t *testing.T) {
 				if !strings.Contains(out.String(), "  "+r+"  ") {
 					t.Errorf("no %s row in:\n%s", r, out.String())
 				}
+			}
+			if !strings.Contains(out.String(), tc.wantText) {
+				t.Errorf("output lacks %q:\n%s", tc.wantText, out.String())
 			}
 			if errOut.Len() != 0 {
 				t.Errorf("--no-progress still wrote to stderr: %q", errOut.String())

@@ -34,12 +34,12 @@ func (o *evalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Step, "step", o.Step, "window length (the policies' decision interval)")
 	fs.StringSliceVar(&o.Traces, "traces", o.Traces, "trace kinds; every app runs under each")
 	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "default policies and oracle to compare the agent with, in table order")
-	fs.StringVar(&o.AzureCSV, "azure-csv", o.AzureCSV, "Azure Functions 2019 invocations file; each app also runs under one of its functions")
+	addAzureFlags(fs, &o.Azure, "each evaluated app also runs under one of its functions")
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "folder for report.json and the plots (default a fresh ./aware-eval-<seed>)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "parallel simulations (0 = GOMAXPROCS)")
 	fs.StringVar(&o.Resize, "resize", o.Resize, "how vertical changes reach pods: Restart or InPlace")
 	fs.IntVar(&o.SeriesApp, "series-app", o.SeriesApp, "index of the evaluated app whose time series is plotted")
-	fs.StringVar(&o.SeriesTrace, "series-trace", o.SeriesTrace, "trace kind of the plotted time series")
+	fs.StringVar(&o.SeriesTrace, "series-trace", o.SeriesTrace, "trace kind of the plotted time series (default flash-crowd if among --traces, else the first of them)")
 	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
 }
 

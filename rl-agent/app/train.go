@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/aware-k8s/aware/pkg/demo"
+	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/train"
 )
 
@@ -41,6 +42,14 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.Float64Var(&o.ScalingCost, prefix+"scaling-cost", o.ScalingCost, "reward the learner is charged per replica added or removed (the reported reward and the gates are unchanged); 0 charges nothing")
 }
 
+// addAzureFlags registers the three Azure Functions 2019 trace files; use
+// says what the invocations file does for the command.
+func addAzureFlags(fs *pflag.FlagSet, f *sim.AzureFiles, use string) {
+	fs.StringVar(&f.Invocations, "azure-csv", f.Invocations, "Azure Functions 2019 invocations file (invocations_per_function_md.anon.dNN.csv): "+use+", scaled to the app's mean rate")
+	fs.StringVar(&f.Durations, "azure-durations-csv", f.Durations, "Azure Functions 2019 durations file (function_durations_percentiles.anon.dNN.csv): such an app takes its function's mean execution time as its time per request (needs --azure-csv)")
+	fs.StringVar(&f.Memory, "azure-memory-csv", f.Memory, "Azure Functions 2019 memory file (app_memory_percentiles.anon.dNN.csv): such an app takes its memory from the function's app, idle at the 1st percentile and at the mean load at the 50th (needs --azure-csv)")
+}
+
 // trainOptions are the flags of `rl-agent train`.
 type trainOptions struct {
 	train.Options
@@ -61,6 +70,7 @@ func (o *trainOptions) AddFlags(fs *pflag.FlagSet) {
 	addTrainingFlags(fs, &o.Options, "")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces, arrivals, initial weights and exploration; equal seeds give identical checkpoints")
 	fs.StringSliceVar(&o.traces, "traces", o.traces, "trace kinds episodes cycle through")
+	addAzureFlags(fs, &o.Azure, `episodes also cycle through the kind "azure": a training app under one of its functions`)
 	fs.DurationVar(&o.Step, "step", o.Step, "window length (the agent's decision interval)")
 	fs.StringVar(&o.Resize, "resize", o.Resize, "how vertical changes reach pods: Restart or InPlace")
 	fs.StringVar(&o.Checkpoint, "checkpoint", o.Checkpoint, "file the trained policy is written to (atomically, also during training)")

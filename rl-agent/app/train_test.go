@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/sim"
 )
 
 func execute(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr string, err error) {
@@ -74,6 +76,34 @@ func TestTrainThenEval(t *testing.T) {
 	}
 	if errOut != "" {
 		t.Errorf("--no-progress still wrote to stderr: %q", errOut)
+	}
+}
+
+// TestTrainAzure trains with the three Azure files: episodes cycle through
+// the kind "azure", whose apps take the measured demand.
+func TestTrainAzure(t *testing.T) {
+	dir := t.TempDir()
+	azure, err := sim.WriteAzureFixture(dir, 2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt := filepath.Join(dir, "azure.ckpt")
+	args := []string{"--apps=2", "--episodes=6", "--bootstrap-episodes=1", "--episode-steps=12", "--batch-episodes=2", "--hidden=8",
+		"--traces=steady", "--no-progress", "--checkpoint=" + ckpt,
+		"--azure-csv=" + azure.Invocations, "--azure-durations-csv=" + azure.Durations, "--azure-memory-csv=" + azure.Memory}
+	if _, errOut, err := execute(t, newTrainCommand(), args...); err != nil {
+		t.Fatalf("train: %v\n%s", err, errOut)
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "azure-reward.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"azure"`) {
+		t.Errorf("no azure episode in the reward curve:\n%.400s", data)
+	}
+	bad := append(slices.Clone(args[:len(args)-3]), "--azure-memory-csv="+azure.Memory)
+	if _, _, err := execute(t, newTrainCommand(), bad...); err == nil || !strings.Contains(err.Error(), "need the invocations file") {
+		t.Errorf("memory file without invocations: error %v", err)
 	}
 }
 
