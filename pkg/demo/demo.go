@@ -121,15 +121,15 @@ func DefaultOptions() Options {
 		kinds = append(kinds, string(k))
 	}
 	return Options{
-		Apps:        DefaultApps,
-		Seed:        DefaultSeed,
-		Steps:       DefaultSteps,
-		Step:        15 * time.Second,
-		Traces:      kinds,
-		Policies:    DefaultPolicies(),
-		Resize:      string(sim.ResizeRestart),
-		Progress:    true,
-		Agent:       &AgentOptions{Train: train.DefaultOptions()},
+		Apps:     DefaultApps,
+		Seed:     DefaultSeed,
+		Steps:    DefaultSteps,
+		Step:     15 * time.Second,
+		Traces:   kinds,
+		Policies: DefaultPolicies(),
+		Resize:   string(sim.ResizeRestart),
+		Progress: true,
+		Agent:    &AgentOptions{Train: train.DefaultOptions()},
 	}
 }
 
