@@ -380,6 +380,15 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := rep.WriteTable(stdout); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
+	if slices.Contains(o.Policies, PolicyFused) && len(rep.Summaries) > 1 {
+		if rep.Comparisons, err = rep.Compare(PolicyFused); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+		fmt.Fprintln(stdout)
+		if err := eval.WriteComparisons(stdout, rep.Comparisons); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
 	paths, err := rep.WriteFiles(dir)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)

@@ -72,7 +72,10 @@ type RunResult struct {
 	Policy string `json:"policy"`
 	App    string `json:"app"`
 	Trace  string `json:"trace"`
-	Steps  int    `json:"steps"`
+	// Seed is the run's seed: a (app, trace, seed) triple identifies the
+	// run that policies are paired on.
+	Seed  uint64 `json:"seed"`
+	Steps int    `json:"steps"`
 	// SLOViolations counts windows with p95 above the SLO.
 	SLOViolations    int     `json:"sloViolations"`
 	SLOViolationRate float64 `json:"sloViolationRate"`
@@ -142,11 +145,14 @@ type SeriesSet struct {
 
 // Report is the outcome of an evaluation.
 type Report struct {
-	Runs        int          `json:"runs"`
-	StepSeconds float64      `json:"stepSeconds"`
-	Summaries   []Summary    `json:"summaries"`
-	Results     []RunResult  `json:"results"`
-	Series      *SeriesSet   `json:"series,omitempty"`
+	Runs        int         `json:"runs"`
+	StepSeconds float64     `json:"stepSeconds"`
+	Summaries   []Summary   `json:"summaries"`
+	Results     []RunResult `json:"results"`
+	Series      *SeriesSet  `json:"series,omitempty"`
+	// Comparisons pair policies with a baseline (Compare), when the
+	// caller asked for them.
+	Comparisons []Comparison `json:"comparisons,omitempty"`
 	Prices      sim.Prices   `json:"prices"`
 	Config      reportConfig `json:"config"`
 }
@@ -335,7 +341,7 @@ func ratio(a, b float64) float64 {
 
 // runOne simulates one contender on one run.
 func runOne(ctx context.Context, run Run, c Contender, cfg sim.Config, o Options, keepSeries bool) (RunResult, []Point, error) {
-	res := RunResult{Policy: c.Name, App: run.App.Name, Trace: run.Trace.Name}
+	res := RunResult{Policy: c.Name, App: run.App.Name, Trace: run.Trace.Name, Seed: run.Seed}
 	s, err := sim.New(cfg, run.App, run.Trace, run.Seed)
 	if err != nil {
 		return res, nil, err

@@ -30,6 +30,7 @@ func TestDemoCommand(t *testing.T) {
 			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--series-trace=steady", "--policies=fused", "--no-progress",
 				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8"},
 			wantRows: []string{"fused", "aware"},
+			wantText: "Paired against fused on the same (app, trace, seed)",
 		},
 		{
 			// The plotted series follows --traces when left at its default.
