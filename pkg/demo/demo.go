@@ -20,6 +20,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/eval"
 	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/hpa"
+	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/oracle"
 	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/train"
@@ -157,8 +158,8 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("at least one policy is needed"))
 	}
 	for _, p := range o.Policies {
-		if !slices.Contains(DefaultPolicies(), p) {
-			errs = append(errs, fmt.Errorf("unknown policy %q (known: %s)", p, strings.Join(DefaultPolicies(), ", ")))
+		if err := validPolicy(p); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
@@ -192,9 +193,47 @@ func (o *Options) seriesTrace() string {
 	return o.Traces[0]
 }
 
+// Derived policies: the fused default through the paper's one-step actions,
+// and the fused default with a constant residual (learn.ParseResidual).
+const (
+	PolicyFusedPaper     = "fused-paper"
+	PolicyResidualPrefix = "residual:"
+)
+
+// validPolicy reports whether name is a built-in or derived policy.
+func validPolicy(name string) error {
+	if rest, ok := strings.CutPrefix(name, PolicyResidualPrefix); ok {
+		_, err := learn.ParseResidual(rest)
+		return err
+	}
+	if name == PolicyFusedPaper || slices.Contains(DefaultPolicies(), name) {
+		return nil
+	}
+	return fmt.Errorf("unknown policy %q (known: %s, %s, %sSPEC)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyResidualPrefix)
+}
+
 // contender builds the named built-in policy.
 func contender(name string) eval.Contender {
+	fused := fusion.NewPolicyFactory(fusion.Options{})
+	if rest, ok := strings.CutPrefix(name, PolicyResidualPrefix); ok {
+		ch, _ := learn.ParseResidual(rest) // validPolicy checked it
+		return eval.FromFactory(name, func(c workload.Constraints) (workload.Policy, error) {
+			def, err := fused(c)
+			if err != nil {
+				return nil, err
+			}
+			return learn.NewResidualPolicy(name, def, c, ch), nil
+		})
+	}
 	switch name {
+	case PolicyFusedPaper:
+		return eval.FromFactory(name, func(c workload.Constraints) (workload.Policy, error) {
+			def, err := fused(c)
+			if err != nil {
+				return nil, err
+			}
+			return learn.NewPaperPolicy(name, def, c), nil
+		})
 	case PolicyHPA:
 		return eval.FromFactory(name, hpa.NewPolicyFactory(hpa.PolicyOptions{}))
 	case PolicyVPA:

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -290,5 +291,46 @@ func TestRunsAzureMeasured(t *testing.T) {
 		if runs[3*k].App.BaseMemory == r.App.BaseMemory {
 			t.Errorf("%s: the generated runs share the measured app", r.App.Name)
 		}
+	}
+}
+
+// TestDerivedPolicies: the residual that follows the default in every
+// dimension is the fused default, run for run; a constant residual and the
+// paper-restricted default run and differ from it.
+func TestDerivedPolicies(t *testing.T) {
+	o := tinyOptions()
+	o.Apps, o.Steps = 3, 240
+	runs, err := Runs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{PolicyFused, PolicyResidualPrefix, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper}
+	var cs []eval.Contender
+	for _, n := range names {
+		if err := validPolicy(n); err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, contender(n))
+	}
+	rep, err := eval.Evaluate(context.Background(), runs, cs, eval.Options{Workers: 2, SeriesRun: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPolicy := map[string][]eval.RunResult{}
+	for _, r := range rep.Results {
+		p := r.Policy
+		r.Policy = ""
+		byPolicy[p] = append(byPolicy[p], r)
+	}
+	if !reflect.DeepEqual(byPolicy[PolicyFused], byPolicy[PolicyResidualPrefix]) {
+		t.Error("following the default in every dimension is not the fused default")
+	}
+	for _, n := range names[2:] {
+		if reflect.DeepEqual(byPolicy[PolicyFused], byPolicy[n]) {
+			t.Errorf("%s ran exactly as the fused default", n)
+		}
+	}
+	if err := validPolicy(PolicyResidualPrefix + "cpu=x0"); err == nil {
+		t.Error("a zero factor was accepted")
 	}
 }
