@@ -68,12 +68,13 @@ fetch_prometheus() {
 		if ! (cd "${work}" && "${apt_get[@]}" >&2); then
 			local candidate
 			candidate="$(apt-cache policy prometheus 2>/dev/null | awk '/Candidate:/ { print $2 }')"
-			die "cannot download prometheus=${PROMETHEUS_DEB_VERSION} from Debian (candidate now: ${candidate:-unknown}); set AWARE_PROMETHEUS_DEB_VERSION to an available version"
+			die "cannot download prometheus=${PROMETHEUS_DEB_VERSION} from Debian (candidate now: ${candidate:-unknown}); set AWARE_PROMETHEUS_DEB_VERSION to an available version (an apt version, * matches any suffix)"
 		fi
 	fi
 	local deb
 	deb="$(find "${work}" -maxdepth 1 -name 'prometheus_*.deb' -print -quit)"
 	[[ -n "${deb}" ]] || die "apt-get download produced no prometheus .deb"
+	log "prometheus package: $(basename "${deb}")"
 	dpkg-deb -x "${deb}" "${work}/root"
 	install -m 0755 "${work}/root/usr/bin/prometheus" "${STAGE}/bin/prometheus"
 	if [[ -x "${work}/root/usr/bin/promtool" ]]; then

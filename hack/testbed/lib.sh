@@ -15,9 +15,11 @@ KUBE_STAGING_VERSION="v0${KUBE_VERSION#v1}"
 ETCD_VERSION="${AWARE_ETCD_VERSION:-v3.6.16}"
 KWOK_VERSION="${AWARE_KWOK_VERSION:-v0.8.0}"
 METRICS_SERVER_VERSION="${AWARE_METRICS_SERVER_VERSION:-v0.9.0}"
-# Pinned so that the cache key names what is actually in the cache; Debian
-# stable rarely moves it, and build.sh says how to override it if it does.
-PROMETHEUS_DEB_VERSION="${AWARE_PROMETHEUS_DEB_VERSION:-2.42.0+ds-5+b6}"
+# An apt version pattern: the upstream release and Debian revision are
+# pinned, the stable-update suffix is not (Debian replaces a point release's
+# build, e.g. +b6 by +deb12u1, and serves only the newest, so an exact pin
+# breaks on a fresh machine). build.sh logs the exact version it took.
+PROMETHEUS_DEB_VERSION="${AWARE_PROMETHEUS_DEB_VERSION:-2.42.0+ds-5*}"
 # Bump when the way the binaries are built changes (flags, layout), so caches
 # made by an older recipe are not reused.
 TESTBED_RECIPE=2
@@ -34,7 +36,7 @@ testbed_version_key() {
 	goarch="$(go env GOARCH)"
 	printf 'kube-%s_etcd-%s_kwok-%s_metrics-server-%s_prometheus-%s_%s-%s_r%s\n' \
 		"${KUBE_VERSION}" "${ETCD_VERSION}" "${KWOK_VERSION}" "${METRICS_SERVER_VERSION}" \
-		"${PROMETHEUS_DEB_VERSION}" "${goos}" "${goarch}" "${TESTBED_RECIPE}"
+		"${PROMETHEUS_DEB_VERSION//\*/x}" "${goos}" "${goarch}" "${TESTBED_RECIPE}"
 }
 
 testbed_install_dir() {
