@@ -23,8 +23,16 @@ const (
 type Config struct {
 	// StateDim is the length of every state vector.
 	StateDim int `json:"stateDim"`
-	// NumActions is the number of discrete actions.
+	// NumActions is the number of discrete actions: the actor's logits.
 	NumActions int `json:"numActions"`
+	// Heads, when set, splits the NumActions logits into independent
+	// categorical heads of these sizes (a multi-discrete action, one choice
+	// per head; see heads.go). They must add up to NumActions.
+	Heads []int `json:"heads,omitempty"`
+	// InitBias, when set, is added to the actor's output bias at
+	// initialisation (one entry per logit), e.g. to make one choice per head
+	// the initial greedy action. It does not change training.
+	InitBias []float64 `json:"initBias,omitempty"`
 	// Hidden lists the widths of the tanh hidden layers, used by both the
 	// actor and the (separate) critic network.
 	Hidden []int `json:"hidden"`
@@ -99,6 +107,31 @@ func (c Config) Validate() error {
 	if c.NumActions < 2 || c.NumActions > maxActions {
 		bad("numActions must be in [2, %d], got %d", maxActions, c.NumActions)
 	}
+	if len(c.Heads) > 0 {
+		sum, count := 0, 1
+		for i, h := range c.Heads {
+			if h < 1 {
+				bad("heads[%d] must be >= 1, got %d", i, h)
+				continue
+			}
+			sum += h
+			count = min(count*h, maxActions*maxActions)
+		}
+		if sum != c.NumActions {
+			bad("heads %v must add up to numActions %d", c.Heads, c.NumActions)
+		}
+		if count >= maxActions*maxActions {
+			bad("heads %v make too many distinct actions", c.Heads)
+		}
+	}
+	if c.InitBias != nil && len(c.InitBias) != c.NumActions {
+		bad("initBias must have numActions (%d) entries, got %d", c.NumActions, len(c.InitBias))
+	}
+	for i, v := range c.InitBias {
+		if !finite(v) {
+			bad("initBias[%d] is %v", i, v)
+		}
+	}
 	if len(c.Hidden) < 1 || len(c.Hidden) > maxLayers {
 		bad("hidden must list between 1 and %d layer widths, got %d", maxLayers, len(c.Hidden))
 	}
@@ -155,10 +188,13 @@ func (c Config) Validate() error {
 // clone returns a deep copy so that callers cannot alias the Hidden slice.
 func (c Config) clone() Config {
 	c.Hidden = slices.Clone(c.Hidden)
+	c.Heads = slices.Clone(c.Heads)
+	c.InitBias = slices.Clone(c.InitBias)
 	return c
 }
 
 // sameArchitecture reports whether weights trained under o fit c.
 func (c Config) sameArchitecture(o Config) bool {
-	return c.StateDim == o.StateDim && c.NumActions == o.NumActions && slices.Equal(c.Hidden, o.Hidden)
+	return c.StateDim == o.StateDim && c.NumActions == o.NumActions && slices.Equal(c.Hidden, o.Hidden) &&
+		slices.Equal(c.heads(), o.heads())
 }

@@ -287,7 +287,7 @@ func (h *ppoHead) buildLoss(b *builder, cfg Config, in *G.Node, actorW, criticW 
 	loN := b.input("clipLo", lo, n)
 	hiN := b.input("clipHi", hi, n)
 
-	logpAll := b.logSoftmax(b.add(b.mlp(in, actorW), maskBias))
+	logpAll := b.logSoftmaxHeads(b.add(b.mlp(in, actorW), maskBias), cfg.heads())
 	logp := b.sum(b.mul(logpAll, oneHot), 1)
 
 	// Clipped surrogate: -E[min(r·A, clip(r, 1-ε, 1+ε)·A)].
@@ -394,7 +394,7 @@ func buildBCGraph(what string, cfg Config, actor []*param, features func(b *buil
 	in, extra := features(b, c, x)
 	actorW := b.weights(actor)
 
-	logpAll := b.logSoftmax(b.add(b.mlp(in, actorW), maskBias))
+	logpAll := b.logSoftmaxHeads(b.add(b.mlp(in, actorW), maskBias), cfg.heads())
 	loss := b.neg(b.weightedMean(w, b.sum(b.mul(logpAll, oneHot), 1)))
 	if b.err != nil {
 		return nil, fmt.Errorf("%s: %w", what, b.err)
@@ -413,7 +413,7 @@ func buildBCGraph(what string, cfg Config, actor []*param, features func(b *buil
 
 // fill writes the selected demonstrations into the graph's inputs, each
 // row weighted 1/len(rows); padding rows stay zero.
-func (c *bcGraph) fill(rows []int, demo func(i int) Demonstration, s, a int) {
+func (c *bcGraph) fill(rows []int, demo func(i int) Demonstration, s, a int, heads []int) {
 	clear(c.x)
 	clear(c.maskBias)
 	clear(c.oneHot)
@@ -423,7 +423,7 @@ func (c *bcGraph) fill(rows []int, demo func(i int) Demonstration, s, a int) {
 		d := demo(i)
 		copy(c.x[r*s:(r+1)*s], d.State)
 		fillMaskBias(c.maskBias[r*a:(r+1)*a], d.Mask)
-		c.oneHot[r*a+d.Action] = 1
+		setOneHot(c.oneHot[r*a:(r+1)*a], d.Action, heads)
 		c.w[r] = w
 	}
 }

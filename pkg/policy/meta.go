@@ -46,6 +46,11 @@ func (c MetaConfig) Validate() error {
 	if err := c.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if len(c.Heads) > 1 {
+		// The encoder reads each step's action one-hot over NumActions,
+		// which a factored action does not fit yet.
+		errs = append(errs, fmt.Errorf("meta-ppo does not support factored heads (got %v)", c.Heads))
+	}
 	if c.Window < 1 || c.Window > maxWindow {
 		errs = append(errs, fmt.Errorf("window must be in [1, %d], got %d", maxWindow, c.Window))
 	}
@@ -278,7 +283,7 @@ func (b *builder) sigmoid(x *G.Node) *G.Node {
 func (g *metaGraph) fill(batch []MetaTransition, rows []int, oldLogp, adv, ret []float64, cfg MetaConfig) {
 	s := cfg.StateDim
 	clear(g.x)
-	g.fillHead(rows, oldLogp, adv, ret, cfg.NumActions,
+	g.fillHead(rows, oldLogp, adv, ret, cfg.heads(),
 		func(i int) ([]bool, int) { return batch[i].Mask, batch[i].Action })
 	for r, i := range rows {
 		copy(g.x[r*s:(r+1)*s], batch[i].State)
@@ -444,7 +449,7 @@ func (m *MetaPPO) ActWindow(state []float64, window []Step, mask []bool, greedy 
 	e := m.enc.forward(true, [][]Step{window}, m.cfg.Window, m.cfg.StateDim, m.cfg.NumActions)
 	logits, values := actorCriticForward(m.ac, true, [][]float64{slices.Concat(state, e)}, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	return decide(logits, values[0], mask, greedy, rng)
+	return decide(logits, values[0], mask, m.cfg.heads(), greedy, rng)
 }
 
 // ActBatch is Act for many states, each with its own embedding, in one
@@ -466,7 +471,7 @@ func (m *MetaPPO) ActBatch(states, embeddings [][]float64, masks [][]bool, greed
 	m.inferMu.RLock()
 	logits, values := actorCriticForward(m.ac, true, inputs, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	return decideBatch(logits, values, m.cfg.NumActions, masks, greedy, rng)
+	return decideBatch(logits, values, m.cfg.heads(), masks, greedy, rng)
 }
 
 // checkActInput validates one acting input; a nil embedding is not checked

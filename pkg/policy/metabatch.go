@@ -41,5 +41,5 @@ func (m *MetaPPO) ActWindowBatch(states [][]float64, windows [][]Step, masks [][
 	}
 	logits, values := actorCriticForward(m.ac, true, inputs, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	return decideBatch(logits, values, m.cfg.NumActions, masks, greedy, rng)
+	return decideBatch(logits, values, m.cfg.heads(), masks, greedy, rng)
 }

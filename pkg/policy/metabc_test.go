@@ -29,7 +29,7 @@ func TestMetaBCGradientCheck(t *testing.T) {
 			Window:        randomWindow(rng, i+1, cfg.StateDim, cfg.NumActions),
 		}
 	}
-	g.fill(rows, func(i int) Demonstration { return demos[i].Demonstration }, cfg.StateDim, cfg.NumActions)
+	g.fill(rows, func(i int) Demonstration { return demos[i].Demonstration }, cfg.StateDim, cfg.NumActions, cfg.heads())
 	fillWindows(g.steps, g.stepMask, rows, func(i int) []Step { return demos[i].Window }, cfg)
 	run := func() (float64, [][]float64) { return runGraph(t, &g.m, g.loss, g.grads) }
 	if _, grads := run(); absSum(grads[len(m.ac.actor):]) == 0 {

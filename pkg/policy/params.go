@@ -77,6 +77,9 @@ func newActorCriticParams(cfg Config, rng *rand.Rand) *paramSet {
 	// A near-zero actor output layer starts the policy close to uniform over
 	// the legal actions, which keeps early exploration broad.
 	actor := mlpParams("actor", actorWidths, 0.01, rng)
+	if out := actor[len(actor)-1]; len(cfg.InitBias) == len(out.data) {
+		copy(out.data, cfg.InitBias)
+	}
 	critic := mlpParams("critic", criticWidths, 1, rng)
 	all := append(append([]*param{}, actor...), critic...)
 	ps := &paramSet{all: all, actor: all[:len(actor)], critic: all[len(actor):]}

@@ -79,7 +79,7 @@ func (p *PPO) Act(state []float64, mask []bool, greedy bool, rng *rand.Rand) (De
 	p.inferMu.RLock()
 	logits, values := actorCriticForward(p.ps, true, [][]float64{state}, p.cfg.StateDim)
 	p.inferMu.RUnlock()
-	return decide(logits, values[0], mask, greedy, rng)
+	return decide(logits, values[0], mask, p.cfg.heads(), greedy, rng)
 }
 
 // ActBatch chooses actions for many states in one forward pass; see
@@ -99,15 +99,19 @@ func (p *PPO) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *ran
 	p.inferMu.RLock()
 	logits, values := actorCriticForward(p.ps, true, states, p.cfg.StateDim)
 	p.inferMu.RUnlock()
-	return decideBatch(logits, values, p.cfg.NumActions, masks, greedy, rng)
+	return decideBatch(logits, values, p.cfg.heads(), masks, greedy, rng)
 }
 
-// decideBatch turns a batched forward pass (len(values) rows of numActions
+// decideBatch turns a batched forward pass (len(values) rows of the heads'
 // logits each) into one decision per row.
-func decideBatch(logits, values []float64, numActions int, masks [][]bool, greedy bool, rng *rand.Rand) ([]Decision, error) {
+func decideBatch(logits, values []float64, heads []int, masks [][]bool, greedy bool, rng *rand.Rand) ([]Decision, error) {
+	numActions := 0
+	for _, n := range heads {
+		numActions += n
+	}
 	out := make([]Decision, len(values))
 	for i := range out {
-		d, err := decide(logits[i*numActions:(i+1)*numActions], values[i], maskAt(masks, i), greedy, rng)
+		d, err := decide(logits[i*numActions:(i+1)*numActions], values[i], maskAt(masks, i), heads, greedy, rng)
 		if err != nil {
 			return nil, fmt.Errorf("state %d: %w", i, err)
 		}
@@ -120,53 +124,13 @@ func (p *PPO) checkActInput(state []float64, mask []bool, greedy bool, rng *rand
 	if err := checkState("state", state, p.cfg.StateDim); err != nil {
 		return err
 	}
-	if err := checkMask("mask", mask, p.cfg.NumActions); err != nil {
+	if err := p.cfg.checkMask("mask", mask); err != nil {
 		return err
 	}
 	if !greedy && rng == nil {
 		return fmt.Errorf("%w: sampling needs a random source", ErrInvalidInput)
 	}
 	return nil
-}
-
-// decide turns logits into a Decision. Masked actions get log-probability
-// -Inf and probability exactly 0, and are skipped by both argmax and sampling.
-func decide(logits []float64, value float64, mask []bool, greedy bool, rng *rand.Rand) (Decision, error) {
-	if !isFinite(value) {
-		return Decision{}, fmt.Errorf("%w: value estimate is %v", ErrNonFinite, value)
-	}
-	logp := make([]float64, len(logits))
-	if err := maskedLogSoftmax(logits, mask, logp); err != nil {
-		return Decision{}, err
-	}
-	probs := make([]float64, len(logits))
-	best, chosen := -1, -1
-	for i, lp := range logp {
-		probs[i] = math.Exp(lp)
-		if mask != nil && !mask[i] {
-			continue
-		}
-		if best < 0 || lp > logp[best] {
-			best = i
-		}
-	}
-	if greedy {
-		chosen = best
-	} else {
-		u := rng.Float64()
-		var cum float64
-		for i, pr := range probs {
-			if mask != nil && !mask[i] {
-				continue
-			}
-			chosen = i // the last legal action absorbs rounding in cum
-			cum += pr
-			if u < cum {
-				break
-			}
-		}
-	}
-	return Decision{Action: chosen, LogProb: logp[chosen], Value: value, Probs: probs}, nil
 }
 
 func (p *PPO) checkTransitions(batch []Transition) error {
@@ -177,10 +141,10 @@ func (p *PPO) checkTransitions(batch []Transition) error {
 		if err := checkState("state", t.State, p.cfg.StateDim); err != nil {
 			return fmt.Errorf("transition %d: %w", i, err)
 		}
-		if err := checkMask("mask", t.Mask, p.cfg.NumActions); err != nil {
+		if err := p.cfg.checkMask("mask", t.Mask); err != nil {
 			return fmt.Errorf("transition %d: %w", i, err)
 		}
-		if err := checkAction("action", t.Action, t.Mask, p.cfg.NumActions); err != nil {
+		if err := checkHeadsAction("action", t.Action, t.Mask, p.cfg.heads()); err != nil {
 			return fmt.Errorf("transition %d: %w", i, err)
 		}
 		if !isFinite(t.Reward) {
@@ -261,10 +225,10 @@ func prepareAdvantages(ps *paramSet, cfg Config, batch []Transition) (oldLogp, a
 	dones := make([]bool, n)
 	truncs := make([]bool, n)
 	for i, t := range batch {
-		if err := maskedLogSoftmax(logits[i*a:(i+1)*a], t.Mask, rowLogp); err != nil {
+		if err := maskedLogSoftmaxHeads(logits[i*a:(i+1)*a], t.Mask, cfg.heads(), rowLogp); err != nil {
 			return nil, nil, nil, 0, fmt.Errorf("%w: old policy of transition %d: %w", ErrDiverged, i, err)
 		}
-		oldLogp[i] = rowLogp[t.Action]
+		oldLogp[i] = actionLogProb(rowLogp, t.Action, cfg.heads())
 		rewards[i], dones[i], truncs[i] = t.Reward, t.Done, t.Truncated
 	}
 	if i, ok := allFinite(values); !ok {
@@ -339,7 +303,7 @@ epochs:
 func (g *ppoGraph) fill(batch []Transition, rows []int, oldLogp, adv, ret []float64, cfg Config) {
 	s := cfg.StateDim
 	clear(g.x)
-	g.fillHead(rows, oldLogp, adv, ret, cfg.NumActions,
+	g.fillHead(rows, oldLogp, adv, ret, cfg.heads(),
 		func(i int) ([]bool, int) { return batch[i].Mask, batch[i].Action })
 	for r, i := range rows {
 		copy(g.x[r*s:(r+1)*s], batch[i].State)
@@ -349,8 +313,11 @@ func (g *ppoGraph) fill(batch []Transition, rows []int, oldLogp, adv, ret []floa
 // fillHead writes the loss inputs of the selected rows (row r holds sample
 // rows[r]) and zeroes the padding rows, which get weight 0. maskAction
 // returns sample i's mask and action.
-func (h *ppoHead) fillHead(rows []int, oldLogp, adv, ret []float64, numActions int, maskAction func(i int) ([]bool, int)) {
-	a := numActions
+func (h *ppoHead) fillHead(rows []int, oldLogp, adv, ret []float64, heads []int, maskAction func(i int) ([]bool, int)) {
+	a := 0
+	for _, n := range heads {
+		a += n
+	}
 	clear(h.maskBias)
 	clear(h.oneHot)
 	clear(h.oldLogp)
@@ -361,7 +328,7 @@ func (h *ppoHead) fillHead(rows []int, oldLogp, adv, ret []float64, numActions i
 	for r, i := range rows {
 		mask, action := maskAction(i)
 		fillMaskBias(h.maskBias[r*a:(r+1)*a], mask)
-		h.oneHot[r*a+action] = 1
+		setOneHot(h.oneHot[r*a:(r+1)*a], action, heads)
 		h.oldLogp[r] = oldLogp[i]
 		h.adv[r] = adv[i]
 		h.ret[r] = ret[i]
@@ -448,10 +415,10 @@ func checkDemonstration(d Demonstration, cfg Config) error {
 	if err := checkState("state", d.State, cfg.StateDim); err != nil {
 		return err
 	}
-	if err := checkMask("mask", d.Mask, cfg.NumActions); err != nil {
+	if err := cfg.checkMask("mask", d.Mask); err != nil {
 		return err
 	}
-	return checkAction("teacher action", d.Action, d.Mask, cfg.NumActions)
+	return checkHeadsAction("teacher action", d.Action, d.Mask, cfg.heads())
 }
 
 func (p *PPO) behaviourClone(batch []Demonstration) (BCStats, error) {
@@ -468,7 +435,7 @@ func (p *PPO) behaviourClone(batch []Demonstration) (BCStats, error) {
 // masked policy during the last epoch, measured before each minibatch's
 // step.
 func runBCEpochs(cfg Config, shuffle *rand.Rand, g *bcGraph, n int, demo func(i int) Demonstration, fillMore func(rows []int), step func() (float64, error)) (BCStats, error) {
-	s, a := cfg.StateDim, cfg.NumActions
+	s, a, heads := cfg.StateDim, cfg.NumActions, cfg.heads()
 	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i
@@ -480,7 +447,7 @@ func runBCEpochs(cfg Config, shuffle *rand.Rand, g *bcGraph, n int, demo func(i 
 		shuffle.Shuffle(n, func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
 		for start := 0; start < n; start += g.batch {
 			rows := idx[start:min(start+g.batch, n)]
-			g.fill(rows, demo, s, a)
+			g.fill(rows, demo, s, a, heads)
 			if fillMore != nil {
 				fillMore(rows)
 			}
@@ -500,7 +467,7 @@ func runBCEpochs(cfg Config, shuffle *rand.Rand, g *bcGraph, n int, demo func(i 
 					return BCStats{}, err
 				}
 				for r, i := range rows {
-					if argmax(logpAll[r*a:(r+1)*a]) == demo(i).Action {
+					if greedyAction(logpAll[r*a:(r+1)*a], heads) == demo(i).Action {
 						agree++
 					}
 				}
