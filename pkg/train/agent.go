@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/aware-k8s/aware/pkg/eval"
 	"github.com/aware-k8s/aware/pkg/fusion"
@@ -60,6 +61,10 @@ type Agent struct {
 	hasPrev  bool
 	traj     learn.Trajectory
 	last     *policy.Step // the previous decision, its reward not yet known
+	// residual is set when the learner acts in the residual action space
+	// (its actor has one head per dimension of learn.DefaultResidualSpace).
+	residual *learn.ResidualSpace
+	heads    []int
 }
 
 var _ workload.Policy = (*Agent)(nil)
@@ -83,7 +88,15 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	if o.Alpha != nil {
 		alpha = *o.Alpha
 	}
-	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen())}, nil
+	a := &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen())}
+	if h, ok := l.(headed); ok && len(h.Heads()) > 1 {
+		space := learn.DefaultResidualSpace()
+		if !slices.Equal(h.Heads(), space.Sizes()) {
+			return nil, fmt.Errorf("agent: the learner's heads %v are not the residual action space's %v", h.Heads(), space.Sizes())
+		}
+		a.residual, a.heads = &space, space.Sizes()
+	}
+	return a, nil
 }
 
 // Factory returns a PolicyFactory of greedy agents sharing l.
@@ -112,10 +125,11 @@ type decision struct {
 	State []float64
 	Mask  []bool
 	// Action is the action the transition records: the learner's, or the
-	// teacher's nearest action when the default was applied.
-	Action learn.Action
+	// teacher's nearest action when the default was applied (in the
+	// residual space: following the default in every dimension).
+	Action int
 	// Teacher is the default's nearest legal action (the BC label).
-	Teacher        learn.Action
+	Teacher        int
 	Recommendation workload.Recommendation
 	// Window is the trajectory that preceded State (Meta-PPO only).
 	Window []policy.Step
@@ -135,15 +149,18 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	}
 	d := decision{
 		State: learn.Encode(learn.Input{Observation: obs, Constraints: a.cons, Default: def, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev}),
-		Mask:  learn.Mask(&obs, &a.cons, a.o.Steps),
 	}
+	if a.residual != nil {
+		return a.decideResidual(obs, def, d, agentActs)
+	}
+	d.Mask = learn.Mask(&obs, &a.cons, a.o.Steps)
 	a.prevRate, a.hasPrev = obs.RequestRate, true
 	if err := a.observe(&obs); err != nil {
 		return decision{}, err
 	}
 	d.Window = a.traj.Window()
 	defer func() { a.last = &policy.Step{State: d.State, Action: int(d.Action)} }()
-	d.Teacher = learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask)
+	d.Teacher = int(learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask))
 	useDefault := func(src workload.Source) {
 		d.Action = d.Teacher
 		if def.Replicas == 0 && len(def.Containers) == 0 {
@@ -164,13 +181,54 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	act := learn.Action(dec.Action)
 	if !a.o.NoSafeguard && learn.SafeguardRefuses(&obs, &a.cons, act) {
 		// The transition records what was applied: no change.
-		d.Action = learn.NoOp
+		d.Action = int(learn.NoOp)
 		d.Recommendation = learn.SafeguardRecommendation(&obs, &a.cons, a.o.Steps)
 		return d, nil
 	}
-	d.Action = act
+	d.Action = int(act)
 	d.Recommendation = learn.Apply(&obs, &a.cons, act, a.o.Steps)
 	d.Recommendation.Source = workload.SourceAgent
+	return d, nil
+}
+
+// decideResidual is decide in the residual action space: the mask is each
+// dimension's legal choices (the safeguard among them, so a refused cut is
+// never proposed), the teacher and the default's recorded action follow
+// the default in every dimension, and the learner's choices apply to the
+// default's recommendation (learn.ApplyResidual). A default with no
+// opinion leaves the allocation as it is.
+func (a *Agent) decideResidual(obs workload.Observation, def workload.Recommendation, d decision, agentActs bool) (decision, error) {
+	masks := learn.ResidualMask(&obs, &a.cons, def, a.residual)
+	for _, m := range masks {
+		d.Mask = append(d.Mask, m...)
+	}
+	a.prevRate, a.hasPrev = obs.RequestRate, true
+	if err := a.observe(&obs); err != nil {
+		return decision{}, err
+	}
+	d.Window = a.traj.Window()
+	defer func() { a.last = &policy.Step{State: d.State, Action: d.Action} }()
+	d.Teacher = 0 // Follow in every head (learn.ResidualSpace's index 0)
+	noOpinion := def.Replicas == 0 && len(def.Containers) == 0
+	if !agentActs || noOpinion {
+		d.Action = d.Teacher
+		d.Recommendation = def
+		if noOpinion {
+			d.Recommendation = learn.Apply(&obs, &a.cons, learn.NoOp, a.o.Steps)
+		}
+		d.Recommendation.Source = workload.SourceDefault
+		return d, nil
+	}
+	dec, err := a.learner.Act(d.State, d.Window, d.Mask, a.o.Greedy, a.o.RNG)
+	if err != nil {
+		return decision{}, fmt.Errorf("agent: %w", err)
+	}
+	choices, err := a.residual.Choices(learn.Residual(policy.SplitAction(dec.Action, a.heads)))
+	if err != nil {
+		return decision{}, fmt.Errorf("agent: %w", err)
+	}
+	d.Action = dec.Action
+	d.Recommendation = learn.ApplyResidual(&obs, &a.cons, def, choices)
 	return d, nil
 }
 

@@ -151,6 +151,16 @@ func (l metaLearner) BehaviourClone(batch []policy.MetaDemonstration) (policy.BC
 
 func (l metaLearner) MarshalBinary() ([]byte, error) { return l.m.MarshalBinary() }
 
+// headed is a learner whose actor has factored heads (policy.Config.Heads);
+// a learner without the method has one head.
+type headed interface {
+	Heads() []int
+}
+
+func (l ppoLearner) Heads() []int    { return l.p.Config().Heads }
+func (l metaLearner) Heads() []int   { return l.m.Config().Heads }
+func (l frozenLearner) Heads() []int { return l.f.Config().Heads }
+
 func (l ppoLearner) Freeze() *policy.Frozen  { return l.p.Freeze() }
 func (l metaLearner) Freeze() *policy.Frozen { return l.m.Freeze() }
 

@@ -63,7 +63,7 @@ func TestAgentSafeguardKeepsMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Recommendation.Source != workload.SourceSafeguard || got.Action != learn.NoOp {
+	if got.Recommendation.Source != workload.SourceSafeguard || got.Action != int(learn.NoOp) {
 		t.Fatalf("source %s, recorded action %v: want the safeguard's NoOp", got.Recommendation.Source, got.Action)
 	}
 	gc, ok := got.Recommendation.Container("main")

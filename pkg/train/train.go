@@ -79,6 +79,10 @@ type Options struct {
 	Step time.Duration
 	// Traces are the trace kinds episodes cycle through.
 	Traces []string
+	// ActionSpace is ActionSpacePaper (the AWARE paper's one-step actions,
+	// the default) or ActionSpaceResidual (one choice per dimension
+	// relative to the fused default's recommendation; PPO only).
+	ActionSpace string
 	// Azure, when its invocations file is set, adds the kind "azure" to
 	// the cycle: such an episode runs its app with the measured demand of
 	// one of the trace's usable functions (app i takes function i, round
@@ -180,6 +184,7 @@ func DefaultOptions() Options {
 	meta := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 	return Options{
 		Policy:            PolicyPPO,
+		ActionSpace:       ActionSpacePaper,
 		Window:            meta.Window,
 		EmbedDim:          meta.EmbedDim,
 		Apps:              DefaultApps,
@@ -248,6 +253,15 @@ func (o *Options) Validate() error {
 	if !(o.Alpha >= 0 && o.Alpha <= 1) {
 		bad("alpha must be in [0, 1], got %v", o.Alpha)
 	}
+	switch o.ActionSpace {
+	case "", ActionSpacePaper:
+	case ActionSpaceResidual:
+		if o.Policy == PolicyMetaPPO {
+			bad("the residual action space needs policy %s, not %s", PolicyPPO, PolicyMetaPPO)
+		}
+	default:
+		bad("action space must be %s or %s, got %q", ActionSpacePaper, ActionSpaceResidual, o.ActionSpace)
+	}
 	if !o.Azure.Empty() && (o.Step <= 0 || o.Step > time.Minute || time.Minute%o.Step != 0) {
 		bad("azure traces need a step that divides one minute, got %s", o.Step)
 	}
@@ -287,9 +301,24 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Action spaces (Options.ActionSpace).
+const (
+	ActionSpacePaper    = "paper"
+	ActionSpaceResidual = "residual"
+)
+
+// FollowBias is the initial output bias of each residual head's "follow
+// the default" choice: it makes an untrained agent follow the default in
+// every dimension when greedy, and in about half its windows (all three
+// heads) when sampling.
+const FollowBias = 3.0
+
 // policyConfig is the learner's configuration.
 func (o *Options) policyConfig() (policy.Config, error) {
 	c := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+	if o.ActionSpace == ActionSpaceResidual {
+		c = ResidualConfig()
+	}
 	c.Seed = o.Seed
 	if len(o.Hidden) > 0 {
 		c.Hidden = slices.Clone(o.Hidden)
@@ -799,4 +828,25 @@ func episodeTrace(sp *spec, o Options) (sim.Trace, error) {
 	app, tr, err := sp.azure.Run(sp.app, o.Step, n, int(sp.seed%uint64(day)))
 	sp.app = app
 	return tr, err
+}
+
+// ResidualConfig is the policy configuration of the residual action space
+// (learn.DefaultResidualSpace): one head per dimension, each starting on
+// "follow the default" (FollowBias).
+func ResidualConfig() policy.Config {
+	space := learn.DefaultResidualSpace()
+	sizes := space.Sizes()
+	n := 0
+	for _, k := range sizes {
+		n += k
+	}
+	c := policy.DefaultConfig(learn.StateDim, n)
+	c.Heads = sizes
+	c.InitBias = make([]float64, n)
+	off := 0
+	for _, k := range sizes {
+		c.InitBias[off] = FollowBias // index 0 of every head is Follow
+		off += k
+	}
+	return c
 }

@@ -22,6 +22,7 @@ import (
 // prefixed with prefix (the demo uses "train-").
 func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.StringVar(&o.Policy, prefix+"policy", o.Policy, "learner: ppo, or meta-ppo (a GRU encoder reads the workload's recent trajectory; its embedding joins the state)")
+	fs.StringVar(&o.ActionSpace, prefix+"action-space", o.ActionSpace, "actions: paper (the AWARE paper's no-op, ±1 replica, ±10% CPU, ±10% memory) or residual (one choice per dimension relative to the fused default's recommendation: follow, hold, offsets and factors; an untrained agent follows the default; ppo only)")
 	fs.IntVar(&o.Window, prefix+"meta-window", o.Window, "meta-ppo: recent steps the encoder reads")
 	fs.IntVar(&o.EmbedDim, prefix+"meta-embed-dim", o.EmbedDim, "meta-ppo: size of the trajectory embedding")
 	fs.IntVar(&o.Apps, prefix+"apps", o.Apps, "number of generated training apps (never the held-out ones)")

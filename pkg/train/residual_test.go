@@ -1,0 +1,110 @@
+package train
+
+import (
+	"context"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/sim"
+)
+
+func residualOptions() Options {
+	o := DefaultOptions()
+	o.ActionSpace = ActionSpaceResidual
+	o.Apps, o.Episodes, o.BootstrapEpisodes, o.EpisodeSteps, o.BatchEpisodes = 2, 6, 1, 24, 2
+	o.Hidden, o.MinibatchSize = []int{16}, 32
+	o.Traces = []string{"steady", "flash-crowd"}
+	return o
+}
+
+// TestResidualUntrainedFollowsDefault: an untrained residual agent, greedy,
+// is the fused default, run for run: "follow" starts as every head's most
+// likely choice.
+func TestResidualUntrainedFollowsDefault(t *testing.T) {
+	o := residualOptions()
+	l, err := NewLearner(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apps, err := sim.GenerateApps(5, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs []eval.Run
+	for i, app := range apps {
+		tr, err := sim.GenerateTrace(sim.TraceKinds()[i], sim.TraceOptions{Mean: app.BaseRate, Steps: 300, Step: 15 * time.Second, Seed: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, eval.Run{App: app, Trace: &tr, Seed: uint64(i)})
+	}
+	rep, err := eval.Evaluate(context.Background(), runs, []eval.Contender{
+		eval.FromFactory("fused", fusion.NewPolicyFactory(fusion.Options{})),
+		Contender(l, AgentOptions{}),
+	}, eval.Options{Workers: 2, SeriesRun: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < len(rep.Results); i += 2 {
+		a, b := rep.Results[i], rep.Results[i+1]
+		a.Policy, b.Policy = "", ""
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("run %d: untrained residual agent %+v, fused %+v", i/2, b, a)
+		}
+	}
+}
+
+// TestResidualTrains: training in the residual space runs, records the
+// factored actions with their masks, and its checkpoint acts as a residual
+// agent again.
+func TestResidualTrains(t *testing.T) {
+	o := residualOptions()
+	res, err := Train(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Episodes) != o.Episodes || len(res.Updates) == 0 {
+		t.Fatalf("%d episodes, %d updates", len(res.Episodes), len(res.Updates))
+	}
+	b, err := res.Learner.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ParseLearner(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAgent(l, sim.App{}.Constraints, AgentOptions{RNG: rand.New(rand.NewPCG(1, 2))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.residual == nil {
+		t.Fatal("a residual checkpoint made a paper-space agent")
+	}
+	if p, err := policy.NewPPOFromCheckpoint(b); err != nil || len(p.Config().Heads) != 3 {
+		t.Fatalf("checkpoint heads: %v", err)
+	}
+	space := learn.DefaultResidualSpace()
+	if !reflect.DeepEqual(space.Sizes(), ResidualConfig().Heads) {
+		t.Error("residual config and space disagree")
+	}
+}
+
+func TestResidualOptions(t *testing.T) {
+	o := residualOptions()
+	o.Policy = PolicyMetaPPO
+	if err := o.Validate(); err == nil {
+		t.Error("meta-ppo with the residual space was accepted")
+	}
+	o = residualOptions()
+	o.ActionSpace = "fancy"
+	if err := o.Validate(); err == nil {
+		t.Error("an unknown action space was accepted")
+	}
+}
