@@ -3,6 +3,7 @@ package learn
 import (
 	"context"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -97,7 +98,7 @@ func TestResidualMask(t *testing.T) {
 	m := ResidualMask(&obs, &c, def, &s)
 	// def 5 replicas, bounds [2, 6]: -2 → 3, -1 → 4, +1 → 6 legal; +2 → 7
 	// illegal; x0.8 → 4, x1.25 → 6 legal.
-	if want := []bool{true, true, true, true, true, false, true, true}; !equalBools(m[DimReplicas], want) {
+	if want := []bool{true, true, true, true, true, false, true, true}; !slices.Equal(m[DimReplicas], want) {
 		t.Errorf("replica mask %v, want %v", m[DimReplicas], want)
 	}
 	for d := DimCPU; d <= DimMemory; d++ {
@@ -111,7 +112,7 @@ func TestResidualMask(t *testing.T) {
 	// the default's target are refused; follow, hold and raises stay.
 	obs.Containers[0].Peak.Memory = 0.95 * (1 << 30)
 	m = ResidualMask(&obs, &c, def, &s)
-	if want := []bool{true, true, false, false, true, true}; !equalBools(m[DimMemory], want) {
+	if want := []bool{true, true, false, false, true, true}; !slices.Equal(m[DimMemory], want) {
 		t.Errorf("memory mask %v, want %v", m[DimMemory], want)
 	}
 	if !m[DimCPU][2] {
@@ -120,21 +121,9 @@ func TestResidualMask(t *testing.T) {
 	// A resource no container controls: only follow and hold.
 	c.Containers[0].ControlledResources = []workload.Resource{workload.CPU}
 	m = ResidualMask(&obs, &c, def, &s)
-	if want := []bool{true, true, false, false, false, false}; !equalBools(m[DimMemory], want) {
+	if want := []bool{true, true, false, false, false, false}; !slices.Equal(m[DimMemory], want) {
 		t.Errorf("uncontrolled memory mask %v, want %v", m[DimMemory], want)
 	}
-}
-
-func equalBools(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestParseResidual(t *testing.T) {

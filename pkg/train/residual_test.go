@@ -72,6 +72,9 @@ func TestResidualTrains(t *testing.T) {
 	if len(res.Episodes) != o.Episodes || len(res.Updates) == 0 {
 		t.Fatalf("%d episodes, %d updates", len(res.Episodes), len(res.Updates))
 	}
+	if len(res.BC) != 0 {
+		t.Errorf("%d behaviour-cloning rounds: the residual space starts on the default and clones nothing", len(res.BC))
+	}
 	b, err := res.Learner.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +94,7 @@ func TestResidualTrains(t *testing.T) {
 		t.Fatalf("checkpoint heads: %v", err)
 	}
 	space := learn.DefaultResidualSpace()
-	if !reflect.DeepEqual(space.Sizes(), ResidualConfig().Heads) {
+	if !reflect.DeepEqual(space.Sizes(), ResidualConfig(DefaultFollowBias).Heads) {
 		t.Error("residual config and space disagree")
 	}
 }
@@ -101,6 +104,11 @@ func TestResidualOptions(t *testing.T) {
 	o.Policy = PolicyMetaPPO
 	if err := o.Validate(); err == nil {
 		t.Error("meta-ppo with the residual space was accepted")
+	}
+	o = residualOptions()
+	o.VerticalCost = -1
+	if err := o.Validate(); err == nil {
+		t.Error("a negative vertical cost was accepted")
 	}
 	o = residualOptions()
 	o.ActionSpace = "fancy"

@@ -83,6 +83,9 @@ type Options struct {
 	// the default) or ActionSpaceResidual (one choice per dimension
 	// relative to the fused default's recommendation; PPO only).
 	ActionSpace string
+	// FollowBias is the residual space's initial bias towards following
+	// the default (ResidualConfig); 0 means DefaultFollowBias.
+	FollowBias float64
 	// Azure, when its invocations file is set, adds the kind "azure" to
 	// the cycle: such an episode runs its app with the measured demand of
 	// one of the trace's usable functions (app i takes function i, round
@@ -141,6 +144,11 @@ type Options struct {
 	// (learn.ScalingCost); the episode rewards, the lifecycle gates and
 	// the evaluator still score the paper's reward. 0 charges nothing.
 	ScalingCost float64
+	// VerticalCost is charged, like ScalingCost, for every decision that
+	// changes the pods' requests (each such change restarts or resizes
+	// every pod). It keeps a learned residual from flapping between
+	// choices whose bounds do not overlap. 0 charges nothing.
+	VerticalCost float64
 
 	// Init, when set, is the learner training continues from (fine-tuning
 	// a pre-trained policy); Policy and the architecture options are then
@@ -262,11 +270,17 @@ func (o *Options) Validate() error {
 	default:
 		bad("action space must be %s or %s, got %q", ActionSpacePaper, ActionSpaceResidual, o.ActionSpace)
 	}
+	if !(o.FollowBias >= 0) || math.IsInf(o.FollowBias, 0) {
+		bad("follow bias must be finite and >= 0, got %v", o.FollowBias)
+	}
 	if !o.Azure.Empty() && (o.Step <= 0 || o.Step > time.Minute || time.Minute%o.Step != 0) {
 		bad("azure traces need a step that divides one minute, got %s", o.Step)
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		bad("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize)
+	}
+	if !(o.VerticalCost >= 0) || math.IsInf(o.VerticalCost, 0) {
+		bad("vertical cost must be finite and >= 0, got %v", o.VerticalCost)
 	}
 	if !(o.ScalingCost >= 0) || math.IsInf(o.ScalingCost, 0) {
 		bad("scaling cost must be finite and >= 0, got %v", o.ScalingCost)
@@ -307,17 +321,21 @@ const (
 	ActionSpaceResidual = "residual"
 )
 
-// FollowBias is the initial output bias of each residual head's "follow
-// the default" choice: it makes an untrained agent follow the default in
-// every dimension when greedy, and in about half its windows (all three
-// heads) when sampling.
-const FollowBias = 3.0
+// DefaultFollowBias is the initial output bias of each residual head's
+// "follow the default" choice: it makes an untrained agent follow the
+// default in every dimension when greedy, and in about half its windows
+// (all three heads) when sampling.
+const DefaultFollowBias = 3.0
 
 // policyConfig is the learner's configuration.
 func (o *Options) policyConfig() (policy.Config, error) {
 	c := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
 	if o.ActionSpace == ActionSpaceResidual {
-		c = ResidualConfig()
+		bias := o.FollowBias
+		if bias == 0 {
+			bias = DefaultFollowBias
+		}
+		c = ResidualConfig(bias)
 	}
 	c.Seed = o.Seed
 	if len(o.Hidden) > 0 {
@@ -680,8 +698,17 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 // bootstrap clones the default's demonstrations of one batch, then runs
 // offline PPO updates on its transitions (which train the critic on the
 // default's returns before the agent acts).
+//
+// In the residual action space cloning is skipped: the default's every
+// decision is "follow" in every head, which the initial bias already makes
+// the greedy choice, and cloning it further would only take the
+// exploration away.
 func bootstrap(l Learner, demos []policy.MetaDemonstration, trs []policy.MetaTransition, o Options, res *Result) error {
-	for range o.BCRounds {
+	rounds := o.BCRounds
+	if o.ActionSpace == ActionSpaceResidual {
+		rounds = 0
+	}
+	for range rounds {
 		st, err := l.BehaviourClone(demos)
 		if err != nil {
 			return fmt.Errorf("train: behaviour cloning: %w", err)
@@ -762,8 +789,13 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 		if err != nil {
 			return fail(err)
 		}
-		if _, err := s.Apply(d.Recommendation); err != nil {
+		applied, err := s.Apply(d.Recommendation)
+		if err != nil {
 			return fail(fmt.Errorf("window %d: %w", t, err))
+		}
+		charge := learn.ScalingCost(&obs, d.Recommendation, o.ScalingCost)
+		if applied.Vertical {
+			charge += o.VerticalCost
 		}
 		m := s.Step()
 		terms, err := reward.Compute(m.RewardInputs(), ropts)
@@ -782,7 +814,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 			r.transitions[n-1].NextState = d.State
 		}
 		r.transitions = append(r.transitions, policy.MetaTransition{
-			Transition: policy.Transition{State: d.State, Mask: d.Mask, Action: int(d.Action), Reward: terms.Reward - learn.ScalingCost(&obs, d.Recommendation, o.ScalingCost)},
+			Transition: policy.Transition{State: d.State, Mask: d.Mask, Action: int(d.Action), Reward: terms.Reward - charge},
 			Window:     d.Window,
 		})
 		if !acts {
@@ -832,8 +864,8 @@ func episodeTrace(sp *spec, o Options) (sim.Trace, error) {
 
 // ResidualConfig is the policy configuration of the residual action space
 // (learn.DefaultResidualSpace): one head per dimension, each starting on
-// "follow the default" (FollowBias).
-func ResidualConfig() policy.Config {
+// "follow the default" with the given output bias.
+func ResidualConfig(followBias float64) policy.Config {
 	space := learn.DefaultResidualSpace()
 	sizes := space.Sizes()
 	n := 0
@@ -845,7 +877,7 @@ func ResidualConfig() policy.Config {
 	c.InitBias = make([]float64, n)
 	off := 0
 	for _, k := range sizes {
-		c.InitBias[off] = FollowBias // index 0 of every head is Follow
+		c.InitBias[off] = followBias // index 0 of every head is Follow
 		off += k
 	}
 	return c

@@ -23,6 +23,8 @@ import (
 func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.StringVar(&o.Policy, prefix+"policy", o.Policy, "learner: ppo, or meta-ppo (a GRU encoder reads the workload's recent trajectory; its embedding joins the state)")
 	fs.StringVar(&o.ActionSpace, prefix+"action-space", o.ActionSpace, "actions: paper (the AWARE paper's no-op, ±1 replica, ±10% CPU, ±10% memory) or residual (one choice per dimension relative to the fused default's recommendation: follow, hold, offsets and factors; an untrained agent follows the default; ppo only)")
+	fs.Float64Var(&o.FollowBias, prefix+"follow-bias", o.FollowBias, "residual: initial output bias of each head's follow-the-default choice (0 = 3: greedy follows, sampling follows in about half the windows)")
+	fs.Float64Var(&o.EntropyCoef, prefix+"entropy-coef", o.EntropyCoef, "weight of PPO's entropy bonus")
 	fs.IntVar(&o.Window, prefix+"meta-window", o.Window, "meta-ppo: recent steps the encoder reads")
 	fs.IntVar(&o.EmbedDim, prefix+"meta-embed-dim", o.EmbedDim, "meta-ppo: size of the trajectory embedding")
 	fs.IntVar(&o.Apps, prefix+"apps", o.Apps, "number of generated training apps (never the held-out ones)")
@@ -40,6 +42,7 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.IntSliceVar(&o.Hidden, prefix+"hidden", o.Hidden, "widths of the actor's and critic's hidden layers")
 	fs.Float64Var(&o.LearningRate, prefix+"learning-rate", o.LearningRate, "Adam step size")
 	fs.BoolVar(&o.FreezeServing, prefix+"freeze-serving", o.FreezeServing, "freeze an app's learning once the lifecycle gate promotes it to Serving, as in the cluster; false keeps every app exploring and training the shared policy after bootstrapping")
+	fs.Float64Var(&o.VerticalCost, prefix+"vertical-cost", o.VerticalCost, "reward the learner is charged per decision that changes the pods' requests (the reported reward and the gates are unchanged); 0 charges nothing")
 	fs.Float64Var(&o.ScalingCost, prefix+"scaling-cost", o.ScalingCost, "reward the learner is charged per replica added or removed (the reported reward and the gates are unchanged); 0 charges nothing")
 }
 
