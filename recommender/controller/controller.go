@@ -574,11 +574,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	default:
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", from, now)
 	}
-	if r := limitedReason(def.Reason); r != "" {
-		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionTrue, r, "the desired replica count was limited by the constraints or behavior", now)
-	} else {
-		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionFalse, "DesiredWithinRange", "", now)
-	}
+	setLimitedCondition(s, m, &st.constraints, def.Reason, now)
 	if h, ok := st.policy.(histograms); ok {
 		low := false
 		for _, name := range st.containers {
