@@ -1,0 +1,258 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/lifecycle"
+	"github.com/aware-k8s/aware/pkg/store"
+	"k8s.io/klog/v2"
+)
+
+// Store is what the server needs from its persistence.
+type Store interface {
+	// Experience returns the records recovered at open.
+	Experience() [][]byte
+	Append(records [][]byte) error
+	Compact(keep [][]byte) error
+	SaveCheckpoint(name string, data []byte) error
+	LoadCheckpoint(name string) ([]byte, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// checkpointName is the one atomic checkpoint: policy, version, agents.
+const checkpointName = "state"
+
+// policyBytes and restorePolicy checkpoint the shared policy of either kind.
+func (s *Server) policyBytes() ([]byte, error) {
+	if m := s.opts.MetaLearner; m != nil {
+		return m.MarshalBinary()
+	}
+	return s.opts.Learner.MarshalBinary()
+}
+
+func (s *Server) restorePolicy(b []byte) error {
+	if m := s.opts.MetaLearner; m != nil {
+		return m.UnmarshalBinary(b)
+	}
+	return s.opts.Learner.UnmarshalBinary(b)
+}
+
+func (s *Server) addExperience(rec []byte) {
+	s.expMu.Lock()
+	s.pending = append(s.pending, rec)
+	n := len(s.pending)
+	s.expMu.Unlock()
+	if n >= s.opts.FlushRecords {
+		select {
+		case s.flushC <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// persister flushes experience when enough is pending and checkpoints every
+// FlushInterval, until Close. (Stage transitions checkpoint at once.)
+func (s *Server) persister() {
+	defer s.wg.Done()
+	tick := time.NewTicker(s.opts.FlushInterval)
+	defer tick.Stop()
+	for {
+		var err error
+		select {
+		case <-s.stop:
+			return
+		case <-s.flushC:
+			err = s.flushExperience()
+		case <-tick.C:
+			err = s.persist(false)
+		}
+		if err != nil {
+			klog.ErrorS(err, "Persisting agent state failed; will retry")
+		}
+	}
+}
+
+// persist flushes experience and, if anything changed (or force), writes
+// the checkpoint.
+func (s *Server) persist(force bool) error {
+	if s.opts.Store == nil {
+		return nil
+	}
+	err := s.flushExperience()
+	if force || s.dirty.Swap(false) {
+		if cerr := s.checkpoint(); cerr != nil {
+			s.dirty.Store(true)
+			err = errors.Join(err, cerr)
+		}
+	}
+	return err
+}
+
+func (s *Server) flushExperience() error {
+	// flushMu orders flushes (and compactions); expMu is held only to take
+	// the pending batch, so ReportOutcome never waits for an fsync.
+	s.flushMu.Lock()
+	defer s.flushMu.Unlock()
+	s.expMu.Lock()
+	batch := s.pending
+	s.pending = nil
+	s.expMu.Unlock()
+	if len(batch) == 0 || s.opts.Store == nil {
+		return nil
+	}
+	if err := s.opts.Store.Append(batch); err != nil {
+		s.metrics.persist.WithLabelValues("experience", "failed").Inc()
+		// Keep the batch, ahead of what arrived meanwhile, for the next try.
+		s.expMu.Lock()
+		s.pending = append(batch, s.pending...)
+		s.expMu.Unlock()
+		return fmt.Errorf("append experience: %w", err)
+	}
+	s.metrics.persist.WithLabelValues("experience", "ok").Inc()
+	s.recent = append(s.recent, batch...)
+	s.written += len(batch)
+	if over := len(s.recent) - s.opts.KeepRecords; over > 0 {
+		s.recent = append(s.recent[:0], s.recent[over:]...)
+	}
+	// Compact once the log holds four times what we keep: the log stays
+	// bounded and compaction costs O(1) amortised per record.
+	if s.written >= 4*s.opts.KeepRecords {
+		if err := s.opts.Store.Compact(s.recent); err != nil {
+			return fmt.Errorf("compact experience: %w", err)
+		}
+		s.written = len(s.recent)
+	}
+	return nil
+}
+
+// snapshot is the checkpoint: the policy, its version, every agent, and the
+// frozen policies Serving workloads are pinned to, in one file so that they
+// are always consistent with each other.
+type snapshot struct {
+	PolicyVersion int64              `json:"policyVersion"`
+	Policy        []byte             `json:"policy"`
+	Agents        []learn.AgentState `json:"agents"`
+	// Frozen holds the frozen copies pinned, Pins the version each Serving
+	// workload is pinned to. Checkpoints written before frozen weights
+	// have neither.
+	Frozen []frozenState    `json:"frozen,omitempty"`
+	Pins   map[string]int64 `json:"pins,omitempty"`
+}
+
+func (s *Server) checkpoint() error {
+	s.ckptMu.Lock()
+	defer s.ckptMu.Unlock()
+	var snap snapshot
+	// The agents and pins first, as one cut (no stage transition half
+	// done), then the policy: a pinned version is then never newer than
+	// the checkpointed policy, whose version a restarted agent counts on
+	// from, so two versions can never share a name.
+	s.cutMu.Lock()
+	s.mu.RLock()
+	for _, a := range s.agents {
+		snap.Agents = append(snap.Agents, a.State())
+	}
+	s.mu.RUnlock()
+	pins, copies := s.pins.state()
+	s.cutMu.Unlock()
+	if len(pins) > 0 {
+		snap.Pins = pins
+	}
+	for _, fp := range copies {
+		b, err := fp.bytes()
+		if err != nil {
+			return fmt.Errorf("marshal frozen policy %s: %w", fp.name, err)
+		}
+		snap.Frozen = append(snap.Frozen, frozenState{Version: fp.version, Policy: b})
+	}
+	s.trainMu.Lock()
+	p, err := s.policyBytes()
+	snap.PolicyVersion = s.version.Load()
+	s.trainMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("marshal policy: %w", err)
+	}
+	snap.Policy = p
+	b, err := json.Marshal(snap)
+	if err != nil {
+		return fmt.Errorf("encode checkpoint: %w", err)
+	}
+	if err := s.opts.Store.SaveCheckpoint(checkpointName, b); err != nil {
+		s.metrics.persist.WithLabelValues("checkpoint", "failed").Inc()
+		return err
+	}
+	s.metrics.persist.WithLabelValues("checkpoint", "ok").Inc()
+	return nil
+}
+
+// restore loads the checkpoint and replays the experience log into the
+// agents' demonstration buffers and, for Meta-PPO, their trajectories.
+func (s *Server) restore() error {
+	for _, st := range lifecycle.Stages {
+		s.metrics.workloads.WithLabelValues(st.String()).Set(0)
+	}
+	if s.opts.Store == nil {
+		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+		return nil
+	}
+	b, err := s.opts.Store.LoadCheckpoint(checkpointName)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// A fresh state directory.
+		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+	case err != nil:
+		return fmt.Errorf("load checkpoint: %w", err)
+	default:
+		var snap snapshot
+		if err := json.Unmarshal(b, &snap); err != nil {
+			return fmt.Errorf("decode checkpoint: %w", err)
+		}
+		if err := s.restorePolicy(snap.Policy); err != nil {
+			return fmt.Errorf("restore policy: %w", err)
+		}
+		s.version.Store(snap.PolicyVersion)
+		for _, st := range snap.Agents {
+			a, err := learn.RestoreAgent(st, s.opts.Steps)
+			if err != nil {
+				return fmt.Errorf("restore agent: %w", err)
+			}
+			if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
+				return fmt.Errorf("restore agent: %w", err)
+			}
+			// The trajectory is not in the checkpoint: the experience
+			// replayed below rebuilds it.
+			a.SetWindowLen(s.windowLen)
+			s.agents[a.Key()] = a
+			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
+		}
+		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+		if err := s.restorePins(&snap); err != nil {
+			return fmt.Errorf("restore frozen policies: %w", err)
+		}
+	}
+	recs := s.opts.Store.Experience()
+	for _, r := range recs {
+		e, err := learn.UnmarshalExperience(r)
+		if err != nil {
+			// One undecodable record (e.g. from an older state layout)
+			// must not cost the rest.
+			klog.ErrorS(err, "Skipping experience record")
+			continue
+		}
+		if a := s.agents[e.Workload]; a != nil {
+			a.Restore(e)
+		}
+	}
+	if over := len(recs) - s.opts.KeepRecords; over > 0 {
+		recs = recs[over:]
+	}
+	s.recent = recs
+	s.written = len(recs)
+	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(recs), "frozenPolicies", s.pins.len())
+	return nil
+}
