@@ -78,6 +78,12 @@ type Advisor interface {
 	Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, obs *workload.Observation, c *workload.Constraints, def workload.Recommendation) (workload.Recommendation, *v1alpha1.RLStatus)
 }
 
+// Remover is implemented by an Advisor that can tell the agent an
+// autoscaler was deleted, so that the agent drops its state.
+type Remover interface {
+	Remove(ctx context.Context, namespace, name string, uid types.UID) error
+}
+
 // Config holds the loop's settings.
 type Config struct {
 	// RecommenderName selects the autoscalers handled: those whose
@@ -190,6 +196,9 @@ type state struct {
 	history        *historyLoad
 	historyLoaded  int
 	historyErr     error
+	// askedAgent: the advisor was asked for this autoscaler, so the agent
+	// keeps state for it to be dropped when it is deleted.
+	askedAgent bool
 }
 
 // New builds the controller. The pod informer should carry TrimPod as its
@@ -357,11 +366,16 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			c.queue.Add(key)
 		}
 	}
+	var present map[types.UID]bool
 	for k, st := range c.states {
 		if !seen[k] {
-			if f, ok := c.advisor.(interface{ Forget(types.UID) }); ok {
-				f.Forget(st.uid)
+			if present == nil {
+				present = make(map[types.UID]bool, len(all))
+				for _, m := range all {
+					present[m.UID] = true
+				}
 			}
+			c.forgetAgentState(ctx, st, !present[st.uid])
 			if st.history != nil {
 				st.history.cancel()
 			}
@@ -381,6 +395,25 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	}
 	c.metrics.loopDuration.Observe(time.Since(start).Seconds())
 	logger.V(4).Info("Loop done", "autoscalers", len(handled), "duration", time.Since(start))
+}
+
+// forgetAgentState drops the advisor's memory of st and, if its
+// autoscaler was deleted (not merely shadowed or handed to another
+// recommender) and the agent was ever asked about it, tells the agent to
+// drop what it learned, so that a deleted or re-created autoscaler does not
+// keep a slot in the agent.
+func (c *Controller) forgetAgentState(ctx context.Context, st *state, deleted bool) {
+	if f, ok := c.advisor.(interface{ Forget(types.UID) }); ok {
+		f.Forget(st.uid)
+	}
+	r, ok := c.advisor.(Remover)
+	if !ok || !deleted || !st.askedAgent {
+		return
+	}
+	if err := r.Remove(ctx, st.namespace, st.name, st.uid); err != nil {
+		klog.FromContext(ctx).Info("The agent could not be told that an autoscaler was deleted; it forgets it after its --workload-ttl",
+			"mpa", klog.KRef(st.namespace, st.name), "uid", st.uid, "err", err)
+	}
 }
 
 func (c *Controller) readUsage(ctx context.Context) (map[string]map[string]*usage.PodUsage, error) {
@@ -419,6 +452,13 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 	if st != nil && st.uid == m.UID && st.generation == m.Generation {
 		return st
 	}
+	if st != nil && st.uid != m.UID {
+		// Deleted and re-created under the same name between two loops.
+		c.forgetAgentState(ctx, st, true)
+		if st.history != nil {
+			st.history.cancel()
+		}
+	}
 	// lastCheckpoint starts now: there is nothing new to save before a
 	// checkpoint interval of samples has been seen.
 	ns := &state{namespace: m.Namespace, name: m.Name, uid: m.UID, generation: m.Generation, constraints: mpa.Constraints(m), lastCheckpoint: c.clock.Now()}
@@ -444,6 +484,7 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 		}
 		ns.containers, ns.lastObs, ns.lastCheckpoint, ns.restored = st.containers, st.lastObs, st.lastCheckpoint, st.restored
 		ns.historyPending, ns.history, ns.historyLoaded, ns.historyErr = st.historyPending, st.history, st.historyLoaded, st.historyErr
+		ns.askedAgent = st.askedAgent
 	default:
 		ns.restored = c.restore(ctx, m, h)
 		ns.historyPending = ns.restored == 0 && c.history != nil
@@ -538,6 +579,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	rl := &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "RLOff", Message: "spec.rl.mode is Off: the fused default decides"}
 	if m.Spec.RL != nil && m.Spec.RL.Mode != "" && m.Spec.RL.Mode != v1alpha1.RLModeOff {
 		if c.advisor != nil {
+			st.askedAgent = true
 			rec, rl = c.advisor.Advise(ctx, m, &obs, &st.constraints, def)
 		} else {
 			rl = &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "NoAgentEndpoint", Message: "no --rl-agent-endpoint is configured: the fused default decides"}

@@ -42,9 +42,24 @@ func (s *Server) restorePolicy(b []byte) error {
 	return s.opts.Learner.UnmarshalBinary(b)
 }
 
-func (s *Server) addExperience(rec []byte) {
+// record is one experience record and the workload it belongs to, so that
+// the records of a forgotten workload can be left out of the log.
+type record struct {
+	key string
+	b   []byte
+}
+
+func recordBytes(rs []record) [][]byte {
+	out := make([][]byte, len(rs))
+	for i, r := range rs {
+		out[i] = r.b
+	}
+	return out
+}
+
+func (s *Server) addExperience(key string, rec []byte) {
 	s.expMu.Lock()
-	s.pending = append(s.pending, rec)
+	s.pending = append(s.pending, record{key: key, b: rec})
 	n := len(s.pending)
 	s.expMu.Unlock()
 	if n >= s.opts.FlushRecords {
@@ -69,6 +84,7 @@ func (s *Server) persister() {
 		case <-s.flushC:
 			err = s.flushExperience()
 		case <-tick.C:
+			s.expireSilent(s.opts.Now())
 			err = s.persist(false)
 		}
 		if err != nil {
@@ -102,32 +118,57 @@ func (s *Server) flushExperience() error {
 	batch := s.pending
 	s.pending = nil
 	s.expMu.Unlock()
-	if len(batch) == 0 || s.opts.Store == nil {
+	if s.opts.Store == nil {
 		return nil
 	}
-	if err := s.opts.Store.Append(batch); err != nil {
-		s.metrics.persist.WithLabelValues("experience", "failed").Inc()
-		// Keep the batch, ahead of what arrived meanwhile, for the next try.
-		s.expMu.Lock()
-		s.pending = append(batch, s.pending...)
-		s.expMu.Unlock()
-		return fmt.Errorf("append experience: %w", err)
+	// Records of workloads forgotten since they were recorded are not
+	// worth writing.
+	batch = s.known(batch)
+	if len(batch) > 0 {
+		if err := s.opts.Store.Append(recordBytes(batch)); err != nil {
+			s.metrics.persist.WithLabelValues("experience", "failed").Inc()
+			// Keep the batch, ahead of what arrived meanwhile, for the next try.
+			s.expMu.Lock()
+			s.pending = append(batch, s.pending...)
+			s.expMu.Unlock()
+			return fmt.Errorf("append experience: %w", err)
+		}
+		s.metrics.persist.WithLabelValues("experience", "ok").Inc()
+		s.recent = append(s.recent, batch...)
+		s.written += len(batch)
+		if over := len(s.recent) - s.opts.KeepRecords; over > 0 {
+			s.recent = append(s.recent[:0], s.recent[over:]...)
+		}
 	}
-	s.metrics.persist.WithLabelValues("experience", "ok").Inc()
-	s.recent = append(s.recent, batch...)
-	s.written += len(batch)
-	if over := len(s.recent) - s.opts.KeepRecords; over > 0 {
-		s.recent = append(s.recent[:0], s.recent[over:]...)
-	}
-	// Compact once the log holds four times what we keep: the log stays
-	// bounded and compaction costs O(1) amortised per record.
-	if s.written >= 4*s.opts.KeepRecords {
-		if err := s.opts.Store.Compact(s.recent); err != nil {
+	// Compact once the log holds four times what we keep, so that the log
+	// stays bounded and compaction costs O(1) amortised per record; and
+	// after workloads were forgotten, so that their experience leaves the
+	// state directory too.
+	forgotten := s.forgottenSinceCompaction.Swap(0)
+	if s.written >= 4*s.opts.KeepRecords || forgotten > 0 {
+		keep := s.known(s.recent)
+		if err := s.opts.Store.Compact(recordBytes(keep)); err != nil {
+			s.forgottenSinceCompaction.Add(forgotten)
 			return fmt.Errorf("compact experience: %w", err)
 		}
-		s.written = len(s.recent)
+		s.recent = keep
+		s.written = len(keep)
 	}
 	return nil
+}
+
+// known returns the records of rs whose workload the agent still tracks,
+// in a new slice.
+func (s *Server) known(rs []record) []record {
+	out := make([]record, 0, len(rs))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, r := range rs {
+		if _, ok := s.agents[r.key]; ok {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // snapshot is the checkpoint: the policy, its version, every agent, and the
@@ -235,8 +276,16 @@ func (s *Server) restore() error {
 			return fmt.Errorf("restore frozen policies: %w", err)
 		}
 	}
-	recs := s.opts.Store.Experience()
-	for _, r := range recs {
+	for key, a := range s.agents {
+		// A workload's TTL counts from its last outcome before the restart,
+		// so that restarts do not keep a silent workload forever.
+		s.touch(key, a.Status().LastUpdate)
+	}
+	s.updateCapacity(len(s.agents))
+	all := s.opts.Store.Experience()
+	recs := make([]record, 0, len(all))
+	orphans := 0
+	for _, r := range all {
 		e, err := learn.UnmarshalExperience(r)
 		if err != nil {
 			// One undecodable record (e.g. from an older state layout)
@@ -244,15 +293,24 @@ func (s *Server) restore() error {
 			klog.ErrorS(err, "Skipping experience record")
 			continue
 		}
-		if a := s.agents[e.Workload]; a != nil {
-			a.Restore(e)
+		a := s.agents[e.Workload]
+		if a == nil {
+			// A workload forgotten before the log was compacted.
+			orphans++
+			continue
 		}
+		a.Restore(e)
+		recs = append(recs, record{key: e.Workload, b: r})
+	}
+	if orphans > 0 {
+		// The next flush compacts them away.
+		s.forgottenSinceCompaction.Add(1)
 	}
 	if over := len(recs) - s.opts.KeepRecords; over > 0 {
 		recs = recs[over:]
 	}
 	s.recent = recs
-	s.written = len(recs)
-	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(recs), "frozenPolicies", s.pins.len())
+	s.written = len(all)
+	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(all), "orphanedExperience", orphans, "frozenPolicies", s.pins.len())
 	return nil
 }

@@ -113,6 +113,10 @@ type Options struct {
 	// the size of the weights). A workload promoted while that many are
 	// pinned and none is of the current version shares the newest one.
 	MaxFrozenPolicies int
+	// WorkloadTTL forgets a workload that made no call for this long (its
+	// autoscaler was probably deleted while the recommender could not say
+	// so with ForgetWorkload); zero keeps workloads until forgotten.
+	WorkloadTTL time.Duration
 }
 
 // DefaultOptions returns the defaults for everything but Learner, Store and
@@ -132,6 +136,7 @@ func DefaultOptions() Options {
 		// 12832, 100 KiB): 32 copies are under 3.2 MiB.
 		MaxFrozenPolicies: 32,
 		Retraining:        lifecycle.DefaultRetrainingBounds(),
+		WorkloadTTL:       7 * 24 * time.Hour,
 	}
 }
 
@@ -149,8 +154,8 @@ func (o *Options) validate() error {
 	if err := o.Retraining.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.BatchWait < 0 || o.FlushInterval <= 0 {
-		errs = append(errs, fmt.Errorf("batchWait must be >= 0 and flushInterval > 0"))
+	if o.BatchWait < 0 || o.FlushInterval <= 0 || o.WorkloadTTL < 0 {
+		errs = append(errs, fmt.Errorf("batchWait and workloadTTL must be >= 0 and flushInterval > 0"))
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -200,13 +205,20 @@ type Server struct {
 	versionName atomic.Pointer[namedVersion]
 
 	expMu   sync.Mutex
-	pending [][]byte // experience not yet appended to the store
+	pending []record // experience not yet appended to the store
 	flushMu sync.Mutex
-	recent  [][]byte // the last KeepRecords records, for compaction; flushMu
+	recent  []record // the last KeepRecords records, for compaction; flushMu
 	written int      // records in the log since the last compaction; flushMu
-	flushC  chan struct{}
-	dirty   atomic.Bool
-	ckptMu  sync.Mutex // orders checkpoints, so an older one never overwrites a newer
+	// forgottenSinceCompaction counts workloads forgotten since the log
+	// was last compacted; the next flush compacts their experience away.
+	forgottenSinceCompaction atomic.Int64
+
+	// seen holds each workload's last call (key → *atomic.Int64, Unix
+	// nanoseconds), for Options.WorkloadTTL (forget.go).
+	seen   sync.Map
+	flushC chan struct{}
+	dirty  atomic.Bool
+	ckptMu sync.Mutex // orders checkpoints, so an older one never overwrites a newer
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -405,7 +417,7 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	}
 	s.dirty.Store(true)
 	if rec, err := learn.MarshalExperience(res.Experience); err == nil {
-		s.addExperience(rec)
+		s.addExperience(in.key, rec)
 	} else {
 		klog.FromContext(ctx).Error(err, "Dropping unencodable experience", "workload", in.key)
 	}
@@ -479,14 +491,23 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 	}}, nil
 }
 
-// agent returns the workload's agent, creating it in Bootstrapping.
+// agent returns the workload's agent, creating it in Bootstrapping, and
+// records the call for Options.WorkloadTTL.
 func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
 	s.mu.RLock()
 	a := s.agents[key]
 	s.mu.RUnlock()
-	if a != nil {
-		return a, nil
+	if a == nil {
+		var err error
+		if a, err = s.newAgent(key, gates); err != nil {
+			return nil, err
+		}
 	}
+	s.touch(key, s.opts.Now())
+	return a, nil
+}
+
+func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a := s.agents[key]; a != nil {
@@ -504,6 +525,7 @@ func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) 
 	}
 	a.SetWindowLen(s.windowLen)
 	s.agents[key] = a
+	s.updateCapacity(len(s.agents))
 	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
 	s.dirty.Store(true)
 	return a, nil
