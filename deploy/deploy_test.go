@@ -13,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -38,9 +40,16 @@ var commands = map[string]func() *cobra.Command{
 }
 
 type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Resources  []string `json:"resources"`
+	APIVersion         string      `json:"apiVersion"`
+	Kind               string      `json:"kind"`
+	Resources          []string    `json:"resources"`
+	ConfigMapGenerator []generator `json:"configMapGenerator,omitempty"`
+}
+
+type generator struct {
+	Name      string   `json:"name"`
+	Namespace string   `json:"namespace,omitempty"`
+	Literals  []string `json:"literals,omitempty"`
 }
 
 // manifests returns every file a kustomization under dir includes,
@@ -165,5 +174,80 @@ func TestDeploymentArgsParse(t *testing.T) {
 	}
 	if !slices.Contains(seen, "updater") {
 		t.Errorf("no Deployment runs the updater; saw %v", seen)
+	}
+}
+
+// TestPrometheusAddressIsOneParameter: the install takes the Prometheus
+// address as one parameter, the prometheus-address literal of the
+// aware-config generator in deploy/kustomization.yaml, which reaches the
+// recommender's --prometheus-address through its environment. The
+// recommender accepts the shipped (empty) value and a set one.
+func TestPrometheusAddressIsOneParameter(t *testing.T) {
+	raw, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(raw, &k); err != nil {
+		t.Fatal(err)
+	}
+	var params map[string]string
+	for _, g := range k.ConfigMapGenerator {
+		if g.Name == "aware-config" && g.Namespace == "aware-system" {
+			params = map[string]string{}
+			for _, l := range g.Literals {
+				key, value, _ := strings.Cut(l, "=")
+				params[key] = value
+			}
+		}
+	}
+	if _, ok := params["prometheus-address"]; !ok {
+		t.Fatalf("no aware-config generator in aware-system with a prometheus-address literal: %+v", k.ConfigMapGenerator)
+	}
+	var rec *corev1.Container
+	for _, obj := range objects(t, "recommender/recommender.yaml") {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			rec = &d.Spec.Template.Spec.Containers[0]
+		}
+	}
+	if rec == nil {
+		t.Fatal("no recommender Deployment")
+	}
+	env := map[string]string{}
+	for _, e := range rec.Env {
+		ref := e.ValueFrom.ConfigMapKeyRef
+		if ref == nil || ref.Name != "aware-config" {
+			t.Fatalf("env %s does not come from aware-config", e.Name)
+		}
+		v, ok := params[ref.Key]
+		if !ok {
+			t.Fatalf("env %s reads key %q, which aware-config lacks", e.Name, ref.Key)
+		}
+		env[e.Name] = v
+	}
+	for _, value := range []string{params["prometheus-address"], "http://prometheus-operated.monitoring.svc:9090"} {
+		t.Run("prometheus-address="+value, func(t *testing.T) {
+			env["PROMETHEUS_ADDRESS"] = value
+			// $(VAR) in args is expanded by the kubelet from the env.
+			var args []string
+			for _, a := range rec.Args {
+				for name, v := range env {
+					a = strings.ReplaceAll(a, "$("+name+")", v)
+				}
+				args = append(args, a)
+			}
+			o := recommenderapp.NewOptions()
+			fs := pflag.NewFlagSet("recommender", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if o.PrometheusAddress != value {
+				t.Fatalf("--prometheus-address = %q, want %q (args %v)", o.PrometheusAddress, value, args)
+			}
+			if err := o.Validate(); err != nil {
+				t.Fatalf("the recommender rejects the install's args %v: %v", args, err)
+			}
+		})
 	}
 }

@@ -523,7 +523,11 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		setCondition(s, v1alpha1.AbleToScale, corev1.ConditionFalse, "FailedGetScale", "the scale target cannot be read", now)
 		return s, false
 	}
-	setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported", "", now)
+	if msg := c.unconfiguredSources(m); msg != "" {
+		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, ReasonMetricSourceNotConfigured, msg, now)
+	} else {
+		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported", "", now)
+	}
 	setCondition(s, v1alpha1.AbleToScale, corev1.ConditionTrue, "SucceededGetScale", "the scale target was read", now)
 
 	all, err := c.podsFor(m.Namespace, tgt.Selector)
