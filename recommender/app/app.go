@@ -207,6 +207,8 @@ func wirePrometheus(o *Options, d *controller.Deps) error {
 		Timeout: o.PrometheusTimeout,
 		Window:  o.PrometheusWindow,
 		Queries: o.PrometheusQueries,
+
+		ClusterWideExternalNamespaces: o.ClusterWideExternalNamespaces,
 	}
 	if d.Metrics != nil {
 		po.Observer = d.Metrics

@@ -59,7 +59,7 @@ func goalFixture(t *testing.T, prom *promServer, goals *v1alpha1.Goals) *fixture
 
 func TestGoalsDriveDesiredReplicas(t *testing.T) {
 	prom := newPromServer(t)
-	prom.answer(`sum(queue_messages{})`, "90")
+	prom.answer(`sum(queue_messages{namespace="ns"})`, "90")
 	f := goalFixture(t, prom, goalSpec(externalGoal("queue_messages", 30)))
 	f.tick()
 	m := f.mpa("ns", "web")
@@ -82,7 +82,7 @@ func TestGoalsDriveDesiredReplicas(t *testing.T) {
 // scale down it keeps the count (as the HPA does).
 func TestMissingGoalIsIgnoredAndBlocksScaleDown(t *testing.T) {
 	prom := newPromServer(t)
-	prom.answer(`sum(queue_messages{})`, "NaN")
+	prom.answer(`sum(queue_messages{namespace="ns"})`, "NaN")
 	// workload scales down without a stabilization window, so that a
 	// scale-down would show at once.
 	workload := func(goals *v1alpha1.Goals) *fixture {
@@ -182,7 +182,7 @@ func TestGoalsWithoutPrometheus(t *testing.T) {
 			f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.3, 200<<20))
 			if tc.prom {
 				prom := newPromServer(t)
-				prom.answer(`sum(queue_messages{})`, "60")
+				prom.answer(`sum(queue_messages{namespace="ns"})`, "60")
 				f.deps = func(d *Deps) { d.Goals = prom.source(t, nil) }
 			}
 			f.start()
