@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -24,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	admissionapp "github.com/aware-k8s/aware/admission-controller/app"
+	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	recommenderapp "github.com/aware-k8s/aware/recommender/app"
 	rlagentapp "github.com/aware-k8s/aware/rl-agent/app"
@@ -249,5 +253,74 @@ func TestPrometheusAddressIsOneParameter(t *testing.T) {
 				t.Fatalf("the recommender rejects the install's args %v: %v", args, err)
 			}
 		})
+	}
+}
+
+// TestShippedWebhookRegistration: the MutatingWebhookConfiguration the
+// admission controller keeps ships with the install (so that
+// `kubectl delete -k deploy/` removes it) exactly as --register-webhook
+// builds it from the Deployment's flags, and the admission controller may
+// only get and patch that one name.
+func TestShippedWebhookRegistration(t *testing.T) {
+	var args []string
+	shipped := map[string]*admissionregistrationv1.MutatingWebhookConfiguration{}
+	var rules []rbacv1.PolicyRule
+	for _, f := range manifests(t, ".") {
+		for _, obj := range objects(t, f) {
+			switch o := obj.(type) {
+			case *appsv1.Deployment:
+				if o.Name == "aware-admission-controller" {
+					args = o.Spec.Template.Spec.Containers[0].Args
+				}
+			case *admissionregistrationv1.MutatingWebhookConfiguration:
+				shipped[o.Name] = o
+			case *rbacv1.ClusterRole:
+				if o.Name == "aware:admission-controller" {
+					rules = o.Rules
+				}
+			}
+		}
+	}
+	o := admissionapp.NewOptions()
+	fs := pflag.NewFlagSet("admission-controller", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if !o.RegisterWebhook {
+		t.Fatal("the admission controller does not keep its registration (--register-webhook)")
+	}
+	rc, err := o.Registration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := register.Build(&rc)
+	got := shipped[rc.Name]
+	if got == nil {
+		t.Fatalf("the install lacks the MutatingWebhookConfiguration %s the admission controller patches; it has %v", rc.Name, slices.Collect(maps.Keys(shipped)))
+	}
+	if !register.WebhooksEqual(got.Webhooks, want.Webhooks) {
+		gotY, _ := yaml.Marshal(got.Webhooks)
+		wantY, _ := yaml.Marshal(want.Webhooks)
+		t.Errorf("shipped webhooks differ from what --register-webhook builds:\n%s\nwant:\n%s", gotY, wantY)
+	}
+	for k, v := range want.Labels {
+		if got.Labels[k] != v {
+			t.Errorf("shipped label %s=%q, want %q", k, got.Labels[k], v)
+		}
+	}
+	var named []string
+	for _, r := range rules {
+		if !slices.Contains(r.Resources, "mutatingwebhookconfigurations") {
+			continue
+		}
+		if !slices.Equal(r.ResourceNames, []string{rc.Name}) {
+			t.Errorf("rule %+v is not limited to %s", r, rc.Name)
+		}
+		named = append(named, r.Verbs...)
+	}
+	slices.Sort(named)
+	if !slices.Equal(named, []string{"get", "patch"}) {
+		t.Errorf("verbs on mutatingwebhookconfigurations %v, want only get and patch", named)
 	}
 }
