@@ -82,7 +82,11 @@ func (s *Server) persister() {
 		case <-s.stop:
 			return
 		case <-s.flushC:
-			err = s.flushExperience()
+			// Only a failure counts here: a checkpoint may still be
+			// failing, which the next persist reports either way.
+			if err = s.flushExperience(); err != nil {
+				s.persistHealth(err)
+			}
 		case <-tick.C:
 			s.expireSilent(s.opts.Now())
 			err = s.persist(false)
@@ -106,7 +110,28 @@ func (s *Server) persist(force bool) error {
 			err = errors.Join(err, cerr)
 		}
 	}
+	s.persistHealth(err)
 	return err
+}
+
+// persistHealth records the outcome of a write to the state directory:
+// after a failure the server is not ready (Ready, and the gRPC health
+// service reports NOT_SERVING), so that the recommender moves to its
+// defaults rather than feed an agent that would lose what it learns; the
+// next successful write makes it ready again. Failed writes are retried by
+// the persister (pending experience and the dirty checkpoint are kept).
+func (s *Server) persistHealth(err error) {
+	if err == nil {
+		if s.persistErr.Swap(nil) != nil {
+			klog.InfoS("Persisting agent state works again; ready")
+			s.setServing(true)
+		}
+		return
+	}
+	if s.persistErr.Swap(&err) == nil {
+		klog.ErrorS(err, "Cannot persist agent state; not ready until a write succeeds")
+		s.setServing(false)
+	}
 }
 
 func (s *Server) flushExperience() error {

@@ -213,6 +213,10 @@ type Server struct {
 	// was last compacted; the next flush compacts their experience away.
 	forgottenSinceCompaction atomic.Int64
 
+	// persistErr is the last failure to write the state directory, nil
+	// once a write succeeded (persistHealth).
+	persistErr atomic.Pointer[error]
+
 	// seen holds each workload's last call (key → *atomic.Int64, Unix
 	// nanoseconds), for Options.WorkloadTTL (forget.go).
 	seen   sync.Map
@@ -261,8 +265,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics.policyVersion.Set(float64(s.version.Load()))
 	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.setServing(true)
 	s.wg.Add(3)
 	go s.batcher(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
 	go s.trainer()
@@ -299,12 +302,27 @@ func (s *Server) Drain() {
 	}
 }
 
-// Ready reports nil while the server accepts calls; for /readyz.
+// Ready reports nil while the server accepts calls and can persist its
+// state; for /readyz.
 func (s *Server) Ready() error {
 	if s.draining.Load() {
 		return ErrShuttingDown
 	}
+	if err := s.persistErr.Load(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotPersist, *err)
+	}
 	return nil
+}
+
+// setServing sets the gRPC health status of the server and the service
+// (after Drain the health server ignores it: it stays NOT_SERVING).
+func (s *Server) setServing(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, st)
 }
 
 // Close drains, stops the background goroutines and persists the final
