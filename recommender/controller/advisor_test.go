@@ -3,11 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/workload"
@@ -16,6 +19,8 @@ import (
 type fakeAdvisor struct {
 	calls   int
 	removed []string // namespace/name/uid of each Remove
+	// stage is the stage answered; "" is Serving, none an agent not reached.
+	stage v1alpha1.RLStage
 }
 
 var (
@@ -31,7 +36,13 @@ func (f *fakeAdvisor) Remove(_ context.Context, namespace, name string, uid type
 func (f *fakeAdvisor) Advise(_ context.Context, _ *v1alpha1.MultidimPodAutoscaler, _ *workload.Observation, _ *workload.Constraints, def workload.Recommendation) (workload.Recommendation, *v1alpha1.RLStatus) {
 	f.calls++
 	def.Replicas = 4
-	return def, &v1alpha1.RLStatus{Source: v1alpha1.SourceAgent, Reason: "AgentActing", Stage: v1alpha1.RLStageServing}
+	switch f.stage {
+	case "":
+		return def, &v1alpha1.RLStatus{Source: v1alpha1.SourceAgent, Reason: "AgentActing", Stage: v1alpha1.RLStageServing}
+	case "none":
+		return def, &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "AgentUnavailable"}
+	}
+	return def, &v1alpha1.RLStatus{Source: v1alpha1.SourceAgent, Reason: "AgentActing", Stage: f.stage}
 }
 
 func TestRLModes(t *testing.T) {
@@ -112,5 +123,65 @@ func TestDeletedAutoscalerReachesTheAgent(t *testing.T) {
 				t.Fatalf("removed %v, want %v", adv.removed, tc.want)
 			}
 		})
+	}
+}
+
+// TestRLStageChangeEventAndMetric: a change of the stage the agent reports
+// is counted and announced with an event, compared with the stage in the
+// status after a restart; an unchanged stage and an agent not reached
+// announce nothing.
+func TestRLStageChangeEventAndMetric(t *testing.T) {
+	objs := twoPodWorkload()
+	m := objs[0].(*v1alpha1.MultidimPodAutoscaler)
+	m.Spec.RL = &v1alpha1.RLSpec{Mode: v1alpha1.RLModeOn}
+	// Written by a recommender before a restart.
+	m.Status.RL = &v1alpha1.RLStatus{Stage: v1alpha1.RLStageBootstrapping}
+	f := newFixture(t, objs...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+	adv := &fakeAdvisor{}
+	f.start()
+	f.c.advisor = adv
+	transitions := func(from, to v1alpha1.RLStage) float64 {
+		return testutil.ToFloat64(f.c.metrics.rlStages.WithLabelValues(string(from), string(to)))
+	}
+	for i, step := range []struct {
+		stage     v1alpha1.RLStage
+		wantEvent string // "" for none
+	}{
+		{v1alpha1.RLStageOnlineTraining, "from Bootstrapping to OnlineTraining: the agent acts"},
+		{v1alpha1.RLStageOnlineTraining, ""},
+		{"none", ""},
+		{v1alpha1.RLStageRetraining, "from OnlineTraining to Retraining: the agent's reward degraded"},
+	} {
+		adv.stage = step.stage
+		drainEvents(f.recorder)
+		f.tick()
+		var got []string
+		for _, e := range drainEvents(f.recorder) {
+			if strings.Contains(e, ReasonRLStageChanged) {
+				got = append(got, e)
+			}
+		}
+		switch {
+		case step.wantEvent == "" && len(got) != 0:
+			t.Errorf("step %d: unexpected events %v", i, got)
+		case step.wantEvent != "" && (len(got) != 1 || !strings.HasPrefix(got[0], "Normal") || !strings.Contains(got[0], step.wantEvent)):
+			t.Errorf("step %d: events %v, want one containing %q", i, got, step.wantEvent)
+		}
+	}
+	if a, b := transitions(v1alpha1.RLStageBootstrapping, v1alpha1.RLStageOnlineTraining), transitions(v1alpha1.RLStageOnlineTraining, v1alpha1.RLStageRetraining); a != 1 || b != 1 {
+		t.Errorf("transitions counted %v and %v, want 1 each", a, b)
+	}
+}
+
+func drainEvents(r *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
 	}
 }

@@ -199,6 +199,8 @@ type state struct {
 	// askedAgent: the advisor was asked for this autoscaler, so the agent
 	// keeps state for it to be dropped when it is deleted.
 	askedAgent bool
+	// lastStage is the last RL stage the agent reported (noteStage).
+	lastStage v1alpha1.RLStage
 }
 
 // New builds the controller. The pod informer should carry TrimPod as its
@@ -397,6 +399,46 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	logger.V(4).Info("Loop done", "autoscalers", len(handled), "duration", time.Since(start))
 }
 
+// noteStage counts and announces (an event on the autoscaler) a change of
+// the RL stage the agent reports. An answer without a stage (the agent was
+// not reached) changes nothing, so a change during an outage shows when the
+// agent answers again; the first stage of a new model is compared with the
+// one in the status, so a restarted recommender announces nothing twice.
+func (c *Controller) noteStage(m *v1alpha1.MultidimPodAutoscaler, st *state, stage v1alpha1.RLStage) {
+	if stage == "" {
+		return
+	}
+	prev := st.lastStage
+	if prev == "" && m.Status.RL != nil {
+		prev = m.Status.RL.Stage
+	}
+	st.lastStage = stage
+	if prev == "" || prev == stage {
+		return
+	}
+	c.metrics.rlStages.WithLabelValues(string(prev), string(stage)).Inc()
+	if c.recorder != nil {
+		c.recorder.Eventf(m, corev1.EventTypeNormal, ReasonRLStageChanged, "the RL agent's stage changed from %s to %s: %s", prev, stage, stageMeaning(stage))
+	}
+}
+
+// ReasonRLStageChanged is the reason of the event noteStage records.
+const ReasonRLStageChanged = "RLStageChanged"
+
+func stageMeaning(s v1alpha1.RLStage) string {
+	switch s {
+	case v1alpha1.RLStageBootstrapping:
+		return "the defaults act while the agent learns from them"
+	case v1alpha1.RLStageOnlineTraining:
+		return "the agent acts (with spec.rl.mode On) and keeps learning"
+	case v1alpha1.RLStageServing:
+		return "the agent acts (with spec.rl.mode On) with the policy it was promoted with"
+	case v1alpha1.RLStageRetraining:
+		return "the agent's reward degraded: the defaults act again while it relearns"
+	}
+	return "unknown stage"
+}
+
 // forgetAgentState drops the advisor's memory of st and, if its
 // autoscaler was deleted (not merely shadowed or handed to another
 // recommender) and the agent was ever asked about it, tells the agent to
@@ -484,7 +526,7 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 		}
 		ns.containers, ns.lastObs, ns.lastCheckpoint, ns.restored = st.containers, st.lastObs, st.lastCheckpoint, st.restored
 		ns.historyPending, ns.history, ns.historyLoaded, ns.historyErr = st.historyPending, st.history, st.historyLoaded, st.historyErr
-		ns.askedAgent = st.askedAgent
+		ns.askedAgent, ns.lastStage = st.askedAgent, st.lastStage
 	default:
 		ns.restored = c.restore(ctx, m, h)
 		ns.historyPending = ns.restored == 0 && c.history != nil
@@ -590,6 +632,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		}
 	}
 	c.metrics.recommendations.WithLabelValues(string(rl.Source)).Inc()
+	c.noteStage(m, st, rl.Stage)
 
 	s.RecommendationTime = &metav1.Time{Time: now}
 	s.CurrentReplicas = obs.Replicas
