@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
 	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
 	"github.com/aware-k8s/aware/admission-controller/pkg/match"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
@@ -104,6 +105,9 @@ func run(ctx context.Context, o *Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := webhook.NewMetrics(reg)
 	if err != nil {
+		return err
+	}
+	if err := certs.RegisterExpiry(reg, certSrc.getCertificate); err != nil {
 		return err
 	}
 	endpoints := serve.New(reg)
