@@ -29,6 +29,7 @@ import (
 	admissionapp "github.com/aware-k8s/aware/admission-controller/app"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/rival"
 	recommenderapp "github.com/aware-k8s/aware/recommender/app"
 	rlagentapp "github.com/aware-k8s/aware/rl-agent/app"
 	updaterapp "github.com/aware-k8s/aware/updater/app"
@@ -322,5 +323,27 @@ func TestShippedWebhookRegistration(t *testing.T) {
 	slices.Sort(named)
 	if !slices.Equal(named, []string{"get", "patch"}) {
 		t.Errorf("verbs on mutatingwebhookconfigurations %v, want only get and patch", named)
+	}
+}
+
+// TestRecommenderMayListRivals: the recommender's ClusterRole lets it list
+// every kind of autoscaler pkg/rival looks for, and nothing more on them.
+func TestRecommenderMayListRivals(t *testing.T) {
+	var rules []rbacv1.PolicyRule
+	for _, obj := range objects(t, "recommender/recommender.yaml") {
+		if cr, ok := obj.(*rbacv1.ClusterRole); ok && cr.Name == "aware:recommender" {
+			rules = cr.Rules
+		}
+	}
+	for _, k := range rival.Kinds {
+		var verbs []string
+		for _, r := range rules {
+			if slices.Contains(r.APIGroups, k.Resource.Group) && slices.Contains(r.Resources, k.Resource.Resource) {
+				verbs = append(verbs, r.Verbs...)
+			}
+		}
+		if !slices.Equal(verbs, []string{"list"}) {
+			t.Errorf("%s: verbs %v, want [list]", k.Resource.GroupResource(), verbs)
+		}
 	}
 }

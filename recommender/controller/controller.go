@@ -41,6 +41,7 @@ import (
 	informers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
 	listers "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/rival"
 	"github.com/aware-k8s/aware/pkg/usage"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
@@ -77,6 +78,15 @@ type Target struct {
 type Advisor interface {
 	Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, obs *workload.Observation, c *workload.Constraints, def workload.Recommendation) (workload.Recommendation, *v1alpha1.RLStatus)
 }
+
+// RivalSource lists the other autoscalers of every target in a namespace
+// ("" for all); rival.Scanner is one. With an error it returns what it
+// could read.
+type RivalSource interface {
+	Scan(ctx context.Context, namespace string) (map[mpa.Target][]rival.Rival, error)
+}
+
+var _ RivalSource = (*rival.Scanner)(nil)
 
 // Remover is implemented by an Advisor that can tell the agent an
 // autoscaler was deleted, so that the agent drops its state.
@@ -129,9 +139,12 @@ type Deps struct {
 	// SLO, Goals and History are the Prometheus-backed sources; nil
 	// disables each (latency is then not measured, goal metrics are not
 	// reported, and autoscalers without a checkpoint start empty).
-	SLO        SLOSource
-	Goals      GoalSource
-	History    HistorySource
+	SLO     SLOSource
+	Goals   GoalSource
+	History HistorySource
+	// Rivals finds other autoscalers of the targets (HPA, VPA, KEDA,
+	// Knative); nil looks for none.
+	Rivals     RivalSource
 	NewPolicy  workload.PolicyFactory
 	Advisor    Advisor
 	Recorder   record.EventRecorder
@@ -156,6 +169,7 @@ type Controller struct {
 	slo         SLOSource
 	goals       GoalSource
 	history     HistorySource
+	rivals      RivalSource
 	newPolicy   workload.PolicyFactory
 	advisor     Advisor
 	recorder    record.EventRecorder
@@ -166,6 +180,10 @@ type Controller struct {
 	// states is touched by the loop goroutine only.
 	states      map[string]*state
 	lastCollect time.Time
+	// lastRivals is the last complete scan of other autoscalers (loop
+	// goroutine only): a failed scan adds it to what it could read, so
+	// that a rival is never forgotten for a failed list.
+	lastRivals map[mpa.Target][]rival.Rival
 
 	mu      sync.Mutex
 	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
@@ -250,6 +268,7 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		slo:         d.SLO,
 		goals:       d.Goals,
 		history:     d.History,
+		rivals:      d.Rivals,
 		newPolicy:   d.NewPolicy,
 		advisor:     d.Advisor,
 		recorder:    d.Recorder,
@@ -340,6 +359,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		}
 	}
 	ext := c.readExternal(ctx, handled)
+	rivals := c.scanRivals(ctx, len(handled) > 0)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	// Over every autoscaler, handled or not: one of another recommender
@@ -360,7 +380,14 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		seen[key] = true
 		e := ext[key]
 		e.countDrops(dropped)
-		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, e, dropped)
+		var rs []rival.Rival
+		if t, ok := mpa.TargetOf(m); ok {
+			rs = rivals[t]
+		}
+		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, e, rs, dropped)
+		// Whatever path recommend took, a contested dimension is left to
+		// the rival: the updater and the webhook find nothing to apply.
+		leaveContested(status, rs)
 		if c.needsWrite(&m.Status, status, fresh, now) {
 			c.mu.Lock()
 			c.pending[key] = status
@@ -540,7 +567,7 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 // advance: a recommendation kept while metrics are missing must age so the
 // updater's staleness guard can act).
 func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.MultidimPodAutoscaler, now time.Time,
-	use map[string]*usage.PodUsage, useErr error, ext *external, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
+	use map[string]*usage.PodUsage, useErr error, ext *external, rivals []rival.Rival, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
 	s := m.Status.DeepCopy()
 	s.ObservedGeneration = m.Generation
 	st := c.stateFor(ctx, key, m)
@@ -565,7 +592,9 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		setCondition(s, v1alpha1.AbleToScale, corev1.ConditionFalse, "FailedGetScale", "the scale target cannot be read", now)
 		return s, false
 	}
-	if msg := c.unconfiguredSources(m); msg != "" {
+	if len(rivals) > 0 {
+		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, ReasonConflictingAutoscaler, rivalMessage(m, rivals), now)
+	} else if msg := c.unconfiguredSources(m); msg != "" {
 		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, ReasonMetricSourceNotConfigured, msg, now)
 	} else {
 		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported", "", now)

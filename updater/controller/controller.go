@@ -278,7 +278,12 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 	st := c.state(m, cons)
 
 	changed := false
-	if mpa.ScalesHorizontally(mode) {
+	if mpa.ReplicasLeftToRival(&m.Status) {
+		// Another autoscaler owns the replica count: not even the
+		// min/max bounds are enforced, or the two would flap.
+		c.skip(logic.SkipRivalAutoscaler)
+		logger.V(3).Info("Leaving replicas to another autoscaler", "reason", logic.SkipRivalAutoscaler)
+	} else if mpa.ScalesHorizontally(mode) {
 		changed = c.horizontal(ctx, m, st, now, scale.Spec.Replicas, rec.Replicas)
 	}
 
