@@ -387,7 +387,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, e, rs, dropped)
 		// Whatever path recommend took, a contested dimension is left to
 		// the rival: the updater and the webhook find nothing to apply.
-		leaveContested(status, rs)
+		leaveContested(status, m, rs)
 		if c.needsWrite(&m.Status, status, fresh, now) {
 			c.mu.Lock()
 			c.pending[key] = status

@@ -52,11 +52,22 @@ func containsRival(rs []rival.Rival, r rival.Rival) bool {
 	return false
 }
 
-// leaveContested empties the parts of s that rivals contest: the replica
-// count for a horizontal rival, the pod resources for a vertical one. The
-// updater and the admission webhook then have nothing to apply there.
-func leaveContested(s *v1alpha1.MultidimPodAutoscalerStatus, rivals []rival.Rival) {
+// contested returns the dimensions of m that rivals contest and m's update
+// mode would act on: in mode Off (and, for the replicas, Initial) m only
+// recommends, which fights nobody, so its recommendation stays whole and
+// can be compared with the rivals' before a migration.
+func contested(m *v1alpha1.MultidimPodAutoscaler, rivals []rival.Rival) (horizontal, vertical bool) {
 	h, v := rival.Contested(rivals)
+	mode := mpa.UpdateMode(m)
+	return h && mpa.ScalesHorizontally(mode), v && mode != v1alpha1.UpdateModeOff
+}
+
+// leaveContested empties the parts of s that rivals contest (contested):
+// the replica count for a horizontal rival, the pod resources for a
+// vertical one. The updater and the admission webhook then have nothing to
+// apply there.
+func leaveContested(s *v1alpha1.MultidimPodAutoscalerStatus, m *v1alpha1.MultidimPodAutoscaler, rivals []rival.Rival) {
+	h, v := contested(m, rivals)
 	if h {
 		s.DesiredReplicas = 0
 	}
@@ -70,13 +81,15 @@ func leaveContested(s *v1alpha1.MultidimPodAutoscalerStatus, rivals []rival.Riva
 func rivalMessage(m *v1alpha1.MultidimPodAutoscaler, rivals []rival.Rival) string {
 	var names []string
 	for _, r := range rivals {
-		what := "replicas"
-		if r.Dimension == rival.Vertical {
-			what = "pod resources"
-		}
-		names = append(names, fmt.Sprintf("%s %s (%s)", r.Kind, r.Name, what))
+		names = append(names, fmt.Sprintf("%s %s (%s)", r.Kind, r.Name, dimensionName(r.Dimension)))
 	}
-	h, v := rival.Contested(rivals)
+	verb, them := "act", "them"
+	if len(rivals) == 1 {
+		verb, them = "acts", "it"
+	}
+	ref := m.Spec.ScaleTargetRef
+	msg := fmt.Sprintf("%s also %s on %s/%s: ", strings.Join(names, ", "), verb, ref.Kind, ref.Name)
+	h, v := contested(m, rivals)
 	var left []string
 	if h {
 		left = append(left, "replicas (status.desiredReplicas is not set)")
@@ -84,12 +97,17 @@ func rivalMessage(m *v1alpha1.MultidimPodAutoscaler, rivals []rival.Rival) strin
 	if v {
 		left = append(left, "pod resources (status.recommendation is not set)")
 	}
-	verb, them := "act", "them"
-	if len(rivals) == 1 {
-		verb, them = "acts", "it"
+	if len(left) > 0 {
+		msg += fmt.Sprintf("this autoscaler leaves %s to %s, so that two controllers do not fight over it", strings.Join(left, " and "), them)
+	} else {
+		msg += fmt.Sprintf("with updateMode %s this autoscaler only recommends there; set to act, it would leave that to %s", mpa.UpdateMode(m), them)
 	}
-	ref := m.Spec.ScaleTargetRef
-	return fmt.Sprintf("%s also %s on %s/%s: this autoscaler leaves %s to %s, so that two controllers do not fight over it. "+
-		"Delete %s to let this autoscaler take over (docs/api.md, migrating from HPA and VPA)",
-		strings.Join(names, ", "), verb, ref.Kind, ref.Name, strings.Join(left, " and "), them, them)
+	return msg + fmt.Sprintf(". Delete %s to let this autoscaler take over (docs/api.md, migrating from HPA and VPA)", them)
+}
+
+func dimensionName(d rival.Dimension) string {
+	if d == rival.Vertical {
+		return "pod resources"
+	}
+	return "replicas"
 }

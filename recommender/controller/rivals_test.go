@@ -55,9 +55,17 @@ func TestRivalAutoscalers(t *testing.T) {
 		{"HPA", []rival.Rival{hpa}, false, true, []string{"HorizontalPodAutoscaler web-hpa (replicas) also acts on Deployment/web", "leaves replicas (status.desiredReplicas is not set) to it"}},
 		{"VPA", []rival.Rival{vpa}, true, false, []string{"VerticalPodAutoscaler web-vpa (pod resources)", "leaves pod resources"}},
 		{"HPA and VPA", []rival.Rival{hpa, vpa}, false, false, []string{"web-hpa (replicas), VerticalPodAutoscaler web-vpa (pod resources) also act", "replicas (status.desiredReplicas is not set) and pod resources"}},
+		// Mode Off acts on nothing: the recommendation stays whole, to be
+		// compared with the rivals' before a migration.
+		{"HPA and VPA, mode Off", []rival.Rival{hpa, vpa}, true, true, []string{"with updateMode Off this autoscaler only recommends there"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, twoPodWorkload()...)
+			objs := twoPodWorkload()
+			if strings.HasSuffix(tc.name, "mode Off") {
+				off := v1alpha1.UpdateModeOff
+				objs[0].(*v1alpha1.MultidimPodAutoscaler).Spec.Policy = &v1alpha1.PodUpdatePolicy{UpdateMode: &off}
+			}
+			f := newFixture(t, objs...)
 			f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
 			src := &fakeRivals{}
 			src.set(map[mpa.Target][]rival.Rival{webTarget: tc.rivals}, nil)
