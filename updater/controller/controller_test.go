@@ -319,15 +319,20 @@ func TestAmbiguousTargetSkipped(t *testing.T) {
 // within the bounds.
 func TestReplicasLeftToARival(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		rival bool
-		want  []int32
+		name       string
+		rival      bool
+		noVertical bool
+		want       []int32
 	}{
-		{"rival owns the replicas", true, nil},
-		{"no recommendation yet", false, []int32{10}},
+		{"rival owns the replicas", true, false, nil},
+		{"rivals own both dimensions", true, true, nil},
+		{"no recommendation yet", false, false, []int32{10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMPA(v1alpha1.UpdateModeAuto, 0, time.Minute)
+			if tc.noVertical {
+				m.Status.Recommendation = nil
+			}
 			if tc.rival {
 				m.Status.Conditions = []v1alpha1.MultidimPodAutoscalerCondition{{
 					Type: v1alpha1.ConfigUnsupported, Status: corev1.ConditionTrue, Reason: mpa.ReasonConflictingAutoscaler}}
