@@ -23,6 +23,7 @@ build: ## Build the four binaries into bin/.
 .PHONY: check
 check: ## Everything CI runs, set-up included: deps, unit tests, verify, lint, fuzz, e2e.
 	hack/install-deps_test.sh
+	hack/e2e_test.sh
 	hack/install-deps.sh
 	$(MAKE) test
 	$(MAKE) verify
@@ -52,8 +53,11 @@ generate: ## Regenerate deepcopy, clients, CRDs and protobuf code.
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail if any generated file is out of date or gofmt would change code.
+verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofmt would change code.
 	hack/verify-codegen.sh
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
+	@grep -q 'Apache License' LICENSE && grep -q 'Copyright The AWARE for Kubernetes Authors' LICENSE || \
+		{ echo "LICENSE must be Apache-2.0, copyright The AWARE for Kubernetes Authors"; exit 1; }
 	@out="$$(gofmt -l .)"; \
 	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 

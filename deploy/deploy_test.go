@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,7 +14,11 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -22,7 +27,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	admissionapp "github.com/aware-k8s/aware/admission-controller/app"
+	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/rival"
 	recommenderapp "github.com/aware-k8s/aware/recommender/app"
 	rlagentapp "github.com/aware-k8s/aware/rl-agent/app"
 	updaterapp "github.com/aware-k8s/aware/updater/app"
@@ -38,9 +45,16 @@ var commands = map[string]func() *cobra.Command{
 }
 
 type kustomization struct {
-	APIVersion string   `json:"apiVersion"`
-	Kind       string   `json:"kind"`
-	Resources  []string `json:"resources"`
+	APIVersion         string      `json:"apiVersion"`
+	Kind               string      `json:"kind"`
+	Resources          []string    `json:"resources"`
+	ConfigMapGenerator []generator `json:"configMapGenerator,omitempty"`
+}
+
+type generator struct {
+	Name      string   `json:"name"`
+	Namespace string   `json:"namespace,omitempty"`
+	Literals  []string `json:"literals,omitempty"`
 }
 
 // manifests returns every file a kustomization under dir includes,
@@ -165,5 +179,171 @@ func TestDeploymentArgsParse(t *testing.T) {
 	}
 	if !slices.Contains(seen, "updater") {
 		t.Errorf("no Deployment runs the updater; saw %v", seen)
+	}
+}
+
+// TestPrometheusAddressIsOneParameter: the install takes the Prometheus
+// address as one parameter, the prometheus-address literal of the
+// aware-config generator in deploy/kustomization.yaml, which reaches the
+// recommender's --prometheus-address through its environment. The
+// recommender accepts the shipped (empty) value and a set one.
+func TestPrometheusAddressIsOneParameter(t *testing.T) {
+	raw, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k kustomization
+	if err := yaml.UnmarshalStrict(raw, &k); err != nil {
+		t.Fatal(err)
+	}
+	var params map[string]string
+	for _, g := range k.ConfigMapGenerator {
+		if g.Name == "aware-config" && g.Namespace == "aware-system" {
+			params = map[string]string{}
+			for _, l := range g.Literals {
+				key, value, _ := strings.Cut(l, "=")
+				params[key] = value
+			}
+		}
+	}
+	if _, ok := params["prometheus-address"]; !ok {
+		t.Fatalf("no aware-config generator in aware-system with a prometheus-address literal: %+v", k.ConfigMapGenerator)
+	}
+	var rec *corev1.Container
+	for _, obj := range objects(t, "recommender/recommender.yaml") {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			rec = &d.Spec.Template.Spec.Containers[0]
+		}
+	}
+	if rec == nil {
+		t.Fatal("no recommender Deployment")
+	}
+	env := map[string]string{}
+	for _, e := range rec.Env {
+		ref := e.ValueFrom.ConfigMapKeyRef
+		if ref == nil || ref.Name != "aware-config" {
+			t.Fatalf("env %s does not come from aware-config", e.Name)
+		}
+		v, ok := params[ref.Key]
+		if !ok {
+			t.Fatalf("env %s reads key %q, which aware-config lacks", e.Name, ref.Key)
+		}
+		env[e.Name] = v
+	}
+	for _, value := range []string{params["prometheus-address"], "http://prometheus-operated.monitoring.svc:9090"} {
+		t.Run("prometheus-address="+value, func(t *testing.T) {
+			env["PROMETHEUS_ADDRESS"] = value
+			// $(VAR) in args is expanded by the kubelet from the env.
+			var args []string
+			for _, a := range rec.Args {
+				for name, v := range env {
+					a = strings.ReplaceAll(a, "$("+name+")", v)
+				}
+				args = append(args, a)
+			}
+			o := recommenderapp.NewOptions()
+			fs := pflag.NewFlagSet("recommender", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(args); err != nil {
+				t.Fatal(err)
+			}
+			if o.PrometheusAddress != value {
+				t.Fatalf("--prometheus-address = %q, want %q (args %v)", o.PrometheusAddress, value, args)
+			}
+			if err := o.Validate(); err != nil {
+				t.Fatalf("the recommender rejects the install's args %v: %v", args, err)
+			}
+		})
+	}
+}
+
+// TestShippedWebhookRegistration: the MutatingWebhookConfiguration the
+// admission controller keeps ships with the install (so that
+// `kubectl delete -k deploy/` removes it) exactly as --register-webhook
+// builds it from the Deployment's flags, and the admission controller may
+// only get and patch that one name.
+func TestShippedWebhookRegistration(t *testing.T) {
+	var args []string
+	shipped := map[string]*admissionregistrationv1.MutatingWebhookConfiguration{}
+	var rules []rbacv1.PolicyRule
+	for _, f := range manifests(t, ".") {
+		for _, obj := range objects(t, f) {
+			switch o := obj.(type) {
+			case *appsv1.Deployment:
+				if o.Name == "aware-admission-controller" {
+					args = o.Spec.Template.Spec.Containers[0].Args
+				}
+			case *admissionregistrationv1.MutatingWebhookConfiguration:
+				shipped[o.Name] = o
+			case *rbacv1.ClusterRole:
+				if o.Name == "aware:admission-controller" {
+					rules = o.Rules
+				}
+			}
+		}
+	}
+	o := admissionapp.NewOptions()
+	fs := pflag.NewFlagSet("admission-controller", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if !o.RegisterWebhook {
+		t.Fatal("the admission controller does not keep its registration (--register-webhook)")
+	}
+	rc, err := o.Registration()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := register.Build(&rc)
+	got := shipped[rc.Name]
+	if got == nil {
+		t.Fatalf("the install lacks the MutatingWebhookConfiguration %s the admission controller patches; it has %v", rc.Name, slices.Collect(maps.Keys(shipped)))
+	}
+	if !register.WebhooksEqual(got.Webhooks, want.Webhooks) {
+		gotY, _ := yaml.Marshal(got.Webhooks)
+		wantY, _ := yaml.Marshal(want.Webhooks)
+		t.Errorf("shipped webhooks differ from what --register-webhook builds:\n%s\nwant:\n%s", gotY, wantY)
+	}
+	for k, v := range want.Labels {
+		if got.Labels[k] != v {
+			t.Errorf("shipped label %s=%q, want %q", k, got.Labels[k], v)
+		}
+	}
+	var named []string
+	for _, r := range rules {
+		if !slices.Contains(r.Resources, "mutatingwebhookconfigurations") {
+			continue
+		}
+		if !slices.Equal(r.ResourceNames, []string{rc.Name}) {
+			t.Errorf("rule %+v is not limited to %s", r, rc.Name)
+		}
+		named = append(named, r.Verbs...)
+	}
+	slices.Sort(named)
+	if !slices.Equal(named, []string{"get", "patch"}) {
+		t.Errorf("verbs on mutatingwebhookconfigurations %v, want only get and patch", named)
+	}
+}
+
+// TestRecommenderMayListRivals: the recommender's ClusterRole lets it list
+// every kind of autoscaler pkg/rival looks for, and nothing more on them.
+func TestRecommenderMayListRivals(t *testing.T) {
+	var rules []rbacv1.PolicyRule
+	for _, obj := range objects(t, "recommender/recommender.yaml") {
+		if cr, ok := obj.(*rbacv1.ClusterRole); ok && cr.Name == "aware:recommender" {
+			rules = cr.Rules
+		}
+	}
+	for _, k := range rival.Kinds {
+		var verbs []string
+		for _, r := range rules {
+			if slices.Contains(r.APIGroups, k.Resource.Group) && slices.Contains(r.Resources, k.Resource.Resource) {
+				verbs = append(verbs, r.Verbs...)
+			}
+		}
+		if !slices.Equal(verbs, []string{"list"}) {
+			t.Errorf("%s: verbs %v, want [list]", k.Resource.GroupResource(), verbs)
+		}
 	}
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -297,6 +299,41 @@ func TestRLAgent(t *testing.T) {
 		t.Logf("after the restart: %s", rlString(m.Status.RL))
 		if st := mustMetric(t, rec, "aware_recommender_agent_circuit_breaker_state"); st != 0 {
 			t.Errorf("aware_recommender_agent_circuit_breaker_state = %g, want 0 (closed)", st)
+		}
+	})
+
+	t.Run("stage changes were announced", func(t *testing.T) {
+		if n := mustMetric(t, rec, "aware_recommender_rl_stage_transitions_total", "to=Serving"); n < 1 {
+			t.Errorf("%g transitions to Serving counted by the recommender", n)
+		}
+		events, err := tb.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=RLStageChanged,involvedObject.name=hamster"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var serving bool
+		for _, e := range events.Items {
+			serving = serving || strings.Contains(e.Message, "to Serving")
+		}
+		if !serving {
+			t.Errorf("no RLStageChanged event for the promotion to Serving among %d", len(events.Items))
+		}
+	})
+
+	t.Run("deleted autoscaler: the agent forgets it", func(t *testing.T) {
+		if err := w.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Delete(ctx, "hamster", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(t, time.Minute, "GetPolicyStatus of the deleted autoscaler to answer NotFound", func(ctx context.Context) (bool, error) {
+			agent.running(t)
+			_, err := policyStatus(ctx)
+			return status.Code(err) == codes.NotFound, fmt.Errorf("GetPolicyStatus: %v", err)
+		})
+		if n := mustMetric(t, agent, "aware_rlagent_workloads_forgotten_total", "reason=removed"); n != 1 {
+			t.Errorf("aware_rlagent_workloads_forgotten_total{reason=removed} = %g, want 1", n)
+		}
+		// The other workload ("gated") stays: 1 of --max-workloads.
+		if r := mustMetric(t, agent, "aware_rlagent_workload_capacity_ratio"); r != 1.0/10000 {
+			t.Errorf("aware_rlagent_workload_capacity_ratio = %g, want 1/10000", r)
 		}
 	})
 }

@@ -95,7 +95,12 @@ var rbacManifests = []string{
 	"deploy/rl-agent/rl-agent.yaml",
 }
 
-var skippedKinds = map[string]bool{"Deployment": true, "Service": true, "PodDisruptionBudget": true, "PersistentVolumeClaim": true}
+// skippedKinds are not installed by the e2e: the workloads run as local
+// processes, and the shipped MutatingWebhookConfiguration points at a
+// Service that does not exist here (each test that runs the admission
+// controller creates its own, see startAdmissionController).
+var skippedKinds = map[string]bool{"Deployment": true, "Service": true, "PodDisruptionBudget": true, "PersistentVolumeClaim": true,
+	"MutatingWebhookConfiguration": true}
 
 func installAWARE() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

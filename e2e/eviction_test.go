@@ -206,6 +206,13 @@ func startAdmissionController(t *testing.T, ns string) (*component, admissionNam
 	whc := tb.Client.AdmissionregistrationV1().MutatingWebhookConfigurations()
 	secrets := tb.Client.CoreV1().Secrets("aware-system")
 	leases := tb.Client.CoordinationV1().Leases("aware-system")
+	// The registration ships with the install, and the admission controller
+	// may only get and patch it: create an empty one, as the manifests
+	// would (without webhooks, so that nothing calls a webhook that is not
+	// there yet), for it to fill in.
+	if _, err := whc.Create(context.Background(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: n.webhookConfig}}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the registration %s: %v", n.webhookConfig, err)
+	}
 	t.Cleanup(func() {
 		ctx := context.Background()
 		if _, err := whc.Get(ctx, n.webhookConfig, metav1.GetOptions{}); err != nil {
@@ -273,7 +280,9 @@ func TestEvictionAndWebhook(t *testing.T) {
 			ac.running(t)
 			var err error
 			mwc, err = tb.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, names.webhookConfig, metav1.GetOptions{})
-			return err == nil, err
+			// Created empty by the test; filled in by the admission
+			// controller's patch.
+			return err == nil && len(mwc.Webhooks) > 0, err
 		})
 		sec, err := tb.Client.CoreV1().Secrets("aware-system").Get(ctx, names.secret, metav1.GetOptions{})
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
 	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
 	"github.com/aware-k8s/aware/admission-controller/pkg/match"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
@@ -54,9 +55,11 @@ this Secret is the only object it writes without --register-webhook.
 
 Without --register-webhook it does not touch the admission chain:
 registering the webhook is left to the operator's manifests. With it, the
-MutatingWebhookConfiguration is created or updated at start and again
-whenever the CA bundle changes (a self-managed rotation, or a changed
---webhook-ca-bundle-file).`,
+MutatingWebhookConfiguration --webhook-config-name (which the manifests
+ship) is patched with the webhook this process serves and its CA bundle at
+start and again whenever the CA bundle changes (a self-managed rotation, or
+a changed --webhook-ca-bundle-file); that needs get and patch on that one
+name. A missing one is created, which needs create as well.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.Validate(); err != nil {
@@ -102,6 +105,9 @@ func run(ctx context.Context, o *Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics, err := webhook.NewMetrics(reg)
 	if err != nil {
+		return err
+	}
+	if err := certs.RegisterExpiry(reg, certSrc.getCertificate); err != nil {
 		return err
 	}
 	endpoints := serve.New(reg)

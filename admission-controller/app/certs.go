@@ -83,20 +83,9 @@ func newCertSource(ctx context.Context, o *Options, secrets corev1client.Secrets
 
 // newRegistrar returns the registration of o, following bundle.
 func newRegistrar(o *Options, client admissionclient.MutatingWebhookConfigurationInterface, bundle register.BundleSource, clk clock.WithTicker) (*register.Registrar, error) {
-	rc := register.Config{
-		Name:               o.WebhookConfigName,
-		URL:                o.WebhookURL,
-		FailurePolicy:      admissionregistrationv1.FailurePolicyType(o.WebhookFailurePolicy),
-		TimeoutSeconds:     o.WebhookTimeoutSeconds,
-		ExcludedNamespaces: []string{"kube-system", o.Namespace},
-	}
-	sel, err := o.namespaceSelector()
+	rc, err := o.Registration()
 	if err != nil {
 		return nil, err
-	}
-	rc.NamespaceSelector = sel
-	if o.WebhookURL == "" {
-		rc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.WebhookServiceName, Path: ptr.To(o.WebhookPath), Port: ptr.To(o.WebhookServicePort)}
 	}
 	probe := rc
 	probe.CABundle = bundle.CABundle()
@@ -107,4 +96,25 @@ func newRegistrar(o *Options, client admissionclient.MutatingWebhookConfiguratio
 		Client: client, Config: rc, Source: bundle, Clock: clk,
 		Resync: registrationResync, RetryInterval: registrationRetry,
 	}, nil
+}
+
+// Registration is the MutatingWebhookConfiguration o registers, without
+// its caBundle (which follows the certificates).
+func (o *Options) Registration() (register.Config, error) {
+	rc := register.Config{
+		Name:               o.WebhookConfigName,
+		URL:                o.WebhookURL,
+		FailurePolicy:      admissionregistrationv1.FailurePolicyType(o.WebhookFailurePolicy),
+		TimeoutSeconds:     o.WebhookTimeoutSeconds,
+		ExcludedNamespaces: []string{"kube-system", o.Namespace},
+	}
+	sel, err := o.namespaceSelector()
+	if err != nil {
+		return register.Config{}, err
+	}
+	rc.NamespaceSelector = sel
+	if o.WebhookURL == "" {
+		rc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.WebhookServiceName, Path: ptr.To(o.WebhookPath), Port: ptr.To(o.WebhookServicePort)}
+	}
+	return rc, nil
 }

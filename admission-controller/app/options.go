@@ -137,7 +137,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", o.MaxRequestBytes, "Largest AdmissionReview body accepted; larger ones are admitted unchanged.")
 	fs.DurationVar(&o.AdmissionTimeout, "admission-timeout", o.AdmissionTimeout, "Time to decide on one pod; past it the pod is admitted unchanged. Keep it below --webhook-timeout-seconds.")
 
-	fs.BoolVar(&o.RegisterWebhook, "register-webhook", o.RegisterWebhook, "Create or update the MutatingWebhookConfiguration at start. Off by default: without it the process changes nothing in the admission chain.")
+	fs.BoolVar(&o.RegisterWebhook, "register-webhook", o.RegisterWebhook, "Keep the MutatingWebhookConfiguration --webhook-config-name (shipped in deploy/) in line with this process: patch its webhook and CA bundle at start and when the CA changes (create it if missing, which needs RBAC create). Off by default: without it the process changes nothing in the admission chain.")
 	fs.StringVar(&o.WebhookConfigName, "webhook-config-name", o.WebhookConfigName, "Name of the MutatingWebhookConfiguration to register.")
 	fs.StringVar(&o.WebhookServiceName, "webhook-service-name", o.WebhookServiceName, "Service (in --namespace) the API server calls, in service mode.")
 	fs.Int32Var(&o.WebhookServicePort, "webhook-service-port", o.WebhookServicePort, "Port of --webhook-service-name.")

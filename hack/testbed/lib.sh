@@ -106,6 +106,24 @@ go_env_clean() {
 	GOWORK=off GOFLAGS="${flags[*]:-}" CGO_ENABLED=0 "$@"
 }
 
+# running_component: prints "NAME PID" of the first component whose PID file in
+# ${TESTBED_DIR} names a live process, and fails if none does. up.sh refuses
+# to start over such a testbed; e2e.sh refuses to run (and so to stop) one it
+# did not start.
+running_component() {
+	local pids="${TESTBED_DIR}/pids" f pid
+	[[ -d "${pids}" ]] || return 1
+	for f in "${pids}"/*.pid; do
+		[[ -f "${f}" ]] || continue
+		pid="$(cat "${f}")"
+		if pid_alive "${pid}"; then
+			printf '%s %s\n' "$(basename "${f}" .pid)" "${pid}"
+			return 0
+		fi
+	done
+	return 1
+}
+
 # pid_alive PID: a zombie counts as gone; it is what a component stopped by
 # down.sh from within up.sh (its parent) looks like until up.sh exits.
 pid_alive() {

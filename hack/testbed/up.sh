@@ -51,15 +51,9 @@ on_exit() {
 # ---------------------------------------------------------------- preflight
 
 preflight() {
-	local f pid
-	if [[ -d "${PIDS}" ]]; then
-		for f in "${PIDS}"/*.pid; do
-			[[ -f "${f}" ]] || continue
-			pid="$(cat "${f}")"
-			if pid_alive "${pid}"; then
-				die "a testbed is already running from ${TESTBED_DIR} ($(basename "${f}" .pid) pid ${pid}); run hack/testbed/down.sh first"
-			fi
-		done
+	local running
+	if running="$(running_component)"; then
+		die "a testbed is already running from ${TESTBED_DIR} (${running% *} pid ${running#* }); run hack/testbed/down.sh first"
 	fi
 	local p busy=()
 	for p in "${TESTBED_PORTS[@]}"; do

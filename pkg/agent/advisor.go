@@ -73,6 +73,28 @@ func (a *Advisor) Forget(uid types.UID) {
 	delete(a.last, uid)
 }
 
+// Remove tells the agent that the autoscaler namespace/name with uid was
+// deleted, so that it drops the workload's state (ForgetWorkload) instead
+// of keeping a slot for it until its TTL. It is skipped while the breaker
+// is open; a failure is returned for the caller to log, and the agent's
+// TTL is the fallback. It does not move the breaker: an agent that lacks
+// the call (Unimplemented) still answers Recommend.
+func (a *Advisor) Remove(ctx context.Context, namespace, name string, uid types.UID) error {
+	a.Forget(uid)
+	if !a.opts.Breaker.Allow(a.opts.Now()) {
+		return errors.New("the agent failed repeatedly; calls are paused")
+	}
+	cctx, cancel := context.WithTimeout(ctx, a.opts.Timeout)
+	defer cancel()
+	start := a.opts.Now()
+	_, err := a.client.ForgetWorkload(cctx, &pb.ForgetWorkloadRequest{Workload: &pb.WorkloadRef{Namespace: namespace, Name: name, Uid: string(uid)}})
+	a.observe("ForgetWorkload", start, err)
+	if err != nil {
+		return fmt.Errorf("ForgetWorkload %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
 func (a *Advisor) observe(method string, start time.Time, err error) {
 	if a.opts.Observer == nil {
 		return

@@ -30,6 +30,19 @@ type fakeAgent struct {
 	delay    time.Duration
 	calls    int
 	outcomes []*pb.ReportOutcomeRequest
+	// forgotten records ForgetWorkload calls; forgetErr fails them.
+	forgotten []*pb.WorkloadRef
+	forgetErr error
+}
+
+func (f *fakeAgent) ForgetWorkload(_ context.Context, r *pb.ForgetWorkloadRequest) (*pb.ForgetWorkloadResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.forgetErr != nil {
+		return nil, f.forgetErr
+	}
+	f.forgotten = append(f.forgotten, r.GetWorkload())
+	return &pb.ForgetWorkloadResponse{Found: true}, nil
 }
 
 func (f *fakeAgent) Recommend(ctx context.Context, _ *pb.RecommendRequest) (*pb.RecommendResponse, error) {
@@ -217,6 +230,49 @@ func TestAdviseKeepsLastContactWhileAgentDown(t *testing.T) {
 			}
 			if rl.Stage != "" {
 				t.Fatalf("stage %q: the agent did not say", rl.Stage)
+			}
+		})
+	}
+}
+
+func TestRemove(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		breaker    *Breaker
+		err        error
+		wantCalled bool
+		wantErr    bool
+	}{
+		{"tells the agent", nil, nil, true, false},
+		{"agent without the call", nil, status.Error(codes.Unimplemented, "no"), false, true},
+		{"breaker open", openBreaker(), nil, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := &fakeAgent{forgetErr: tc.err}
+			a := NewAdvisor(dial(t, srv), Options{Timeout: time.Second, Now: func() time.Time { return t0 }, Breaker: tc.breaker})
+			a.remember("u1", &pb.Observation{}, &pb.Recommendation{}, pb.Source_SOURCE_DEFAULT)
+			err := a.Remove(context.Background(), "ns", "web", "u1")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Remove() = %v, want error %v", err, tc.wantErr)
+			}
+			srv.mu.Lock()
+			got := srv.forgotten
+			srv.mu.Unlock()
+			want := []*pb.WorkloadRef{{Namespace: "ns", Name: "web", Uid: "u1"}}
+			if !tc.wantCalled {
+				want = nil
+			}
+			if len(got) != len(want) || (len(want) == 1 && !proto.Equal(got[0], want[0])) {
+				t.Errorf("ForgetWorkload calls %v, want %v", got, want)
+			}
+			a.mu.Lock()
+			_, kept := a.last["u1"]
+			a.mu.Unlock()
+			if kept {
+				t.Error("the advisor kept the removed workload's last step")
+			}
+			if tc.err != nil && a.opts.Breaker.State() != Closed {
+				t.Errorf("a failed ForgetWorkload moved the breaker to %v", a.opts.Breaker.State())
 			}
 		})
 	}

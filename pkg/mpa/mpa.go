@@ -86,7 +86,22 @@ func ResourceList(r workload.Resources) corev1.ResourceList {
 
 func ok(x float64) bool { return x > 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }
 
-// Constraints returns the object's bounds in workload terms.
+// DefaultMaxReplicas bounds the replica count of an autoscaler whose spec
+// sets no maxReplicas (or minReplicas, if that is higher), so that a bad
+// metric or agent answer cannot scale a workload without limit. The
+// recommender says so in the ScalingLimited condition.
+const DefaultMaxReplicas int32 = 100
+
+// MaxReplicasDefaulted reports whether m sets no maxReplicas, so that
+// Constraints bounds it by DefaultMaxReplicas.
+func MaxReplicasDefaulted(m *v1alpha1.MultidimPodAutoscaler) bool {
+	sc := m.Spec.Constraints
+	return sc == nil || sc.Global == nil || sc.Global.MaxReplicas == nil
+}
+
+// Constraints returns the object's bounds in workload terms. MaxReplicas is
+// never unbounded: unset, it is DefaultMaxReplicas, or minReplicas if that
+// is higher.
 func Constraints(m *v1alpha1.MultidimPodAutoscaler) workload.Constraints {
 	c := workload.Constraints{MinReplicas: 1}
 	var global []corev1.ResourceName
@@ -145,6 +160,9 @@ func Constraints(m *v1alpha1.MultidimPodAutoscaler) workload.Constraints {
 			}
 		}
 		c.Containers = append(c.Containers, p)
+	}
+	if MaxReplicasDefaulted(m) {
+		c.MaxReplicas = max(DefaultMaxReplicas, c.MinReplicas)
 	}
 	return c
 }

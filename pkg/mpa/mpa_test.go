@@ -92,6 +92,38 @@ func TestConstraintsMerge(t *testing.T) {
 	}
 }
 
+func TestMaxReplicasBound(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	for _, tc := range []struct {
+		name          string
+		constraints   *v1alpha1.ScalingConstraints
+		wantMin       int32
+		wantMax       int32
+		wantDefaulted bool
+	}{
+		{"no constraints", nil, 1, DefaultMaxReplicas, true},
+		{"no global", &v1alpha1.ScalingConstraints{}, 1, DefaultMaxReplicas, true},
+		{"min only", &v1alpha1.ScalingConstraints{Global: &v1alpha1.HorizontalScalingConstraints{MinReplicas: i32(3)}}, 3, DefaultMaxReplicas, true},
+		{"min above the default", &v1alpha1.ScalingConstraints{Global: &v1alpha1.HorizontalScalingConstraints{MinReplicas: i32(150)}}, 150, 150, true},
+		{"max set", &v1alpha1.ScalingConstraints{Global: &v1alpha1.HorizontalScalingConstraints{MaxReplicas: i32(7)}}, 1, 7, false},
+		{"max set above the default", &v1alpha1.ScalingConstraints{Global: &v1alpha1.HorizontalScalingConstraints{MaxReplicas: i32(500)}}, 1, 500, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &v1alpha1.MultidimPodAutoscaler{Spec: v1alpha1.MultidimPodAutoscalerSpec{Constraints: tc.constraints}}
+			c := Constraints(m)
+			if c.MinReplicas != tc.wantMin || c.MaxReplicas != tc.wantMax {
+				t.Errorf("replicas [%d, %d], want [%d, %d]", c.MinReplicas, c.MaxReplicas, tc.wantMin, tc.wantMax)
+			}
+			if got := MaxReplicasDefaulted(m); got != tc.wantDefaulted {
+				t.Errorf("MaxReplicasDefaulted = %v, want %v", got, tc.wantDefaulted)
+			}
+			if err := c.Validate(); err != nil {
+				t.Errorf("defaulted constraints invalid: %v", err)
+			}
+		})
+	}
+}
+
 func TestResourceListRoundTrip(t *testing.T) {
 	for _, tc := range []struct {
 		name string

@@ -77,3 +77,26 @@ func Shadowed(all []*v1alpha1.MultidimPodAutoscaler) map[types.UID]*v1alpha1.Mul
 	}
 	return out
 }
+
+// ReasonConflictingAutoscaler is the ConfigUnsupported reason of an
+// autoscaler whose target another kind of autoscaler (an HPA, a VPA, a KEDA
+// ScaledObject, a Knative PodAutoscaler) also acts on. The recommender
+// then leaves the contested dimension empty in the status: no
+// desiredReplicas for a horizontal rival, no recommendation for a vertical
+// one.
+const ReasonConflictingAutoscaler = "ConflictingAutoscaler"
+
+// ReplicasLeftToRival reports whether another autoscaler owns the replica
+// count of s's target, so that the updater must not touch it at all (not
+// even to bring it within minReplicas and maxReplicas).
+func ReplicasLeftToRival(s *v1alpha1.MultidimPodAutoscalerStatus) bool {
+	if s.DesiredReplicas != 0 {
+		return false
+	}
+	for _, c := range s.Conditions {
+		if c.Type == v1alpha1.ConfigUnsupported {
+			return c.Status == "True" && c.Reason == ReasonConflictingAutoscaler
+		}
+	}
+	return false
+}

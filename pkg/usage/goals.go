@@ -79,6 +79,9 @@ func (p *Prometheus) Goal(ctx context.Context, q GoalQuery) (GoalReading, error)
 		if err := d.setMetric("external", q.Spec.External.Metric); err != nil {
 			return r, err
 		}
+		if !p.clusterWide[q.Namespace] {
+			d.Selector = scopeToNamespace(q.Namespace, d.Selector)
+		}
 	default:
 		return r, fmt.Errorf("%w: %s", ErrNotPrometheusMetric, q.Spec.Type)
 	}
@@ -295,6 +298,17 @@ func MetricStatus(spec autoscalingv2.MetricSpec, r GoalReading, pods []string) (
 			Metric: spec.External.Metric, Current: cur}}, true
 	}
 	return autoscalingv2.MetricStatus{}, false
+}
+
+// scopeToNamespace puts a namespace matcher ahead of sel. PromQL ANDs
+// matchers, so a selector that names another namespace (or matches any)
+// still reads only ns's series.
+func scopeToNamespace(ns, sel string) string {
+	m := `namespace="` + quote(ns) + `"`
+	if sel == "" {
+		return m
+	}
+	return m + ", " + sel
 }
 
 // setMetric fills d's metric name and label matchers from a goal's metric

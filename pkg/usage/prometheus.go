@@ -120,7 +120,11 @@ type QueryData struct {
 	// Metric is a Prometheus metric name.
 	Metric string
 	// Selector is the metric's label selector as comma-separated PromQL
-	// label matchers, without braces; empty when there is none.
+	// label matchers, without braces; empty when there is none. For an
+	// External goal it starts with namespace="<the autoscaler's
+	// namespace>" unless that namespace may read cluster-wide metrics
+	// (PrometheusOptions.ClusterWideExternalNamespaces): a custom External
+	// template must use it to stay scoped.
 	Selector string
 	// Percentile is the SLO percentile (e.g. 95); Quantile is the same as
 	// a fraction (0.95), as histogram_quantile takes it.
@@ -153,6 +157,12 @@ type PrometheusOptions struct {
 	Now func() time.Time
 	// Observer, if set, is told the outcome of every query.
 	Observer QueryObserver
+	// ClusterWideExternalNamespaces are the namespaces whose External goal
+	// metrics are read across the cluster. Elsewhere an External query is
+	// scoped to the autoscaler's namespace (a namespace="..." matcher
+	// leads its .Selector), so that an autoscaler's author cannot read
+	// another namespace's series through status.currentMetrics.
+	ClusterWideExternalNamespaces []string
 }
 
 // QueryObserver is told the outcome of every Prometheus query, e.g. to
@@ -182,6 +192,8 @@ type Prometheus struct {
 	now     func() time.Time
 	tmpl    map[string]*template.Template
 	obs     QueryObserver
+	// clusterWide: namespaces whose External goals are not scoped.
+	clusterWide map[string]bool
 }
 
 var _ Source = (*Prometheus)(nil)
@@ -228,6 +240,13 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 		p.now = time.Now
 	}
 	var errs []error
+	p.clusterWide = map[string]bool{}
+	for _, ns := range o.ClusterWideExternalNamespaces {
+		if err := validNamespace(ns); err != nil {
+			errs = append(errs, fmt.Errorf("cluster-wide external metrics namespace %q: %w", ns, err))
+		}
+		p.clusterWide[ns] = true
+	}
 	for name, text := range map[string]string{
 		qCPU: pick(o.Queries.CPU, def.CPU), qMemory: pick(o.Queries.Memory, def.Memory),
 		qLatency: pick(o.Queries.Latency, def.Latency), qRequestRate: pick(o.Queries.RequestRate, def.RequestRate),

@@ -421,12 +421,57 @@ func TestHistory(t *testing.T) {
 
 func qty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
 
+// TestExternalGoalsAreScopedToTheNamespace: an External goal reads only its
+// autoscaler's namespace, whatever its selector says, unless the namespace
+// is allowed cluster-wide metrics; an invalid allowed namespace is refused.
+func TestExternalGoalsAreScopedToTheNamespace(t *testing.T) {
+	ext := func(sel *metav1.LabelSelector) autoscalingv2.MetricSpec {
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+			Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages", Selector: sel},
+			Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: qty("30")}}}
+	}
+	other := &metav1.LabelSelector{MatchLabels: map[string]string{"namespace": "payments"}}
+	for _, tc := range []struct {
+		name        string
+		namespace   string
+		clusterWide []string
+		spec        autoscalingv2.MetricSpec
+		wantQuery   string
+	}{
+		{"no selector", "shop", nil, ext(nil), `sum(queue_messages{namespace="shop"})`},
+		{"another namespace asked for", "shop", nil, ext(other), `sum(queue_messages{namespace="shop", namespace="payments"})`},
+		{"allowed cluster-wide", "ops", []string{"ops"}, ext(other), `sum(queue_messages{namespace="payments"})`},
+		{"allowed elsewhere only", "shop", []string{"ops"}, ext(nil), `sum(queue_messages{namespace="shop"})`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeProm(t)
+			f.set(tc.wantQuery, vector(sample("", "7")))
+			p, err := NewPrometheus(PrometheusOptions{Address: f.URL, Timeout: 2 * time.Second, Window: 2 * time.Minute, Now: func() time.Time { return now },
+				ClusterWideExternalNamespaces: tc.clusterWide})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := p.Goal(context.Background(), GoalQuery{Namespace: tc.namespace, Spec: tc.spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !r.Value.OK || r.Value.Value != 7 {
+				t.Errorf("reading %+v: the query was not %s", r.Value, tc.wantQuery)
+			}
+		})
+	}
+	if _, err := NewPrometheus(PrometheusOptions{Address: "http://127.0.0.1:1", Timeout: time.Second, Window: time.Minute,
+		ClusterWideExternalNamespaces: []string{`x"}`}}); err == nil {
+		t.Error("an invalid cluster-wide namespace must be refused")
+	}
+}
+
 func TestGoals(t *testing.T) {
 	f := newFakeProm(t)
 	f.set(`sum by (pod) (inflight{namespace="shop", pod=~".+"})`, vector(
 		sample(`"pod":"web-1"`, "30"), sample(`"pod":"web-2"`, "NaN"), sample(`"pod":"other"`, "1000")))
 	f.set(`sum(requests_per_second{namespace="shop", ingress="main"})`, vector(sample("", "250")))
-	f.set(`sum(queue_messages{queue="orders"})`, vector(sample("", "90")))
+	f.set(`sum(queue_messages{namespace="shop", queue="orders"})`, vector(sample("", "90")))
 	p := newProm(t, f.URL, Queries{})
 	obs := &workload.Observation{Window: time.Minute, Replicas: 2, ReadyReplicas: 2, Pods: []workload.PodSample{{Name: "web-1", Ready: true}, {Name: "web-2", Ready: true}}}
 	pods := []string{"web-1", "web-2"}

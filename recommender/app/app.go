@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
@@ -24,6 +25,7 @@ import (
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
 	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/leader"
+	"github.com/aware-k8s/aware/pkg/rival"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/pkg/target"
 	"github.com/aware-k8s/aware/pkg/usage"
@@ -145,12 +147,18 @@ func run(ctx context.Context, o *Options) error {
 		})
 	}
 
+	dyn, err := dynamic.NewForConfig(clients.Config)
+	if err != nil {
+		return fmt.Errorf("dynamic client: %w", err)
+	}
+
 	deps := controller.Deps{
 		Client:             mpaClient,
 		MPAInformer:        mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalers(),
 		CheckpointInformer: mpaInf.Autoscaling().V1alpha1().MultidimPodAutoscalerCheckpoints(),
 		PodInformer:        podInf,
 		Targets:            targets{r: resolver},
+		Rivals:             rival.NewScanner(dyn, nil),
 		Usage:              usage.NewMetricsAPI(metrics.MetricsV1beta1()),
 		NewPolicy:          fusion.NewPolicyFactory(fusion.Options{}),
 		Recorder:           recorder,
@@ -207,6 +215,8 @@ func wirePrometheus(o *Options, d *controller.Deps) error {
 		Timeout: o.PrometheusTimeout,
 		Window:  o.PrometheusWindow,
 		Queries: o.PrometheusQueries,
+
+		ClusterWideExternalNamespaces: o.ClusterWideExternalNamespaces,
 	}
 	if d.Metrics != nil {
 		po.Observer = d.Metrics

@@ -27,8 +27,11 @@ type Options struct {
 	CheckpointInterval    time.Duration
 	Namespace             string
 	IgnoredNamespaces     []string
-	Workers               int
-	LowConfidenceHistory  time.Duration
+	// ClusterWideExternalNamespaces may read External goal metrics across
+	// namespaces.
+	ClusterWideExternalNamespaces []string
+	Workers                       int
+	LowConfidenceHistory          time.Duration
 
 	PrometheusAddress     string
 	PrometheusTimeout     time.Duration
@@ -83,6 +86,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CheckpointInterval, "checkpoints-interval", o.CheckpointInterval, "How often each autoscaler's usage histograms are saved in MultidimPodAutoscalerCheckpoint objects, and checkpoints of deleted autoscalers are deleted.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only watch this namespace (autoscalers, pods, checkpoints, metrics). Empty means all namespaces.")
 	fs.StringSliceVar(&o.IgnoredNamespaces, "ignored-namespaces", o.IgnoredNamespaces, "Comma-separated namespaces whose autoscalers are ignored.")
+	fs.StringSliceVar(&o.ClusterWideExternalNamespaces, "external-metrics-cluster-wide-namespaces", o.ClusterWideExternalNamespaces, "Comma-separated namespaces whose autoscalers' External goals.metrics read series from any namespace. Everywhere else an External query carries namespace=\"<the autoscaler's namespace>\", so that an autoscaler's author cannot read another namespace's series through status.currentMetrics. Grant it only to namespaces whose authors may see every series in Prometheus.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Concurrent status writers.")
 	fs.DurationVar(&o.LowConfidenceHistory, "low-confidence-history", o.LowConfidenceHistory, "Set the LowConfidence condition while a container has less usage history than this (VPA's confidence measure).")
 	fs.StringVar(&o.PrometheusAddress, "prometheus-address", o.PrometheusAddress, "Base URL of the Prometheus HTTP API (e.g. http://prometheus.monitoring:9090), for SLO latency, request rate and error rate, goals.metrics of type Pods/Object/External (which drive the replica count with the HPA's semantics), and usage history at start-up. Empty disables all three; goals.metrics of those types then count as missing metrics, which block scale-downs.")

@@ -41,6 +41,7 @@ import (
 	informers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
 	listers "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/rival"
 	"github.com/aware-k8s/aware/pkg/usage"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
@@ -76,6 +77,21 @@ type Target struct {
 // Reason says why. A nil Advisor means defaults only.
 type Advisor interface {
 	Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, obs *workload.Observation, c *workload.Constraints, def workload.Recommendation) (workload.Recommendation, *v1alpha1.RLStatus)
+}
+
+// RivalSource lists the other autoscalers of every target in a namespace
+// ("" for all); rival.Scanner is one. With an error it returns what it
+// could read.
+type RivalSource interface {
+	Scan(ctx context.Context, namespace string) (map[mpa.Target][]rival.Rival, error)
+}
+
+var _ RivalSource = (*rival.Scanner)(nil)
+
+// Remover is implemented by an Advisor that can tell the agent an
+// autoscaler was deleted, so that the agent drops its state.
+type Remover interface {
+	Remove(ctx context.Context, namespace, name string, uid types.UID) error
 }
 
 // Config holds the loop's settings.
@@ -123,9 +139,12 @@ type Deps struct {
 	// SLO, Goals and History are the Prometheus-backed sources; nil
 	// disables each (latency is then not measured, goal metrics are not
 	// reported, and autoscalers without a checkpoint start empty).
-	SLO        SLOSource
-	Goals      GoalSource
-	History    HistorySource
+	SLO     SLOSource
+	Goals   GoalSource
+	History HistorySource
+	// Rivals finds other autoscalers of the targets (HPA, VPA, KEDA,
+	// Knative); nil looks for none.
+	Rivals     RivalSource
 	NewPolicy  workload.PolicyFactory
 	Advisor    Advisor
 	Recorder   record.EventRecorder
@@ -150,6 +169,7 @@ type Controller struct {
 	slo         SLOSource
 	goals       GoalSource
 	history     HistorySource
+	rivals      RivalSource
 	newPolicy   workload.PolicyFactory
 	advisor     Advisor
 	recorder    record.EventRecorder
@@ -160,6 +180,10 @@ type Controller struct {
 	// states is touched by the loop goroutine only.
 	states      map[string]*state
 	lastCollect time.Time
+	// lastRivals is the last complete scan of other autoscalers (loop
+	// goroutine only): a failed scan adds it to what it could read, so
+	// that a rival is never forgotten for a failed list.
+	lastRivals map[mpa.Target][]rival.Rival
 
 	mu      sync.Mutex
 	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
@@ -190,6 +214,11 @@ type state struct {
 	history        *historyLoad
 	historyLoaded  int
 	historyErr     error
+	// askedAgent: the advisor was asked for this autoscaler, so the agent
+	// keeps state for it to be dropped when it is deleted.
+	askedAgent bool
+	// lastStage is the last RL stage the agent reported (noteStage).
+	lastStage v1alpha1.RLStage
 }
 
 // New builds the controller. The pod informer should carry TrimPod as its
@@ -239,6 +268,7 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		slo:         d.SLO,
 		goals:       d.Goals,
 		history:     d.History,
+		rivals:      d.Rivals,
 		newPolicy:   d.NewPolicy,
 		advisor:     d.Advisor,
 		recorder:    d.Recorder,
@@ -329,6 +359,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		}
 	}
 	ext := c.readExternal(ctx, handled)
+	rivals := c.scanRivals(ctx, len(handled) > 0)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	// Over every autoscaler, handled or not: one of another recommender
@@ -349,7 +380,14 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		seen[key] = true
 		e := ext[key]
 		e.countDrops(dropped)
-		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, e, dropped)
+		var rs []rival.Rival
+		if t, ok := mpa.TargetOf(m); ok {
+			rs = rivals[t]
+		}
+		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, e, rs, dropped)
+		// Whatever path recommend took, a contested dimension is left to
+		// the rival: the updater and the webhook find nothing to apply.
+		leaveContested(status, m, rs)
 		if c.needsWrite(&m.Status, status, fresh, now) {
 			c.mu.Lock()
 			c.pending[key] = status
@@ -357,11 +395,16 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			c.queue.Add(key)
 		}
 	}
+	var present map[types.UID]bool
 	for k, st := range c.states {
 		if !seen[k] {
-			if f, ok := c.advisor.(interface{ Forget(types.UID) }); ok {
-				f.Forget(st.uid)
+			if present == nil {
+				present = make(map[types.UID]bool, len(all))
+				for _, m := range all {
+					present[m.UID] = true
+				}
 			}
+			c.forgetAgentState(ctx, st, !present[st.uid])
 			if st.history != nil {
 				st.history.cancel()
 			}
@@ -381,6 +424,65 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	}
 	c.metrics.loopDuration.Observe(time.Since(start).Seconds())
 	logger.V(4).Info("Loop done", "autoscalers", len(handled), "duration", time.Since(start))
+}
+
+// noteStage counts and announces (an event on the autoscaler) a change of
+// the RL stage the agent reports. An answer without a stage (the agent was
+// not reached) changes nothing, so a change during an outage shows when the
+// agent answers again; the first stage of a new model is compared with the
+// one in the status, so a restarted recommender announces nothing twice.
+func (c *Controller) noteStage(m *v1alpha1.MultidimPodAutoscaler, st *state, stage v1alpha1.RLStage) {
+	if stage == "" {
+		return
+	}
+	prev := st.lastStage
+	if prev == "" && m.Status.RL != nil {
+		prev = m.Status.RL.Stage
+	}
+	st.lastStage = stage
+	if prev == "" || prev == stage {
+		return
+	}
+	c.metrics.rlStages.WithLabelValues(string(prev), string(stage)).Inc()
+	if c.recorder != nil {
+		c.recorder.Eventf(m, corev1.EventTypeNormal, ReasonRLStageChanged, "the RL agent's stage changed from %s to %s: %s", prev, stage, stageMeaning(stage))
+	}
+}
+
+// ReasonRLStageChanged is the reason of the event noteStage records.
+const ReasonRLStageChanged = "RLStageChanged"
+
+func stageMeaning(s v1alpha1.RLStage) string {
+	switch s {
+	case v1alpha1.RLStageBootstrapping:
+		return "the defaults act while the agent learns from them"
+	case v1alpha1.RLStageOnlineTraining:
+		return "the agent acts (with spec.rl.mode On) and keeps learning"
+	case v1alpha1.RLStageServing:
+		return "the agent acts (with spec.rl.mode On) with the policy it was promoted with"
+	case v1alpha1.RLStageRetraining:
+		return "the agent's reward degraded: the defaults act again while it relearns"
+	}
+	return "unknown stage"
+}
+
+// forgetAgentState drops the advisor's memory of st and, if its
+// autoscaler was deleted (not merely shadowed or handed to another
+// recommender) and the agent was ever asked about it, tells the agent to
+// drop what it learned, so that a deleted or re-created autoscaler does not
+// keep a slot in the agent.
+func (c *Controller) forgetAgentState(ctx context.Context, st *state, deleted bool) {
+	if f, ok := c.advisor.(interface{ Forget(types.UID) }); ok {
+		f.Forget(st.uid)
+	}
+	r, ok := c.advisor.(Remover)
+	if !ok || !deleted || !st.askedAgent {
+		return
+	}
+	if err := r.Remove(ctx, st.namespace, st.name, st.uid); err != nil {
+		klog.FromContext(ctx).Info("The agent could not be told that an autoscaler was deleted; it forgets it after its --workload-ttl",
+			"mpa", klog.KRef(st.namespace, st.name), "uid", st.uid, "err", err)
+	}
 }
 
 func (c *Controller) readUsage(ctx context.Context) (map[string]map[string]*usage.PodUsage, error) {
@@ -419,6 +521,13 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 	if st != nil && st.uid == m.UID && st.generation == m.Generation {
 		return st
 	}
+	if st != nil && st.uid != m.UID {
+		// Deleted and re-created under the same name between two loops.
+		c.forgetAgentState(ctx, st, true)
+		if st.history != nil {
+			st.history.cancel()
+		}
+	}
 	// lastCheckpoint starts now: there is nothing new to save before a
 	// checkpoint interval of samples has been seen.
 	ns := &state{namespace: m.Namespace, name: m.Name, uid: m.UID, generation: m.Generation, constraints: mpa.Constraints(m), lastCheckpoint: c.clock.Now()}
@@ -444,6 +553,7 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 		}
 		ns.containers, ns.lastObs, ns.lastCheckpoint, ns.restored = st.containers, st.lastObs, st.lastCheckpoint, st.restored
 		ns.historyPending, ns.history, ns.historyLoaded, ns.historyErr = st.historyPending, st.history, st.historyLoaded, st.historyErr
+		ns.askedAgent, ns.lastStage = st.askedAgent, st.lastStage
 	default:
 		ns.restored = c.restore(ctx, m, h)
 		ns.historyPending = ns.restored == 0 && c.history != nil
@@ -457,7 +567,7 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 // advance: a recommendation kept while metrics are missing must age so the
 // updater's staleness guard can act).
 func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.MultidimPodAutoscaler, now time.Time,
-	use map[string]*usage.PodUsage, useErr error, ext *external, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
+	use map[string]*usage.PodUsage, useErr error, ext *external, rivals []rival.Rival, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
 	s := m.Status.DeepCopy()
 	s.ObservedGeneration = m.Generation
 	st := c.stateFor(ctx, key, m)
@@ -482,7 +592,13 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		setCondition(s, v1alpha1.AbleToScale, corev1.ConditionFalse, "FailedGetScale", "the scale target cannot be read", now)
 		return s, false
 	}
-	setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported", "", now)
+	if len(rivals) > 0 {
+		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, ReasonConflictingAutoscaler, rivalMessage(m, rivals), now)
+	} else if msg := c.unconfiguredSources(m); msg != "" {
+		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, ReasonMetricSourceNotConfigured, msg, now)
+	} else {
+		setCondition(s, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported", "", now)
+	}
 	setCondition(s, v1alpha1.AbleToScale, corev1.ConditionTrue, "SucceededGetScale", "the scale target was read", now)
 
 	all, err := c.podsFor(m.Namespace, tgt.Selector)
@@ -538,12 +654,14 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	rl := &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "RLOff", Message: "spec.rl.mode is Off: the fused default decides"}
 	if m.Spec.RL != nil && m.Spec.RL.Mode != "" && m.Spec.RL.Mode != v1alpha1.RLModeOff {
 		if c.advisor != nil {
+			st.askedAgent = true
 			rec, rl = c.advisor.Advise(ctx, m, &obs, &st.constraints, def)
 		} else {
 			rl = &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "NoAgentEndpoint", Message: "no --rl-agent-endpoint is configured: the fused default decides"}
 		}
 	}
 	c.metrics.recommendations.WithLabelValues(string(rl.Source)).Inc()
+	c.noteStage(m, st, rl.Stage)
 
 	s.RecommendationTime = &metav1.Time{Time: now}
 	s.CurrentReplicas = obs.Replicas
@@ -574,11 +692,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	default:
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", from, now)
 	}
-	if r := limitedReason(def.Reason); r != "" {
-		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionTrue, r, "the desired replica count was limited by the constraints or behavior", now)
-	} else {
-		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionFalse, "DesiredWithinRange", "", now)
-	}
+	setLimitedCondition(s, m, &st.constraints, def.Reason, now)
 	if h, ok := st.policy.(histograms); ok {
 		low := false
 		for _, name := range st.containers {

@@ -358,6 +358,46 @@ func TestRecommendsAndWritesStatus(t *testing.T) {
 	}
 }
 
+// An autoscaler without maxReplicas is bounded by mpa.DefaultMaxReplicas,
+// and ScalingLimited says so, whether or not the bound binds.
+func TestDefaultMaxReplicasInStatus(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		max         *int32
+		cpu         float64 // per pod, of a 500m request
+		wantStatus  corev1.ConditionStatus
+		wantReason  string
+		wantMessage string
+		wantDesired int32
+	}{
+		{"within range, unset", nil, 0.4, corev1.ConditionFalse, "DesiredWithinRange", "default bound of 100 replicas", 0},
+		{"bound binds, unset", nil, 40, corev1.ConditionTrue, "TooManyReplicas", "limited by the default maximum", 100},
+		{"within range, set", ptr(int32(500)), 0.4, corev1.ConditionFalse, "DesiredWithinRange", "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMPA("ns", "web")
+			m.Spec.Constraints = &v1alpha1.ScalingConstraints{Global: &v1alpha1.HorizontalScalingConstraints{MaxReplicas: tc.max}}
+			f := newFixture(t, m, newPod("ns", "web", "web-1", true), newPod("ns", "web", "web-2", true))
+			// 90 replicas: the default scale-up rate (100%) would reach 180.
+			f.targets.replicas = map[string]int32{"web": 90}
+			f.usage.set(podUsage("ns", "web-1", tc.cpu, 200<<20), podUsage("ns", "web-2", tc.cpu, 200<<20))
+			f.start()
+			f.tick()
+			got := f.mpa("ns", "web")
+			c := cond(t, got, v1alpha1.ScalingLimited)
+			if c.Status != tc.wantStatus || c.Reason != tc.wantReason || !strings.Contains(c.Message, tc.wantMessage) {
+				t.Fatalf("ScalingLimited = %s/%s %q, want %s/%s containing %q", c.Status, c.Reason, c.Message, tc.wantStatus, tc.wantReason, tc.wantMessage)
+			}
+			if tc.wantMessage == "" && c.Message != "" {
+				t.Errorf("message %q for an explicit maxReplicas", c.Message)
+			}
+			if tc.wantDesired != 0 && got.Status.DesiredReplicas != tc.wantDesired {
+				t.Errorf("desiredReplicas = %d, want %d", got.Status.DesiredReplicas, tc.wantDesired)
+			}
+		})
+	}
+}
+
 func TestStatusWrittenOnlyWhenChangedOrDue(t *testing.T) {
 	f := newFixture(t, twoPodWorkload()...)
 	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))

@@ -75,3 +75,42 @@ func describeGoalProblem(problem string, t autoscalingv2.MetricSourceType) strin
 	}
 	return "every value was " + problem
 }
+
+// ReasonMetricSourceNotConfigured marks an autoscaler whose spec needs
+// Prometheus while the recommender has no --prometheus-address.
+const ReasonMetricSourceNotConfigured = "MetricSourceNotConfigured"
+
+// unconfiguredSources returns the ConfigUnsupported message for an
+// autoscaler whose goals or SLO need Prometheus while none is configured,
+// or "". It names each such field and says what the operator can do, and
+// depends on the spec only, so it changes only with the spec.
+func (c *Controller) unconfiguredSources(m *v1alpha1.MultidimPodAutoscaler) string {
+	var needs []string
+	goals := false
+	if c.goals == nil && m.Spec.Goals != nil {
+		for i, spec := range m.Spec.Goals.Metrics {
+			switch spec.Type {
+			case autoscalingv2.PodsMetricSourceType, autoscalingv2.ObjectMetricSourceType, autoscalingv2.ExternalMetricSourceType:
+				needs = append(needs, fmt.Sprintf("goals.metrics[%d] (%s %q)", i, spec.Type, usage.ToGoal(spec, nil, nil).Name))
+				goals = true
+			}
+		}
+	}
+	slo := c.slo == nil && m.Spec.RL != nil && m.Spec.RL.SLO != nil
+	if slo {
+		needs = append(needs, "spec.rl.slo")
+	}
+	if len(needs) == 0 {
+		return ""
+	}
+	var effects []string
+	if goals {
+		effects = append(effects, "these goals cannot be read and block scale-downs")
+	}
+	if slo {
+		effects = append(effects, "latency is not measured")
+	}
+	return fmt.Sprintf("%s need Prometheus, but this recommender has no Prometheus address: set prometheus-address in deploy/kustomization.yaml "+
+		"(the recommender's --prometheus-address), or remove them; until then %s",
+		strings.Join(needs, " and "), strings.Join(effects, " and "))
+}

@@ -9,6 +9,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 )
@@ -58,7 +59,7 @@ func goalFixture(t *testing.T, prom *promServer, goals *v1alpha1.Goals) *fixture
 
 func TestGoalsDriveDesiredReplicas(t *testing.T) {
 	prom := newPromServer(t)
-	prom.answer(`sum(queue_messages{})`, "90")
+	prom.answer(`sum(queue_messages{namespace="ns"})`, "90")
 	f := goalFixture(t, prom, goalSpec(externalGoal("queue_messages", 30)))
 	f.tick()
 	m := f.mpa("ns", "web")
@@ -81,7 +82,7 @@ func TestGoalsDriveDesiredReplicas(t *testing.T) {
 // scale down it keeps the count (as the HPA does).
 func TestMissingGoalIsIgnoredAndBlocksScaleDown(t *testing.T) {
 	prom := newPromServer(t)
-	prom.answer(`sum(queue_messages{})`, "NaN")
+	prom.answer(`sum(queue_messages{namespace="ns"})`, "NaN")
 	// workload scales down without a stabilization window, so that a
 	// scale-down would show at once.
 	workload := func(goals *v1alpha1.Goals) *fixture {
@@ -144,14 +145,71 @@ func TestMissingGoalIsIgnoredAndBlocksScaleDown(t *testing.T) {
 	}
 }
 
-// TestGoalsWithoutPrometheus: Pods/Object/External goals cannot be read
-// without --prometheus-address; they are reported as such.
+// TestGoalsWithoutPrometheus: Pods/Object/External goals and an SLO cannot
+// be read without --prometheus-address; ConfigUnsupported says which fields
+// need it and what to set (with a warning event), and ScalingActive names
+// the goal. Resource goals need no Prometheus, and a configured source
+// clears the condition.
 func TestGoalsWithoutPrometheus(t *testing.T) {
-	f := goalFixture(t, nil, goalSpec(externalGoal("queue_messages", 30)))
-	f.tick()
-	c := cond(t, f.mpa("ns", "web"), v1alpha1.ScalingActive)
-	if !strings.Contains(c.Message, "no --prometheus-address is configured") {
-		t.Errorf("ScalingActive %+v", c)
+	cpu := int32(50)
+	resourceGoal := autoscalingv2.MetricSpec{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+		Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: &cpu}}}
+	for _, tc := range []struct {
+		name       string
+		goals      *v1alpha1.Goals
+		slo        bool
+		prom       bool
+		wantStatus corev1.ConditionStatus
+		wantParts  []string
+	}{
+		{"external goal", goalSpec(externalGoal("queue_messages", 30)), false, false, corev1.ConditionTrue,
+			[]string{`goals.metrics[0] (External "queue_messages")`, "prometheus-address in deploy/kustomization.yaml", "block scale-downs"}},
+		{"goal and SLO", goalSpec(resourceGoal, externalGoal("lag", 5)), true, false, corev1.ConditionTrue,
+			[]string{`goals.metrics[1] (External "lag") and spec.rl.slo`, "latency is not measured"}},
+		{"SLO only", nil, true, false, corev1.ConditionTrue, []string{"spec.rl.slo need Prometheus", "latency is not measured"}},
+		{"resource goal only", goalSpec(resourceGoal), false, false, corev1.ConditionFalse, nil},
+		{"prometheus configured", goalSpec(externalGoal("queue_messages", 30)), false, true, corev1.ConditionFalse, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := twoPodWorkload()
+			m := objs[0].(*v1alpha1.MultidimPodAutoscaler)
+			m.Spec.Goals = tc.goals
+			if tc.slo {
+				m.Spec.RL = &v1alpha1.RLSpec{Mode: v1alpha1.RLModeOff, SLO: &v1alpha1.SLOSpec{
+					Metric: autoscalingv2.MetricIdentifier{Name: "http_request_duration_seconds"}, Target: metav1.Duration{Duration: 250 * time.Millisecond}}}
+			}
+			f := newFixture(t, objs...)
+			f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.3, 200<<20))
+			if tc.prom {
+				prom := newPromServer(t)
+				prom.answer(`sum(queue_messages{namespace="ns"})`, "60")
+				f.deps = func(d *Deps) { d.Goals = prom.source(t, nil) }
+			}
+			f.start()
+			f.tick()
+			got := f.mpa("ns", "web")
+			c := cond(t, got, v1alpha1.ConfigUnsupported)
+			if c.Status != tc.wantStatus {
+				t.Fatalf("ConfigUnsupported %s/%s %q, want %s", c.Status, c.Reason, c.Message, tc.wantStatus)
+			}
+			if tc.wantStatus == corev1.ConditionFalse {
+				return
+			}
+			if c.Reason != ReasonMetricSourceNotConfigured {
+				t.Errorf("reason %s, want %s", c.Reason, ReasonMetricSourceNotConfigured)
+			}
+			for _, part := range tc.wantParts {
+				if !strings.Contains(c.Message, part) {
+					t.Errorf("message %q lacks %q", c.Message, part)
+				}
+			}
+			wantEvent(t, f.recorder, "Warning "+ReasonMetricSourceNotConfigured)
+			if tc.goals != nil && len(tc.goals.Metrics) > 0 && tc.goals.Metrics[len(tc.goals.Metrics)-1].Type == autoscalingv2.ExternalMetricSourceType {
+				if sa := cond(t, got, v1alpha1.ScalingActive); !strings.Contains(sa.Message, "no --prometheus-address is configured") {
+					t.Errorf("ScalingActive %+v", sa)
+				}
+			}
+		})
 	}
 }
 

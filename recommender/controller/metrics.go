@@ -23,6 +23,7 @@ type Metrics struct {
 	agentErrors     *prometheus.CounterVec
 	breakerState    prometheus.Gauge
 	promQueries     *prometheus.CounterVec
+	rlStages        *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -70,9 +71,13 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "aware_recommender_prometheus_queries_total",
 			Help: "Prometheus queries by template (cpu, memory, latency, requestRate, errorRate, pods, object, external) and result: success (an answer, possibly empty) or error (unreachable, an error status, a malformed or unexpected answer).",
 		}, []string{"query", "result"}),
+		rlStages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "aware_recommender_rl_stage_transitions_total",
+			Help: "Changes of an autoscaler's RL stage (status.rl.stage) as the agent reported it, by previous and new stage: the agent taking control (OnlineTraining, Serving) or retraining starting (Retraining).",
+		}, []string{"from", "to"}),
 	}
 	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites,
-		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState, m.promQueries} {
+		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState, m.promQueries, m.rlStages} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

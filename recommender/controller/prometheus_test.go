@@ -309,7 +309,7 @@ func TestSLOWithoutPrometheus(t *testing.T) {
 
 func TestGoalMetricsReported(t *testing.T) {
 	prom := newPromServer(t)
-	prom.answer(`sum(queue_messages{queue="orders"})`, "90")
+	prom.answer(`sum(queue_messages{namespace="ns", queue="orders"})`, "90")
 	objs := twoPodWorkload()
 	objs[0].(*v1alpha1.MultidimPodAutoscaler).Spec.Goals = &v1alpha1.Goals{Metrics: []autoscalingv2.MetricSpec{
 		{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{Name: corev1.ResourceCPU,

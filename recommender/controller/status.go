@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/mpa"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
@@ -161,6 +162,30 @@ func merge(dst, ours *v1alpha1.MultidimPodAutoscalerStatus) {
 				dst.Conditions = append(dst.Conditions, *c)
 			}
 		}
+	}
+}
+
+// setLimitedCondition sets ScalingLimited from the default's reason. An
+// autoscaler without maxReplicas is bounded by mpa.DefaultMaxReplicas; the
+// message says so whether or not the bound binds now, so that the bound is
+// never a surprise.
+func setLimitedCondition(s *v1alpha1.MultidimPodAutoscalerStatus, m *v1alpha1.MultidimPodAutoscaler, c *workload.Constraints, recReason string, now time.Time) {
+	defaulted := ""
+	if mpa.MaxReplicasDefaulted(m) {
+		defaulted = fmt.Sprintf("spec.constraints.global.maxReplicas is unset, so the default bound of %d replicas applies; set maxReplicas to choose another", c.MaxReplicas)
+	}
+	r := limitedReason(recReason)
+	switch {
+	case r == "":
+		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionFalse, "DesiredWithinRange", defaulted, now)
+	case r == "TooManyReplicas" && defaulted != "":
+		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionTrue, r, "the desired replica count was limited by the default maximum: "+defaulted, now)
+	default:
+		msg := "the desired replica count was limited by the constraints or behavior"
+		if defaulted != "" {
+			msg += "; " + defaulted
+		}
+		setCondition(s, v1alpha1.ScalingLimited, corev1.ConditionTrue, r, msg, now)
 	}
 }
 

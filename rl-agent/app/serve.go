@@ -43,6 +43,7 @@ type serveOptions struct {
 	QueueSize           int
 	MaxWorkloads        int
 	MaxFrozenPolicies   int
+	WorkloadTTL         time.Duration
 	InitialCheckpoint   string
 	// RetrainMin and RetrainMax bound each stay in Retraining, in
 	// episodes (server.Options.Retraining).
@@ -72,6 +73,7 @@ func newServeOptions() *serveOptions {
 		RetrainMin:          d.Retraining.Min,
 		RetrainMax:          d.Retraining.Max,
 		MaxFrozenPolicies:   d.MaxFrozenPolicies,
+		WorkloadTTL:         d.WorkloadTTL,
 	}
 }
 
@@ -89,7 +91,8 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.MaxBatch, "max-batch", o.MaxBatch, "Most decisions answered by one forward pass of the policy.")
 	fs.DurationVar(&o.BatchWait, "batch-wait", o.BatchWait, "Longest a decision waits for concurrent ones to share its forward pass; 0 disables waiting.")
 	fs.IntVar(&o.QueueSize, "queue-size", o.QueueSize, "Decisions that may wait for a forward pass; beyond it calls fail with UNAVAILABLE and the recommender falls back to its default.")
-	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED.")
+	fs.IntVar(&o.MaxWorkloads, "max-workloads", o.MaxWorkloads, "Most workloads the agent tracks; beyond it new workloads get RESOURCE_EXHAUSTED (aware_rlagent_workload_capacity_ratio says how full it is). A workload is dropped when the recommender reports its autoscaler deleted (ForgetWorkload) or after --workload-ttl without a call.")
+	fs.DurationVar(&o.WorkloadTTL, "workload-ttl", o.WorkloadTTL, "Forget a workload (stage, statistics, pinned policy, experience) that made no call for this long: its autoscaler was deleted while no recommender could report it, or its spec.rl.mode has been Off that long (it then starts again in Bootstrapping). 0 keeps workloads until the recommender reports them deleted.")
 	fs.IntVar(&o.MaxFrozenPolicies, "max-frozen-policies", o.MaxFrozenPolicies, "Most frozen copies of the policy kept for Serving workloads, which act with the weights of their promotion while the policy trains on (one copy per version pinned, the size of the weights). A workload promoted when that many are pinned, none of the current version, shares the newest copy (logged and counted in aware_rlagent_frozen_policy_cap_shares_total).")
 	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
 	fs.IntVar(&o.RetrainMin, "retrain-min-episodes", o.RetrainMin, "After the detector fires, the defaults act for at least this many episodes (spec.rl.gates.episodeSteps ticks each) while the agent relearns from them, before the promotion gate may return the workload to the agent; 0: no minimum.")
@@ -119,6 +122,9 @@ func (o *serveOptions) Validate() error {
 	}
 	if o.ShutdownGracePeriod <= 0 || o.CheckpointInterval <= 0 {
 		errs = append(errs, errors.New("--shutdown-grace-period and --checkpoint-interval must be positive"))
+	}
+	if o.WorkloadTTL < 0 {
+		errs = append(errs, fmt.Errorf("--workload-ttl must not be negative, got %s", o.WorkloadTTL))
 	}
 	if o.BatchWait < 0 || o.BatchWait > time.Second {
 		errs = append(errs, fmt.Errorf("--batch-wait must be in [0, 1s], got %s", o.BatchWait))
@@ -205,7 +211,7 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	so.Store, so.Registerer, so.Seed = st, reg, o.Seed
 	so.Retraining = lifecycle.RetrainingBounds{Min: o.RetrainMin, Max: o.RetrainMax}
 	so.FlushInterval, so.MaxBatch, so.BatchWait, so.QueueSize, so.MaxWorkloads = o.CheckpointInterval, o.MaxBatch, o.BatchWait, o.QueueSize, o.MaxWorkloads
-	so.MaxFrozenPolicies = o.MaxFrozenPolicies
+	so.MaxFrozenPolicies, so.WorkloadTTL = o.MaxFrozenPolicies, o.WorkloadTTL
 	srv, err := server.New(so)
 	if err != nil {
 		return err

@@ -46,6 +46,7 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"metrics disabled", func(o *serveOptions) { o.MetricsBindAddress = "0" }, ""},
 		{"cert without key", func(o *serveOptions) { o.TLSCertFile = "c.pem" }, "--tls-key-file"},
 		{"negative batch wait", func(o *serveOptions) { o.BatchWait = -time.Millisecond }, "--batch-wait"},
+		{"negative workload ttl", func(o *serveOptions) { o.WorkloadTTL = -time.Hour }, "--workload-ttl"},
 		{"zero queue", func(o *serveOptions) { o.QueueSize = 0 }, "--queue-size"},
 		{"no frozen policies", func(o *serveOptions) { o.MaxFrozenPolicies = 0 }, "--max-frozen-policies"},
 		{"meta-ppo", func(o *serveOptions) { o.Policy = "meta-ppo" }, ""},

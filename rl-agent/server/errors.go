@@ -22,6 +22,9 @@ var (
 	// ErrTooManyWorkloads is returned when a new workload would exceed the
 	// configured limit.
 	ErrTooManyWorkloads = errors.New("too many workloads")
+	// ErrCannotPersist makes the server unready while it cannot write its
+	// state directory.
+	ErrCannotPersist = errors.New("cannot persist agent state")
 )
 
 // errorCodes is the one place where domain errors become gRPC status codes;

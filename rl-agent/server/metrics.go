@@ -20,6 +20,9 @@ type metrics struct {
 	// workloads act with (frozen.go).
 	frozenPolicies  prometheus.Gauge
 	frozenCapShares prometheus.Counter
+	// capacity and forgotten follow how full the agent is (forget.go).
+	capacity  prometheus.Gauge
+	forgotten *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -67,8 +70,16 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "frozen_policy_cap_shares_total",
 			Help: "Promotions to Serving made while the frozen-policy limit was reached, pinned to the newest frozen copy instead of the current policy.",
 		}),
+		capacity: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: ns, Subsystem: sub, Name: "workload_capacity_ratio",
+			Help: "Workloads the agent tracks as a fraction of --max-workloads; at 1, new workloads are refused with RESOURCE_EXHAUSTED.",
+		}),
+		forgotten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "workloads_forgotten_total",
+			Help: "Workloads whose state the agent dropped, by reason: removed (ForgetWorkload, the autoscaler was deleted) or expired (no call for --workload-ttl).",
+		}, []string{"reason"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.batchSize, m.transitions, m.workloads, m.training, m.persist, m.policyVersion, m.frozenPolicies, m.frozenCapShares} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.batchSize, m.transitions, m.workloads, m.training, m.persist, m.policyVersion, m.frozenPolicies, m.frozenCapShares, m.capacity, m.forgotten} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

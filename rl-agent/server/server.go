@@ -34,18 +34,15 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -55,21 +52,8 @@ import (
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
-
-// Store is what the server needs from its persistence.
-type Store interface {
-	// Experience returns the records recovered at open.
-	Experience() [][]byte
-	Append(records [][]byte) error
-	Compact(keep [][]byte) error
-	SaveCheckpoint(name string, data []byte) error
-	LoadCheckpoint(name string) ([]byte, error)
-}
-
-var _ Store = (*store.Store)(nil)
 
 // Learner is the shared policy when it reads no trajectory (PPO); a
 // Meta-PPO policy is Options.MetaLearner. Freeze copies the weights it acts
@@ -78,9 +62,6 @@ type Learner interface {
 	policy.DiscreteLearner
 	Freeze() *policy.Frozen
 }
-
-// checkpointName is the one atomic checkpoint: policy, version, agents.
-const checkpointName = "state"
 
 // Options configure a Server. Registerer and exactly one of Learner and
 // MetaLearner are required.
@@ -132,6 +113,10 @@ type Options struct {
 	// the size of the weights). A workload promoted while that many are
 	// pinned and none is of the current version shares the newest one.
 	MaxFrozenPolicies int
+	// WorkloadTTL forgets a workload that made no call for this long (its
+	// autoscaler was probably deleted while the recommender could not say
+	// so with ForgetWorkload); zero keeps workloads until forgotten.
+	WorkloadTTL time.Duration
 }
 
 // DefaultOptions returns the defaults for everything but Learner, Store and
@@ -151,6 +136,7 @@ func DefaultOptions() Options {
 		// 12832, 100 KiB): 32 copies are under 3.2 MiB.
 		MaxFrozenPolicies: 32,
 		Retraining:        lifecycle.DefaultRetrainingBounds(),
+		WorkloadTTL:       7 * 24 * time.Hour,
 	}
 }
 
@@ -168,8 +154,8 @@ func (o *Options) validate() error {
 	if err := o.Retraining.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if o.BatchWait < 0 || o.FlushInterval <= 0 {
-		errs = append(errs, fmt.Errorf("batchWait must be >= 0 and flushInterval > 0"))
+	if o.BatchWait < 0 || o.FlushInterval <= 0 || o.WorkloadTTL < 0 {
+		errs = append(errs, fmt.Errorf("batchWait and workloadTTL must be >= 0 and flushInterval > 0"))
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -219,13 +205,24 @@ type Server struct {
 	versionName atomic.Pointer[namedVersion]
 
 	expMu   sync.Mutex
-	pending [][]byte // experience not yet appended to the store
+	pending []record // experience not yet appended to the store
 	flushMu sync.Mutex
-	recent  [][]byte // the last KeepRecords records, for compaction; flushMu
+	recent  []record // the last KeepRecords records, for compaction; flushMu
 	written int      // records in the log since the last compaction; flushMu
-	flushC  chan struct{}
-	dirty   atomic.Bool
-	ckptMu  sync.Mutex // orders checkpoints, so an older one never overwrites a newer
+	// forgottenSinceCompaction counts workloads forgotten since the log
+	// was last compacted; the next flush compacts their experience away.
+	forgottenSinceCompaction atomic.Int64
+
+	// persistErr is the last failure to write the state directory, nil
+	// once a write succeeded (persistHealth).
+	persistErr atomic.Pointer[error]
+
+	// seen holds each workload's last call (key → *atomic.Int64, Unix
+	// nanoseconds), for Options.WorkloadTTL (forget.go).
+	seen   sync.Map
+	flushC chan struct{}
+	dirty  atomic.Bool
+	ckptMu sync.Mutex // orders checkpoints, so an older one never overwrites a newer
 
 	stop     chan struct{}
 	wg       sync.WaitGroup
@@ -237,23 +234,6 @@ type Server struct {
 type namedVersion struct {
 	v    int64
 	name string
-}
-
-type decisionJob struct {
-	ctx    context.Context
-	state  []float64
-	window []policy.Step // Meta-PPO only
-	mask   []bool
-	greedy bool
-	// frozen answers the decision instead of the shared policy: a Serving
-	// workload's frozen copy.
-	frozen *policy.Frozen
-	reply  chan decisionResult
-}
-
-type decisionResult struct {
-	d   policy.Decision
-	err error
 }
 
 // New restores the state from opts.Store, if any, and starts the batcher,
@@ -285,8 +265,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics.policyVersion.Set(float64(s.version.Load()))
 	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	s.setServing(true)
 	s.wg.Add(3)
 	go s.batcher(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
 	go s.trainer()
@@ -298,63 +277,6 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterAgentServiceServer(g, s)
 	healthpb.RegisterHealthServer(g, s.health)
-}
-
-// UnaryInterceptor records request counts and latencies by method and code.
-// The series of the agent's own methods are looked up once per method and
-// code rather than by label values on every call.
-func (s *Server) UnaryInterceptor() grpc.UnaryServerInterceptor {
-	known := map[string]*methodMetrics{}
-	for _, m := range pb.AgentService_ServiceDesc.Methods {
-		full := "/" + pb.AgentService_ServiceDesc.ServiceName + "/" + m.MethodName
-		known[full] = &methodMetrics{m: s.metrics, method: m.MethodName}
-	}
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		start := time.Now()
-		resp, err := handler(ctx, req)
-		if mm := known[info.FullMethod]; mm != nil {
-			mm.observe(codeOf(err), time.Since(start))
-			return resp, err
-		}
-		method := methodName(info.FullMethod)
-		s.metrics.requests.WithLabelValues(method, codeOf(err).String()).Inc()
-		s.metrics.latency.WithLabelValues(method).Observe(time.Since(start).Seconds())
-		return resp, err
-	}
-}
-
-// methodMetrics are one method's series, each created on first use, as
-// WithLabelValues would, so /metrics shows the same series.
-type methodMetrics struct {
-	m       *metrics
-	method  string
-	latency atomic.Pointer[prometheus.Observer]
-	byCode  [maxCode + 1]atomic.Pointer[prometheus.Counter]
-}
-
-// maxCode is the largest gRPC status code (Unauthenticated); others are
-// counted through the vector.
-const maxCode = 16
-
-func (mm *methodMetrics) observe(code codes.Code, d time.Duration) {
-	if code > maxCode {
-		mm.m.requests.WithLabelValues(mm.method, code.String()).Inc()
-	} else {
-		c := mm.byCode[code].Load()
-		if c == nil {
-			cc := mm.m.requests.WithLabelValues(mm.method, code.String())
-			c = &cc
-			mm.byCode[code].Store(c)
-		}
-		(*c).Inc()
-	}
-	o := mm.latency.Load()
-	if o == nil {
-		oo := mm.m.latency.WithLabelValues(mm.method)
-		o = &oo
-		mm.latency.Store(o)
-	}
-	(*o).Observe(d.Seconds())
 }
 
 // PolicyVersion returns the version of the shared policy: the number of
@@ -380,12 +302,27 @@ func (s *Server) Drain() {
 	}
 }
 
-// Ready reports nil while the server accepts calls; for /readyz.
+// Ready reports nil while the server accepts calls and can persist its
+// state; for /readyz.
 func (s *Server) Ready() error {
 	if s.draining.Load() {
 		return ErrShuttingDown
 	}
+	if err := s.persistErr.Load(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotPersist, *err)
+	}
 	return nil
+}
+
+// setServing sets the gRPC health status of the server and the service
+// (after Drain the health server ignores it: it stays NOT_SERVING).
+func (s *Server) setServing(ok bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if ok {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, st)
 }
 
 // Close drains, stops the background goroutines and persists the final
@@ -468,188 +405,6 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	}, nil
 }
 
-// decide queues p for the batcher and waits for its decision, by frozen if
-// not nil, else by the shared policy.
-func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPolicy) (policy.Decision, error) {
-	j := &decisionJob{ctx: ctx, state: p.State, window: p.Window, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
-	if frozen != nil {
-		j.frozen = frozen.policy
-	}
-	select {
-	case s.queue <- j:
-	default:
-		return policy.Decision{}, ErrOverloaded
-	}
-	select {
-	case r := <-j.reply:
-		return r.d, r.err
-	case <-ctx.Done():
-		return policy.Decision{}, ctx.Err()
-	}
-}
-
-// batcher coalesces queued decisions into forward passes until Close.
-func (s *Server) batcher(rng *rand.Rand) {
-	defer s.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	batch := make([]*decisionJob, 0, s.opts.MaxBatch)
-	for {
-		var first *decisionJob
-		select {
-		case first = <-s.queue:
-		case <-s.stop:
-			s.failQueued(ErrShuttingDown)
-			return
-		}
-		batch = append(batch[:0], first)
-		batch = s.gather(batch, timer)
-		s.forward(batch, rng)
-	}
-}
-
-// gather adds the decisions already queued and, while more calls are in
-// flight than the batch holds, waits up to BatchWait for them.
-func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob {
-	waiting := false
-	defer func() {
-		if waiting && !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}()
-	yielded := false
-	for len(batch) < s.opts.MaxBatch {
-		select {
-		case j := <-s.queue:
-			batch = append(batch, j)
-			continue
-		default:
-		}
-		if s.opts.BatchWait == 0 || s.inflight.Load() <= int64(len(batch)) {
-			if yielded {
-				return batch
-			}
-			// Before closing the batch, let the goroutines that are
-			// runnable now (calls being decoded or converted, when the
-			// server is busy) run up to their queueing. Without this the
-			// batcher, woken by the first call, can close every batch
-			// before the next call is counted in flight, and a busy server
-			// settles into passes of one or two decisions, paying a
-			// wake-up and a forward pass per decision. With nothing else
-			// runnable it returns at once, so a lone call does not wait.
-			yielded = true
-			runtime.Gosched()
-			continue
-		}
-		if !waiting {
-			timer.Reset(s.opts.BatchWait)
-			waiting = true
-		}
-		select {
-		case j := <-s.queue:
-			batch = append(batch, j)
-		case <-timer.C:
-			waiting = false
-			return batch
-		case <-s.stop:
-			return batch
-		}
-	}
-	return batch
-}
-
-// forwardGroup is the decisions of a batch that share a forward pass: one
-// policy (the shared one, or one frozen copy) and one exploration mode.
-type forwardGroup struct {
-	frozen *policy.Frozen // nil: the shared policy
-	greedy bool
-	jobs   []*decisionJob
-}
-
-// forward answers a batch: expired calls are dropped, the rest share one
-// forward pass per policy and exploration mode, so that the Serving
-// workloads pinned to one frozen copy still share theirs. The shared
-// policy's greedy group goes first, then its sampled group, then the frozen
-// copies' in the order they appear.
-func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
-	groups := []forwardGroup{{greedy: true}, {greedy: false}}
-	for _, j := range batch {
-		if err := j.ctx.Err(); err != nil {
-			j.reply <- decisionResult{err: err}
-			continue
-		}
-		gi := -1
-		switch {
-		case j.frozen == nil && j.greedy:
-			gi = 0
-		case j.frozen == nil:
-			gi = 1
-		default:
-			for i := 2; i < len(groups); i++ {
-				if groups[i].frozen == j.frozen && groups[i].greedy == j.greedy {
-					gi = i
-					break
-				}
-			}
-			if gi < 0 {
-				gi = len(groups)
-				groups = append(groups, forwardGroup{frozen: j.frozen, greedy: j.greedy})
-			}
-		}
-		groups[gi].jobs = append(groups[gi].jobs, j)
-	}
-	for _, grp := range groups {
-		g := grp.jobs
-		if len(g) == 0 {
-			continue
-		}
-		states := make([][]float64, len(g))
-		masks := make([][]bool, len(g))
-		for i, j := range g {
-			states[i], masks[i] = j.state, j.mask
-		}
-		var windows [][]policy.Step
-		if s.opts.MetaLearner != nil {
-			windows = make([][]policy.Step, len(g))
-			for i, j := range g {
-				windows[i] = j.window
-			}
-		}
-		s.metrics.batchSize.Observe(float64(len(g)))
-		var ds []policy.Decision
-		var err error
-		switch {
-		case grp.frozen != nil:
-			ds, err = grp.frozen.ActBatch(states, windows, masks, grp.greedy, rng)
-		case s.opts.MetaLearner != nil:
-			ds, err = s.opts.MetaLearner.ActWindowBatch(states, windows, masks, grp.greedy, rng)
-		default:
-			ds, err = s.opts.Learner.ActBatch(states, masks, grp.greedy, rng)
-		}
-		for i, j := range g {
-			if err != nil {
-				j.reply <- decisionResult{err: fmt.Errorf("forward pass: %w", err)}
-			} else {
-				j.reply <- decisionResult{d: ds[i]}
-			}
-		}
-	}
-}
-
-func (s *Server) failQueued(err error) {
-	for {
-		select {
-		case j := <-s.queue:
-			j.reply <- decisionResult{err: err}
-		default:
-			return
-		}
-	}
-}
-
 // ReportOutcome records a transition, and at the end of an episode moves
 // the lifecycle and queues training.
 func (s *Server) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
@@ -680,7 +435,7 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	}
 	s.dirty.Store(true)
 	if rec, err := learn.MarshalExperience(res.Experience); err == nil {
-		s.addExperience(rec)
+		s.addExperience(in.key, rec)
 	} else {
 		klog.FromContext(ctx).Error(err, "Dropping unencodable experience", "workload", in.key)
 	}
@@ -754,14 +509,23 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 	}}, nil
 }
 
-// agent returns the workload's agent, creating it in Bootstrapping.
+// agent returns the workload's agent, creating it in Bootstrapping, and
+// records the call for Options.WorkloadTTL.
 func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
 	s.mu.RLock()
 	a := s.agents[key]
 	s.mu.RUnlock()
-	if a != nil {
-		return a, nil
+	if a == nil {
+		var err error
+		if a, err = s.newAgent(key, gates); err != nil {
+			return nil, err
+		}
 	}
+	s.touch(key, s.opts.Now())
+	return a, nil
+}
+
+func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a := s.agents[key]; a != nil {
@@ -779,6 +543,7 @@ func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) 
 	}
 	a.SetWindowLen(s.windowLen)
 	s.agents[key] = a
+	s.updateCapacity(len(s.agents))
 	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
 	s.dirty.Store(true)
 	return a, nil
@@ -821,234 +586,4 @@ func (s *Server) train(job *learn.TrainJob) error {
 		return job.RunMeta(m)
 	}
 	return job.Run(s.opts.Learner)
-}
-
-// policyBytes and restorePolicy checkpoint the shared policy of either kind.
-func (s *Server) policyBytes() ([]byte, error) {
-	if m := s.opts.MetaLearner; m != nil {
-		return m.MarshalBinary()
-	}
-	return s.opts.Learner.MarshalBinary()
-}
-
-func (s *Server) restorePolicy(b []byte) error {
-	if m := s.opts.MetaLearner; m != nil {
-		return m.UnmarshalBinary(b)
-	}
-	return s.opts.Learner.UnmarshalBinary(b)
-}
-
-func (s *Server) addExperience(rec []byte) {
-	s.expMu.Lock()
-	s.pending = append(s.pending, rec)
-	n := len(s.pending)
-	s.expMu.Unlock()
-	if n >= s.opts.FlushRecords {
-		select {
-		case s.flushC <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// persister flushes experience when enough is pending and checkpoints every
-// FlushInterval, until Close. (Stage transitions checkpoint at once.)
-func (s *Server) persister() {
-	defer s.wg.Done()
-	tick := time.NewTicker(s.opts.FlushInterval)
-	defer tick.Stop()
-	for {
-		var err error
-		select {
-		case <-s.stop:
-			return
-		case <-s.flushC:
-			err = s.flushExperience()
-		case <-tick.C:
-			err = s.persist(false)
-		}
-		if err != nil {
-			klog.ErrorS(err, "Persisting agent state failed; will retry")
-		}
-	}
-}
-
-// persist flushes experience and, if anything changed (or force), writes
-// the checkpoint.
-func (s *Server) persist(force bool) error {
-	if s.opts.Store == nil {
-		return nil
-	}
-	err := s.flushExperience()
-	if force || s.dirty.Swap(false) {
-		if cerr := s.checkpoint(); cerr != nil {
-			s.dirty.Store(true)
-			err = errors.Join(err, cerr)
-		}
-	}
-	return err
-}
-
-func (s *Server) flushExperience() error {
-	// flushMu orders flushes (and compactions); expMu is held only to take
-	// the pending batch, so ReportOutcome never waits for an fsync.
-	s.flushMu.Lock()
-	defer s.flushMu.Unlock()
-	s.expMu.Lock()
-	batch := s.pending
-	s.pending = nil
-	s.expMu.Unlock()
-	if len(batch) == 0 || s.opts.Store == nil {
-		return nil
-	}
-	if err := s.opts.Store.Append(batch); err != nil {
-		s.metrics.persist.WithLabelValues("experience", "failed").Inc()
-		// Keep the batch, ahead of what arrived meanwhile, for the next try.
-		s.expMu.Lock()
-		s.pending = append(batch, s.pending...)
-		s.expMu.Unlock()
-		return fmt.Errorf("append experience: %w", err)
-	}
-	s.metrics.persist.WithLabelValues("experience", "ok").Inc()
-	s.recent = append(s.recent, batch...)
-	s.written += len(batch)
-	if over := len(s.recent) - s.opts.KeepRecords; over > 0 {
-		s.recent = append(s.recent[:0], s.recent[over:]...)
-	}
-	// Compact once the log holds four times what we keep: the log stays
-	// bounded and compaction costs O(1) amortised per record.
-	if s.written >= 4*s.opts.KeepRecords {
-		if err := s.opts.Store.Compact(s.recent); err != nil {
-			return fmt.Errorf("compact experience: %w", err)
-		}
-		s.written = len(s.recent)
-	}
-	return nil
-}
-
-// snapshot is the checkpoint: the policy, its version, every agent, and the
-// frozen policies Serving workloads are pinned to, in one file so that they
-// are always consistent with each other.
-type snapshot struct {
-	PolicyVersion int64              `json:"policyVersion"`
-	Policy        []byte             `json:"policy"`
-	Agents        []learn.AgentState `json:"agents"`
-	// Frozen holds the frozen copies pinned, Pins the version each Serving
-	// workload is pinned to. Checkpoints written before frozen weights
-	// have neither.
-	Frozen []frozenState    `json:"frozen,omitempty"`
-	Pins   map[string]int64 `json:"pins,omitempty"`
-}
-
-func (s *Server) checkpoint() error {
-	s.ckptMu.Lock()
-	defer s.ckptMu.Unlock()
-	var snap snapshot
-	// The agents and pins first, as one cut (no stage transition half
-	// done), then the policy: a pinned version is then never newer than
-	// the checkpointed policy, whose version a restarted agent counts on
-	// from, so two versions can never share a name.
-	s.cutMu.Lock()
-	s.mu.RLock()
-	for _, a := range s.agents {
-		snap.Agents = append(snap.Agents, a.State())
-	}
-	s.mu.RUnlock()
-	pins, copies := s.pins.state()
-	s.cutMu.Unlock()
-	if len(pins) > 0 {
-		snap.Pins = pins
-	}
-	for _, fp := range copies {
-		b, err := fp.bytes()
-		if err != nil {
-			return fmt.Errorf("marshal frozen policy %s: %w", fp.name, err)
-		}
-		snap.Frozen = append(snap.Frozen, frozenState{Version: fp.version, Policy: b})
-	}
-	s.trainMu.Lock()
-	p, err := s.policyBytes()
-	snap.PolicyVersion = s.version.Load()
-	s.trainMu.Unlock()
-	if err != nil {
-		return fmt.Errorf("marshal policy: %w", err)
-	}
-	snap.Policy = p
-	b, err := json.Marshal(snap)
-	if err != nil {
-		return fmt.Errorf("encode checkpoint: %w", err)
-	}
-	if err := s.opts.Store.SaveCheckpoint(checkpointName, b); err != nil {
-		s.metrics.persist.WithLabelValues("checkpoint", "failed").Inc()
-		return err
-	}
-	s.metrics.persist.WithLabelValues("checkpoint", "ok").Inc()
-	return nil
-}
-
-// restore loads the checkpoint and replays the experience log into the
-// agents' demonstration buffers and, for Meta-PPO, their trajectories.
-func (s *Server) restore() error {
-	for _, st := range lifecycle.Stages {
-		s.metrics.workloads.WithLabelValues(st.String()).Set(0)
-	}
-	if s.opts.Store == nil {
-		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
-		return nil
-	}
-	b, err := s.opts.Store.LoadCheckpoint(checkpointName)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		// A fresh state directory.
-		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
-	case err != nil:
-		return fmt.Errorf("load checkpoint: %w", err)
-	default:
-		var snap snapshot
-		if err := json.Unmarshal(b, &snap); err != nil {
-			return fmt.Errorf("decode checkpoint: %w", err)
-		}
-		if err := s.restorePolicy(snap.Policy); err != nil {
-			return fmt.Errorf("restore policy: %w", err)
-		}
-		s.version.Store(snap.PolicyVersion)
-		for _, st := range snap.Agents {
-			a, err := learn.RestoreAgent(st, s.opts.Steps)
-			if err != nil {
-				return fmt.Errorf("restore agent: %w", err)
-			}
-			if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
-				return fmt.Errorf("restore agent: %w", err)
-			}
-			// The trajectory is not in the checkpoint: the experience
-			// replayed below rebuilds it.
-			a.SetWindowLen(s.windowLen)
-			s.agents[a.Key()] = a
-			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
-		}
-		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
-		if err := s.restorePins(&snap); err != nil {
-			return fmt.Errorf("restore frozen policies: %w", err)
-		}
-	}
-	recs := s.opts.Store.Experience()
-	for _, r := range recs {
-		e, err := learn.UnmarshalExperience(r)
-		if err != nil {
-			// One undecodable record (e.g. from an older state layout)
-			// must not cost the rest.
-			klog.ErrorS(err, "Skipping experience record")
-			continue
-		}
-		if a := s.agents[e.Workload]; a != nil {
-			a.Restore(e)
-		}
-	}
-	if over := len(recs) - s.opts.KeepRecords; over > 0 {
-		recs = recs[over:]
-	}
-	s.recent = recs
-	s.written = len(recs)
-	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(recs), "frozenPolicies", s.pins.len())
-	return nil
 }

@@ -689,7 +689,9 @@ type fakeStore struct {
 	appended  []string // workload of each durable record, in order
 	compacted [][]string
 	failNext  bool
-	ckpts     map[string][]byte
+	// failCheckpoints fails every SaveCheckpoint while set.
+	failCheckpoints bool
+	ckpts           map[string][]byte
 }
 
 var _ Store = (*fakeStore)(nil)
@@ -728,6 +730,9 @@ func (f *fakeStore) Compact(keep [][]byte) error {
 func (f *fakeStore) SaveCheckpoint(name string, data []byte) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.failCheckpoints {
+		return errors.New("read-only file system")
+	}
 	f.ckpts[name] = data
 	return nil
 }

@@ -251,10 +251,16 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 		logger.V(4).Info("Skipping", "reason", logic.SkipUpdateModeOff, "mode", mode)
 		return
 	}
+	rivalOwnsReplicas := mpa.ReplicasLeftToRival(&m.Status)
 	rec, hasRec := mpa.Recommendation(&m.Status)
 	if !hasRec {
-		c.skip(logic.SkipNoRecommendation)
-		logger.V(3).Info("Skipping", "reason", logic.SkipNoRecommendation)
+		// With both dimensions left to rivals there is nothing to apply.
+		reason := logic.SkipNoRecommendation
+		if rivalOwnsReplicas {
+			reason = logic.SkipRivalAutoscaler
+		}
+		c.skip(reason)
+		logger.V(3).Info("Skipping", "reason", reason)
 		return
 	}
 	var recTime time.Time
@@ -278,7 +284,12 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 	st := c.state(m, cons)
 
 	changed := false
-	if mpa.ScalesHorizontally(mode) {
+	if rivalOwnsReplicas {
+		// Another autoscaler owns the replica count: not even the
+		// min/max bounds are enforced, or the two would flap.
+		c.skip(logic.SkipRivalAutoscaler)
+		logger.V(3).Info("Leaving replicas to another autoscaler", "reason", logic.SkipRivalAutoscaler)
+	} else if mpa.ScalesHorizontally(mode) {
 		changed = c.horizontal(ctx, m, st, now, scale.Spec.Replicas, rec.Replicas)
 	}
 

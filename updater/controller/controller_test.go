@@ -34,6 +34,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/mpa"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/updater/logic"
 )
@@ -305,6 +306,44 @@ func TestAmbiguousTargetSkipped(t *testing.T) {
 			}
 			if got := counter(t, f.ctrl.metrics.skips, string(logic.SkipAmbiguousTarget)); got != float64(len(tc.mpas)-1) {
 				t.Errorf("ambiguous-target skips = %g, want %d", got, len(tc.mpas)-1)
+			}
+		})
+	}
+}
+
+// TestReplicasLeftToARival: while another autoscaler owns the replica
+// count (the recommender left desiredReplicas empty with
+// ConfigUnsupported/ConflictingAutoscaler), the updater does not scale,
+// not even a count above maxReplicas, which an HPA may have set; a
+// desiredReplicas of 0 without that condition still brings the count
+// within the bounds.
+func TestReplicasLeftToARival(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		rival      bool
+		noVertical bool
+		want       []int32
+	}{
+		{"rival owns the replicas", true, false, nil},
+		{"rivals own both dimensions", true, true, nil},
+		{"no recommendation yet", false, false, []int32{10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMPA(v1alpha1.UpdateModeAuto, 0, time.Minute)
+			if tc.noVertical {
+				m.Status.Recommendation = nil
+			}
+			if tc.rival {
+				m.Status.Conditions = []v1alpha1.MultidimPodAutoscalerCondition{{
+					Type: v1alpha1.ConfigUnsupported, Status: corev1.ConditionTrue, Reason: mpa.ReasonConflictingAutoscaler}}
+			}
+			f := newFixture(t, testConfig(), 14, m, freshLease(t0))
+			f.run(0)
+			if !slices.Equal(f.target.updates, tc.want) {
+				t.Fatalf("updates = %v, want %v", f.target.updates, tc.want)
+			}
+			if got := counter(t, f.ctrl.metrics.skips, string(logic.SkipRivalAutoscaler)); (got == 1) != tc.rival {
+				t.Errorf("rival skips = %g", got)
 			}
 		})
 	}

@@ -91,6 +91,9 @@ const (
 	SkipAmbiguousTarget SkipReason = "AmbiguousTarget"
 	// SkipResizeRateLimit: the in-place resize budget is spent.
 	SkipResizeRateLimit SkipReason = "ResizeRateLimit"
+	// SkipRivalAutoscaler: another autoscaler (an HPA, KEDA, Knative)
+	// owns the replica count (mpa.ReplicasLeftToRival).
+	SkipRivalAutoscaler SkipReason = "RivalAutoscaler"
 )
 
 // RecommendationFresh is the staleness guard: a recommendation is usable

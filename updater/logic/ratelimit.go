@@ -1,46 +1,39 @@
 package logic
 
 import (
-	"math"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// TokenBucket is a clock-free token bucket: it refills at Rate tokens per
-// second up to Burst, and every method takes the current time. A zero or
-// negative Rate means unlimited. It is not safe for concurrent use; the
-// controller's loop is single-threaded.
+// TokenBucket is a token bucket whose every method takes the current time,
+// so the controller's clock decides (and tests need no sleeps). It refills at
+// rate tokens per second up to burst; a zero or negative rate means
+// unlimited. The bucket itself is golang.org/x/time/rate's Limiter; this type
+// only adds the updater's "look, then take" use of it and the nil-is-unlimited
+// convention.
 type TokenBucket struct {
-	rate   float64
-	burst  float64
-	tokens float64
-	last   time.Time
+	l *rate.Limiter
 }
 
 // NewTokenBucket returns a full bucket. burst below 1 is raised to 1 so a
 // positive rate always lets something through eventually.
-func NewTokenBucket(rate float64, burst int) *TokenBucket {
-	b := math.Max(float64(burst), 1)
-	return &TokenBucket{rate: rate, burst: b, tokens: b}
+func NewTokenBucket(r float64, burst int) *TokenBucket {
+	limit := rate.Limit(r)
+	if r <= 0 {
+		limit = rate.Inf
+	}
+	return &TokenBucket{l: rate.NewLimiter(limit, max(burst, 1))}
 }
 
-func (b *TokenBucket) unlimited() bool { return b == nil || b.rate <= 0 }
-
-func (b *TokenBucket) refill(now time.Time) {
-	if !b.last.IsZero() && now.After(b.last) {
-		b.tokens = math.Min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-	}
-	if b.last.IsZero() || now.After(b.last) {
-		b.last = now
-	}
-}
+func (b *TokenBucket) unlimited() bool { return b == nil || b.l.Limit() == rate.Inf }
 
 // Ready reports whether a token is available at now, without taking it.
 func (b *TokenBucket) Ready(now time.Time) bool {
 	if b.unlimited() {
 		return true
 	}
-	b.refill(now)
-	return b.tokens >= 1
+	return b.l.TokensAt(now) >= 1
 }
 
 // Take removes a token at now; call it only after Ready returned true.
@@ -48,6 +41,5 @@ func (b *TokenBucket) Take(now time.Time) {
 	if b.unlimited() {
 		return
 	}
-	b.refill(now)
-	b.tokens = math.Max(0, b.tokens-1)
+	b.l.AllowN(now, 1)
 }

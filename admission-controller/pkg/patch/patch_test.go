@@ -393,3 +393,18 @@ func TestInputFor(t *testing.T) {
 		t.Fatalf("mode Off patched: %v", res.Patch)
 	}
 }
+
+// TestVerticalLeftToARival: while a VerticalPodAutoscaler contests the pod
+// resources, the recommender writes the replica count only; the webhook
+// then changes no pod.
+func TestVerticalLeftToARival(t *testing.T) {
+	m := &v1alpha1.MultidimPodAutoscaler{}
+	m.Status.DesiredReplicas = 3
+	in, ok := InputFor(m, Caps{})
+	if !ok {
+		t.Fatal("a replica-only recommendation is a recommendation")
+	}
+	if res := Compute(pod(ctr("app", rl("cpu", "100m"), nil)), in); len(res.Patch) != 0 {
+		t.Fatalf("pod resources patched without a recommendation for them: %v", res.Patch)
+	}
+}

@@ -1,7 +1,8 @@
-// Package register creates or updates the admission controller's own
-// MutatingWebhookConfiguration. It is used only when the operator asks for
-// it (--register-webhook); otherwise the binary changes nothing in the
-// cluster's admission chain.
+// Package register keeps the admission controller's own
+// MutatingWebhookConfiguration, which the manifests ship, up to date
+// (webhooks and caBundle), patching it. It is used only when the operator
+// asks for it (--register-webhook); otherwise the binary changes nothing in
+// the cluster's admission chain.
 //
 // The configuration is built to be harmless when we are down or wrong:
 // failurePolicy Ignore by default, a short timeout, sideEffects None, and
@@ -16,6 +17,7 @@ package register
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -26,6 +28,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	admissionclient "k8s.io/client-go/kubernetes/typed/admissionregistration/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
@@ -142,13 +145,21 @@ func namespaceSelector(c *Config) *metav1.LabelSelector {
 	return sel
 }
 
-// Apply creates the configuration, or updates it when it differs. It
-// overwrites only what it owns: the labels it sets and the webhooks.
+// Apply patches the configuration when it differs from desired, writing
+// only what it owns: the labels it sets and the webhooks. The configuration
+// ships with the manifests (deploy/admission-controller), so that the
+// admission controller needs only get and patch on that one name; a
+// missing one is created, which needs create as well and otherwise fails
+// with an error saying so.
 func Apply(ctx context.Context, client admissionclient.MutatingWebhookConfigurationInterface, desired *admissionregistrationv1.MutatingWebhookConfiguration) error {
 	logger := klog.FromContext(ctx).WithValues("mutatingWebhookConfiguration", desired.Name)
 	cur, err := client.Get(ctx, desired.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		if _, err := client.Create(ctx, desired, metav1.CreateOptions{}); err != nil {
+		_, err := client.Create(ctx, desired, metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) {
+			return fmt.Errorf("MutatingWebhookConfiguration %s does not exist and may not be created: apply it from the manifests (deploy/admission-controller): %w", desired.Name, err)
+		}
+		if err != nil {
 			return fmt.Errorf("create MutatingWebhookConfiguration %s: %w", desired.Name, err)
 		}
 		logger.Info("Registered the admission webhook")
@@ -157,29 +168,50 @@ func Apply(ctx context.Context, client admissionclient.MutatingWebhookConfigurat
 	if err != nil {
 		return fmt.Errorf("get MutatingWebhookConfiguration %s: %w", desired.Name, err)
 	}
-	next := cur.DeepCopy()
-	if next.Labels == nil {
-		next.Labels = map[string]string{}
-	}
+	labelsCurrent := true
 	for k, v := range desired.Labels {
-		next.Labels[k] = v
+		if cur.Labels[k] != v {
+			labelsCurrent = false
+		}
 	}
-	next.Webhooks = desired.Webhooks
-	if reflect.DeepEqual(cur.Labels, next.Labels) && webhooksEqual(cur.Webhooks, next.Webhooks) {
+	if labelsCurrent && WebhooksEqual(cur.Webhooks, desired.Webhooks) {
 		logger.V(2).Info("Admission webhook registration is up to date")
 		return nil
 	}
-	if _, err := client.Update(ctx, next, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("update MutatingWebhookConfiguration %s: %w", desired.Name, err)
+	patch, err := registrationPatch(cur.ResourceVersion, desired)
+	if err != nil {
+		return err
+	}
+	if _, err := client.Patch(ctx, desired.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("patch MutatingWebhookConfiguration %s: %w", desired.Name, err)
 	}
 	logger.Info("Updated the admission webhook registration")
 	return nil
 }
 
-// webhooksEqual compares what we set; fields the API server defaults and
+// registrationPatch is the JSON merge patch that sets desired's labels
+// (others are kept) and replaces the webhooks. The resourceVersion makes
+// it fail with a conflict if the object changed since it was read, as an
+// update would.
+func registrationPatch(resourceVersion string, desired *admissionregistrationv1.MutatingWebhookConfiguration) ([]byte, error) {
+	type meta struct {
+		ResourceVersion string            `json:"resourceVersion"`
+		Labels          map[string]string `json:"labels,omitempty"`
+	}
+	b, err := json.Marshal(struct {
+		Metadata meta                                      `json:"metadata"`
+		Webhooks []admissionregistrationv1.MutatingWebhook `json:"webhooks"`
+	}{meta{resourceVersion, desired.Labels}, desired.Webhooks})
+	if err != nil {
+		return nil, fmt.Errorf("encode the registration patch: %w", err)
+	}
+	return b, nil
+}
+
+// WebhooksEqual compares what Build sets; fields the API server defaults and
 // we leave unset (matchConditions) would otherwise cause an update on
 // every start.
-func webhooksEqual(a, b []admissionregistrationv1.MutatingWebhook) bool {
+func WebhooksEqual(a, b []admissionregistrationv1.MutatingWebhook) bool {
 	if len(a) != len(b) {
 		return false
 	}

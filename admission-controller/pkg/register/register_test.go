@@ -2,13 +2,18 @@ package register
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 )
 
@@ -109,14 +114,14 @@ func TestApply(t *testing.T) {
 	if err := Apply(ctx, mwc, desired); err != nil {
 		t.Fatal(err)
 	}
-	var updates int
+	var writes int
 	for _, a := range client.Actions() {
-		if a.GetVerb() == "update" {
-			updates++
+		if v := a.GetVerb(); v == "update" || v == "patch" {
+			writes++
 		}
 	}
-	if updates != 0 {
-		t.Fatalf("an unchanged registration was updated %d times", updates)
+	if writes != 0 {
+		t.Fatalf("an unchanged registration was written %d times", writes)
 	}
 	// A rotated CA must reach the API server; a foreign label survives.
 	cur, _ := mwc.Get(ctx, DefaultConfigName, metav1.GetOptions{})
@@ -132,5 +137,43 @@ func TestApply(t *testing.T) {
 	got, _ := mwc.Get(ctx, DefaultConfigName, metav1.GetOptions{})
 	if string(got.Webhooks[0].ClientConfig.CABundle) != "new ca" || got.Labels["team"] != "platform" {
 		t.Fatalf("after update: ca %q labels %v", got.Webhooks[0].ClientConfig.CABundle, got.Labels)
+	}
+}
+
+// TestApplyNeedsOnlyGetAndPatch: with the registration shipped in the
+// manifests, Apply reads and patches it and never updates or creates; when
+// it is missing and create is forbidden, the error says to apply the
+// manifests.
+func TestApplyNeedsOnlyGetAndPatch(t *testing.T) {
+	ctx := context.Background()
+	shipped := Build(serviceConfig())
+	shipped.Webhooks[0].ClientConfig.CABundle = nil
+	client := fake.NewClientset(shipped)
+	mwc := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if err := Apply(ctx, mwc, Build(serviceConfig())); err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, a := range client.Actions() {
+		verbs = append(verbs, a.GetVerb())
+	}
+	if strings.Join(verbs, ",") != "get,patch" {
+		t.Errorf("verbs %v, want get then patch", verbs)
+	}
+	got, err := mwc.Get(ctx, DefaultConfigName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got.Webhooks[0].ClientConfig.CABundle) != "ca" {
+		t.Errorf("caBundle %q after the patch", got.Webhooks[0].ClientConfig.CABundle)
+	}
+
+	empty := fake.NewClientset()
+	empty.PrependReactor("create", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}, DefaultConfigName, errors.New("RBAC"))
+	})
+	err = Apply(ctx, empty.AdmissionregistrationV1().MutatingWebhookConfigurations(), Build(serviceConfig()))
+	if err == nil || !strings.Contains(err.Error(), "apply it from the manifests") {
+		t.Errorf("missing registration without create: %v", err)
 	}
 }

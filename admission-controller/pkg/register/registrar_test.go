@@ -46,7 +46,7 @@ func mwcWrites(client *fake.Clientset) (creates, updates int) {
 		switch a.GetVerb() {
 		case "create":
 			creates++
-		case "update":
+		case "update", "patch":
 			updates++
 		}
 	}
@@ -131,7 +131,7 @@ func TestRegistrarRetries(t *testing.T) {
 	gr := schema.GroupResource{Group: "admissionregistration.k8s.io", Resource: "mutatingwebhookconfigurations"}
 	// One conflict (another replica's write) is retried within Sync.
 	conflicts := 1
-	client.PrependReactor("update", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
+	client.PrependReactor("patch", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if conflicts > 0 {
 			conflicts--
 			return true, nil, apierrors.NewConflict(gr, DefaultConfigName, nil)
@@ -156,7 +156,7 @@ func TestRegistrarRetries(t *testing.T) {
 	// Other failures are retried by Run after RetryInterval.
 	ctx, cancel := context.WithCancel(ctx)
 	fails := 1
-	client.PrependReactor("update", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
+	client.PrependReactor("patch", "mutatingwebhookconfigurations", func(k8stesting.Action) (bool, runtime.Object, error) {
 		if fails > 0 {
 			fails--
 			return true, nil, apierrors.NewServiceUnavailable("down")

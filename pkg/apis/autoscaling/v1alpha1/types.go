@@ -159,8 +159,9 @@ type HorizontalScalingConstraints struct {
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 
 	// maxReplicas is the upper limit for the number of replicas; it cannot
-	// be smaller than minReplicas. If unset, horizontal scaling is bounded
-	// only by minReplicas from below.
+	// be smaller than minReplicas. If unset, the replica count is bounded by
+	// 100 (or by minReplicas, if that is higher), and the ScalingLimited
+	// condition says so.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`

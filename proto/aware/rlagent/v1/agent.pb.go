@@ -1654,6 +1654,95 @@ func (x *GetPolicyStatusResponse) GetStatus() *PolicyStatus {
 	return nil
 }
 
+type ForgetWorkloadRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Workload      *WorkloadRef           `protobuf:"bytes,1,opt,name=workload,proto3" json:"workload,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetWorkloadRequest) Reset() {
+	*x = ForgetWorkloadRequest{}
+	mi := &file_aware_rlagent_v1_agent_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetWorkloadRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetWorkloadRequest) ProtoMessage() {}
+
+func (x *ForgetWorkloadRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_aware_rlagent_v1_agent_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetWorkloadRequest.ProtoReflect.Descriptor instead.
+func (*ForgetWorkloadRequest) Descriptor() ([]byte, []int) {
+	return file_aware_rlagent_v1_agent_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ForgetWorkloadRequest) GetWorkload() *WorkloadRef {
+	if x != nil {
+		return x.Workload
+	}
+	return nil
+}
+
+type ForgetWorkloadResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// found is true when the agent knew the workload and dropped it.
+	Found         bool `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetWorkloadResponse) Reset() {
+	*x = ForgetWorkloadResponse{}
+	mi := &file_aware_rlagent_v1_agent_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetWorkloadResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetWorkloadResponse) ProtoMessage() {}
+
+func (x *ForgetWorkloadResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_aware_rlagent_v1_agent_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetWorkloadResponse.ProtoReflect.Descriptor instead.
+func (*ForgetWorkloadResponse) Descriptor() ([]byte, []int) {
+	return file_aware_rlagent_v1_agent_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ForgetWorkloadResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
 var File_aware_rlagent_v1_agent_proto protoreflect.FileDescriptor
 
 const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
@@ -1774,7 +1863,11 @@ const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
 	"\vlast_update\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"lastUpdate\"Q\n" +
 	"\x17GetPolicyStatusResponse\x126\n" +
-	"\x06status\x18\x01 \x01(\v2\x1e.aware.rlagent.v1.PolicyStatusR\x06status*`\n" +
+	"\x06status\x18\x01 \x01(\v2\x1e.aware.rlagent.v1.PolicyStatusR\x06status\"R\n" +
+	"\x15ForgetWorkloadRequest\x129\n" +
+	"\bworkload\x18\x01 \x01(\v2\x1d.aware.rlagent.v1.WorkloadRefR\bworkload\".\n" +
+	"\x16ForgetWorkloadResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found*`\n" +
 	"\rContainerMode\x12\x1e\n" +
 	"\x1aCONTAINER_MODE_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13CONTAINER_MODE_AUTO\x10\x01\x12\x16\n" +
@@ -1803,11 +1896,12 @@ const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
 	"\x12SOURCE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fSOURCE_AGENT\x10\x01\x12\x12\n" +
 	"\x0eSOURCE_DEFAULT\x10\x02\x12\x14\n" +
-	"\x10SOURCE_SAFEGUARD\x10\x032\xae\x02\n" +
+	"\x10SOURCE_SAFEGUARD\x10\x032\x93\x03\n" +
 	"\fAgentService\x12T\n" +
 	"\tRecommend\x12\".aware.rlagent.v1.RecommendRequest\x1a#.aware.rlagent.v1.RecommendResponse\x12`\n" +
 	"\rReportOutcome\x12&.aware.rlagent.v1.ReportOutcomeRequest\x1a'.aware.rlagent.v1.ReportOutcomeResponse\x12f\n" +
-	"\x0fGetPolicyStatus\x12(.aware.rlagent.v1.GetPolicyStatusRequest\x1a).aware.rlagent.v1.GetPolicyStatusResponseB=Z;github.com/aware-k8s/aware/proto/aware/rlagent/v1;rlagentv1b\x06proto3"
+	"\x0fGetPolicyStatus\x12(.aware.rlagent.v1.GetPolicyStatusRequest\x1a).aware.rlagent.v1.GetPolicyStatusResponse\x12c\n" +
+	"\x0eForgetWorkload\x12'.aware.rlagent.v1.ForgetWorkloadRequest\x1a(.aware.rlagent.v1.ForgetWorkloadResponseB=Z;github.com/aware-k8s/aware/proto/aware/rlagent/v1;rlagentv1b\x06proto3"
 
 var (
 	file_aware_rlagent_v1_agent_proto_rawDescOnce sync.Once
@@ -1822,7 +1916,7 @@ func file_aware_rlagent_v1_agent_proto_rawDescGZIP() []byte {
 }
 
 var file_aware_rlagent_v1_agent_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_aware_rlagent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_aware_rlagent_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_aware_rlagent_v1_agent_proto_goTypes = []any{
 	(ContainerMode)(0),              // 0: aware.rlagent.v1.ContainerMode
 	(ControlledValues)(0),           // 1: aware.rlagent.v1.ControlledValues
@@ -1848,16 +1942,18 @@ var file_aware_rlagent_v1_agent_proto_goTypes = []any{
 	(*GetPolicyStatusRequest)(nil),  // 21: aware.rlagent.v1.GetPolicyStatusRequest
 	(*PolicyStatus)(nil),            // 22: aware.rlagent.v1.PolicyStatus
 	(*GetPolicyStatusResponse)(nil), // 23: aware.rlagent.v1.GetPolicyStatusResponse
-	(*timestamppb.Timestamp)(nil),   // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),     // 25: google.protobuf.Duration
+	(*ForgetWorkloadRequest)(nil),   // 24: aware.rlagent.v1.ForgetWorkloadRequest
+	(*ForgetWorkloadResponse)(nil),  // 25: aware.rlagent.v1.ForgetWorkloadResponse
+	(*timestamppb.Timestamp)(nil),   // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),     // 27: google.protobuf.Duration
 }
 var file_aware_rlagent_v1_agent_proto_depIdxs = []int32{
 	7,  // 0: aware.rlagent.v1.ContainerObservation.requests:type_name -> aware.rlagent.v1.Resources
 	7,  // 1: aware.rlagent.v1.ContainerObservation.limits:type_name -> aware.rlagent.v1.Resources
 	7,  // 2: aware.rlagent.v1.ContainerObservation.usage:type_name -> aware.rlagent.v1.Resources
 	7,  // 3: aware.rlagent.v1.ContainerObservation.peak:type_name -> aware.rlagent.v1.Resources
-	24, // 4: aware.rlagent.v1.Observation.time:type_name -> google.protobuf.Timestamp
-	25, // 5: aware.rlagent.v1.Observation.window:type_name -> google.protobuf.Duration
+	26, // 4: aware.rlagent.v1.Observation.time:type_name -> google.protobuf.Timestamp
+	27, // 5: aware.rlagent.v1.Observation.window:type_name -> google.protobuf.Duration
 	8,  // 6: aware.rlagent.v1.Observation.containers:type_name -> aware.rlagent.v1.ContainerObservation
 	9,  // 7: aware.rlagent.v1.Observation.latency:type_name -> aware.rlagent.v1.Latency
 	0,  // 8: aware.rlagent.v1.ContainerConstraints.mode:type_name -> aware.rlagent.v1.ContainerMode
@@ -1890,19 +1986,22 @@ var file_aware_rlagent_v1_agent_proto_depIdxs = []int32{
 	6,  // 35: aware.rlagent.v1.GetPolicyStatusRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
 	6,  // 36: aware.rlagent.v1.PolicyStatus.workload:type_name -> aware.rlagent.v1.WorkloadRef
 	4,  // 37: aware.rlagent.v1.PolicyStatus.stage:type_name -> aware.rlagent.v1.Stage
-	24, // 38: aware.rlagent.v1.PolicyStatus.last_update:type_name -> google.protobuf.Timestamp
+	26, // 38: aware.rlagent.v1.PolicyStatus.last_update:type_name -> google.protobuf.Timestamp
 	22, // 39: aware.rlagent.v1.GetPolicyStatusResponse.status:type_name -> aware.rlagent.v1.PolicyStatus
-	17, // 40: aware.rlagent.v1.AgentService.Recommend:input_type -> aware.rlagent.v1.RecommendRequest
-	19, // 41: aware.rlagent.v1.AgentService.ReportOutcome:input_type -> aware.rlagent.v1.ReportOutcomeRequest
-	21, // 42: aware.rlagent.v1.AgentService.GetPolicyStatus:input_type -> aware.rlagent.v1.GetPolicyStatusRequest
-	18, // 43: aware.rlagent.v1.AgentService.Recommend:output_type -> aware.rlagent.v1.RecommendResponse
-	20, // 44: aware.rlagent.v1.AgentService.ReportOutcome:output_type -> aware.rlagent.v1.ReportOutcomeResponse
-	23, // 45: aware.rlagent.v1.AgentService.GetPolicyStatus:output_type -> aware.rlagent.v1.GetPolicyStatusResponse
-	43, // [43:46] is the sub-list for method output_type
-	40, // [40:43] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	6,  // 40: aware.rlagent.v1.ForgetWorkloadRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
+	17, // 41: aware.rlagent.v1.AgentService.Recommend:input_type -> aware.rlagent.v1.RecommendRequest
+	19, // 42: aware.rlagent.v1.AgentService.ReportOutcome:input_type -> aware.rlagent.v1.ReportOutcomeRequest
+	21, // 43: aware.rlagent.v1.AgentService.GetPolicyStatus:input_type -> aware.rlagent.v1.GetPolicyStatusRequest
+	24, // 44: aware.rlagent.v1.AgentService.ForgetWorkload:input_type -> aware.rlagent.v1.ForgetWorkloadRequest
+	18, // 45: aware.rlagent.v1.AgentService.Recommend:output_type -> aware.rlagent.v1.RecommendResponse
+	20, // 46: aware.rlagent.v1.AgentService.ReportOutcome:output_type -> aware.rlagent.v1.ReportOutcomeResponse
+	23, // 47: aware.rlagent.v1.AgentService.GetPolicyStatus:output_type -> aware.rlagent.v1.GetPolicyStatusResponse
+	25, // 48: aware.rlagent.v1.AgentService.ForgetWorkload:output_type -> aware.rlagent.v1.ForgetWorkloadResponse
+	45, // [45:49] is the sub-list for method output_type
+	41, // [41:45] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_aware_rlagent_v1_agent_proto_init() }
@@ -1916,7 +2015,7 @@ func file_aware_rlagent_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_aware_rlagent_v1_agent_proto_rawDesc), len(file_aware_rlagent_v1_agent_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,7 @@ const (
 	AgentService_Recommend_FullMethodName       = "/aware.rlagent.v1.AgentService/Recommend"
 	AgentService_ReportOutcome_FullMethodName   = "/aware.rlagent.v1.AgentService/ReportOutcome"
 	AgentService_GetPolicyStatus_FullMethodName = "/aware.rlagent.v1.AgentService/GetPolicyStatus"
+	AgentService_ForgetWorkload_FullMethodName  = "/aware.rlagent.v1.AgentService/ForgetWorkload"
 )
 
 // AgentServiceClient is the client API for AgentService service.
@@ -50,6 +51,15 @@ type AgentServiceClient interface {
 	ReportOutcome(ctx context.Context, in *ReportOutcomeRequest, opts ...grpc.CallOption) (*ReportOutcomeResponse, error)
 	// GetPolicyStatus returns the agent's state for one workload.
 	GetPolicyStatus(ctx context.Context, in *GetPolicyStatusRequest, opts ...grpc.CallOption) (*GetPolicyStatusResponse, error)
+	// ForgetWorkload drops everything the agent keeps for one workload (its
+	// stage, learning statistics, pinned policy and experience), because the
+	// autoscaler it belongs to was deleted. It is idempotent: forgetting a
+	// workload the agent does not know succeeds with found = false. The
+	// recommender calls it when an autoscaler disappears; an agent should
+	// also drop workloads that stay silent for long (the built-in agent's
+	// --workload-ttl), since a recommender that was down when the autoscaler
+	// was deleted never calls it.
+	ForgetWorkload(ctx context.Context, in *ForgetWorkloadRequest, opts ...grpc.CallOption) (*ForgetWorkloadResponse, error)
 }
 
 type agentServiceClient struct {
@@ -90,6 +100,16 @@ func (c *agentServiceClient) GetPolicyStatus(ctx context.Context, in *GetPolicyS
 	return out, nil
 }
 
+func (c *agentServiceClient) ForgetWorkload(ctx context.Context, in *ForgetWorkloadRequest, opts ...grpc.CallOption) (*ForgetWorkloadResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetWorkloadResponse)
+	err := c.cc.Invoke(ctx, AgentService_ForgetWorkload_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AgentServiceServer is the server API for AgentService service.
 // All implementations must embed UnimplementedAgentServiceServer
 // for forward compatibility.
@@ -100,6 +120,15 @@ type AgentServiceServer interface {
 	ReportOutcome(context.Context, *ReportOutcomeRequest) (*ReportOutcomeResponse, error)
 	// GetPolicyStatus returns the agent's state for one workload.
 	GetPolicyStatus(context.Context, *GetPolicyStatusRequest) (*GetPolicyStatusResponse, error)
+	// ForgetWorkload drops everything the agent keeps for one workload (its
+	// stage, learning statistics, pinned policy and experience), because the
+	// autoscaler it belongs to was deleted. It is idempotent: forgetting a
+	// workload the agent does not know succeeds with found = false. The
+	// recommender calls it when an autoscaler disappears; an agent should
+	// also drop workloads that stay silent for long (the built-in agent's
+	// --workload-ttl), since a recommender that was down when the autoscaler
+	// was deleted never calls it.
+	ForgetWorkload(context.Context, *ForgetWorkloadRequest) (*ForgetWorkloadResponse, error)
 	mustEmbedUnimplementedAgentServiceServer()
 }
 
@@ -118,6 +147,9 @@ func (UnimplementedAgentServiceServer) ReportOutcome(context.Context, *ReportOut
 }
 func (UnimplementedAgentServiceServer) GetPolicyStatus(context.Context, *GetPolicyStatusRequest) (*GetPolicyStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPolicyStatus not implemented")
+}
+func (UnimplementedAgentServiceServer) ForgetWorkload(context.Context, *ForgetWorkloadRequest) (*ForgetWorkloadResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ForgetWorkload not implemented")
 }
 func (UnimplementedAgentServiceServer) mustEmbedUnimplementedAgentServiceServer() {}
 func (UnimplementedAgentServiceServer) testEmbeddedByValue()                      {}
@@ -194,6 +226,24 @@ func _AgentService_GetPolicyStatus_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AgentService_ForgetWorkload_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetWorkloadRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AgentServiceServer).ForgetWorkload(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AgentService_ForgetWorkload_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AgentServiceServer).ForgetWorkload(ctx, req.(*ForgetWorkloadRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AgentService_ServiceDesc is the grpc.ServiceDesc for AgentService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -212,6 +262,10 @@ var AgentService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPolicyStatus",
 			Handler:    _AgentService_GetPolicyStatus_Handler,
+		},
+		{
+			MethodName: "ForgetWorkload",
+			Handler:    _AgentService_ForgetWorkload_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

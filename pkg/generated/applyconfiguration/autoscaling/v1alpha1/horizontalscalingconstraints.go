@@ -30,8 +30,9 @@ type HorizontalScalingConstraintsApplyConfiguration struct {
 	// minReplicas is the lower limit for the number of replicas. Default 1.
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
 	// maxReplicas is the upper limit for the number of replicas; it cannot
-	// be smaller than minReplicas. If unset, horizontal scaling is bounded
-	// only by minReplicas from below.
+	// be smaller than minReplicas. If unset, the replica count is bounded by
+	// 100 (or by minReplicas, if that is higher), and the ScalingLimited
+	// condition says so.
 	MaxReplicas *int32 `json:"maxReplicas,omitempty"`
 	// behavior configures scale-up and scale-down rates and stabilization
 	// windows with HorizontalPodAutoscaler semantics.

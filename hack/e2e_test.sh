@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Tests that hack/e2e.sh leaves alone a testbed it did not start: with a
+# stand-in component running from AWARE_TESTBED_DIR, e2e.sh must refuse,
+# name it, and neither signal it nor remove its PID file. Needs no control
+# plane. Run by `make check`.
+set -euo pipefail
+
+HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+DIR="$(mktemp -d)"
+pid=""
+# shellcheck disable=SC2317 # called through the trap
+cleanup() {
+	[[ -z "${pid}" ]] || kill "${pid}" 2>/dev/null || true
+	rm -rf "${DIR}"
+}
+trap cleanup EXIT
+
+mkdir -p "${DIR}/pids"
+# The developer's "testbed": one long sleep recorded as its etcd, with the
+# start time down.sh would check, so that a wrongful down.sh would stop it.
+setsid sleep 300 </dev/null >/dev/null 2>&1 &
+pid=$!
+echo "${pid}" >"${DIR}/pids/etcd.pid"
+awk '{ print $22 }' "/proc/${pid}/stat" >"${DIR}/pids/etcd.start"
+printf 'export KUBECONFIG=%s/kubeconfig\n' "${DIR}" >"${DIR}/env"
+
+fail=0
+rc=0
+out="$(AWARE_TESTBED_DIR="${DIR}" "${HACK}/e2e.sh" -run TestNothing 2>&1)" || rc=$?
+expect() { # NAME CONDITION...
+	local name="$1"
+	shift
+	if "$@"; then
+		echo "ok   ${name}"
+	else
+		echo "FAIL ${name}; e2e.sh exited ${rc} and said:" >&2
+		echo "${out}" >&2
+		fail=1
+	fi
+}
+expect "refuses" test "${rc}" -ne 0
+expect "names the running component" grep -qF "etcd pid ${pid}" <<<"${out}"
+expect "running testbed untouched" kill -0 "${pid}"
+expect "PID file kept" test -s "${DIR}/pids/etcd.pid"
+expect "env kept" test -s "${DIR}/env"
+exit "${fail}"

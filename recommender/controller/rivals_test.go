@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/rival"
+)
+
+type fakeRivals struct {
+	mu     sync.Mutex
+	rivals map[mpa.Target][]rival.Rival
+	err    error
+}
+
+var _ RivalSource = (*fakeRivals)(nil)
+
+func (f *fakeRivals) Scan(context.Context, string) (map[mpa.Target][]rival.Rival, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return f.rivals, nil
+}
+
+func (f *fakeRivals) set(rs map[mpa.Target][]rival.Rival, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rivals, f.err = rs, err
+}
+
+var webTarget = mpa.Target{Namespace: "ns", Group: "apps", Kind: "Deployment", Name: "web"}
+
+// TestRivalAutoscalers: an HPA on the target leaves the replica count to it
+// and a VPA the pod resources, with ConfigUnsupported naming them and a
+// warning event; a failed scan keeps the rivals found before; once they
+// are gone the autoscaler takes over, with a normal event.
+func TestRivalAutoscalers(t *testing.T) {
+	hpa := rival.Rival{Kind: "HorizontalPodAutoscaler", Name: "web-hpa", Dimension: rival.Horizontal}
+	vpa := rival.Rival{Kind: "VerticalPodAutoscaler", Name: "web-vpa", Dimension: rival.Vertical}
+	for _, tc := range []struct {
+		name                 string
+		rivals               []rival.Rival
+		wantReplicas, wantVx bool
+		wantMsg              []string
+	}{
+		{"HPA", []rival.Rival{hpa}, false, true, []string{"HorizontalPodAutoscaler web-hpa (replicas) also acts on Deployment/web", "leaves replicas (status.desiredReplicas is not set) to it"}},
+		{"VPA", []rival.Rival{vpa}, true, false, []string{"VerticalPodAutoscaler web-vpa (pod resources)", "leaves pod resources"}},
+		{"HPA and VPA", []rival.Rival{hpa, vpa}, false, false, []string{"web-hpa (replicas), VerticalPodAutoscaler web-vpa (pod resources) also act", "replicas (status.desiredReplicas is not set) and pod resources"}},
+		// Mode Off acts on nothing: the recommendation stays whole, to be
+		// compared with the rivals' before a migration.
+		{"HPA and VPA, mode Off", []rival.Rival{hpa, vpa}, true, true, []string{"with updateMode Off this autoscaler only recommends there"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := twoPodWorkload()
+			if strings.HasSuffix(tc.name, "mode Off") {
+				off := v1alpha1.UpdateModeOff
+				objs[0].(*v1alpha1.MultidimPodAutoscaler).Spec.Policy = &v1alpha1.PodUpdatePolicy{UpdateMode: &off}
+			}
+			f := newFixture(t, objs...)
+			f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+			src := &fakeRivals{}
+			src.set(map[mpa.Target][]rival.Rival{webTarget: tc.rivals}, nil)
+			f.deps = func(d *Deps) { d.Rivals = src }
+			f.start()
+			check := func(phase string) {
+				t.Helper()
+				m := f.mpa("ns", "web")
+				if got := m.Status.DesiredReplicas > 0; got != tc.wantReplicas {
+					t.Errorf("%s: desiredReplicas %d, want set %v", phase, m.Status.DesiredReplicas, tc.wantReplicas)
+				}
+				if got := m.Status.Recommendation != nil; got != tc.wantVx {
+					t.Errorf("%s: recommendation %+v, want set %v", phase, m.Status.Recommendation, tc.wantVx)
+				}
+				c := cond(t, m, v1alpha1.ConfigUnsupported)
+				if c.Status != corev1.ConditionTrue || c.Reason != ReasonConflictingAutoscaler {
+					t.Fatalf("%s: ConfigUnsupported %s/%s", phase, c.Status, c.Reason)
+				}
+				for _, part := range tc.wantMsg {
+					if !strings.Contains(c.Message, part) {
+						t.Errorf("%s: message %q lacks %q", phase, c.Message, part)
+					}
+				}
+			}
+			f.tick()
+			check("contested")
+			wantEvent(t, f.recorder, "Warning "+ReasonConflictingAutoscaler)
+
+			// A failed scan does not forget the rivals.
+			src.set(nil, errors.New("list: connection refused"))
+			f.tick()
+			check("scan failed")
+
+			// The rivals are deleted: this autoscaler takes over.
+			src.set(map[mpa.Target][]rival.Rival{}, nil)
+			drainEvents(f.recorder)
+			f.tick()
+			m := f.mpa("ns", "web")
+			if m.Status.DesiredReplicas == 0 || m.Status.Recommendation == nil {
+				t.Errorf("after the rivals left: desired %d, recommendation %+v", m.Status.DesiredReplicas, m.Status.Recommendation)
+			}
+			wantCond(t, m, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported")
+			wantEvent(t, f.recorder, "Normal ConfigSupported")
+		})
+	}
+}

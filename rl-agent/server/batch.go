@@ -1,0 +1,211 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+)
+
+type decisionJob struct {
+	ctx    context.Context
+	state  []float64
+	window []policy.Step // Meta-PPO only
+	mask   []bool
+	greedy bool
+	// frozen answers the decision instead of the shared policy: a Serving
+	// workload's frozen copy.
+	frozen *policy.Frozen
+	reply  chan decisionResult
+}
+
+type decisionResult struct {
+	d   policy.Decision
+	err error
+}
+
+// decide queues p for the batcher and waits for its decision, by frozen if
+// not nil, else by the shared policy.
+func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPolicy) (policy.Decision, error) {
+	j := &decisionJob{ctx: ctx, state: p.State, window: p.Window, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
+	if frozen != nil {
+		j.frozen = frozen.policy
+	}
+	select {
+	case s.queue <- j:
+	default:
+		return policy.Decision{}, ErrOverloaded
+	}
+	select {
+	case r := <-j.reply:
+		return r.d, r.err
+	case <-ctx.Done():
+		return policy.Decision{}, ctx.Err()
+	}
+}
+
+// batcher coalesces queued decisions into forward passes until Close.
+func (s *Server) batcher(rng *rand.Rand) {
+	defer s.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	batch := make([]*decisionJob, 0, s.opts.MaxBatch)
+	for {
+		var first *decisionJob
+		select {
+		case first = <-s.queue:
+		case <-s.stop:
+			s.failQueued(ErrShuttingDown)
+			return
+		}
+		batch = append(batch[:0], first)
+		batch = s.gather(batch, timer)
+		s.forward(batch, rng)
+	}
+}
+
+// gather adds the decisions already queued and, while more calls are in
+// flight than the batch holds, waits up to BatchWait for them.
+func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob {
+	waiting := false
+	defer func() {
+		if waiting && !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}()
+	yielded := false
+	for len(batch) < s.opts.MaxBatch {
+		select {
+		case j := <-s.queue:
+			batch = append(batch, j)
+			continue
+		default:
+		}
+		if s.opts.BatchWait == 0 || s.inflight.Load() <= int64(len(batch)) {
+			if yielded {
+				return batch
+			}
+			// Before closing the batch, let the goroutines that are
+			// runnable now (calls being decoded or converted, when the
+			// server is busy) run up to their queueing. Without this the
+			// batcher, woken by the first call, can close every batch
+			// before the next call is counted in flight, and a busy server
+			// settles into passes of one or two decisions, paying a
+			// wake-up and a forward pass per decision. With nothing else
+			// runnable it returns at once, so a lone call does not wait.
+			yielded = true
+			runtime.Gosched()
+			continue
+		}
+		if !waiting {
+			timer.Reset(s.opts.BatchWait)
+			waiting = true
+		}
+		select {
+		case j := <-s.queue:
+			batch = append(batch, j)
+		case <-timer.C:
+			waiting = false
+			return batch
+		case <-s.stop:
+			return batch
+		}
+	}
+	return batch
+}
+
+// forwardGroup is the decisions of a batch that share a forward pass: one
+// policy (the shared one, or one frozen copy) and one exploration mode.
+type forwardGroup struct {
+	frozen *policy.Frozen // nil: the shared policy
+	greedy bool
+	jobs   []*decisionJob
+}
+
+// forward answers a batch: expired calls are dropped, the rest share one
+// forward pass per policy and exploration mode, so that the Serving
+// workloads pinned to one frozen copy still share theirs. The shared
+// policy's greedy group goes first, then its sampled group, then the frozen
+// copies' in the order they appear.
+func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
+	groups := []forwardGroup{{greedy: true}, {greedy: false}}
+	for _, j := range batch {
+		if err := j.ctx.Err(); err != nil {
+			j.reply <- decisionResult{err: err}
+			continue
+		}
+		gi := -1
+		switch {
+		case j.frozen == nil && j.greedy:
+			gi = 0
+		case j.frozen == nil:
+			gi = 1
+		default:
+			for i := 2; i < len(groups); i++ {
+				if groups[i].frozen == j.frozen && groups[i].greedy == j.greedy {
+					gi = i
+					break
+				}
+			}
+			if gi < 0 {
+				gi = len(groups)
+				groups = append(groups, forwardGroup{frozen: j.frozen, greedy: j.greedy})
+			}
+		}
+		groups[gi].jobs = append(groups[gi].jobs, j)
+	}
+	for _, grp := range groups {
+		g := grp.jobs
+		if len(g) == 0 {
+			continue
+		}
+		states := make([][]float64, len(g))
+		masks := make([][]bool, len(g))
+		for i, j := range g {
+			states[i], masks[i] = j.state, j.mask
+		}
+		var windows [][]policy.Step
+		if s.opts.MetaLearner != nil {
+			windows = make([][]policy.Step, len(g))
+			for i, j := range g {
+				windows[i] = j.window
+			}
+		}
+		s.metrics.batchSize.Observe(float64(len(g)))
+		var ds []policy.Decision
+		var err error
+		switch {
+		case grp.frozen != nil:
+			ds, err = grp.frozen.ActBatch(states, windows, masks, grp.greedy, rng)
+		case s.opts.MetaLearner != nil:
+			ds, err = s.opts.MetaLearner.ActWindowBatch(states, windows, masks, grp.greedy, rng)
+		default:
+			ds, err = s.opts.Learner.ActBatch(states, masks, grp.greedy, rng)
+		}
+		for i, j := range g {
+			if err != nil {
+				j.reply <- decisionResult{err: fmt.Errorf("forward pass: %w", err)}
+			} else {
+				j.reply <- decisionResult{d: ds[i]}
+			}
+		}
+	}
+}
+
+func (s *Server) failQueued(err error) {
+	for {
+		select {
+		case j := <-s.queue:
+			j.reply <- decisionResult{err: err}
+		default:
+			return
+		}
+	}
+}
