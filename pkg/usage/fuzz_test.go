@@ -36,10 +36,14 @@ func validReading(t *testing.T, what string, r Reading) {
 	}
 }
 
+// readers is how many readers FuzzPrometheusResponse chooses from.
+const readers = 4
+
 // FuzzPrometheusResponse feeds arbitrary Prometheus HTTP API answers to
-// every reader of the Prometheus source: none may panic, and a value they
-// mark valid (SLO and goal readings, history points) is finite and
-// non-negative, as the recommender relies on.
+// the readers of the Prometheus source (SLO, pod usage, history, goals; one
+// per input): none may panic, and a value they mark valid (SLO and goal
+// readings, history points) is finite and non-negative, as the
+// recommender relies on.
 func FuzzPrometheusResponse(f *testing.F) {
 	for _, seed := range []string{
 		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a","container":"app","namespace":"shop"},"value":[1772366400,"0.5"]}]}}`,
@@ -54,11 +58,13 @@ func FuzzPrometheusResponse(f *testing.F) {
 		`not json`,
 		``,
 	} {
-		f.Add(200, []byte(seed))
+		for reader := range uint8(readers) {
+			f.Add(reader, 200, []byte(seed))
+		}
 	}
-	f.Add(503, []byte(`{"status":"error","errorType":"unavailable","error":"down"}`))
-	f.Add(422, []byte(`{"status":"error","errorType":"execution","error":"too many samples"}`))
-	f.Fuzz(func(t *testing.T, status int, body []byte) {
+	f.Add(uint8(0), 503, []byte(`{"status":"error","errorType":"unavailable","error":"down"}`))
+	f.Add(uint8(2), 422, []byte(`{"status":"error","errorType":"execution","error":"too many samples"}`))
+	f.Fuzz(func(t *testing.T, reader uint8, status int, body []byte) {
 		if status < 100 || status > 599 {
 			status = 200
 		}
@@ -71,15 +77,26 @@ func FuzzPrometheusResponse(f *testing.F) {
 		}
 		ctx := context.Background()
 
-		if r, err := p.SLO(ctx, sloQuery(95)); err == nil {
+		// One reader per input: each asks several queries, all answered
+		// with the same body.
+		switch reader % readers {
+		case 0:
+			r, err := p.SLO(ctx, sloQuery(95))
+			if err != nil {
+				return
+			}
 			validReading(t, "request rate", r.RequestRate)
 			validReading(t, "error rate", r.ErrorRate)
 			for pc, l := range r.Latency {
 				validReading(t, fmt.Sprintf("latency p%d", pc), l)
 			}
-		}
-		_, _ = p.PodUsage(ctx, "shop") // values pass through unvalidated; it must not panic
-		if h, err := p.History(ctx, HistoryQuery{Namespace: "shop", PodRegex: "web-.+", Start: now.Add(-2 * time.Hour), End: now, Step: time.Hour}); err == nil {
+		case 1:
+			_, _ = p.PodUsage(ctx, "shop") // values pass through unvalidated; it must not panic
+		case 2:
+			h, err := p.History(ctx, HistoryQuery{Namespace: "shop", PodRegex: "web-.+", Start: now.Add(-2 * time.Hour), End: now, Step: time.Hour})
+			if err != nil {
+				return
+			}
 			for _, c := range h.Containers {
 				for _, pts := range [][]Point{c.CPU, c.Memory} {
 					for _, pt := range pts {
@@ -87,19 +104,20 @@ func FuzzPrometheusResponse(f *testing.F) {
 					}
 				}
 			}
-		}
-		for _, spec := range []autoscalingv2.MetricSpec{
-			{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
-				Metric: autoscalingv2.MetricIdentifier{Name: "inflight"},
-				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: qty("10")}}},
-			{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
-				Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages"},
-				Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: qty("30")}}},
-		} {
-			if r, err := p.Goal(ctx, GoalQuery{Namespace: "shop", Spec: spec}); err == nil {
-				validReading(t, "goal value", r.Value)
-				for pod, v := range r.PerPod {
-					validReading(t, "goal of pod "+pod, Reading{Value: v, OK: true})
+		default:
+			for _, spec := range []autoscalingv2.MetricSpec{
+				{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{Name: "inflight"},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: qty("10")}}},
+				{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{
+					Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages"},
+					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: qty("30")}}},
+			} {
+				if r, err := p.Goal(ctx, GoalQuery{Namespace: "shop", Spec: spec}); err == nil {
+					validReading(t, "goal value", r.Value)
+					for pod, v := range r.PerPod {
+						validReading(t, "goal of pod "+pod, Reading{Value: v, OK: true})
+					}
 				}
 			}
 		}
