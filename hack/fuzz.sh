@@ -19,6 +19,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 FUZZTIME="${FUZZTIME:-30000x}"
 FUZZ_TARGETS="${FUZZ_TARGETS:-.}"
 # go test's timeout covers fuzzing too: a long budget needs 0 (none).
+# FUZZ_PARALLEL, when set, is the number of fuzzing workers (default: one
+# per CPU), to leave cores to others on a shared machine.
 FUZZ_TEST_TIMEOUT="${FUZZ_TEST_TIMEOUT:-10m}"
 
 mapfile -t targets < <(grep -rl --include='*_test.go' '^func Fuzz' . | sort | while read -r f; do
@@ -40,7 +42,7 @@ for t in "${selected[@]}"; do
 	read -r dir name <<<"$t"
 	echo "== ${name} (${dir}, ${FUZZTIME}) started $(date -u +%FT%TZ)"
 	start=${SECONDS}
-	go test -run '^$' -timeout "${FUZZ_TEST_TIMEOUT}" -fuzz "^${name}\$" -fuzztime "${FUZZTIME}" "${dir}"
+	go test -run '^$' -timeout "${FUZZ_TEST_TIMEOUT}" ${FUZZ_PARALLEL:+-parallel "${FUZZ_PARALLEL}"} -fuzz "^${name}\$" -fuzztime "${FUZZTIME}" "${dir}"
 	echo "== ${name}: ${FUZZTIME} without a failure in $((SECONDS - start)) s"
 done
 echo "${#selected[@]} fuzz targets ran for ${FUZZTIME} each"
