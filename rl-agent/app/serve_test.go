@@ -145,6 +145,14 @@ func request() *pb.RecommendRequest {
 	}
 }
 
+// nextObservation is request()'s observation one minute later: an outcome
+// moves forward in time.
+func nextObservation() *pb.Observation {
+	o := request().Observation
+	o.Time = timestamppb.New(o.Time.AsTime().Add(time.Minute))
+	return o
+}
+
 // TestServe runs `rl-agent serve` on loopback: it answers Recommend,
 // serves health and metrics, stops cleanly on cancellation (SIGTERM), and a
 // restart on the same state directory knows the workload.
@@ -274,7 +282,7 @@ func TestServeMutualTLS(t *testing.T) {
 	status := &pb.GetPolicyStatusRequest{Workload: request().Workload}
 	outcome := &pb.ReportOutcomeRequest{
 		Workload: request().Workload, Observation: request().Observation, Applied: request().DefaultRecommendation,
-		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: request().Observation, Config: request().Config,
+		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: nextObservation(), Config: request().Config,
 	}
 	call := func(conn *grpc.ClientConn, method string) codes.Code {
 		c := pb.NewAgentServiceClient(conn)
@@ -494,7 +502,7 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 	}
 	if _, err := c.ReportOutcome(ctx, &pb.ReportOutcomeRequest{
 		Workload: request().Workload, Observation: request().Observation, Applied: request().DefaultRecommendation,
-		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: request().Observation, Config: request().Config,
+		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: nextObservation(), Config: request().Config,
 	}); err != nil {
 		t.Fatal(err)
 	}
