@@ -157,6 +157,11 @@ func TestRLAgent(t *testing.T) {
 		if n := mustMetric(t, agent, "aware_rlagent_stage_transitions_total", "from=OnlineTraining", "to=Serving"); n != 1 {
 			t.Errorf("agent counted %g OnlineTraining→Serving transitions, want 1", n)
 		}
+		// The recommender's genuine observations lie within the agent's
+		// physical bounds: none was refused.
+		if n, _, err := agent.metric(ctx, "aware_rlagent_out_of_bounds_requests_total"); err != nil || n != 0 {
+			t.Errorf("agent refused %g genuine requests as out of bounds (%v)", n, err)
+		}
 		st, err := policyStatus(ctx)
 		if err != nil {
 			t.Fatalf("GetPolicyStatus: %v", err)
