@@ -48,6 +48,10 @@ test: ## Run unit and integration tests with the race detector (not e2e).
 fuzz: ## Run every fuzz target with a budget of FUZZTIME each (default 30000x executions).
 	hack/fuzz.sh
 
+.PHONY: fuzz-long
+fuzz-long: ## Run every fuzz target (or FUZZ_TARGETS, a regexp) for 10 million executions each; hours on 2 cores, not in CI.
+	FUZZTIME=10000000x FUZZ_TEST_TIMEOUT=0 hack/fuzz.sh
+
 .PHONY: generate
 generate: ## Regenerate deepcopy, clients, CRDs and protobuf code.
 	hack/update-codegen.sh

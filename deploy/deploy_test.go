@@ -347,3 +347,49 @@ func TestRecommenderMayListRivals(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentLinkIsAuthenticated keeps the shipped agent link on mutual TLS:
+// the agent's server and every recommender that calls an agent must choose
+// a TLS mode, and no manifest may fall back to plaintext.
+func TestAgentLinkIsAuthenticated(t *testing.T) {
+	checked := map[string]bool{}
+	for _, f := range manifests(t, ".") {
+		for _, obj := range objects(t, f) {
+			d, ok := obj.(*appsv1.Deployment)
+			if !ok {
+				continue
+			}
+			for _, c := range d.Spec.Template.Spec.Containers {
+				var mode, certFile string
+				switch c.Name {
+				case "rl-agent":
+					mode, certFile = "tls-mode", "tls-cert-file"
+				case "recommender":
+					mode, certFile = "rl-agent-tls-mode", "rl-agent-tls-cert-file"
+				default:
+					continue
+				}
+				cmd := commands[c.Name]()
+				target, rest, err := cmd.Find(c.Args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := target.ParseFlags(rest); err != nil {
+					t.Fatal(err)
+				}
+				fs := target.Flags()
+				if c.Name == "recommender" && fs.Lookup("rl-agent-endpoint").Value.String() == "" {
+					continue
+				}
+				m, cert := fs.Lookup(mode).Value.String(), fs.Lookup(certFile).Value.String()
+				if m == "plaintext" || (m == "" && cert == "") {
+					t.Errorf("%s/%s: the agent link is not on mutual TLS (--%s=%q, --%s=%q)", d.Name, c.Name, mode, m, certFile, cert)
+				}
+				checked[c.Name] = true
+			}
+		}
+	}
+	if !checked["rl-agent"] || !checked["recommender"] {
+		t.Fatalf("checked %v, want both sides of the agent link", checked)
+	}
+}

@@ -74,15 +74,16 @@ func TestRLAgent(t *testing.T) {
 	gated := startMPAWorkload(t, ns, "gated", rlOnDefaultGates)
 
 	agentAddr := freeAddr(t)
-	agent := startProcess(t, processSpec{Binary: "rl-agent", Args: []string{
+	// Mutual TLS as the manifests set it: a CA shared through a Secret.
+	agent := startProcess(t, processSpec{Binary: "rl-agent", ServiceAccount: "aware-rl-agent", Args: append([]string{
 		"serve",
 		"--listen-address=" + agentAddr,
 		"--state-dir=" + t.TempDir(),
 		// Persist often: the restart below must find what was learnt
 		// before the kill.
 		"--checkpoint-interval=1s",
-	}})
-	rec := startProcess(t, processSpec{Binary: "recommender", ServiceAccount: "aware-recommender", Args: recommenderArgs(ns,
+	}, agentTLSArgs()...)})
+	rec := startProcess(t, processSpec{Binary: "recommender", ServiceAccount: "aware-recommender", Args: append(recommenderTLSArgs(), recommenderArgs(ns,
 		"--leader-elect=false",
 		"--checkpoints-interval=1m",
 		"--rl-agent-endpoint="+agentAddr,
@@ -92,14 +93,11 @@ func TestRLAgent(t *testing.T) {
 		// again within 15s.
 		"--rl-agent-failure-threshold=2",
 		"--rl-agent-cooldown=15s",
-	)})
+	)...)})
 
-	conn, err := grpc.NewClient(agentAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	agentClient := pb.NewAgentServiceClient(conn)
+	// The test reads the agent as a tool of another identity would: it
+	// may read, not report.
+	agentClient := pb.NewAgentServiceClient(agentConn(t, agentAddr, "aware-e2e-reader"))
 	ref := &pb.WorkloadRef{Namespace: ns, Name: "hamster", Uid: string(w.mpa.UID)}
 	policyStatus := func(ctx context.Context) (*pb.PolicyStatus, error) {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -110,6 +108,26 @@ func TestRLAgent(t *testing.T) {
 		}
 		return resp.GetStatus(), nil
 	}
+
+	t.Run("mutual TLS: only the recommender reports, plaintext is refused", func(t *testing.T) {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_, err := agentClient.ReportOutcome(cctx, &pb.ReportOutcomeRequest{Workload: ref})
+		if status.Code(err) != codes.PermissionDenied {
+			t.Errorf("ReportOutcome as aware-e2e-reader: %v, want PermissionDenied", err)
+		}
+		plain, err := grpc.NewClient(agentAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer plain.Close()
+		if _, err := pb.NewAgentServiceClient(plain).GetPolicyStatus(cctx, &pb.GetPolicyStatusRequest{Workload: ref}); status.Code(err) != codes.Unavailable {
+			t.Errorf("GetPolicyStatus in plaintext: %v, want Unavailable (no TLS handshake)", err)
+		}
+		if n := mustMetric(t, agent, "aware_rlagent_unauthorized_requests_total", "method=ReportOutcome", "reason=forbidden"); n != 1 {
+			t.Errorf("agent counted %g forbidden ReportOutcome calls, want 1", n)
+		}
+	})
 
 	if !t.Run("Shadow: the agent is consulted, the default is applied", func(t *testing.T) {
 		start := time.Now()
@@ -138,6 +156,11 @@ func TestRLAgent(t *testing.T) {
 		}
 		if n := mustMetric(t, agent, "aware_rlagent_stage_transitions_total", "from=OnlineTraining", "to=Serving"); n != 1 {
 			t.Errorf("agent counted %g OnlineTraining→Serving transitions, want 1", n)
+		}
+		// The recommender's genuine observations lie within the agent's
+		// physical bounds: none was refused.
+		if n, _, err := agent.metric(ctx, "aware_rlagent_out_of_bounds_requests_total"); err != nil || n != 0 {
+			t.Errorf("agent refused %g genuine requests as out of bounds (%v)", n, err)
 		}
 		st, err := policyStatus(ctx)
 		if err != nil {

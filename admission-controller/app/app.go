@@ -24,11 +24,11 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
 	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
 	"github.com/aware-k8s/aware/admission-controller/pkg/match"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/admission-controller/pkg/webhook"
+	"github.com/aware-k8s/aware/pkg/certs"
 	"github.com/aware-k8s/aware/pkg/cli"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
 	"github.com/aware-k8s/aware/pkg/kube"

@@ -13,8 +13,8 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
+	"github.com/aware-k8s/aware/pkg/certs"
 )
 
 // Registration timing: the registration is re-applied (a read, and a

@@ -17,8 +17,8 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/aware-k8s/aware/admission-controller/pkg/certs"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
+	"github.com/aware-k8s/aware/pkg/certs"
 )
 
 func countPEM(b []byte) int {

@@ -178,6 +178,13 @@ func (a *Advisor) Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler,
 	resp, err := a.client.Recommend(cctx, &pb.RecommendRequest{
 		Workload: ref, Observation: pobs, Constraints: ToConstraints(c), DefaultRecommendation: ToRecommendation(&def), Config: cfg,
 	})
+	if err != nil && status.Code(err) == codes.InvalidArgument {
+		// The agent is up and refused this workload's input (e.g. outside
+		// its physical bounds): a fault of the request, not of the agent,
+		// so the breaker, which guards every workload, does not count it.
+		a.observe("Recommend", start, err)
+		return fallback("AgentRefusedInput", fmt.Sprintf("the agent refused the observation: %s", status.Convert(err).Message()), nil)
+	}
 	if err != nil {
 		a.opts.Breaker.Failure(a.opts.Now())
 		a.observe("Recommend", start, err)

@@ -137,6 +137,7 @@ func TestAdvise(t *testing.T) {
 		{"negative answer", v1alpha1.RLModeOn, answer(pb.Stage_STAGE_SERVING, pb.Source_SOURCE_AGENT, 3, -1), nil, 0, v1alpha1.SourceDefault, "InvalidAgentAnswer"},
 		{"no recommendation", v1alpha1.RLModeOn, &pb.RecommendResponse{Stage: pb.Stage_STAGE_SERVING, Source: pb.Source_SOURCE_AGENT}, nil, 0, v1alpha1.SourceDefault, "InvalidAgentAnswer"},
 		{"down", v1alpha1.RLModeOn, nil, status.Error(codes.Unavailable, "down"), 0, v1alpha1.SourceDefault, "AgentUnavailable"},
+		{"input refused", v1alpha1.RLModeOn, nil, status.Error(codes.InvalidArgument, "observation.replicas: out of bounds"), 0, v1alpha1.SourceDefault, "AgentRefusedInput"},
 		{"slow", v1alpha1.RLModeOn, serving, nil, 5 * time.Second, v1alpha1.SourceDefault, "AgentTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -172,6 +173,18 @@ func TestCircuitBreakerAndOutcomes(t *testing.T) {
 	}
 	if a.opts.Breaker.State() != Open {
 		t.Fatalf("breaker %s after 2 failures, want open", a.opts.Breaker.State())
+	}
+	// Refused input is the request's fault: it never opens the breaker.
+	refusing := &fakeAgent{}
+	refusing.set(nil, status.Error(codes.InvalidArgument, "out of bounds"), 0)
+	r := NewAdvisor(dial(t, refusing), Options{Timeout: time.Second, Now: clk.now, Breaker: NewBreaker(2, time.Minute)})
+	for range 3 {
+		if _, rl := r.Advise(context.Background(), m, obs, cons, def); rl.Reason != "AgentRefusedInput" {
+			t.Fatalf("reason %s, want AgentRefusedInput", rl.Reason)
+		}
+	}
+	if r.opts.Breaker.State() != Closed || refusing.calls != 3 {
+		t.Fatalf("breaker %s after 3 refusals (%d calls), want closed", r.opts.Breaker.State(), refusing.calls)
 	}
 	_, rl := a.Advise(context.Background(), m, obs, cons, def)
 	if rl.Reason != "CircuitOpen" || srv.calls != 2 {

@@ -55,14 +55,36 @@ type Clients struct {
 	Targets *target.Resolver
 }
 
-// NewClients builds the clients, identifying as userAgent.
-func NewClients(o Options, userAgent string) (*Clients, error) {
+// restConfig loads the kubeconfig of o, identifying as userAgent.
+func restConfig(o Options, userAgent string) (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	cfg.QPS, cfg.Burst = o.QPS, o.Burst
-	cfg = rest.AddUserAgent(cfg, userAgent)
+	return rest.AddUserAgent(cfg, userAgent), nil
+}
+
+// NewKube builds the core Kubernetes client alone, for a component that
+// needs no other (the rl-agent's self-managed certificates).
+func NewKube(o Options, userAgent string) (kubernetes.Interface, error) {
+	cfg, err := restConfig(o, userAgent)
+	if err != nil {
+		return nil, err
+	}
+	k, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return k, nil
+}
+
+// NewClients builds the clients, identifying as userAgent.
+func NewClients(o Options, userAgent string) (*Clients, error) {
+	cfg, err := restConfig(o, userAgent)
+	if err != nil {
+		return nil, err
+	}
 	c := &Clients{Config: cfg}
 	if c.Kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)

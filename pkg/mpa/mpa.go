@@ -76,12 +76,23 @@ func Resources(rl corev1.ResourceList) workload.Resources {
 func ResourceList(r workload.Resources) corev1.ResourceList {
 	rl := corev1.ResourceList{}
 	if ok(r.CPU) {
-		rl[corev1.ResourceCPU] = *resource.NewMilliQuantity(int64(math.Ceil(r.CPU*1000-1e-9)), resource.DecimalSI)
+		rl[corev1.ResourceCPU] = *resource.NewMilliQuantity(ceilInt64(r.CPU*1000-1e-9), resource.DecimalSI)
 	}
 	if ok(r.Memory) {
-		rl[corev1.ResourceMemory] = *resource.NewQuantity(int64(math.Ceil(r.Memory-1e-9)), resource.BinarySI)
+		rl[corev1.ResourceMemory] = *resource.NewQuantity(ceilInt64(r.Memory-1e-9), resource.BinarySI)
 	}
 	return rl
+}
+
+// ceilInt64 rounds x up, saturating at math.MaxInt64: converting a larger
+// float to int64 overflows, and a huge amount written to status would read
+// back negative.
+func ceilInt64(x float64) int64 {
+	c := math.Ceil(x)
+	if c >= math.MaxInt64 { // float64(math.MaxInt64) is 2^63, already out of range
+		return math.MaxInt64
+	}
+	return int64(c)
 }
 
 func ok(x float64) bool { return x > 0 && !math.IsInf(x, 0) && !math.IsNaN(x) }

@@ -129,11 +129,16 @@ func TestResourceListRoundTrip(t *testing.T) {
 		name string
 		in   workload.Resources
 		want corev1.ResourceList
+		// saturates: the amount exceeds what a quantity holds, and reads
+		// back as the largest one.
+		saturates bool
 	}{
-		{"rounds cpu up to millicores", workload.Resources{CPU: 0.2501, Memory: 1 << 20}, corev1.ResourceList{"cpu": resource.MustParse("251m"), "memory": resource.MustParse("1Mi")}},
-		{"exact values stay", workload.Resources{CPU: 1.5, Memory: 3}, corev1.ResourceList{"cpu": resource.MustParse("1500m"), "memory": resource.MustParse("3")}},
-		{"zero and NaN are unset", workload.Resources{CPU: 0, Memory: math.NaN()}, corev1.ResourceList{}},
-		{"negative is unset", workload.Resources{CPU: -1, Memory: math.Inf(1)}, corev1.ResourceList{}},
+		{"rounds cpu up to millicores", workload.Resources{CPU: 0.2501, Memory: 1 << 20}, corev1.ResourceList{"cpu": resource.MustParse("251m"), "memory": resource.MustParse("1Mi")}, false},
+		{"exact values stay", workload.Resources{CPU: 1.5, Memory: 3}, corev1.ResourceList{"cpu": resource.MustParse("1500m"), "memory": resource.MustParse("3")}, false},
+		{"zero and NaN are unset", workload.Resources{CPU: 0, Memory: math.NaN()}, corev1.ResourceList{}, false},
+		{"negative is unset", workload.Resources{CPU: -1, Memory: math.Inf(1)}, corev1.ResourceList{}, false},
+		{"beyond int64 saturates, never wraps negative", workload.Resources{CPU: 1e17, Memory: 1e20}, corev1.ResourceList{
+			"cpu": *resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI), "memory": *resource.NewQuantity(math.MaxInt64, resource.BinarySI)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ResourceList(tc.in)
@@ -147,7 +152,7 @@ func TestResourceListRoundTrip(t *testing.T) {
 			}
 			back := Resources(got)
 			for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
-				if w := tc.want[corev1.ResourceName(r)]; !w.IsZero() && back.Get(r) < tc.in.Get(r) {
+				if w := tc.want[corev1.ResourceName(r)]; !w.IsZero() && back.Get(r) < tc.in.Get(r) && !tc.saturates {
 					t.Fatalf("%s rounded down: %g < %g", r, back.Get(r), tc.in.Get(r))
 				}
 			}

@@ -6,20 +6,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 
 	"github.com/aware-k8s/aware/pkg/agent"
+	"github.com/aware-k8s/aware/pkg/certs"
 	"github.com/aware-k8s/aware/pkg/cli"
 	"github.com/aware-k8s/aware/pkg/fusion"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
@@ -134,8 +139,14 @@ func run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	var advisor controller.Advisor
+	var link *certs.Link
 	if o.RLAgentEndpoint != "" {
-		conn, err := grpc.NewClient(o.RLAgentEndpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		creds, l, err := agentCredentials(ctx, o, kube.CoreV1())
+		if err != nil {
+			return err
+		}
+		link = l
+		conn, err := grpc.NewClient(o.RLAgentEndpoint, grpc.WithTransportCredentials(creds))
 		if err != nil {
 			return fmt.Errorf("rl agent client for %s: %w", o.RLAgentEndpoint, err)
 		}
@@ -198,9 +209,38 @@ func run(ctx context.Context, o *Options) error {
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
+	if link != nil {
+		g.Go(func() error { link.Run(gctx); return nil })
+	}
 	o.Endpoints.Start(gctx, g, endpoints)
 	g.Go(func() error { return leader.Run(gctx, o.Leader, kube, recorder, endpoints, c.Ready, lead) })
 	return g.Wait()
+}
+
+// agentCredentials are the agent link's transport credentials: mutual TLS
+// from --rl-agent-tls-*, with the link to keep current, or plaintext when
+// asked for explicitly (logged as a warning).
+func agentCredentials(ctx context.Context, o *Options, secrets corev1client.SecretsGetter) (credentials.TransportCredentials, *certs.Link, error) {
+	link, err := o.RLAgentTLS.Open(ctx, secrets, clock.RealClock{})
+	if err != nil {
+		return nil, nil, err
+	}
+	if link == nil {
+		klog.FromContext(ctx).Info("WARNING: --rl-agent-tls-mode=plaintext: calling the RL agent without TLS; its answers and the workloads' observations cross the network unauthenticated", "endpoint", o.RLAgentEndpoint)
+		return insecure.NewCredentials(), nil, nil
+	}
+	return credentials.NewTLS(link.ClientConfig(endpointHost(o.RLAgentEndpoint))), link, nil
+}
+
+// endpointHost is the host a gRPC target dials, which the agent's
+// certificate must name: "dns:///agent.ns.svc:9090" and "agent.ns.svc:9090"
+// both give "agent.ns.svc".
+func endpointHost(target string) string {
+	target = target[strings.LastIndex(target, "/")+1:]
+	if host, _, err := net.SplitHostPort(target); err == nil {
+		return host
+	}
+	return target
 }
 
 // wirePrometheus sets the Prometheus-backed sources (SLO, goal metrics,

@@ -19,6 +19,7 @@ import (
 	fakescale "k8s.io/client-go/scale/fake"
 	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/aware-k8s/aware/pkg/certs"
 	"github.com/aware-k8s/aware/pkg/target"
 	"github.com/aware-k8s/aware/recommender/controller"
 )
@@ -44,6 +45,16 @@ func TestValidate(t *testing.T) {
 		{"prometheus timeout", func(o *Options) { o.PrometheusAddress, o.PrometheusTimeout = "http://127.0.0.1:9090", 0 }, "--prometheus-timeout"},
 		{"history too fine", func(o *Options) { o.PrometheusAddress, o.HistoryResolution = "http://127.0.0.1:9090", time.Minute }, "more than Prometheus serves"},
 		{"history ignored without prometheus", func(o *Options) { o.HistoryResolution = 0 }, ""},
+		{"agent without TLS chosen", func(o *Options) { o.RLAgentEndpoint = "agent:9090" }, "--rl-agent-tls-mode=plaintext"},
+		{"agent over self-managed mutual TLS", func(o *Options) {
+			o.RLAgentEndpoint, o.RLAgentTLS.Mode = "agent:9090", certs.LinkModeSelfManaged
+		}, ""},
+		{"agent in explicit plaintext", func(o *Options) {
+			o.RLAgentEndpoint, o.RLAgentTLS.Mode = "agent:9090", certs.LinkModePlaintext
+		}, ""},
+		{"agent TLS files incomplete", func(o *Options) {
+			o.RLAgentEndpoint, o.RLAgentTLS.CertFile = "agent:9090", "c.crt"
+		}, "--rl-agent-tls-ca-file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()
@@ -162,5 +173,21 @@ func TestWirePrometheus(t *testing.T) {
 	o.PrometheusQueries.ErrorRate = `{{.Metric | nosuchfunc}}`
 	if err := wirePrometheus(o, &controller.Deps{}); err == nil || !strings.Contains(err.Error(), "errorRate query template") {
 		t.Fatalf("a bad error-rate template must fail at start-up: %v", err)
+	}
+}
+
+func TestEndpointHost(t *testing.T) {
+	for _, tc := range []struct{ target, want string }{
+		{"aware-rl-agent.aware-system.svc:9090", "aware-rl-agent.aware-system.svc"},
+		{"dns:///aware-rl-agent.aware-system.svc:9090", "aware-rl-agent.aware-system.svc"},
+		{"127.0.0.1:9090", "127.0.0.1"},
+		{"[::1]:9090", "::1"},
+		{"agent", "agent"},
+	} {
+		t.Run(tc.target, func(t *testing.T) {
+			if got := endpointHost(tc.target); got != tc.want {
+				t.Fatalf("endpointHost(%q) = %q, want %q", tc.target, got, tc.want)
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/aware-k8s/aware/pkg/certs"
 	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/leader"
 	"github.com/aware-k8s/aware/pkg/serve"
@@ -43,7 +44,9 @@ type Options struct {
 	HistoryConcurrency    int
 	HistoryTimeout        time.Duration
 
-	RLAgentEndpoint         string
+	RLAgentEndpoint string
+	// RLAgentTLS is the mutual TLS of the agent link.
+	RLAgentTLS              certs.LinkOptions
 	RLAgentTimeout          time.Duration
 	RLAgentFailureThreshold int
 	RLAgentCooldown         time.Duration
@@ -69,6 +72,7 @@ func NewOptions() *Options {
 		HistoryResolution:       time.Hour,
 		HistoryConcurrency:      4,
 		HistoryTimeout:          5 * time.Minute,
+		RLAgentTLS:              certs.NewLinkOptions("rl-agent-tls-", certs.LinkClient, "aware-recommender", nil),
 		RLAgentTimeout:          2 * time.Second,
 		RLAgentFailureThreshold: 5,
 		RLAgentCooldown:         30 * time.Second,
@@ -107,7 +111,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.HistoryResolution, "history-resolution", o.HistoryResolution, "Step of the history range queries.")
 	fs.IntVar(&o.HistoryConcurrency, "history-concurrency", o.HistoryConcurrency, "History loads running at once.")
 	fs.DurationVar(&o.HistoryTimeout, "history-timeout", o.HistoryTimeout, "How long an autoscaler waits for its history (queueing included) before it starts without; FetchingHistory is True meanwhile.")
-	fs.StringVar(&o.RLAgentEndpoint, "rl-agent-endpoint", o.RLAgentEndpoint, "gRPC address (host:port) of the RL agent, for autoscalers with spec.rl.mode Shadow or On. Empty means defaults only. The connection is plaintext.")
+	fs.StringVar(&o.RLAgentEndpoint, "rl-agent-endpoint", o.RLAgentEndpoint, "gRPC address (host:port) of the RL agent, for autoscalers with spec.rl.mode Shadow or On. Empty means defaults only. The connection uses mutual TLS (--rl-agent-tls-*) unless --rl-agent-tls-mode=plaintext.")
+	o.RLAgentTLS.AddFlags(fs)
 	fs.DurationVar(&o.RLAgentTimeout, "rl-agent-timeout", o.RLAgentTimeout, "Deadline of each call to the RL agent.")
 	fs.IntVar(&o.RLAgentFailureThreshold, "rl-agent-failure-threshold", o.RLAgentFailureThreshold, "Consecutive agent failures that open the circuit breaker.")
 	fs.DurationVar(&o.RLAgentCooldown, "rl-agent-cooldown", o.RLAgentCooldown, "How long an open circuit breaker stops calling the agent before one trial call.")
@@ -145,6 +150,9 @@ func (o *Options) Validate() error {
 		} else if n := o.HistoryLength / o.HistoryResolution; n > usage.MaxHistoryPoints {
 			errs = append(errs, fmt.Errorf("--history-length / --history-resolution is %d points, more than Prometheus serves (%d)", n, usage.MaxHistoryPoints))
 		}
+	}
+	if o.RLAgentEndpoint != "" {
+		errs = append(errs, o.RLAgentTLS.Validate())
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))

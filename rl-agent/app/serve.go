@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -17,7 +16,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/aware-k8s/aware/pkg/certs"
+	"github.com/aware-k8s/aware/pkg/kube"
 
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
@@ -29,10 +33,14 @@ import (
 
 // serveOptions are the flags of `rl-agent serve`.
 type serveOptions struct {
-	ListenAddress       string
-	StateDir            string
-	TLSCertFile         string
-	TLSKeyFile          string
+	ListenAddress string
+	StateDir      string
+	// TLS is the mutual TLS of the gRPC service; AuthorizedIdentities are
+	// the client identities that may call every method (the recommender).
+	TLS                  certs.LinkOptions
+	AuthorizedIdentities []string
+	// Kube reaches the API server for self-managed certificates only.
+	Kube                kube.Options
 	MetricsBindAddress  string
 	HealthBindAddress   string
 	ShutdownGracePeriod time.Duration
@@ -56,24 +64,32 @@ type serveOptions struct {
 
 func newServeOptions() *serveOptions {
 	d := server.DefaultOptions()
+	ns := os.Getenv("POD_NAMESPACE")
+	if ns == "" {
+		ns = "aware-system"
+	}
 	return &serveOptions{
-		// Loopback by default: the service may run without TLS, and then
-		// it must not be reachable from the network unless an operator
-		// says so (in a cluster: --listen-address=:9090 with TLS files).
-		ListenAddress:       "127.0.0.1:9090",
-		MetricsBindAddress:  ":8080",
-		HealthBindAddress:   ":8081",
-		ShutdownGracePeriod: 10 * time.Second,
-		CheckpointInterval:  d.FlushInterval,
-		Seed:                1,
-		MaxBatch:            d.MaxBatch,
-		BatchWait:           d.BatchWait,
-		QueueSize:           d.QueueSize,
-		MaxWorkloads:        d.MaxWorkloads,
-		RetrainMin:          d.Retraining.Min,
-		RetrainMax:          d.Retraining.Max,
-		MaxFrozenPolicies:   d.MaxFrozenPolicies,
-		WorkloadTTL:         d.WorkloadTTL,
+		// Loopback by default: even with mutual TLS, the network is an
+		// operator's choice (in a cluster: --listen-address=:9090).
+		ListenAddress: "127.0.0.1:9090",
+		TLS: certs.NewLinkOptions("tls-", certs.LinkServer, "aware-rl-agent", []string{
+			"aware-rl-agent." + ns + ".svc", "aware-rl-agent." + ns + ".svc.cluster.local", "localhost", "127.0.0.1",
+		}),
+		AuthorizedIdentities: []string{"aware-recommender"},
+		Kube:                 kube.Options{QPS: 5, Burst: 10},
+		MetricsBindAddress:   ":8080",
+		HealthBindAddress:    ":8081",
+		ShutdownGracePeriod:  10 * time.Second,
+		CheckpointInterval:   d.FlushInterval,
+		Seed:                 1,
+		MaxBatch:             d.MaxBatch,
+		BatchWait:            d.BatchWait,
+		QueueSize:            d.QueueSize,
+		MaxWorkloads:         d.MaxWorkloads,
+		RetrainMin:           d.Retraining.Min,
+		RetrainMax:           d.Retraining.Max,
+		MaxFrozenPolicies:    d.MaxFrozenPolicies,
+		WorkloadTTL:          d.WorkloadTTL,
 	}
 }
 
@@ -81,8 +97,9 @@ func newServeOptions() *serveOptions {
 func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address (host:port) of the gRPC AgentService and health service. The default accepts local connections only; use e.g. :9090 in a cluster, with TLS.")
 	fs.StringVar(&o.StateDir, "state-dir", o.StateDir, "Directory for the experience log and checkpoints (required). It is locked: one agent per directory. Restored at start.")
-	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM certificate for gRPC TLS; with --tls-key-file. Without both, gRPC is plaintext (logged as a warning).")
-	fs.StringVar(&o.TLSKeyFile, "tls-key-file", o.TLSKeyFile, "PEM private key for --tls-cert-file.")
+	o.TLS.AddFlags(fs)
+	fs.StringSliceVar(&o.AuthorizedIdentities, "authorized-client-identities", o.AuthorizedIdentities, "Client certificate identities (common name or URI SAN) that may call Recommend, ReportOutcome and every other method that reports outcomes or changes state. Any client with a certificate from the trusted CA may call GetPolicyStatus and the health service; nobody else may call anything. Ignored with --tls-mode=plaintext.")
+	o.Kube.AddFlags(fs)
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port); \"0\" disables the endpoint (the gRPC health service is always served).")
 	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long in-flight calls may take at shutdown before connections are closed.")
@@ -117,8 +134,12 @@ func (o *serveOptions) Validate() error {
 	if o.StateDir == "" {
 		errs = append(errs, errors.New("--state-dir is required"))
 	}
-	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
-		errs = append(errs, errors.New("--tls-cert-file and --tls-key-file must be set together"))
+	errs = append(errs, o.TLS.Validate())
+	if o.TLS.EffectiveMode() != certs.LinkModePlaintext && len(o.AuthorizedIdentities) == 0 {
+		errs = append(errs, errors.New("--authorized-client-identities must name at least one identity (the recommender's)"))
+	}
+	if o.TLS.NeedsSecrets() {
+		errs = append(errs, o.Kube.Validate())
 	}
 	if o.ShutdownGracePeriod <= 0 || o.CheckpointInterval <= 0 {
 		errs = append(errs, errors.New("--shutdown-grace-period and --checkpoint-interval must be positive"))
@@ -155,7 +176,12 @@ to OnlineTraining once its reward passes the gates of spec.rl, then to
 Serving, and to Retraining when its reward drops. Experience, the policy and
 every workload's stage are kept in --state-dir and survive restarts and
 crashes. The standard gRPC health service is served beside the agent, and
-Prometheus metrics (aware_rlagent_*) on --metrics-bind-address.`,
+Prometheus metrics (aware_rlagent_*) on --metrics-bind-address.
+
+The gRPC service uses mutual TLS (--tls-mode: certificate files, or a CA
+shared with the recommender through a Secret) and lets only
+--authorized-client-identities report outcomes or change state;
+--tls-mode=plaintext turns this off and logs a warning.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -170,6 +196,11 @@ Prometheus metrics (aware_rlagent_*) on --metrics-bind-address.`,
 
 func runServe(ctx context.Context, o *serveOptions) (err error) {
 	logger := klog.FromContext(ctx)
+	// Fail fast on the certificates: without them nothing can be served.
+	link, err := openLink(ctx, o)
+	if err != nil {
+		return err
+	}
 	st, rec, err := store.Open(o.StateDir)
 	if err != nil {
 		return fmt.Errorf("open state directory: %w", err)
@@ -218,20 +249,24 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	}
 
 	gopts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()),
 		// The recommender keeps one long-lived connection; let it ping
 		// through idle periods without being cut off.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
-	if o.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	if link != nil {
+		auth, err := server.NewAuthorizer(o.AuthorizedIdentities, reg)
 		if err != nil {
 			srv.Close()
-			return fmt.Errorf("load TLS key pair: %w", err)
+			return err
 		}
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})))
+		// Metrics first, so refused calls are counted by code too.
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(link.ServerConfig())),
+			grpc.ChainUnaryInterceptor(srv.UnaryInterceptor(), auth.UnaryInterceptor()),
+			grpc.ChainStreamInterceptor(auth.StreamInterceptor()))
+		logger.Info("Serving gRPC with mutual TLS", "authorizedIdentities", o.AuthorizedIdentities)
 	} else {
-		logger.Info("WARNING: serving gRPC without TLS; set --tls-cert-file and --tls-key-file unless the listen address is private", "address", o.ListenAddress)
+		gopts = append(gopts, grpc.ChainUnaryInterceptor(srv.UnaryInterceptor()))
+		logger.Info("WARNING: --tls-mode=plaintext: serving gRPC without TLS or authentication; any client that reaches the address can feed the agent transitions and steer scaling", "address", o.ListenAddress)
 	}
 	lis, err := net.Listen("tcp", o.ListenAddress)
 	if err != nil {
@@ -252,8 +287,24 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		}
 		eg.Go(func() error { return serve.Run(gctx, a, endpoints.Handler(), o.ShutdownGracePeriod) })
 	}
+	if link != nil {
+		eg.Go(func() error { link.Run(gctx); return nil })
+	}
 	eg.Go(func() error { return server.Serve(gctx, g, lis, srv, o.ShutdownGracePeriod) })
 	return eg.Wait()
+}
+
+// openLink loads the gRPC service's certificates; nil in plaintext mode.
+func openLink(ctx context.Context, o *serveOptions) (*certs.Link, error) {
+	var secrets corev1client.SecretsGetter
+	if o.TLS.NeedsSecrets() {
+		k, err := kube.NewKube(o.Kube, "aware-rl-agent")
+		if err != nil {
+			return nil, err
+		}
+		secrets = k.CoreV1()
+	}
+	return o.TLS.Open(ctx, secrets, clock.RealClock{})
 }
 
 // initialPolicy is the policy the agent starts from, exactly one of ppo

@@ -63,7 +63,7 @@ func startServeChild(t *testing.T, args []string) (*exec.Cmd, *bytes.Buffer) {
 func TestServeSurvivesKill(t *testing.T) {
 	dir := t.TempDir()
 	addr := freeAddr(t)
-	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0", "--tls-mode", "plaintext"}
 	child, out := startServeChild(t, args)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -3,15 +3,9 @@ package app
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -22,11 +16,14 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/aware-k8s/aware/pkg/certs"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/train"
@@ -44,7 +41,13 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"bad listen address", func(o *serveOptions) { o.ListenAddress = "nonsense" }, "--listen-address"},
 		{"bad metrics address", func(o *serveOptions) { o.MetricsBindAddress = "x" }, "--metrics-bind-address"},
 		{"metrics disabled", func(o *serveOptions) { o.MetricsBindAddress = "0" }, ""},
-		{"cert without key", func(o *serveOptions) { o.TLSCertFile = "c.pem" }, "--tls-key-file"},
+		{"no TLS chosen", func(o *serveOptions) { o.TLS.Mode = "" }, "no TLS for the agent link"},
+		{"cert without key", func(o *serveOptions) { o.TLS.Mode, o.TLS.CertFile = "", "c.pem" }, "--tls-key-file"},
+		{"self-managed", func(o *serveOptions) { o.TLS.Mode = certs.LinkModeSelfManaged }, ""},
+		{"TLS without authorised identities", func(o *serveOptions) {
+			o.TLS.Mode, o.AuthorizedIdentities = certs.LinkModeSelfManaged, nil
+		}, "--authorized-client-identities"},
+		{"plaintext needs no identities", func(o *serveOptions) { o.AuthorizedIdentities = nil }, ""},
 		{"negative batch wait", func(o *serveOptions) { o.BatchWait = -time.Millisecond }, "--batch-wait"},
 		{"negative workload ttl", func(o *serveOptions) { o.WorkloadTTL = -time.Hour }, "--workload-ttl"},
 		{"zero queue", func(o *serveOptions) { o.QueueSize = 0 }, "--queue-size"},
@@ -57,6 +60,7 @@ func TestServeOptionsValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newServeOptions()
 			o.StateDir = "/tmp/x"
+			o.TLS.Mode = certs.LinkModePlaintext
 			tc.mutate(o)
 			err := o.Validate()
 			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
@@ -142,13 +146,21 @@ func request() *pb.RecommendRequest {
 	}
 }
 
+// nextObservation is request()'s observation one minute later: an outcome
+// moves forward in time.
+func nextObservation() *pb.Observation {
+	o := request().Observation
+	o.Time = timestamppb.New(o.Time.AsTime().Add(time.Minute))
+	return o
+}
+
 // TestServe runs `rl-agent serve` on loopback: it answers Recommend,
 // serves health and metrics, stops cleanly on cancellation (SIGTERM), and a
 // restart on the same state directory knows the workload.
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
 	addr, metrics := freeAddr(t), freeAddr(t)
-	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", metrics, "--health-bind-address", "0"}
+	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", metrics, "--health-bind-address", "0", "--tls-mode", "plaintext"}
 	stop := runCommand(t, args...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -198,62 +210,145 @@ func TestServe(t *testing.T) {
 	}
 }
 
-func TestServeTLS(t *testing.T) {
+// TestServeMutualTLS serves with certificates from files: the
+// recommender's identity may call everything; another client of the same
+// CA may only read; clients without a certificate, with one from another
+// CA, or in plaintext are refused, and every refusal is counted.
+func TestServeMutualTLS(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, pool := selfSigned(t, dir)
-	addr := freeAddr(t)
-	runCommand(t, "--listen-address", addr, "--state-dir", filepath.Join(dir, "state"),
-		"--metrics-bind-address", "0", "--health-bind-address", "0", "--tls-cert-file", certFile, "--tls-key-file", keyFile)
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})))
+	ca, err := certs.NewCA("link", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	waitServing(t, conn)
+	stranger, err := certs.NewCA("stranger", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	pair := func(ca *certs.CA, name string, l certs.Leaf) (certFile, keyFile string) {
+		c, k, err := ca.Issue(l, time.Now(), time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return write(name+".crt", c), write(name+".key", k)
+	}
+	client := func(cn string) certs.Leaf {
+		return certs.Leaf{CommonName: cn, Usages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+	}
+	caFile := write("ca.crt", ca.CertPEM)
+	sc, sk := pair(ca, "agent", certs.Leaf{IPs: []net.IP{net.ParseIP("127.0.0.1")}})
+	addr, metrics := freeAddr(t), freeAddr(t)
+	runCommand(t, "--listen-address", addr, "--state-dir", filepath.Join(dir, "state"),
+		"--metrics-bind-address", metrics, "--health-bind-address", "0",
+		"--tls-cert-file", sc, "--tls-key-file", sk, "--tls-ca-file", caFile, "--tls-check-interval", "1s")
 
+	dial := func(name string, ca *certs.CA, l *certs.Leaf) *grpc.ClientConn {
+		t.Helper()
+		cfg := &tls.Config{RootCAs: x509.NewCertPool(), ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+		cfg.RootCAs.AppendCertsFromPEM(caFilePEM(t, caFile))
+		if l != nil {
+			c, k := pair(ca, name, *l)
+			kp, err := tls.LoadX509KeyPair(c, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Certificates = []tls.Certificate{kp}
+		}
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	recommender := dial("recommender", ca, ptr(client("aware-recommender")))
+	waitServing(t, recommender)
+	reader := dial("reader", ca, ptr(client("aware-dashboard")))
+	foreign := dial("foreign", stranger, ptr(client("aware-recommender")))
+	anonymous := dial("anonymous", nil, nil)
 	plain, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := healthpb.NewHealthClient(plain).Check(ctx, &healthpb.HealthCheckRequest{}); err == nil {
-		t.Error("a plaintext client was served by a TLS server")
+	status := &pb.GetPolicyStatusRequest{Workload: request().Workload}
+	outcome := &pb.ReportOutcomeRequest{
+		Workload: request().Workload, Observation: request().Observation, Applied: request().DefaultRecommendation,
+		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: nextObservation(), Config: request().Config,
+	}
+	call := func(conn *grpc.ClientConn, method string) codes.Code {
+		c := pb.NewAgentServiceClient(conn)
+		var err error
+		switch method {
+		case "Recommend":
+			_, err = c.Recommend(ctx, request())
+		case "ReportOutcome":
+			_, err = c.ReportOutcome(ctx, outcome)
+		case "GetPolicyStatus":
+			_, err = c.GetPolicyStatus(ctx, status)
+		case "Health":
+			_, err = healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		}
+		return grpcstatus.Code(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		conn   *grpc.ClientConn
+		method string
+		want   codes.Code
+	}{
+		{"recommender recommends", recommender, "Recommend", codes.OK},
+		{"recommender reports", recommender, "ReportOutcome", codes.OK},
+		{"recommender reads", recommender, "GetPolicyStatus", codes.OK},
+		{"another identity may not recommend", reader, "Recommend", codes.PermissionDenied},
+		{"another identity may not report", reader, "ReportOutcome", codes.PermissionDenied},
+		{"another identity may read", reader, "GetPolicyStatus", codes.OK},
+		{"another identity may check health", reader, "Health", codes.OK},
+		{"a certificate of another CA", foreign, "GetPolicyStatus", codes.Unavailable},
+		{"no client certificate", anonymous, "GetPolicyStatus", codes.Unavailable},
+		{"plaintext", plain, "Health", codes.Unavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := call(tc.conn, tc.method); got != tc.want {
+				t.Fatalf("%s: %v, want %v", tc.method, got, tc.want)
+			}
+		})
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`aware_rlagent_unauthorized_requests_total{method="Recommend",reason="forbidden"} 1`,
+		`aware_rlagent_unauthorized_requests_total{method="ReportOutcome",reason="forbidden"} 1`,
+		`aware_rlagent_requests_total{code="PermissionDenied",method="Recommend"} 1`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+func ptr[T any](v T) *T { return &v }
+
+func caFilePEM(t *testing.T, path string) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "rl-agent"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
+	return b
 }
 
 func writePolicy(t *testing.T, l interface{ MarshalBinary() ([]byte, error) }) string {
@@ -408,7 +503,7 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 	}
 	if _, err := c.ReportOutcome(ctx, &pb.ReportOutcomeRequest{
 		Workload: request().Workload, Observation: request().Observation, Applied: request().DefaultRecommendation,
-		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: request().Observation, Config: request().Config,
+		AppliedSource: pb.Source_SOURCE_DEFAULT, NextObservation: nextObservation(), Config: request().Config,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -483,7 +578,7 @@ func TestServeFreshMetaPPO(t *testing.T) {
 func startServe(t *testing.T, dir string, extra ...string) (base []string, stop func() error, conn *grpc.ClientConn) {
 	t.Helper()
 	addr := freeAddr(t)
-	base = []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0"}
+	base = []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0", "--tls-mode", "plaintext"}
 	stop = runCommand(t, append(slices.Clone(base), extra...)...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

@@ -170,6 +170,8 @@ type Server struct {
 	opts    Options
 	metrics *metrics
 	health  *health.Server
+	// bounds refuses requests outside physical bounds (bounds.go).
+	bounds *bounds
 
 	// windowLen is the trajectory each agent keeps: the meta-learner's
 	// window, 0 for PPO.
@@ -246,9 +248,14 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	b, err := newBounds(opts.Registerer, opts.MaxWorkloads, opts.Now)
+	if err != nil {
+		return nil, err
+	}
 	s := &Server{
 		opts:    opts,
 		metrics: m,
+		bounds:  b,
 		health:  health.NewServer(),
 		agents:  map[string]*learn.Agent{},
 		pins:    newPinSet(opts.MaxFrozenPolicies),
@@ -364,6 +371,9 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	if err != nil {
 		return nil, err
 	}
+	if err := s.bounds.checkRecommend(&in); err != nil {
+		return nil, err
+	}
 	a, err := s.agent(in.key, in.cfg.Gates)
 	if err != nil {
 		return nil, err
@@ -418,6 +428,9 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	}
 	in, err := fromReportOutcomeRequest(req)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.bounds.checkOutcome(&in); err != nil {
 		return nil, err
 	}
 	a, err := s.agent(in.key, in.outcome.Config.Gates)

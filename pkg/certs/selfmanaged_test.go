@@ -504,12 +504,12 @@ func TestSelfManagedUpdateConflictRetries(t *testing.T) {
 			// Runs under the fake's lock: write through the tracker, as
 			// replica a would.
 			sec := getSecretFromTracker(t, client)
-			cur, _ := decode(sec.Data)
+			cur, _ := decode(sec.Data, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 			next, _, perr := a.plan(clk.Now(), cur)
 			if perr != nil {
 				t.Error(perr)
 			}
-			sec.Data = next.data()
+			sec.Data = next.data(corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 			if uerr := client.Tracker().Update(secretsGVR, sec, testNS); uerr != nil {
 				t.Error(uerr)
 			}

@@ -1,8 +1,11 @@
-// Package certs provides the webhook's serving certificate: read from
+// Package certs provides the certificates of the admission webhook and of
+// the mutual-TLS link between the recommender and the rl-agent: read from
 // files and reloaded when they change (FileReloader), and a small CA to
 // generate certificates (used for self-managed certificates and tests).
-// SelfManaged keeps a CA and a serving certificate in a Secret and rotates
-// them; BundleWatcher re-reads a CA bundle file for the registration.
+// SelfManaged keeps a CA and a certificate in a Secret and rotates them;
+// BundleWatcher re-reads a CA bundle file. The mutual-TLS configurations
+// (mtls.go) verify peers against a bundle that may change, and Link
+// (link.go) builds them from one set of flags.
 package certs
 
 import (
@@ -93,35 +96,67 @@ func NewCA(commonName string, now time.Time, validity time.Duration) (*CA, error
 	return &CA{Cert: cert, CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM, key: key}, nil
 }
 
+// Leaf describes a certificate to issue: a serving certificate, a client
+// certificate, or one that is both (a peer of a mutual-TLS link).
+type Leaf struct {
+	// CommonName is the subject's name; a mutual-TLS server reads it as
+	// the client's identity. Empty: the first DNS name.
+	CommonName string
+	DNSNames   []string
+	IPs        []net.IP
+	// Usages are the extended key usages; empty means server
+	// authentication only.
+	Usages []x509.ExtKeyUsage
+}
+
+func (l Leaf) usages() []x509.ExtKeyUsage {
+	if len(l.Usages) == 0 {
+		return []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+	}
+	return l.Usages
+}
+
+func (l Leaf) commonName() string {
+	switch {
+	case l.CommonName != "":
+		return l.CommonName
+	case len(l.DNSNames) > 0:
+		return l.DNSNames[0]
+	}
+	return "aware-admission-controller"
+}
+
 // Serving signs a serving certificate for the given DNS names and IPs and
 // returns it and its key, PEM-encoded. Its validity ends no later than the
 // CA's.
 func (ca *CA) Serving(dnsNames []string, ips []net.IP, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+	return ca.Issue(Leaf{DNSNames: dnsNames, IPs: ips}, now, validity)
+}
+
+// Issue signs a certificate for l and returns it and its key,
+// PEM-encoded. Its validity ends no later than the CA's.
+func (ca *CA) Issue(l Leaf, now time.Time, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, nil, fmt.Errorf("generate serving key: %w", err)
+		return nil, nil, fmt.Errorf("generate key: %w", err)
 	}
 	notAfter := now.Add(validity)
 	if notAfter.After(ca.Cert.NotAfter) {
 		notAfter = ca.Cert.NotAfter
 	}
-	cn := "aware-admission-controller"
-	if len(dnsNames) > 0 {
-		cn = dnsNames[0]
-	}
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     dnsNames,
-		IPAddresses:  ips,
+		Subject:      pkix.Name{CommonName: l.commonName()},
+		DNSNames:     l.DNSNames,
+		IPAddresses:  l.IPs,
 		NotBefore:    now.Add(-clockSkew),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:  l.usages(),
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
 	if err != nil {
-		return nil, nil, fmt.Errorf("sign serving certificate: %w", err)
+		return nil, nil, fmt.Errorf("sign certificate %q: %w", tmpl.Subject.CommonName, err)
 	}
 	keyPEM, err = encodeKey(key)
 	if err != nil {

@@ -77,6 +77,12 @@ func (r *FileReloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 	return r.cert.Load(), nil
 }
 
+// GetClientCertificate is for tls.Config.GetClientCertificate: the pair
+// is presented to a mutual-TLS server, reloaded as for GetCertificate.
+func (r *FileReloader) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return r.GetCertificate(nil)
+}
+
 // Current returns the certificate now served.
 func (r *FileReloader) Current() *tls.Certificate { return r.cert.Load() }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -34,12 +35,13 @@ const (
 	// SecretPreviousCAKeyKey holds the previous CA's private key, only
 	// while a CA rotation is in progress.
 	SecretPreviousCAKeyKey = "ca-previous.key"
-	// ManagedByLabel, set to ManagedByValue, marks a Secret whose contents
-	// SelfManaged may replace. A Secret without it is never written.
+	// ManagedByLabel, set to SelfManagedConfig.ManagedBy (ManagedByValue
+	// by default), marks a Secret whose contents SelfManaged may replace.
+	// A Secret without it is never written.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "aware-admission-controller"
 
-	caCommonName = "aware-admission-controller-ca"
+	defaultCACommonName = "aware-admission-controller-ca"
 )
 
 // SelfManagedConfig configures SelfManaged.
@@ -65,6 +67,22 @@ type SelfManagedConfig struct {
 	// DNSNames and IPs are the serving certificate's SANs.
 	DNSNames []string
 	IPs      []net.IP
+	// CommonName and Usages describe the certificate further (Leaf);
+	// zero values: the first DNS name, server authentication only. A
+	// certificate for client authentication only needs no SAN.
+	CommonName string
+	Usages     []x509.ExtKeyUsage
+
+	// CertKey and KeyKey are the Secret's keys of this certificate; empty:
+	// tls.crt and tls.key (a kubernetes.io/tls Secret). Components that
+	// share one Secret, and so one CA, each keep their own certificate
+	// under their own keys (an Opaque Secret); each re-issues only its own.
+	CertKey, KeyKey string
+	// ManagedBy is the value of ManagedByLabel the Secret must carry;
+	// empty: ManagedByValue. CACommonName names generated CAs; empty: the
+	// admission controller's.
+	ManagedBy    string
+	CACommonName string
 
 	CAValidity         time.Duration
 	CARenewBefore      time.Duration
@@ -86,8 +104,16 @@ func (c *SelfManagedConfig) Validate() error {
 	if c.Namespace == "" || c.Name == "" {
 		errs = append(errs, errors.New("the Secret's namespace and name are required"))
 	}
-	if len(c.DNSNames) == 0 && len(c.IPs) == 0 {
+	if len(c.DNSNames) == 0 && len(c.IPs) == 0 && c.leaf().serves() {
 		errs = append(errs, errors.New("the serving certificate needs at least one DNS name or IP"))
+	}
+	if (c.CertKey == "") != (c.KeyKey == "") || (c.CertKey != "" && c.CertKey == c.KeyKey) {
+		errs = append(errs, fmt.Errorf("the certificate's Secret keys %q and %q must both be set, and differ, or both be empty", c.CertKey, c.KeyKey))
+	}
+	for _, k := range []string{c.CertKey, c.KeyKey} {
+		if k == SecretCABundleKey || k == SecretCAKeyKey || k == SecretPreviousCAKeyKey {
+			errs = append(errs, fmt.Errorf("the certificate's Secret key %q is the CA's", k))
+		}
 	}
 	if c.CheckInterval <= 0 {
 		errs = append(errs, fmt.Errorf("check interval %s must be positive", c.CheckInterval))
@@ -109,6 +135,29 @@ func (c *SelfManagedConfig) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// leaf is the certificate the configuration issues.
+func (c *SelfManagedConfig) leaf() Leaf {
+	return Leaf{CommonName: c.CommonName, DNSNames: c.DNSNames, IPs: c.IPs, Usages: c.Usages}
+}
+
+// keys returns the Secret keys of the certificate and its key.
+func (c *SelfManagedConfig) keys() (certKey, keyKey string) {
+	if c.CertKey == "" {
+		return corev1.TLSCertKey, corev1.TLSPrivateKeyKey
+	}
+	return c.CertKey, c.KeyKey
+}
+
+func (c *SelfManagedConfig) managedBy() string {
+	if c.ManagedBy == "" {
+		return ManagedByValue
+	}
+	return c.ManagedBy
+}
+
+// serves reports whether the certificate authenticates a server.
+func (l Leaf) serves() bool { return slices.Contains(l.usages(), x509.ExtKeyUsageServerAuth) }
 
 // SelfManaged keeps a CA and a serving certificate in a Secret, shared by
 // every replica, and serves the certificate found there.
@@ -141,6 +190,11 @@ func NewSelfManaged(cfg SelfManagedConfig) (*SelfManaged, error) {
 	return &SelfManaged{cfg: cfg, changed: make(chan struct{}, 1)}, nil
 }
 
+var (
+	_ Bundle = (*SelfManaged)(nil)
+	_ Bundle = (*BundleWatcher)(nil)
+)
+
 // Start performs the first sync: afterwards a certificate is served.
 func (m *SelfManaged) Start(ctx context.Context) error {
 	return m.Sync(ctx)
@@ -171,6 +225,12 @@ func (m *SelfManaged) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, er
 		return nil, errors.New("no serving certificate loaded yet")
 	}
 	return c, nil
+}
+
+// GetClientCertificate is for tls.Config.GetClientCertificate: the
+// certificate is presented to a mutual-TLS server.
+func (m *SelfManaged) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return m.GetCertificate(nil)
 }
 
 // Current returns the certificate now served, nil before Start.
@@ -218,10 +278,14 @@ func (m *SelfManaged) syncOnce(ctx context.Context, logger klog.Logger) (*state,
 		if err != nil {
 			return nil, err
 		}
+		typ := corev1.SecretTypeTLS
+		if m.cfg.CertKey != "" {
+			typ = corev1.SecretTypeOpaque
+		}
 		sec = &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: m.cfg.Namespace, Name: m.cfg.Name, Labels: map[string]string{ManagedByLabel: ManagedByValue}},
-			Type:       corev1.SecretTypeTLS,
-			Data:       st.data(),
+			ObjectMeta: metav1.ObjectMeta{Namespace: m.cfg.Namespace, Name: m.cfg.Name, Labels: map[string]string{ManagedByLabel: m.cfg.managedBy()}},
+			Type:       typ,
+			Data:       st.data(m.cfg.keys()),
 		}
 		if _, err := secrets.Create(ctx, sec, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create Secret %s/%s: %w", m.cfg.Namespace, m.cfg.Name, err)
@@ -232,11 +296,12 @@ func (m *SelfManaged) syncOnce(ctx context.Context, logger klog.Logger) (*state,
 	if err != nil {
 		return nil, fmt.Errorf("get Secret %s/%s: %w", m.cfg.Namespace, m.cfg.Name, err)
 	}
-	if sec.Labels[ManagedByLabel] != ManagedByValue {
-		return nil, fmt.Errorf("secret %s/%s exists without the label %s=%s: refusing to replace certificates this controller does not manage (delete the Secret, choose another --cert-secret-name, or use --cert-mode=files)",
-			m.cfg.Namespace, m.cfg.Name, ManagedByLabel, ManagedByValue)
+	if sec.Labels[ManagedByLabel] != m.cfg.managedBy() {
+		return nil, fmt.Errorf("secret %s/%s exists without the label %s=%s: refusing to replace certificates this controller does not manage (delete the Secret, choose another Secret name, or use certificate files)",
+			m.cfg.Namespace, m.cfg.Name, ManagedByLabel, m.cfg.managedBy())
 	}
-	cur, caErr := decode(sec.Data)
+	certKey, keyKey := m.cfg.keys()
+	cur, caErr := decode(sec.Data, certKey, keyKey)
 	if caErr != nil {
 		logger.Error(caErr, "The certificate Secret holds no usable CA; generating a new CA, which changes the webhook's caBundle")
 	}
@@ -252,7 +317,7 @@ func (m *SelfManaged) syncOnce(ctx context.Context, logger klog.Logger) (*state,
 		upd.Data = map[string][]byte{}
 	}
 	delete(upd.Data, SecretPreviousCAKeyKey)
-	for k, v := range next.data() {
+	for k, v := range next.data(m.cfg.keys()) {
 		upd.Data[k] = v
 	}
 	if _, err := secrets.Update(ctx, upd, metav1.UpdateOptions{}); err != nil {
@@ -309,12 +374,14 @@ func (s *state) bundle() []byte {
 	return b
 }
 
-func (s *state) data() map[string][]byte {
+// data is the Secret's data for s, the certificate under certKey and
+// keyKey.
+func (s *state) data(certKey, keyKey string) map[string][]byte {
 	d := map[string][]byte{
-		SecretCABundleKey:       s.bundle(),
-		SecretCAKeyKey:          s.ca.KeyPEM,
-		corev1.TLSCertKey:       s.servingCertPEM,
-		corev1.TLSPrivateKeyKey: s.servingKeyPEM,
+		SecretCABundleKey: s.bundle(),
+		SecretCAKeyKey:    s.ca.KeyPEM,
+		certKey:           s.servingCertPEM,
+		keyKey:            s.servingKeyPEM,
 	}
 	if s.prev != nil {
 		d[SecretPreviousCAKeyKey] = s.prev.KeyPEM
@@ -325,11 +392,11 @@ func (s *state) data() map[string][]byte {
 // decode parses the Secret's data. It returns an error only when there is
 // no usable current CA; an unusable previous CA or serving pair is left
 // nil and replaced by plan.
-func decode(data map[string][]byte) (*state, error) {
+func decode(data map[string][]byte, certKey, keyKey string) (*state, error) {
 	st := &state{}
-	if pair, err := tls.X509KeyPair(data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey]); err == nil && pair.Leaf != nil {
+	if pair, err := tls.X509KeyPair(data[certKey], data[keyKey]); err == nil && pair.Leaf != nil {
 		st.serving = &pair
-		st.servingCertPEM, st.servingKeyPEM = data[corev1.TLSCertKey], data[corev1.TLSPrivateKeyKey]
+		st.servingCertPEM, st.servingKeyPEM = data[certKey], data[keyKey]
 	}
 	blocks, err := certBlocks(data[SecretCABundleKey])
 	if err != nil {
@@ -384,7 +451,11 @@ func (m *SelfManaged) plan(now time.Time, cur *state) (*state, []string, error) 
 	newCA := func(why string) error {
 		// A distinct name per CA keeps the old and new CA apart in the
 		// bundle, in logs and in tools.
-		ca, err := NewCA(fmt.Sprintf("%s@%d", caCommonName, now.Unix()), now, m.cfg.CAValidity)
+		name := m.cfg.CACommonName
+		if name == "" {
+			name = defaultCACommonName
+		}
+		ca, err := NewCA(fmt.Sprintf("%s@%d", name, now.Unix()), now, m.cfg.CAValidity)
 		if err != nil {
 			return err
 		}
@@ -422,7 +493,7 @@ func (m *SelfManaged) plan(now time.Time, cur *state) (*state, []string, error) 
 		signer = next.prev
 	}
 	if why := m.servingDue(now, next.serving, signer); why != "" {
-		certPEM, keyPEM, err := signer.Serving(m.cfg.DNSNames, m.cfg.IPs, now, m.cfg.ServingValidity)
+		certPEM, keyPEM, err := signer.Issue(m.cfg.leaf(), now, m.cfg.ServingValidity)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -448,8 +519,10 @@ func (m *SelfManaged) servingDue(now time.Time, serving *tls.Certificate, signer
 	if leaf.NotAfter.Sub(now) < m.cfg.ServingRenewBefore {
 		return "serving certificate expires at " + leaf.NotAfter.UTC().Format(time.RFC3339)
 	}
-	if !slices.Equal(leaf.DNSNames, m.cfg.DNSNames) || !slices.EqualFunc(leaf.IPAddresses, m.cfg.IPs, net.IP.Equal) {
-		return "serving certificate names changed"
+	want := m.cfg.leaf()
+	if !slices.Equal(leaf.DNSNames, want.DNSNames) || !slices.EqualFunc(leaf.IPAddresses, want.IPs, net.IP.Equal) ||
+		leaf.Subject.CommonName != want.commonName() || !slices.Equal(leaf.ExtKeyUsage, want.usages()) {
+		return "serving certificate names or usages changed"
 	}
 	return ""
 }
