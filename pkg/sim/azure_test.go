@@ -16,6 +16,22 @@ const (
 	memRow    = "o,a,500,180.5,120,130,150,170,190,220,250,300"
 )
 
+// wantError checks err against want (empty: no error); it reports whether
+// the case goes on to check a result.
+func wantError(t *testing.T, err error, want string) bool {
+	t.Helper()
+	if want != "" {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %v, want one containing %q", err, want)
+		}
+		return false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return true
+}
+
 func TestReadAzureDurations(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, wantErr string
@@ -33,14 +49,8 @@ func TestReadAzureDurations(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ds, err := ReadAzureDurations(strings.NewReader(tc.in))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if !wantError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(ds) != tc.wantN {
 				t.Fatalf("%d rows, want %d", len(ds), tc.wantN)
@@ -66,14 +76,8 @@ func TestReadAzureMemory(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ms, err := ReadAzureMemory(strings.NewReader(tc.in))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if !wantError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(ms) != tc.wantN || ms[0].App != "a" || ms[0].Percentiles[0] != 120 || ms[0].Percentiles[3] != 170 {
 				t.Errorf("rows %+v", ms)

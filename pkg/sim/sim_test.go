@@ -417,14 +417,8 @@ func TestReadAzureCSV(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fns, err := ReadAzureCSV(strings.NewReader(tc.in))
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
-				}
+			if !wantError(t, err, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if len(fns) != tc.wantN {
 				t.Fatalf("%d functions, want %d", len(fns), tc.wantN)
