@@ -152,7 +152,7 @@ func ApplyResidual(obs *workload.Observation, c *workload.Constraints, def workl
 	case rc.Hold:
 		rec.Replicas = c.ClampReplicas(obs.Replicas)
 	case def.Replicas > 0:
-		n := math.Round(float64(def.Replicas+rc.Offset) * rc.Factor)
+		n := residualReplicas(def.Replicas, rc)
 		rec.Replicas = c.ClampReplicas(int32(math.Max(1, math.Min(n, math.MaxInt32))))
 	}
 	for i := range rec.Containers {
@@ -204,6 +204,12 @@ func ApplyResidual(obs *workload.Observation, c *workload.Constraints, def workl
 	return rec
 }
 
+// residualReplicas is the replica count choice ch makes of the default's
+// count, before clamping.
+func residualReplicas(def int32, ch Choice) float64 {
+	return math.Round(float64(def+ch.Offset) * ch.Factor)
+}
+
 // ResidualMask returns, per dimension, which choices are legal for obs.
 // Follow and Hold are always legal. A replica choice is illegal when its
 // count falls outside the constraints (the clamp would make it another
@@ -224,7 +230,7 @@ func ResidualMask(obs *workload.Observation, c *workload.Constraints, def worklo
 		if m[DimReplicas][i] || def.Replicas <= 0 {
 			continue
 		}
-		n := math.Round(float64(def.Replicas+ch.Offset) * ch.Factor)
+		n := residualReplicas(def.Replicas, ch)
 		lo, hi := float64(max(c.MinReplicas, 1)), math.Inf(1)
 		if c.MaxReplicas > 0 {
 			hi = float64(c.MaxReplicas)

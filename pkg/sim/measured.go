@@ -135,13 +135,14 @@ func LoadAzure(f AzureFiles) ([]AzureWorkload, error) {
 		for _, d := range ds {
 			byFn[[2]string{d.App, d.Function}] = d.Average / 1000
 		}
-		ws = slices.DeleteFunc(ws, func(w AzureWorkload) bool {
-			d, ok := byFn[[2]string{w.App, w.Function}]
-			return !ok || d > MaxMeasuredDuration
-		})
-		for i := range ws {
-			ws[i].Measured.Duration = math.Max(byFn[[2]string{ws[i].App, ws[i].Function}], minMeasuredDuration)
+		kept := ws[:0]
+		for _, w := range ws {
+			if d, ok := byFn[[2]string{w.App, w.Function}]; ok && d <= MaxMeasuredDuration {
+				w.Measured.Duration = math.Max(d, minMeasuredDuration)
+				kept = append(kept, w)
+			}
 		}
+		ws = kept
 		if len(ws) == 0 {
 			return nil, fmt.Errorf("%s: no invoked function of %s has a duration row with a mean of at most %gs", f.Durations, f.Invocations, MaxMeasuredDuration)
 		}
@@ -155,15 +156,15 @@ func LoadAzure(f AzureFiles) ([]AzureWorkload, error) {
 		for _, m := range ms {
 			byApp[m.App] = m
 		}
-		ws = slices.DeleteFunc(ws, func(w AzureWorkload) bool {
-			m, ok := byApp[w.App]
-			return !ok || !(m.Percentiles[0] > 0)
-		})
-		for i := range ws {
-			m := byApp[ws[i].App]
-			ws[i].Measured.IdleMemory = m.Percentiles[0] * mib
-			ws[i].Measured.TypicalMemory = m.Percentiles[3] * mib
+		kept := ws[:0]
+		for _, w := range ws {
+			if m, ok := byApp[w.App]; ok && m.Percentiles[0] > 0 {
+				w.Measured.IdleMemory = m.Percentiles[0] * mib    // 1st percentile
+				w.Measured.TypicalMemory = m.Percentiles[3] * mib // median
+				kept = append(kept, w)
+			}
 		}
+		ws = kept
 		if len(ws) == 0 {
 			return nil, fmt.Errorf("%s: no invoked function's app has a memory row with a positive 1st percentile", f.Memory)
 		}

@@ -151,56 +151,15 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 		State: learn.Encode(learn.Input{Observation: obs, Constraints: a.cons, Default: def, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev}),
 	}
 	if a.residual != nil {
-		return a.decideResidual(obs, def, d, agentActs)
-	}
-	d.Mask = learn.Mask(&obs, &a.cons, a.o.Steps)
-	a.prevRate, a.hasPrev = obs.RequestRate, true
-	if err := a.observe(&obs); err != nil {
-		return decision{}, err
-	}
-	d.Window = a.traj.Window()
-	defer func() { a.last = &policy.Step{State: d.State, Action: int(d.Action)} }()
-	d.Teacher = int(learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask))
-	useDefault := func(src workload.Source) {
-		d.Action = d.Teacher
-		if def.Replicas == 0 && len(def.Containers) == 0 {
-			d.Recommendation = learn.Apply(&obs, &a.cons, learn.NoOp, a.o.Steps)
-		} else {
-			d.Recommendation = def
+		// Each dimension's legal choices, the safeguard among them (a
+		// refused cut is never proposed); the default's own decision is
+		// "follow" in every head (index 0).
+		for _, m := range learn.ResidualMask(&obs, &a.cons, def, a.residual) {
+			d.Mask = append(d.Mask, m...)
 		}
-		d.Recommendation.Source = src
-	}
-	if !agentActs {
-		useDefault(workload.SourceDefault)
-		return d, nil
-	}
-	dec, err := a.learner.Act(d.State, d.Window, d.Mask, a.o.Greedy, a.o.RNG)
-	if err != nil {
-		return decision{}, fmt.Errorf("agent: %w", err)
-	}
-	act := learn.Action(dec.Action)
-	if !a.o.NoSafeguard && learn.SafeguardRefuses(&obs, &a.cons, act) {
-		// The transition records what was applied: no change.
-		d.Action = int(learn.NoOp)
-		d.Recommendation = learn.SafeguardRecommendation(&obs, &a.cons, a.o.Steps)
-		return d, nil
-	}
-	d.Action = int(act)
-	d.Recommendation = learn.Apply(&obs, &a.cons, act, a.o.Steps)
-	d.Recommendation.Source = workload.SourceAgent
-	return d, nil
-}
-
-// decideResidual is decide in the residual action space: the mask is each
-// dimension's legal choices (the safeguard among them, so a refused cut is
-// never proposed), the teacher and the default's recorded action follow
-// the default in every dimension, and the learner's choices apply to the
-// default's recommendation (learn.ApplyResidual). A default with no
-// opinion leaves the allocation as it is.
-func (a *Agent) decideResidual(obs workload.Observation, def workload.Recommendation, d decision, agentActs bool) (decision, error) {
-	masks := learn.ResidualMask(&obs, &a.cons, def, a.residual)
-	for _, m := range masks {
-		d.Mask = append(d.Mask, m...)
+	} else {
+		d.Mask = learn.Mask(&obs, &a.cons, a.o.Steps)
+		d.Teacher = int(learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask))
 	}
 	a.prevRate, a.hasPrev = obs.RequestRate, true
 	if err := a.observe(&obs); err != nil {
@@ -208,9 +167,11 @@ func (a *Agent) decideResidual(obs workload.Observation, def workload.Recommenda
 	}
 	d.Window = a.traj.Window()
 	defer func() { a.last = &policy.Step{State: d.State, Action: d.Action} }()
-	d.Teacher = 0 // Follow in every head (learn.ResidualSpace's index 0)
 	noOpinion := def.Replicas == 0 && len(def.Containers) == 0
-	if !agentActs || noOpinion {
+	// The default applies while bootstrapping, and in the residual space
+	// whenever it has no opinion to act relative to (the allocation then
+	// stays as it is).
+	if !agentActs || (a.residual != nil && noOpinion) {
 		d.Action = d.Teacher
 		d.Recommendation = def
 		if noOpinion {
@@ -223,12 +184,24 @@ func (a *Agent) decideResidual(obs workload.Observation, def workload.Recommenda
 	if err != nil {
 		return decision{}, fmt.Errorf("agent: %w", err)
 	}
-	choices, err := a.residual.Choices(learn.Residual(policy.SplitAction(dec.Action, a.heads)))
-	if err != nil {
-		return decision{}, fmt.Errorf("agent: %w", err)
-	}
 	d.Action = dec.Action
-	d.Recommendation = learn.ApplyResidual(&obs, &a.cons, def, choices)
+	if a.residual != nil {
+		choices, err := a.residual.Choices(learn.Residual(policy.SplitAction(dec.Action, a.heads)))
+		if err != nil {
+			return decision{}, fmt.Errorf("agent: %w", err)
+		}
+		d.Recommendation = learn.ApplyResidual(&obs, &a.cons, def, choices)
+		return d, nil
+	}
+	act := learn.Action(dec.Action)
+	if !a.o.NoSafeguard && learn.SafeguardRefuses(&obs, &a.cons, act) {
+		// The transition records what was applied: no change.
+		d.Action = int(learn.NoOp)
+		d.Recommendation = learn.SafeguardRecommendation(&obs, &a.cons, a.o.Steps)
+		return d, nil
+	}
+	d.Recommendation = learn.Apply(&obs, &a.cons, act, a.o.Steps)
+	d.Recommendation.Source = workload.SourceAgent
 	return d, nil
 }
 
