@@ -85,13 +85,12 @@ type Prepared struct {
 	// keeps none. It must not be modified.
 	Window []policy.Step
 
-	obs      workload.Observation
-	cons     workload.Constraints
-	def      workload.Recommendation
-	cfg      Config
-	stage    lifecycle.Stage
-	prevRate float64
-	hasPrev  bool
+	obs   workload.Observation
+	cons  workload.Constraints
+	def   workload.Recommendation
+	cfg   Config
+	stage lifecycle.Stage
+	rates []float64 // the rate history State was encoded with
 }
 
 // Result is one decision.
@@ -219,8 +218,12 @@ type AgentState struct {
 	EpisodeSum   float64         `json:"episodeSum"`
 	EpisodeSteps int             `json:"episodeSteps"`
 	LastUpdate   time.Time       `json:"lastUpdate"`
-	PrevRate     float64         `json:"prevRate"`
-	HasPrev      bool            `json:"hasPrev"`
+	// Rates is the request-rate history, oldest first (RateHistory).
+	Rates []float64 `json:"rates,omitempty"`
+	// PrevRate and HasPrev are the history of states written before Rates
+	// existed: the previous window's rate only. Read, never written.
+	PrevRate float64 `json:"prevRate,omitempty"`
+	HasPrev  bool    `json:"hasPrev,omitempty"`
 }
 
 // Agent is one workload's side of the AWARE agent: its lifecycle, episode
@@ -237,8 +240,7 @@ type Agent struct {
 	episodeSum   float64
 	episodeSteps int
 	lastUpdate   time.Time
-	prevRate     float64
-	hasPrev      bool
+	rates        RateHistory
 	// last is the most recent decision, matched to its outcome by the
 	// observation time, so the outcome's transition uses exactly the state,
 	// mask and action of the decision.
@@ -262,6 +264,7 @@ type decided struct {
 	mask   []bool
 	action Action
 	source workload.Source
+	rates  []float64 // the rate history state was encoded with
 }
 
 // NewAgent returns a workload's agent in Bootstrapping since now.
@@ -282,10 +285,14 @@ func RestoreAgent(st AgentState, steps Steps) (*Agent, error) {
 	if st.Transitions < 0 || st.EpisodeSteps < 0 || math.IsNaN(st.EpisodeSum) || math.IsInf(st.EpisodeSum, 0) {
 		return nil, fmt.Errorf("workload %s: invalid episode accounting", st.Workload)
 	}
+	rates := st.Rates
+	if len(rates) == 0 && st.HasPrev {
+		rates = []float64{st.PrevRate}
+	}
 	return &Agent{
 		key: st.Workload, steps: steps, machine: m,
 		transitions: st.Transitions, episodeSum: st.EpisodeSum, episodeSteps: st.EpisodeSteps,
-		lastUpdate: st.LastUpdate, prevRate: st.PrevRate, hasPrev: st.HasPrev,
+		lastUpdate: st.LastUpdate, rates: RestoreRateHistory(rates),
 	}, nil
 }
 
@@ -317,7 +324,7 @@ func (a *Agent) State() AgentState {
 	return AgentState{
 		Workload: a.key, Lifecycle: a.machine.State(), Gates: a.machine.Gates(),
 		Transitions: a.transitions, EpisodeSum: a.episodeSum, EpisodeSteps: a.episodeSteps,
-		LastUpdate: a.lastUpdate, PrevRate: a.prevRate, HasPrev: a.hasPrev,
+		LastUpdate: a.lastUpdate, Rates: a.rates.Rates(),
 	}
 }
 
@@ -388,9 +395,9 @@ func (a *Agent) Prepare(obs workload.Observation, cons workload.Constraints, def
 	stage := a.machine.Stage()
 	p := Prepared{
 		obs: obs, cons: cons, def: def, cfg: cfg, stage: stage,
-		prevRate: a.prevRate, hasPrev: a.hasPrev,
+		rates: a.rates.Rates(),
 	}
-	p.State = Encode(Input{Observation: obs, Constraints: cons, Default: def, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev})
+	p.State = Encode(Input{Observation: obs, Constraints: cons, Default: def, Rates: p.rates})
 	p.Mask = Mask(&obs, &cons, a.steps)
 	// Only mode On ever applies the policy's decision, so only then is a
 	// forward pass worth its cost. (Shadow learns from the defaults.)
@@ -442,9 +449,9 @@ func (a *Agent) Decide(p Prepared, d *policy.Decision) (Result, error) {
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.prevRate, a.hasPrev = p.obs.RequestRate, true
+	a.rates.Push(p.obs.RequestRate)
 	a.cons = p.cons
-	a.last = &decided{time: p.obs.Time, state: p.State, mask: p.Mask, action: res.Action, source: res.Recommendation.Source}
+	a.last = &decided{time: p.obs.Time, state: p.State, mask: p.Mask, action: res.Action, source: res.Recommendation.Source, rates: p.rates}
 	return res, nil
 }
 
@@ -465,8 +472,9 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	var state []float64
 	var mask []bool
 	var action Action
+	var hist []float64 // the rate history before o.Observation
 	if l := a.last; l != nil && l.time.Equal(o.Observation.Time) {
-		state, mask = l.state, l.mask
+		state, mask, hist = l.state, l.mask, l.rates
 		action = l.action
 		if o.AppliedSource != l.source {
 			// The recommender applied something else (e.g. it fell back to
@@ -476,12 +484,13 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	} else {
 		// No matching decision (e.g. the agent restarted in between): the
 		// applied recommendation stands in for the default in the state.
-		state = Encode(Input{Observation: o.Observation, Constraints: a.cons, Default: o.Applied, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev})
+		hist = a.rates.Rates()
+		state = Encode(Input{Observation: o.Observation, Constraints: a.cons, Default: o.Applied, Rates: hist})
 		mask = Mask(&o.Observation, &a.cons, a.steps)
 		action = NearestAction(&o.Observation, &a.cons, o.Applied, a.steps, mask)
 	}
 	a.last = nil
-	next := Encode(Input{Observation: o.Next, Constraints: a.cons, Default: o.Applied, PrevRequestRate: o.Observation.RequestRate, HasPrev: true})
+	next := Encode(Input{Observation: o.Next, Constraints: a.cons, Default: o.Applied, Rates: append(slices.Clone(hist), o.Observation.RequestRate)})
 
 	gates := a.machine.Gates()
 	a.episodeSum += terms.Reward

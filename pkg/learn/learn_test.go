@@ -191,7 +191,11 @@ func TestEncodeBounded(t *testing.T) {
 		c := cons()
 		c.MaxReplicas = int32(rng.IntN(10))
 		def := workload.Recommendation{Replicas: int32(rng.IntN(2000)), Containers: []workload.ContainerRecommendation{{Name: "app", Target: workload.Resources{CPU: big(), Memory: big()}}}}
-		s := Encode(Input{Observation: o, Constraints: c, Default: def, PrevRequestRate: big(), HasPrev: i%2 == 0})
+		var rates []float64
+		for range rng.IntN(2 * RateHistoryLen) {
+			rates = append(rates, big())
+		}
+		s := Encode(Input{Observation: o, Constraints: c, Default: def, Rates: rates})
 		if len(s) != StateDim {
 			t.Fatalf("state of length %d", len(s))
 		}

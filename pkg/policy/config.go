@@ -16,6 +16,7 @@ const (
 	maxLayers     = 8
 	maxBatchSize  = 1 << 14
 	maxEpochCount = 1 << 10
+	maxLabel      = 256
 )
 
 // Config configures a PPO learner. StateDim and NumActions describe the
@@ -33,6 +34,11 @@ type Config struct {
 	// initialisation (one entry per logit), e.g. to make one choice per head
 	// the initial greedy action. It does not change training.
 	InitBias []float64 `json:"initBias,omitempty"`
+	// StateFeatures names the state encoding's optional features the
+	// learner was trained with, in its consumer's words (the rl-agent's
+	// learn.Features); the policy never reads it, it only travels with the
+	// weights so that whoever serves them encodes states the same way.
+	StateFeatures string `json:"stateFeatures,omitempty"`
 	// Hidden lists the widths of the tanh hidden layers, used by both the
 	// actor and the (separate) critic network.
 	Hidden []int `json:"hidden"`
@@ -123,6 +129,9 @@ func (c Config) Validate() error {
 		if count >= maxActions*maxActions {
 			bad("heads %v make too many distinct actions", c.Heads)
 		}
+	}
+	if len(c.StateFeatures) > maxLabel {
+		bad("stateFeatures must be at most %d bytes, got %d", maxLabel, len(c.StateFeatures))
 	}
 	if c.InitBias != nil && len(c.InitBias) != c.NumActions {
 		bad("initBias must have numActions (%d) entries, got %d", c.NumActions, len(c.InitBias))

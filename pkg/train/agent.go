@@ -35,6 +35,9 @@ type AgentOptions struct {
 	// Alpha weighs utilisation against SLO preservation in the rewards of
 	// the trajectory a Meta-PPO learner reads (default 0.5, as spec.rl).
 	Alpha *float64
+	// FeaturesOff are the optional state features the agent reads as 0
+	// (learn.Features): an ablation must serve the set it trained with.
+	FeaturesOff learn.Features
 }
 
 // Agent is the AWARE agent for one workload as a workload.Policy: each
@@ -52,15 +55,14 @@ type AgentOptions struct {
 // learn.Reward exactly as the serving agent computes it, so that the
 // encoder reads the same thing in training, evaluation and serving.
 type Agent struct {
-	learner  Learner
-	cons     workload.Constraints
-	o        AgentOptions
-	alpha    float64
-	teacher  workload.Policy
-	prevRate float64
-	hasPrev  bool
-	traj     learn.Trajectory
-	last     *policy.Step // the previous decision, its reward not yet known
+	learner Learner
+	cons    workload.Constraints
+	o       AgentOptions
+	alpha   float64
+	teacher workload.Policy
+	rates   learn.RateHistory
+	traj    learn.Trajectory
+	last    *policy.Step // the previous decision, its reward not yet known
 	// residual is set when the learner acts in the residual action space
 	// (its actor has one head per dimension of learn.DefaultResidualSpace).
 	residual *learn.ResidualSpace
@@ -88,6 +90,13 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	if o.Alpha != nil {
 		alpha = *o.Alpha
 	}
+	feats, err := learnerFeatures(l)
+	if err != nil {
+		return nil, fmt.Errorf("agent: the learner's state features: %w", err)
+	}
+	// The agent reads what the learner was trained with, less what the
+	// caller turns off.
+	o.FeaturesOff |= learn.AllFeatures &^ feats
 	a := &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen())}
 	if h, ok := l.(headed); ok && len(h.Heads()) > 1 {
 		space := learn.DefaultResidualSpace()
@@ -148,7 +157,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 		def = workload.Recommendation{}
 	}
 	d := decision{
-		State: learn.Encode(learn.Input{Observation: obs, Constraints: a.cons, Default: def, PrevRequestRate: a.prevRate, HasPrev: a.hasPrev}),
+		State: learn.Encode(learn.Input{Observation: obs, Constraints: a.cons, Default: def, Rates: a.rates.Rates(), Off: a.o.FeaturesOff}),
 	}
 	if a.residual != nil {
 		// Each dimension's legal choices, the safeguard among them (a
@@ -161,7 +170,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 		d.Mask = learn.Mask(&obs, &a.cons, a.o.Steps)
 		d.Teacher = int(learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask))
 	}
-	a.prevRate, a.hasPrev = obs.RequestRate, true
+	a.rates.Push(obs.RequestRate)
 	if err := a.observe(&obs); err != nil {
 		return decision{}, err
 	}

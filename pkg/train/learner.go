@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
 )
 
@@ -36,6 +37,9 @@ type Learner interface {
 	BehaviourClone(batch []policy.MetaDemonstration) (policy.BCStats, error)
 	// MarshalBinary returns the learner's checkpoint (policy format).
 	MarshalBinary() ([]byte, error)
+	// StateFeatures names the optional state features the learner was
+	// trained with (policy.Config.StateFeatures; empty: all of them).
+	StateFeatures() string
 }
 
 // FromPPO wraps a PPO learner.
@@ -160,6 +164,15 @@ type headed interface {
 func (l ppoLearner) Heads() []int    { return l.p.Config().Heads }
 func (l metaLearner) Heads() []int   { return l.m.Config().Heads }
 func (l frozenLearner) Heads() []int { return l.f.Config().Heads }
+
+func (l ppoLearner) StateFeatures() string    { return l.p.Config().StateFeatures }
+func (l metaLearner) StateFeatures() string   { return l.m.Config().StateFeatures }
+func (l frozenLearner) StateFeatures() string { return l.f.Config().StateFeatures }
+
+// learnerFeatures is the feature set l was trained with.
+func learnerFeatures(l Learner) (learn.Features, error) {
+	return learn.ParseFeatures(l.StateFeatures())
+}
 
 func (l ppoLearner) Freeze() *policy.Frozen  { return l.p.Freeze() }
 func (l metaLearner) Freeze() *policy.Frozen { return l.m.Freeze() }

@@ -149,6 +149,21 @@ type Options struct {
 	// every pod). It keeps a learned residual from flapping between
 	// choices whose bounds do not overlap. 0 charges nothing.
 	VerticalCost float64
+	// SLOCost is charged, like ScalingCost, for every window whose p95
+	// latency is above the SLO. The paper's reward scores a violation by
+	// SLO/p95 only, so a p95 10% over the objective costs SP 0.09; this
+	// steers the learner towards the default's SLO record. 0 charges
+	// nothing.
+	SLOCost float64
+	// FeaturesOff are the optional state features the learner never sees
+	// (learn.Features, for ablations); the checkpoint records the rest.
+	FeaturesOff learn.Features
+	// TraceSteps, when larger than EpisodeSteps+1, is the length of the
+	// synthetic trace an episode is cut from, at a random offset: with the
+	// evaluation's length (a day) training sees the same ramps, flash
+	// crowds and step changes, at the same rates of change, as the
+	// evaluation. 0 generates each trace as long as its episode.
+	TraceSteps int
 
 	// Init, when set, is the learner training continues from (fine-tuning
 	// a pre-trained policy); Policy and the architecture options are then
@@ -279,11 +294,19 @@ func (o *Options) Validate() error {
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		bad("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize)
 	}
-	if !(o.VerticalCost >= 0) || math.IsInf(o.VerticalCost, 0) {
-		bad("vertical cost must be finite and >= 0, got %v", o.VerticalCost)
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"scaling", o.ScalingCost}, {"vertical", o.VerticalCost}, {"slo", o.SLOCost}} {
+		if !(c.v >= 0) || math.IsInf(c.v, 0) {
+			bad("%s cost must be finite and >= 0, got %v", c.name, c.v)
+		}
 	}
-	if !(o.ScalingCost >= 0) || math.IsInf(o.ScalingCost, 0) {
-		bad("scaling cost must be finite and >= 0, got %v", o.ScalingCost)
+	if o.TraceSteps < 0 {
+		bad("trace steps must be >= 0, got %d", o.TraceSteps)
+	}
+	if o.FeaturesOff&^learn.AllFeatures != 0 {
+		bad("unknown state features %#x", uint8(o.FeaturesOff))
 	}
 	if o.BCRounds < 0 || o.OfflineUpdates < 0 {
 		bad("bc rounds and offline updates must be >= 0")
@@ -338,6 +361,9 @@ func (o *Options) policyConfig() (policy.Config, error) {
 		c = ResidualConfig(bias)
 	}
 	c.Seed = o.Seed
+	if o.FeaturesOff != 0 {
+		c.StateFeatures = (learn.AllFeatures &^ o.FeaturesOff).String()
+	}
 	if len(o.Hidden) > 0 {
 		c.Hidden = slices.Clone(o.Hidden)
 	}
@@ -771,9 +797,10 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 	alpha := o.Alpha
 	// Serving exploits with frozen weights; the other stages explore.
 	agent, err := NewAgent(l, sp.app.Constraints, AgentOptions{
-		Greedy: sp.stage == lifecycle.Serving,
-		RNG:    rand.New(rand.NewPCG(sp.seed, mix(sp.seed, 0x6578706c))),
-		Alpha:  &alpha,
+		FeaturesOff: o.FeaturesOff,
+		Greedy:      sp.stage == lifecycle.Serving,
+		RNG:         rand.New(rand.NewPCG(sp.seed, mix(sp.seed, 0x6578706c))),
+		Alpha:       &alpha,
 	})
 	if err != nil {
 		return fail(err)
@@ -798,6 +825,9 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 			charge += o.VerticalCost
 		}
 		m := s.Step()
+		if m.SLO > 0 && m.Latency.P95 > m.SLO {
+			charge += o.SLOCost
+		}
 		terms, err := reward.Compute(m.RewardInputs(), ropts)
 		if err != nil {
 			return fail(fmt.Errorf("window %d: %w", t, err))
@@ -852,9 +882,16 @@ const AzureTrace sim.TraceKind = "azure"
 func episodeTrace(sp *spec, o Options) (sim.Trace, error) {
 	n := o.EpisodeSteps + 1
 	if sp.azure == nil {
-		return sim.GenerateTrace(sp.kind, sim.TraceOptions{
-			Mean: sp.app.BaseRate, Steps: n, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
+		full := max(n, o.TraceSteps)
+		tr, err := sim.GenerateTrace(sp.kind, sim.TraceOptions{
+			Mean: sp.app.BaseRate, Steps: full, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
 		})
+		if err != nil || full == n {
+			return tr, err
+		}
+		off := int(mix(sp.seed, 0x736c696365) % uint64(full-n+1))
+		tr.Rates = tr.Rates[off : off+n]
+		return tr, nil
 	}
 	day := sim.AzureMinutes * int(time.Minute/o.Step)
 	app, tr, err := sp.azure.Run(sp.app, o.Step, n, int(sp.seed%uint64(day)))

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"math"
 	"bytes"
 	"context"
 	"encoding/xml"
@@ -339,6 +340,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad hidden", func(o *Options) { o.Hidden = []int{0} }, "hidden[0]"},
 		{"bad batch", func(o *Options) { o.BatchEpisodes = 0 }, "batch episodes"},
 		{"negative scaling cost", func(o *Options) { o.ScalingCost = -0.1 }, "scaling cost"},
+		{"NaN vertical cost", func(o *Options) { o.VerticalCost = math.NaN() }, "vertical cost"},
+		{"infinite slo cost", func(o *Options) { o.SLOCost = math.Inf(1) }, "slo cost"},
+		{"negative trace steps", func(o *Options) { o.TraceSteps = -1 }, "trace steps"},
+		{"unknown features", func(o *Options) { o.FeaturesOff = 0x80 }, "unknown state features"},
 		{"retraining min above max", func(o *Options) { o.Retraining.Min, o.Retraining.Max = 5, 4 }, "retraining min 5 must not exceed max 4"},
 		{"negative retraining cap", func(o *Options) { o.Retraining.Max = -1 }, "retraining bounds must be >= 0"},
 	} {

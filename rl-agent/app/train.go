@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/aware-k8s/aware/pkg/demo"
+	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/train"
 )
@@ -44,6 +45,24 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.BoolVar(&o.FreezeServing, prefix+"freeze-serving", o.FreezeServing, "freeze an app's learning once the lifecycle gate promotes it to Serving, as in the cluster; false keeps every app exploring and training the shared policy after bootstrapping")
 	fs.Float64Var(&o.VerticalCost, prefix+"vertical-cost", o.VerticalCost, "reward the learner is charged per decision that changes the pods' requests (the reported reward and the gates are unchanged); 0 charges nothing")
 	fs.Float64Var(&o.ScalingCost, prefix+"scaling-cost", o.ScalingCost, "reward the learner is charged per replica added or removed (the reported reward and the gates are unchanged); 0 charges nothing")
+	fs.Float64Var(&o.SLOCost, prefix+"slo-cost", o.SLOCost, "reward the learner is charged per window whose p95 latency is above the SLO (the reported reward and the gates are unchanged); 0 charges nothing")
+	fs.IntVar(&o.TraceSteps, prefix+"trace-steps", o.TraceSteps, "length in windows of the synthetic trace each episode is cut from at a random offset (5760: a day, as demo and eval run); 0 generates each trace as long as its episode")
+	fs.Var((*featuresFlag)(&o.FeaturesOff), prefix+"features", "optional state features the learner sees, for ablations: all, none, or a list of trend (the rate against its mean over 4 and 20 windows) and peak (the recent peak-to-mean rate); the checkpoint records them")
+}
+
+// featuresFlag sets the features a learner does not see from the list of
+// those it sees.
+type featuresFlag learn.Features
+
+func (f *featuresFlag) String() string { return (learn.AllFeatures &^ learn.Features(*f)).String() }
+func (f *featuresFlag) Type() string   { return "features" }
+func (f *featuresFlag) Set(s string) error {
+	on, err := learn.ParseFeatures(s)
+	if err != nil {
+		return err
+	}
+	*f = featuresFlag(learn.AllFeatures &^ on)
+	return nil
 }
 
 // addAzureFlags registers the three Azure Functions 2019 trace files; use
