@@ -228,9 +228,17 @@ func (a *Advisor) Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler,
 		rec.Source, rl.Source, rl.Reason = workload.SourceSafeguard, v1alpha1.SourceSafeguard, "SafeguardApplied"
 	}
 	rl.Message = resp.GetReason()
+	if act := resp.GetAction(); act != "" {
+		// What the policy chose, for operators; bounded, since it is the
+		// agent's free text going into the object's status.
+		rl.Message = fmt.Sprintf("%s: %.*s", rl.Message, maxActionName, act)
+	}
 	a.remember(m.UID, pobs, ToRecommendation(&rec), src)
 	return rec, rl
 }
+
+// maxActionName bounds the agent's action name copied into status.rl.
+const maxActionName = 128
 
 // reportPrevious sends the previous step's outcome with the current
 // observation. Failures are counted, not retried: a lost transition costs

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -107,6 +108,13 @@ func answer(stage pb.Stage, src pb.Source, replicas int32, cpu float64) *pb.Reco
 		Recommendation: &pb.Recommendation{Replicas: replicas, Containers: []*pb.ContainerRecommendation{{Name: "app", Target: &pb.Resources{CpuCores: cpu, MemoryBytes: 1 << 28}}}}}
 }
 
+// named is resp naming the policy's action.
+func named(resp *pb.RecommendResponse, action string) *pb.RecommendResponse {
+	r := proto.Clone(resp).(*pb.RecommendResponse)
+	r.Action = action
+	return r
+}
+
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
@@ -139,6 +147,8 @@ func TestAdvise(t *testing.T) {
 		{"down", v1alpha1.RLModeOn, nil, status.Error(codes.Unavailable, "down"), 0, v1alpha1.SourceDefault, "AgentUnavailable"},
 		{"input refused", v1alpha1.RLModeOn, nil, status.Error(codes.InvalidArgument, "observation.replicas: out of bounds"), 0, v1alpha1.SourceDefault, "AgentRefusedInput"},
 		{"slow", v1alpha1.RLModeOn, serving, nil, 5 * time.Second, v1alpha1.SourceDefault, "AgentTimeout"},
+		{"residual action named", v1alpha1.RLModeOn, named(serving, "replicas=+1/cpu=x1.15/memory=follow"), nil, 0, v1alpha1.SourceAgent, "AgentActing"},
+		{"long action name", v1alpha1.RLModeOn, named(serving, strings.Repeat("x", 10000)), nil, 0, v1alpha1.SourceAgent, "AgentActing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := &fakeAgent{}
@@ -147,6 +157,12 @@ func TestAdvise(t *testing.T) {
 			rec, rl := a.Advise(context.Background(), mpaWith(tc.mode), obs, cons, def)
 			if rl.Source != tc.wantSource || rl.Reason != tc.wantReason {
 				t.Fatalf("rl %s/%s (%s), want %s/%s", rl.Source, rl.Reason, rl.Message, tc.wantSource, tc.wantReason)
+			}
+			if act := tc.resp.GetAction(); act != "" && tc.wantSource == v1alpha1.SourceAgent {
+				// The policy's choice reaches the operator, bounded.
+				if want := "Acting: " + act[:min(len(act), maxActionName)]; rl.Message != want {
+					t.Fatalf("message %q, want %q", rl.Message, want)
+				}
 			}
 			if tc.wantSource == v1alpha1.SourceDefault {
 				if rec.Replicas != def.Replicas || rec.Source != workload.SourceDefault {

@@ -241,6 +241,11 @@ type Agent struct {
 	episodeSteps int
 	lastUpdate   time.Time
 	rates        RateHistory
+	// space is the residual action space when the learner acts relative to
+	// the default (SetActionSpace); nil is the paper's seven actions.
+	space *ResidualSpace
+	// off are the state features the learner was trained without.
+	off Features
 	// last is the most recent decision, matched to its outcome by the
 	// observation time, so the outcome's transition uses exactly the state,
 	// mask and action of the decision.
@@ -314,6 +319,49 @@ func (a *Agent) SetWindowLen(n int) {
 	a.traj = NewTrajectory(n)
 }
 
+// SetShape makes the agent talk to a policy of shape sh (ShapeOf): in the
+// residual action space, the learner's action is one choice per dimension
+// relative to the default's recommendation (ResidualSpace.Act), its mask
+// FlatMask, and the default's own decision is FollowAction; the defaults'
+// decisions are then not demonstrations (each is FollowAction, which an
+// untrained residual policy already takes, and cloning it only takes
+// exploration away). States read the features sh turns off as 0. The zero
+// shape, the default, is the paper's seven actions with every feature.
+// Configuration, like SetWindowLen: call it before the agent's first
+// Prepare, Outcome or Restore.
+func (a *Agent) SetShape(sh PolicyShape) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.space, a.off = sh.Residual, sh.FeaturesOff
+}
+
+// numActions is the size of the learner's action space. The caller holds
+// a.mu.
+func (a *Agent) numActions() int {
+	if a.space != nil {
+		return a.space.NumActions()
+	}
+	return int(NumActions)
+}
+
+// mask is the legal actions at obs with def as the default. The caller
+// holds a.mu.
+func (a *Agent) mask(obs *workload.Observation, cons *workload.Constraints, def workload.Recommendation) []bool {
+	if a.space != nil {
+		return a.space.FlatMask(obs, cons, def)
+	}
+	return Mask(obs, cons, a.steps)
+}
+
+// teacher is the action that stands for rec, applied by the defaults. The
+// caller holds a.mu.
+func (a *Agent) teacher(obs *workload.Observation, cons *workload.Constraints, rec workload.Recommendation, mask []bool) Action {
+	if a.space != nil {
+		return FollowAction
+	}
+	return NearestAction(obs, cons, rec, a.steps, mask)
+}
+
 // Key returns the workload key.
 func (a *Agent) Key() string { return a.key }
 
@@ -355,14 +403,14 @@ func (a *Agent) Restore(e Experience) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	window := a.traj.Window()
-	if a.traj.Len() > 0 && len(e.Transition.State) == StateDim && e.Transition.Action >= 0 && e.Transition.Action < int(NumActions) {
+	if a.traj.Len() > 0 && len(e.Transition.State) == StateDim && e.Transition.Action >= 0 && e.Transition.Action < a.numActions() {
 		r := e.Transition.Reward
 		if e.StepReward != nil {
 			r = *e.StepReward
 		}
 		a.traj.Push(policy.Step{State: e.Transition.State, Action: e.Transition.Action, Reward: r})
 	}
-	if e.Teacher < 0 || e.Teacher >= int(NumActions) {
+	if e.Teacher < 0 || e.Teacher >= a.numActions() || a.space != nil {
 		return
 	}
 	a.addDemo(policy.Demonstration{State: e.Transition.State, Mask: e.Transition.Mask, Action: e.Teacher}, window)
@@ -397,8 +445,8 @@ func (a *Agent) Prepare(obs workload.Observation, cons workload.Constraints, def
 		obs: obs, cons: cons, def: def, cfg: cfg, stage: stage,
 		rates: a.rates.Rates(),
 	}
-	p.State = Encode(Input{Observation: obs, Constraints: cons, Default: def, Rates: p.rates})
-	p.Mask = Mask(&obs, &cons, a.steps)
+	p.State = Encode(Input{Observation: obs, Constraints: cons, Default: def, Rates: p.rates, Off: a.off})
+	p.Mask = a.mask(&obs, &cons, def)
 	// Only mode On ever applies the policy's decision, so only then is a
 	// forward pass worth its cost. (Shadow learns from the defaults.)
 	p.NeedsPolicy = cfg.Mode == ModeOn && stage.AgentActs()
@@ -414,8 +462,10 @@ func (a *Agent) Decide(p Prepared, d *policy.Decision) (Result, error) {
 	if p.NeedsPolicy && d == nil {
 		return Result{}, errors.New("decision needs the policy's action")
 	}
+	a.mu.Lock()
+	space, teacher := a.space, a.teacher(&p.obs, &p.cons, p.def, p.Mask)
+	a.mu.Unlock()
 	res := Result{Stage: p.stage}
-	teacher := NearestAction(&p.obs, &p.cons, p.def, a.steps, p.Mask)
 	useDefault := func(reason string, src workload.Source) {
 		res.Recommendation = p.def
 		res.Recommendation.Source, res.Recommendation.Reason = src, reason
@@ -428,6 +478,23 @@ func (a *Agent) Decide(p Prepared, d *policy.Decision) (Result, error) {
 		useDefault(p.stage.String(), workload.SourceDefault) // Bootstrapping or Retraining
 	case p.cfg.Mode == ModeShadow:
 		useDefault("Shadow", workload.SourceDefault)
+	case space != nil && !HasOpinion(p.def):
+		// Nothing to act relative to: the allocation stays as it is.
+		res.Recommendation = Apply(&p.obs, &p.cons, NoOp, a.steps)
+		res.Recommendation.Source, res.Recommendation.Reason = workload.SourceDefault, "NoDefault"
+		res.Action = FollowAction
+	case space != nil:
+		rec, err := space.Act(&p.obs, &p.cons, p.def, d.Action, p.Mask)
+		if err != nil {
+			return Result{}, fmt.Errorf("policy chose an illegal action: %w", err)
+		}
+		res.Recommendation = rec
+		if rec.Source == workload.SourceAgent {
+			res.Recommendation.Reason = p.stage.String()
+		} else {
+			res.Recommendation.Reason = "FollowDefault"
+		}
+		res.Action = Action(d.Action)
 	default:
 		act := Action(d.Action)
 		if act < 0 || act >= NumActions || !p.Mask[act] {
@@ -479,18 +546,18 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 		if o.AppliedSource != l.source {
 			// The recommender applied something else (e.g. it fell back to
 			// the default): learn from what was applied.
-			action = NearestAction(&o.Observation, &a.cons, o.Applied, a.steps, mask)
+			action = a.teacher(&o.Observation, &a.cons, o.Applied, mask)
 		}
 	} else {
 		// No matching decision (e.g. the agent restarted in between): the
 		// applied recommendation stands in for the default in the state.
 		hist = a.rates.Rates()
-		state = Encode(Input{Observation: o.Observation, Constraints: a.cons, Default: o.Applied, Rates: hist})
-		mask = Mask(&o.Observation, &a.cons, a.steps)
-		action = NearestAction(&o.Observation, &a.cons, o.Applied, a.steps, mask)
+		state = Encode(Input{Observation: o.Observation, Constraints: a.cons, Default: o.Applied, Rates: hist, Off: a.off})
+		mask = a.mask(&o.Observation, &a.cons, o.Applied)
+		action = a.teacher(&o.Observation, &a.cons, o.Applied, mask)
 	}
 	a.last = nil
-	next := Encode(Input{Observation: o.Next, Constraints: a.cons, Default: o.Applied, Rates: append(slices.Clone(hist), o.Observation.RequestRate)})
+	next := Encode(Input{Observation: o.Next, Constraints: a.cons, Default: o.Applied, Rates: append(slices.Clone(hist), o.Observation.RequestRate), Off: a.off})
 
 	gates := a.machine.Gates()
 	a.episodeSum += terms.Reward
@@ -509,7 +576,7 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	// simulator's agent records it.
 	window := a.traj.Window()
 	a.traj.Push(policy.Step{State: state, Action: int(action), Reward: terms.Reward})
-	if o.AppliedSource == workload.SourceDefault || o.AppliedSource == workload.SourceSafeguard {
+	if (o.AppliedSource == workload.SourceDefault || o.AppliedSource == workload.SourceSafeguard) && a.space == nil {
 		teacher = int(action)
 		a.addDemo(policy.Demonstration{State: state, Mask: mask, Action: teacher}, window)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
@@ -396,4 +398,159 @@ func (p *PaperPolicy) Recommend(ctx context.Context, obs workload.Observation) (
 	steps := DefaultSteps()
 	a := NearestAction(&obs, &p.constraints, def, steps, Mask(&obs, &p.constraints, steps))
 	return Apply(&obs, &p.constraints, a, steps), nil
+}
+
+// FollowAction is the joint action (policy.JoinAction) that follows the
+// default in every dimension: Follow is index 0 of each.
+const FollowAction = 0
+
+// NumActions is the number of joint actions: the product of the sizes.
+func (s *ResidualSpace) NumActions() int {
+	n := 1
+	for d := range s {
+		n *= len(s[d])
+	}
+	return n
+}
+
+// FlatMask is ResidualMask with the dimensions one after the other, as a
+// policy with one head per dimension reads it.
+func (s *ResidualSpace) FlatMask(obs *workload.Observation, c *workload.Constraints, def workload.Recommendation) []bool {
+	var out []bool
+	for _, m := range ResidualMask(obs, c, def, s) {
+		out = append(out, m...)
+	}
+	return out
+}
+
+// Act is the recommendation of joint action a (policy.JoinAction of one
+// choice per dimension) over def. It fails when a is out of range or, with
+// mask (FlatMask) set, names a choice the mask forbids.
+func (s *ResidualSpace) Act(obs *workload.Observation, c *workload.Constraints, def workload.Recommendation, a int, mask []bool) (workload.Recommendation, error) {
+	if a < 0 || a >= s.NumActions() {
+		return workload.Recommendation{}, fmt.Errorf("residual action %d out of range [0, %d)", a, s.NumActions())
+	}
+	idx := policy.SplitAction(a, s.Sizes())
+	if mask != nil {
+		off := 0
+		for d, i := range idx {
+			if off+i >= len(mask) || !mask[off+i] {
+				return workload.Recommendation{}, fmt.Errorf("residual %s choice %s is not legal here", Dimension(d), s[d][i])
+			}
+			off += len(s[d])
+		}
+	}
+	ch, err := s.Choices(Residual(idx))
+	if err != nil {
+		return workload.Recommendation{}, err
+	}
+	return ApplyResidual(obs, c, def, ch), nil
+}
+
+// HasOpinion reports whether def recommends anything: a residual acts
+// relative to it, so without one the allocation stays as it is.
+func HasOpinion(def workload.Recommendation) bool {
+	return def.Replicas > 0 || len(def.Containers) > 0
+}
+
+// PolicyShape is what an agent and a policy must agree on besides the
+// state's length: the action space and the optional features.
+type PolicyShape struct {
+	// Residual is the residual action space; nil is the paper's actions.
+	Residual *ResidualSpace
+	// FeaturesOff are the optional features the policy was trained
+	// without; states read them as 0.
+	FeaturesOff Features
+}
+
+// ShapeOf checks that a policy of configuration c reads this package's
+// state and chooses among the paper's actions or, with one head per
+// dimension, DefaultResidualSpace's choices, and says which.
+func ShapeOf(c policy.Config) (PolicyShape, error) {
+	var sh PolicyShape
+	if c.StateDim != StateDim {
+		return sh, fmt.Errorf("%w: the policy reads %d state features, the agent encodes %d", policy.ErrIncompatibleCheckpoint, c.StateDim, StateDim)
+	}
+	on, err := ParseFeatures(c.StateFeatures)
+	if err != nil {
+		return sh, fmt.Errorf("%w: state features: %w", policy.ErrIncompatibleCheckpoint, err)
+	}
+	sh.FeaturesOff = AllFeatures &^ on
+	if len(c.Heads) <= 1 {
+		if c.NumActions != int(NumActions) {
+			return sh, fmt.Errorf("%w: the policy has %d actions, the paper's action space %d", policy.ErrIncompatibleCheckpoint, c.NumActions, NumActions)
+		}
+		return sh, nil
+	}
+	space := DefaultResidualSpace()
+	if !slices.Equal(c.Heads, space.Sizes()) {
+		return sh, fmt.Errorf("%w: the policy's heads %v are not the residual action space's %v", policy.ErrIncompatibleCheckpoint, c.Heads, space.Sizes())
+	}
+	sh.Residual = &space
+	return sh, nil
+}
+
+// String names the shape's action space: "paper" or "residual".
+func (sh PolicyShape) String() string {
+	if sh.Residual != nil {
+		return "residual"
+	}
+	return "paper"
+}
+
+// DefaultFollowBias is the initial output bias of each residual head's
+// "follow the default" choice: it makes an untrained agent follow the
+// default in every dimension when greedy, and in about half its windows
+// (all three heads) when sampling.
+const DefaultFollowBias = 3.0
+
+// ResidualConfig is the policy configuration of the residual action space
+// (DefaultResidualSpace): one head per dimension, each starting on
+// "follow the default" with the given output bias.
+func ResidualConfig(followBias float64) policy.Config {
+	space := DefaultResidualSpace()
+	sizes := space.Sizes()
+	n := 0
+	for _, k := range sizes {
+		n += k
+	}
+	c := policy.DefaultConfig(StateDim, n)
+	c.Heads = sizes
+	c.InitBias = make([]float64, n)
+	off := 0
+	for _, k := range sizes {
+		c.InitBias[off] = followBias // index 0 of every head is Follow
+		off += k
+	}
+	return c
+}
+
+// FormatResidual writes choices as ParseResidual reads them, every
+// dimension named: "replicas=+1/cpu=follow/memory=x0.85".
+func FormatResidual(ch [NumDimensions]Choice) string {
+	parts := make([]string, NumDimensions)
+	for d := range NumDimensions {
+		parts[d] = d.String() + "=" + ch[d].String()
+	}
+	return strings.Join(parts, "/")
+}
+
+// ActionName names action a of a policy of this shape for operators: the
+// paper action's name, or the residual choices (FormatResidual); "" when a
+// is not an action of the shape.
+func (sh PolicyShape) ActionName(a int) string {
+	if sh.Residual == nil {
+		if a < 0 || a >= int(NumActions) {
+			return ""
+		}
+		return Action(a).String()
+	}
+	if a < 0 || a >= sh.Residual.NumActions() {
+		return ""
+	}
+	ch, err := sh.Residual.Choices(Residual(policy.SplitAction(a, sh.Residual.Sizes())))
+	if err != nil {
+		return ""
+	}
+	return FormatResidual(ch)
 }

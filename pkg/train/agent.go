@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/aware-k8s/aware/pkg/eval"
 	"github.com/aware-k8s/aware/pkg/fusion"
@@ -66,7 +65,6 @@ type Agent struct {
 	// residual is set when the learner acts in the residual action space
 	// (its actor has one head per dimension of learn.DefaultResidualSpace).
 	residual *learn.ResidualSpace
-	heads    []int
 }
 
 var _ workload.Policy = (*Agent)(nil)
@@ -90,22 +88,14 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	if o.Alpha != nil {
 		alpha = *o.Alpha
 	}
-	feats, err := learnerFeatures(l)
+	sh, err := learn.ShapeOf(l.PolicyConfig())
 	if err != nil {
-		return nil, fmt.Errorf("agent: the learner's state features: %w", err)
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	// The agent reads what the learner was trained with, less what the
 	// caller turns off.
-	o.FeaturesOff |= learn.AllFeatures &^ feats
-	a := &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen())}
-	if h, ok := l.(headed); ok && len(h.Heads()) > 1 {
-		space := learn.DefaultResidualSpace()
-		if !slices.Equal(h.Heads(), space.Sizes()) {
-			return nil, fmt.Errorf("agent: the learner's heads %v are not the residual action space's %v", h.Heads(), space.Sizes())
-		}
-		a.residual, a.heads = &space, space.Sizes()
-	}
-	return a, nil
+	o.FeaturesOff |= sh.FeaturesOff
+	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen()), residual: sh.Residual}, nil
 }
 
 // Factory returns a PolicyFactory of greedy agents sharing l.
@@ -163,9 +153,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 		// Each dimension's legal choices, the safeguard among them (a
 		// refused cut is never proposed); the default's own decision is
 		// "follow" in every head (index 0).
-		for _, m := range learn.ResidualMask(&obs, &a.cons, def, a.residual) {
-			d.Mask = append(d.Mask, m...)
-		}
+		d.Mask = a.residual.FlatMask(&obs, &a.cons, def)
 	} else {
 		d.Mask = learn.Mask(&obs, &a.cons, a.o.Steps)
 		d.Teacher = int(learn.NearestAction(&obs, &a.cons, def, a.o.Steps, d.Mask))
@@ -176,7 +164,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	}
 	d.Window = a.traj.Window()
 	defer func() { a.last = &policy.Step{State: d.State, Action: d.Action} }()
-	noOpinion := def.Replicas == 0 && len(def.Containers) == 0
+	noOpinion := !learn.HasOpinion(def)
 	// The default applies while bootstrapping, and in the residual space
 	// whenever it has no opinion to act relative to (the allocation then
 	// stays as it is).
@@ -195,11 +183,9 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	}
 	d.Action = dec.Action
 	if a.residual != nil {
-		choices, err := a.residual.Choices(learn.Residual(policy.SplitAction(dec.Action, a.heads)))
-		if err != nil {
+		if d.Recommendation, err = a.residual.Act(&obs, &a.cons, def, dec.Action, d.Mask); err != nil {
 			return decision{}, fmt.Errorf("agent: %w", err)
 		}
-		d.Recommendation = learn.ApplyResidual(&obs, &a.cons, def, choices)
 		return d, nil
 	}
 	act := learn.Action(dec.Action)

@@ -35,7 +35,7 @@ func TestFeaturesTravelWithTheCheckpoint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := back.StateFeatures(); got != tc.want {
+			if got := back.PolicyConfig().StateFeatures; got != tc.want {
 				t.Fatalf("checkpoint records features %q, want %q", got, tc.want)
 			}
 			rec := &recordingLearner{Learner: back}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 
-	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
 )
 
@@ -37,9 +36,9 @@ type Learner interface {
 	BehaviourClone(batch []policy.MetaDemonstration) (policy.BCStats, error)
 	// MarshalBinary returns the learner's checkpoint (policy format).
 	MarshalBinary() ([]byte, error)
-	// StateFeatures names the optional state features the learner was
-	// trained with (policy.Config.StateFeatures; empty: all of them).
-	StateFeatures() string
+	// PolicyConfig is the learner's configuration (of Meta-PPO: its PPO
+	// part), which says what it reads and chooses among (learn.ShapeOf).
+	PolicyConfig() policy.Config
 }
 
 // FromPPO wraps a PPO learner.
@@ -155,24 +154,9 @@ func (l metaLearner) BehaviourClone(batch []policy.MetaDemonstration) (policy.BC
 
 func (l metaLearner) MarshalBinary() ([]byte, error) { return l.m.MarshalBinary() }
 
-// headed is a learner whose actor has factored heads (policy.Config.Heads);
-// a learner without the method has one head.
-type headed interface {
-	Heads() []int
-}
-
-func (l ppoLearner) Heads() []int    { return l.p.Config().Heads }
-func (l metaLearner) Heads() []int   { return l.m.Config().Heads }
-func (l frozenLearner) Heads() []int { return l.f.Config().Heads }
-
-func (l ppoLearner) StateFeatures() string    { return l.p.Config().StateFeatures }
-func (l metaLearner) StateFeatures() string   { return l.m.Config().StateFeatures }
-func (l frozenLearner) StateFeatures() string { return l.f.Config().StateFeatures }
-
-// learnerFeatures is the feature set l was trained with.
-func learnerFeatures(l Learner) (learn.Features, error) {
-	return learn.ParseFeatures(l.StateFeatures())
-}
+func (l ppoLearner) PolicyConfig() policy.Config    { return l.p.Config() }
+func (l metaLearner) PolicyConfig() policy.Config   { return l.m.Config().Config }
+func (l frozenLearner) PolicyConfig() policy.Config { return l.f.Config().Config }
 
 func (l ppoLearner) Freeze() *policy.Frozen  { return l.p.Freeze() }
 func (l metaLearner) Freeze() *policy.Frozen { return l.m.Freeze() }

@@ -94,7 +94,7 @@ func TestResidualTrains(t *testing.T) {
 		t.Fatalf("checkpoint heads: %v", err)
 	}
 	space := learn.DefaultResidualSpace()
-	if !reflect.DeepEqual(space.Sizes(), ResidualConfig(DefaultFollowBias).Heads) {
+	if !reflect.DeepEqual(space.Sizes(), learn.ResidualConfig(DefaultFollowBias).Heads) {
 		t.Error("residual config and space disagree")
 	}
 }

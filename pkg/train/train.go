@@ -344,11 +344,8 @@ const (
 	ActionSpaceResidual = "residual"
 )
 
-// DefaultFollowBias is the initial output bias of each residual head's
-// "follow the default" choice: it makes an untrained agent follow the
-// default in every dimension when greedy, and in about half its windows
-// (all three heads) when sampling.
-const DefaultFollowBias = 3.0
+// DefaultFollowBias is learn.DefaultFollowBias.
+const DefaultFollowBias = learn.DefaultFollowBias
 
 // policyConfig is the learner's configuration.
 func (o *Options) policyConfig() (policy.Config, error) {
@@ -358,7 +355,7 @@ func (o *Options) policyConfig() (policy.Config, error) {
 		if bias == 0 {
 			bias = DefaultFollowBias
 		}
-		c = ResidualConfig(bias)
+		c = learn.ResidualConfig(bias)
 	}
 	c.Seed = o.Seed
 	if o.FeaturesOff != 0 {
@@ -897,25 +894,4 @@ func episodeTrace(sp *spec, o Options) (sim.Trace, error) {
 	app, tr, err := sp.azure.Run(sp.app, o.Step, n, int(sp.seed%uint64(day)))
 	sp.app = app
 	return tr, err
-}
-
-// ResidualConfig is the policy configuration of the residual action space
-// (learn.DefaultResidualSpace): one head per dimension, each starting on
-// "follow the default" with the given output bias.
-func ResidualConfig(followBias float64) policy.Config {
-	space := learn.DefaultResidualSpace()
-	sizes := space.Sizes()
-	n := 0
-	for _, k := range sizes {
-		n += k
-	}
-	c := policy.DefaultConfig(learn.StateDim, n)
-	c.Heads = sizes
-	c.InitBias = make([]float64, n)
-	off := 0
-	for _, k := range sizes {
-		c.InitBias[off] = followBias // index 0 of every head is Follow
-		off += k
-	}
-	return c
 }

@@ -1,10 +1,10 @@
 package train
 
 import (
-	"math"
 	"bytes"
 	"context"
 	"encoding/xml"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -282,6 +282,10 @@ type alwaysLearner struct {
 
 func (a alwaysLearner) WindowLen() int { return 0 }
 
+func (a alwaysLearner) PolicyConfig() policy.Config {
+	return policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+}
+
 func (a alwaysLearner) Act(state []float64, _ []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
 	if mask != nil && !mask[a.action] {
 		return policy.Decision{Action: int(learn.NoOp)}, nil
@@ -493,6 +497,13 @@ type recordingLearner struct {
 }
 
 func (r *recordingLearner) WindowLen() int { return r.window }
+
+func (r *recordingLearner) PolicyConfig() policy.Config {
+	if r.Learner != nil {
+		return r.Learner.PolicyConfig()
+	}
+	return policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+}
 
 func (r *recordingLearner) Act(state []float64, window []policy.Step, _ []bool, _ bool, _ *rand.Rand) (policy.Decision, error) {
 	r.states = append(r.states, state)

@@ -60,7 +60,16 @@ type serveOptions struct {
 	// policy.KindMetaPPO; empty means the kind of InitialCheckpoint, or PPO
 	// without one.
 	Policy string
+	// ActionSpace is the action space of a fresh policy: "paper" or
+	// "residual"; empty means the checkpoint's, or paper without one.
+	ActionSpace string
 }
+
+// The action spaces of --action-space (learn.PolicyShape.String).
+const (
+	actionSpacePaper    = "paper"
+	actionSpaceResidual = "residual"
+)
 
 func newServeOptions() *serveOptions {
 	d := server.DefaultOptions()
@@ -114,6 +123,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
 	fs.IntVar(&o.RetrainMin, "retrain-min-episodes", o.RetrainMin, "After the detector fires, the defaults act for at least this many episodes (spec.rl.gates.episodeSteps ticks each) while the agent relearns from them, before the promotion gate may return the workload to the agent; 0: no minimum.")
 	fs.IntVar(&o.RetrainMax, "retrain-max-episodes", o.RetrainMax, "After this many episodes in Retraining the workload returns to the agent (OnlineTraining) even if the defaults never pass the promotion gate, e.g. because the change lowered what they attain; 0: only the gate returns it, and a workload whose defaults stay below the gate stays on them.")
+	fs.StringVar(&o.ActionSpace, "action-space", o.ActionSpace, "Actions of the policy: \"paper\" (no-op, ±1 replica, ±CPU step, ±memory step) or \"residual\" (one choice per dimension relative to the recommender's default: follow, hold, offsets and factors; a fresh residual policy follows the default, ppo only). Empty: the --initial-checkpoint's, or paper. State already in --state-dir must hold the same: keep the flag across restarts.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
 }
 
@@ -160,6 +170,15 @@ func (o *serveOptions) Validate() error {
 	case "", policy.KindPPO, policy.KindMetaPPO:
 	default:
 		errs = append(errs, fmt.Errorf("--policy must be %q or %q, got %q", policy.KindPPO, policy.KindMetaPPO, o.Policy))
+	}
+	switch o.ActionSpace {
+	case "", actionSpacePaper:
+	case actionSpaceResidual:
+		if o.Policy == policy.KindMetaPPO {
+			errs = append(errs, fmt.Errorf("--action-space=%s needs --policy=%s", actionSpaceResidual, policy.KindPPO))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--action-space must be %q or %q, got %q", actionSpacePaper, actionSpaceResidual, o.ActionSpace))
 	}
 	return errors.Join(errs...)
 }
@@ -315,6 +334,9 @@ func openLink(ctx context.Context, o *serveOptions) (*certs.Link, error) {
 func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err error) {
 	if o.InitialCheckpoint == "" {
 		cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+		if o.ActionSpace == actionSpaceResidual {
+			cfg = learn.ResidualConfig(learn.DefaultFollowBias)
+		}
 		cfg.Seed = o.Seed
 		if o.Policy == policy.KindMetaPPO {
 			mc := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
@@ -358,9 +380,13 @@ func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err 
 	if err != nil {
 		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
 	}
-	if c.StateDim != learn.StateDim || c.NumActions != int(learn.NumActions) {
-		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it reads %d features and has %d actions, the agent %d and %d",
-			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, c.StateDim, c.NumActions, learn.StateDim, learn.NumActions)
+	sh, err := learn.ShapeOf(c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
+	}
+	if o.ActionSpace != "" && sh.String() != o.ActionSpace {
+		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it acts in the %s action space, --action-space is %q",
+			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, sh, o.ActionSpace)
 	}
 	return ppo, meta, nil
 }

@@ -56,6 +56,9 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"unknown policy", func(o *serveOptions) { o.Policy = "ddpg" }, `--policy must be "ppo" or "meta-ppo", got "ddpg"`},
 		{"retraining min above max", func(o *serveOptions) { o.RetrainMin, o.RetrainMax = 5, 3 }, "--retrain-min-episodes, --retrain-max-episodes: retraining min 5 must not exceed max 3"},
 		{"retraining gate only", func(o *serveOptions) { o.RetrainMin, o.RetrainMax = 0, 0 }, ""},
+		{"residual", func(o *serveOptions) { o.ActionSpace = "residual" }, ""},
+		{"unknown action space", func(o *serveOptions) { o.ActionSpace = "joint" }, `--action-space must be "paper" or "residual", got "joint"`},
+		{"residual meta-ppo", func(o *serveOptions) { o.ActionSpace, o.Policy = "residual", "meta-ppo" }, "--action-space=residual needs --policy=ppo"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newServeOptions()
@@ -404,30 +407,43 @@ func TestInitialPolicy(t *testing.T) {
 	defaults := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 	trainedPPO := writePolicy(t, smallPPO(t, learn.StateDim))
 	trainedMeta := writePolicy(t, meta)
+	ro := train.DefaultOptions()
+	ro.ActionSpace, ro.Hidden = train.ActionSpaceResidual, []int{8}
+	residualLearner, err := train.NewLearner(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainedResidual := writePolicy(t, residualLearner)
 	for _, tc := range []struct {
 		name, path, policy string
 		hidden             []int
 		window             int // 0: PPO
 		err                string
+		space              string // --action-space, and the shape served
 	}{
-		{"none: random PPO", "", "", defaults.Hidden, 0, ""},
-		{"none, --policy=ppo: random PPO", "", policy.KindPPO, defaults.Hidden, 0, ""},
-		{"none, --policy=meta-ppo: random Meta-PPO", "", policy.KindMetaPPO, defaults.Hidden, defaults.Window, ""},
-		{"trained PPO", trainedPPO, "", []int{8}, 0, ""},
-		{"trained PPO, --policy=ppo", trainedPPO, policy.KindPPO, []int{8}, 0, ""},
-		{"trained PPO, --policy=meta-ppo", trainedPPO, policy.KindMetaPPO, nil, 0, `holds a "ppo" policy, --policy is "meta-ppo"`},
-		{"trained meta-ppo", trainedMeta, "", o.Hidden, o.Window, ""},
-		{"trained meta-ppo, --policy=meta-ppo", trainedMeta, policy.KindMetaPPO, o.Hidden, o.Window, ""},
-		{"trained meta-ppo, --policy=ppo", trainedMeta, policy.KindPPO, nil, 0, `holds a "meta-ppo" policy, --policy is "ppo"`},
-		{"small meta-ppo", writePolicy(t, smallMeta(t, learn.StateDim, 5)), "", []int{8}, 5, ""},
-		{"missing file", filepath.Join(t.TempDir(), "missing"), "", nil, 0, "no such file"},
-		{"garbage", garbage, "", nil, 0, "--initial-checkpoint"},
-		{"ddpg", writePolicy(t, ddpg), "", nil, 0, `holds a "ddpg" policy; serve runs "ppo" and "meta-ppo" policies`},
-		{"PPO with other features", writePolicy(t, smallPPO(t, learn.StateDim+1)), "", nil, 0, "incompatible"},
-		{"meta-ppo with other features", writePolicy(t, smallMeta(t, learn.StateDim+1, 4)), "", nil, 0, "incompatible"},
+		{"none: random PPO", "", "", defaults.Hidden, 0, "", ""},
+		{"none, --policy=ppo: random PPO", "", policy.KindPPO, defaults.Hidden, 0, "", ""},
+		{"none, --policy=meta-ppo: random Meta-PPO", "", policy.KindMetaPPO, defaults.Hidden, defaults.Window, "", ""},
+		{"trained PPO", trainedPPO, "", []int{8}, 0, "", ""},
+		{"trained PPO, --policy=ppo", trainedPPO, policy.KindPPO, []int{8}, 0, "", ""},
+		{"trained PPO, --policy=meta-ppo", trainedPPO, policy.KindMetaPPO, nil, 0, `holds a "ppo" policy, --policy is "meta-ppo"`, ""},
+		{"trained meta-ppo", trainedMeta, "", o.Hidden, o.Window, "", ""},
+		{"trained meta-ppo, --policy=meta-ppo", trainedMeta, policy.KindMetaPPO, o.Hidden, o.Window, "", ""},
+		{"trained meta-ppo, --policy=ppo", trainedMeta, policy.KindPPO, nil, 0, `holds a "meta-ppo" policy, --policy is "ppo"`, ""},
+		{"small meta-ppo", writePolicy(t, smallMeta(t, learn.StateDim, 5)), "", []int{8}, 5, "", ""},
+		{"missing file", filepath.Join(t.TempDir(), "missing"), "", nil, 0, "no such file", ""},
+		{"garbage", garbage, "", nil, 0, "--initial-checkpoint", ""},
+		{"ddpg", writePolicy(t, ddpg), "", nil, 0, `holds a "ddpg" policy; serve runs "ppo" and "meta-ppo" policies`, ""},
+		{"PPO with other features", writePolicy(t, smallPPO(t, learn.StateDim+1)), "", nil, 0, "incompatible", ""},
+		{"meta-ppo with other features", writePolicy(t, smallMeta(t, learn.StateDim+1, 4)), "", nil, 0, "incompatible", ""},
+		{"none, --action-space=residual: random residual PPO", "", "", defaults.Hidden, 0, "", "residual"},
+		{"trained residual", trainedResidual, "", []int{8}, 0, "", ""},
+		{"trained residual, --action-space=residual", trainedResidual, "", []int{8}, 0, "", "residual"},
+		{"trained residual, --action-space=paper", trainedResidual, "", nil, 0, `acts in the residual action space, --action-space is "paper"`, "paper"},
+		{"trained PPO, --action-space=residual", trainedPPO, "", nil, 0, `acts in the paper action space, --action-space is "residual"`, "residual"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, m, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Policy: tc.policy, Seed: 1})
+			p, m, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Policy: tc.policy, Seed: 1, ActionSpace: tc.space})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.err)
@@ -449,6 +465,11 @@ func TestInitialPolicy(t *testing.T) {
 			}
 			if !slices.Equal(hidden, tc.hidden) || window != tc.window {
 				t.Fatalf("hidden %v window %d, want %v and %d", hidden, window, tc.hidden, tc.window)
+			}
+			if p != nil && (tc.space == "residual" || tc.path == trainedResidual) {
+				if sh, err := learn.ShapeOf(p.Config()); err != nil || sh.Residual == nil {
+					t.Fatalf("serving shape %v, %v; want residual", sh, err)
+				}
 			}
 		})
 	}

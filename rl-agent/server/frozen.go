@@ -271,9 +271,17 @@ func (s *Server) compatibleFrozen(f *policy.Frozen) error {
 		want = policy.KindMetaPPO
 	}
 	c := f.Config()
-	if f.Kind() != want || c.StateDim != learn.StateDim || c.NumActions != int(learn.NumActions) || c.Window != s.windowLen {
-		return fmt.Errorf("%w: a %s policy of %d features, %d actions and window %d; the agent serves %s with %d, %d and %d",
-			policy.ErrIncompatibleCheckpoint, f.Kind(), c.StateDim, c.NumActions, c.Window, want, learn.StateDim, learn.NumActions, s.windowLen)
+	if f.Kind() != want || c.Window != s.windowLen {
+		return fmt.Errorf("%w: a %s policy of window %d; the agent serves %s with %d",
+			policy.ErrIncompatibleCheckpoint, f.Kind(), c.Window, want, s.windowLen)
+	}
+	sh, err := learn.ShapeOf(c.Config)
+	if err != nil {
+		return err
+	}
+	if sh.String() != s.shape.String() || sh.FeaturesOff != s.shape.FeaturesOff {
+		return fmt.Errorf("%w: a policy of the %s action space reading features %v; the agent serves the %s action space reading %v",
+			policy.ErrIncompatibleCheckpoint, sh, learn.AllFeatures&^sh.FeaturesOff, s.shape, learn.AllFeatures&^s.shape.FeaturesOff)
 	}
 	return nil
 }

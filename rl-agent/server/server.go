@@ -176,6 +176,9 @@ type Server struct {
 	// windowLen is the trajectory each agent keeps: the meta-learner's
 	// window, 0 for PPO.
 	windowLen int
+	// shape is the served policy's action space and state features, which
+	// every agent and every frozen copy must share.
+	shape learn.PolicyShape
 
 	mu     sync.RWMutex
 	agents map[string]*learn.Agent
@@ -264,8 +267,15 @@ func New(opts Options) (*Server, error) {
 		flushC:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
+	var cfg policy.Config
 	if opts.MetaLearner != nil {
 		s.windowLen = opts.MetaLearner.Config().Window
+		cfg = opts.MetaLearner.Config().Config
+	} else {
+		cfg = opts.Learner.Freeze().Config().Config
+	}
+	if s.shape, err = learn.ShapeOf(cfg); err != nil {
+		return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 	}
 	if err := s.restore(); err != nil {
 		return nil, err
@@ -406,12 +416,17 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	} else {
 		version = s.versionFor(in.key, res.Stage)
 	}
+	action := ""
+	if d != nil {
+		action = s.shape.ActionName(int(res.Action))
+	}
 	return &pb.RecommendResponse{
 		Recommendation: agent.ToRecommendation(&res.Recommendation),
 		Source:         agent.ToSource(res.Recommendation.Source),
 		Stage:          toStage(res.Stage),
 		PolicyVersion:  version,
 		Reason:         res.Recommendation.Reason,
+		Action:         action,
 	}, nil
 }
 
@@ -555,6 +570,7 @@ func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, erro
 		return nil, err // validated in New
 	}
 	a.SetWindowLen(s.windowLen)
+	a.SetShape(s.shape)
 	s.agents[key] = a
 	s.updateCapacity(len(s.agents))
 	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()

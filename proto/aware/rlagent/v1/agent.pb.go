@@ -1239,7 +1239,17 @@ type RecommendResponse struct {
 	Stage          Stage                  `protobuf:"varint,3,opt,name=stage,proto3,enum=aware.rlagent.v1.Stage" json:"stage,omitempty"`
 	PolicyVersion  string                 `protobuf:"bytes,4,opt,name=policy_version,json=policyVersion,proto3" json:"policy_version,omitempty"`
 	// reason explains the source in one CamelCase word, e.g. "Bootstrapping".
-	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// action names the policy's action the recommendation came from, for
+	// operators; empty when the defaults decided (source DEFAULT in a stage
+	// where the agent does not act). A policy in the paper's action space
+	// names one of its seven actions ("NoOp", "AddReplica", ...); one in the
+	// residual action space names a choice per dimension relative to the
+	// default recommendation of the request, e.g.
+	// "replicas=+1/cpu=follow/memory=x0.85" ("follow" keeps the default's
+	// value, "hold" the allocation in force, "+N"/"-N" offsets the default's
+	// replica count, "xF" scales the default's target and bounds).
+	Action        string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1305,6 +1315,13 @@ func (x *RecommendResponse) GetPolicyVersion() string {
 func (x *RecommendResponse) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *RecommendResponse) GetAction() string {
+	if x != nil {
+		return x.Action
 	}
 	return ""
 }
@@ -1830,13 +1847,14 @@ const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
 	"\vobservation\x18\x02 \x01(\v2\x1d.aware.rlagent.v1.ObservationR\vobservation\x12?\n" +
 	"\vconstraints\x18\x03 \x01(\v2\x1d.aware.rlagent.v1.ConstraintsR\vconstraints\x12W\n" +
 	"\x16default_recommendation\x18\x04 \x01(\v2 .aware.rlagent.v1.RecommendationR\x15defaultRecommendation\x120\n" +
-	"\x06config\x18\x05 \x01(\v2\x18.aware.rlagent.v1.ConfigR\x06config\"\xfd\x01\n" +
+	"\x06config\x18\x05 \x01(\v2\x18.aware.rlagent.v1.ConfigR\x06config\"\x95\x02\n" +
 	"\x11RecommendResponse\x12H\n" +
 	"\x0erecommendation\x18\x01 \x01(\v2 .aware.rlagent.v1.RecommendationR\x0erecommendation\x120\n" +
 	"\x06source\x18\x02 \x01(\x0e2\x18.aware.rlagent.v1.SourceR\x06source\x12-\n" +
 	"\x05stage\x18\x03 \x01(\x0e2\x17.aware.rlagent.v1.StageR\x05stage\x12%\n" +
 	"\x0epolicy_version\x18\x04 \x01(\tR\rpolicyVersion\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\x8b\x03\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06action\x18\x06 \x01(\tR\x06action\"\x8b\x03\n" +
 	"\x14ReportOutcomeRequest\x129\n" +
 	"\bworkload\x18\x01 \x01(\v2\x1d.aware.rlagent.v1.WorkloadRefR\bworkload\x12?\n" +
 	"\vobservation\x18\x02 \x01(\v2\x1d.aware.rlagent.v1.ObservationR\vobservation\x12:\n" +
