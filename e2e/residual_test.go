@@ -1,0 +1,118 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+)
+
+// residualGates are rlGates in mode On: the agent acts after about six
+// ticks and serves from then on.
+const residualGates = `  rl:
+    mode: "On"
+    gates:
+      window: 2
+      episodeSteps: 1
+      promoteMinMean: -1
+      promoteMaxStdDev: 2
+      retrainBelowMean: -1
+      retrainAboveStdDev: 2
+`
+
+// TestRLAgentResidual serves a policy in the residual action space: the
+// recommender sends its default with every observation, the agent answers
+// with the default changed by its choice per dimension, and the
+// recommender applies it and names the choice in status.rl.message. The
+// policy is an untrained residual network whose initial bias prefers one
+// more replica than the default (and follows it for CPU and memory), so
+// that the greedy policy of Serving deviates from the default.
+func TestRLAgentResidual(t *testing.T) {
+	tb.DumpLogsOnFailure(t)
+	requireAWARE(t)
+	ns := tb.CreateNamespace(t, "residual")
+	w := startMPAWorkload(t, ns, "hamster", residualGates)
+
+	cfg := learn.ResidualConfig(learn.DefaultFollowBias)
+	space := learn.DefaultResidualSpace()
+	cfg.InitBias[0] = 0 // replicas: follow
+	cfg.InitBias[4] = 6 // replicas: +1 (DefaultResidualSpace's order)
+	if c := space[learn.DimReplicas][4]; c.Offset != 1 {
+		t.Fatalf("replica choice 4 is %s, not +1", c)
+	}
+	p, err := policy.NewPPO(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpt := filepath.Join(t.TempDir(), "residual.ckpt")
+	if err := os.WriteFile(ckpt, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	agentAddr := freeAddr(t)
+	agent := startProcess(t, processSpec{Binary: "rl-agent", ServiceAccount: "aware-rl-agent", Args: append([]string{
+		"serve",
+		"--listen-address=" + agentAddr,
+		"--state-dir=" + t.TempDir(),
+		"--action-space=residual",
+		"--initial-checkpoint=" + ckpt,
+	}, agentTLSArgs()...)})
+	rec := startProcess(t, processSpec{Binary: "recommender", ServiceAccount: "aware-recommender", Args: append(recommenderTLSArgs(), recommenderArgs(ns,
+		"--leader-elect=false",
+		"--checkpoints-interval=1m",
+		"--rl-agent-endpoint="+agentAddr,
+		"--rl-agent-timeout=2s",
+	)...)})
+
+	m := w.waitRecommendation(t, 3*time.Minute, "status.rl: a residual choice applied in Serving", time.Time{}, func(m *v1alpha1.MultidimPodAutoscaler) error {
+		rl := m.Status.RL
+		switch {
+		case rl == nil:
+			return fmt.Errorf("no status.rl")
+		case rl.Stage != v1alpha1.RLStageServing:
+			return fmt.Errorf("stage %s, want Serving", rl.Stage)
+		case rl.Source != v1alpha1.SourceAgent || rl.Reason != "AgentActing":
+			return fmt.Errorf("source %s reason %s, want Agent AgentActing", rl.Source, rl.Reason)
+		}
+		_, action, ok := strings.Cut(rl.Message, ": ")
+		if !ok {
+			return fmt.Errorf("message %q names no action", rl.Message)
+		}
+		ch, err := learn.ParseResidual(action)
+		if err != nil {
+			return fmt.Errorf("message %q: %w", rl.Message, err)
+		}
+		if ch == [learn.NumDimensions]learn.Choice{learn.Follow, learn.Follow, learn.Follow} {
+			return fmt.Errorf("the agent acted by following the default in every dimension (%q)", rl.Message)
+		}
+		return nil
+	}, rec, agent)
+	t.Logf("residual agent acting: %s; desiredReplicas %d", rlString(m.Status.RL), m.Status.DesiredReplicas)
+	if r := m.Status.DesiredReplicas; r < 1 || r > 6 {
+		t.Errorf("the agent's desiredReplicas %d is outside [1, 6]", r)
+	}
+	for _, cr := range m.Status.Recommendation.ContainerRecommendations {
+		if cpu := cr.Target.Cpu().MilliValue(); cpu < 10 || cpu > 500 {
+			t.Errorf("container %s: the agent's cpu target %dm is outside [10m, 500m]", cr.ContainerName, cpu)
+		}
+	}
+	if n := mustMetric(t, rec, "aware_recommender_recommendations_total", "source=Agent"); n < 1 {
+		t.Errorf("%g recommendations with source Agent", n)
+	}
+	if n, _, err := agent.metric(context.Background(), "aware_rlagent_out_of_bounds_requests_total"); err != nil || n != 0 {
+		t.Errorf("agent refused %g genuine requests as out of bounds (%v)", n, err)
+	}
+}
