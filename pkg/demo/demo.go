@@ -91,7 +91,8 @@ type Options struct {
 	SeriesTrace string
 	// Progress draws a bar on stderr.
 	Progress bool
-	// Agent, when set, adds the trained AWARE agent (row "aware") after
+	// Agent, when set, adds the trained AWARE agent (row "aware", or one
+	// row per agent and a pooled comparison when there are several) after
 	// Policies and Extra.
 	Agent *AgentOptions
 	// Name labels the header and the default output folder
@@ -101,13 +102,36 @@ type Options struct {
 
 // AgentOptions say where the demo's agent comes from.
 type AgentOptions struct {
-	// Checkpoint, when set, loads a trained agent (train.WriteCheckpoint)
-	// instead of training one.
-	Checkpoint string
+	// Checkpoints, when set, load trained agents (train.WriteCheckpoint)
+	// instead of training them, one row each.
+	Checkpoints []string
+	// Seeds is how many agents are trained, with training seeds Seed,
+	// Seed+1, ...; 0 means 1. Several agents are judged together too
+	// (eval.Report.Pool), so that the comparison spans the training seed.
+	Seeds int
 	// Train is the training run otherwise; its Seed, Step, Resize and
 	// Traces are the demo's, and its checkpoint goes into the output folder.
 	Train train.Options
 }
+
+// count is the number of agents.
+func (a *AgentOptions) count() int {
+	if len(a.Checkpoints) > 0 {
+		return len(a.Checkpoints)
+	}
+	return max(a.Seeds, 1)
+}
+
+// agentName is the row of agent i of n: "aware" alone, else "aware-<i+1>".
+func agentName(i, n int) string {
+	if n == 1 {
+		return train.PolicyName
+	}
+	return fmt.Sprintf("%s-%d", train.PolicyName, i+1)
+}
+
+// PooledName is the comparison row of several agents judged together.
+const PooledName = train.PolicyName + " (pooled)"
 
 // Files the demo writes besides the evaluator's when it trains the agent.
 const (
@@ -174,9 +198,12 @@ func (o *Options) Validate() error {
 	if o.Workers < 0 {
 		errs = append(errs, fmt.Errorf("workers must be >= 0, got %d", o.Workers))
 	}
-	if o.Agent != nil && o.Agent.Checkpoint == "" {
-		if t := o.trainOptions(); t.Validate() != nil {
+	if o.Agent != nil && len(o.Agent.Checkpoints) == 0 {
+		if t := o.trainOptions(0); t.Validate() != nil {
 			errs = append(errs, fmt.Errorf("agent training: %w", t.Validate()))
+		}
+		if o.Agent.Seeds < 0 || o.Agent.Seeds > 16 {
+			errs = append(errs, fmt.Errorf("agent seeds must be in [0, 16], got %d", o.Agent.Seeds))
 		}
 	}
 	return errors.Join(errs...)
@@ -302,33 +329,61 @@ func readAzure(o Options) ([]sim.AzureWorkload, error) {
 	return ws, nil
 }
 
-// trainOptions are the agent's training options with the demo's seed,
-// window, resize mode and trace kinds.
-func (o *Options) trainOptions() train.Options {
+// trainOptions are agent k's training options with the demo's seed (plus
+// k), window, resize mode and trace kinds.
+func (o *Options) trainOptions(k int) train.Options {
 	t := o.Agent.Train
-	t.Seed, t.Step, t.Resize = o.Seed, o.Step, o.Resize
+	t.Seed, t.Step, t.Resize = o.Seed+uint64(k), o.Step, o.Resize
 	t.Traces = slices.Clone(o.Traces)
 	t.Azure = o.Azure
 	return t
 }
 
-// agent trains the demo's agent (or loads it from o.Agent.Checkpoint) and
-// returns its contender; a trained agent's checkpoint and reward curve go
-// into dir.
-func agent(ctx context.Context, o Options, dir string, stdout, stderr io.Writer) (eval.Contender, []string, error) {
-	if o.Agent.Checkpoint != "" {
-		l, err := train.LoadCheckpoint(o.Agent.Checkpoint)
-		if err != nil {
-			return eval.Contender{}, nil, err
+// agents trains the demo's agents (or loads them from o.Agent.Checkpoints)
+// and returns their contenders; a trained agent's checkpoint and reward
+// curve go into dir.
+func agents(ctx context.Context, o Options, dir string, stdout, stderr io.Writer) ([]eval.Contender, []string, error) {
+	n := o.Agent.count()
+	var cs []eval.Contender
+	var files []string
+	for k := range n {
+		name := agentName(k, n)
+		if len(o.Agent.Checkpoints) > 0 {
+			path := o.Agent.Checkpoints[k]
+			l, err := train.LoadCheckpoint(path)
+			if err != nil {
+				return nil, nil, err
+			}
+			fmt.Fprintf(stdout, "Agent %q: loaded from %s\n", name, path)
+			c := train.Contender(l, train.AgentOptions{})
+			c.Name = name
+			cs = append(cs, c)
+			continue
 		}
-		fmt.Fprintf(stdout, "Agent %q: loaded from %s\n", train.PolicyName, o.Agent.Checkpoint)
-		return train.Contender(l, train.AgentOptions{}), nil, nil
+		c, fs, err := trainAgent(ctx, o, k, name, dir, stdout, stderr)
+		if err != nil {
+			return nil, nil, err
+		}
+		cs, files = append(cs, c), append(files, fs...)
 	}
-	t := o.trainOptions()
+	fmt.Fprintln(stdout)
+	return cs, files, nil
+}
+
+// trainAgent trains agent k of the demo, named name.
+func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout, stderr io.Writer) (eval.Contender, []string, error) {
+	t := o.trainOptions(k)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return eval.Contender{}, nil, err
 	}
-	t.Checkpoint = filepath.Join(dir, AgentCheckpointFile)
+	file := func(base string) string {
+		if name == train.PolicyName {
+			return filepath.Join(dir, base)
+		}
+		ext := filepath.Ext(base)
+		return filepath.Join(dir, strings.TrimSuffix(base, ext)+"-"+strconv.Itoa(k+1)+ext)
+	}
+	t.Checkpoint = file(AgentCheckpointFile)
 	if o.Progress {
 		t.Progress = NewProgressBar(stderr)
 	}
@@ -338,7 +393,7 @@ func agent(ctx context.Context, o Options, dir string, stdout, stderr io.Writer)
 		return eval.Contender{}, nil, err
 	}
 	cpu, wall := CPUTime()-cpu0, time.Since(wall0)
-	curve := filepath.Join(dir, RewardCurveFile)
+	curve := file(RewardCurveFile)
 	f, err := os.Create(curve)
 	if err != nil {
 		return eval.Contender{}, nil, err
@@ -351,16 +406,18 @@ func agent(ctx context.Context, o Options, dir string, stdout, stderr io.Writer)
 		return eval.Contender{}, nil, fmt.Errorf("writing %s: %w", curve, err)
 	}
 	boots, bootEnd := res.BootstrapCount()
-	k := min(t.BatchEpisodes, len(res.Episodes)-bootEnd)
-	fmt.Fprintf(stdout, "Agent %q: trained on %d training apps (none held out) for %d episodes (%d bootstrapping) of %d windows in %s (%.0f s CPU).\n",
-		train.PolicyName, t.Apps, t.Episodes, boots, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds())
-	if k > 0 {
+	kk := min(t.BatchEpisodes, len(res.Episodes)-bootEnd)
+	fmt.Fprintf(stdout, "Agent %q (%s actions, training seed %d): trained on %d training apps (none held out) for %d episodes (%d bootstrapping) of %d windows in %s (%.0f s CPU, %.0f windows/s).\n",
+		name, t.ActionSpace, t.Seed, t.Apps, t.Episodes, boots, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds(),
+		float64(t.Episodes*t.EpisodeSteps)/max(wall.Seconds(), 1e-9))
+	if kk > 0 {
 		fmt.Fprintf(stdout, "  episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d\n",
-			res.MeanReward(0, bootEnd), res.MeanReward(bootEnd, bootEnd+k), k,
-			res.MeanReward(len(res.Episodes)-k, len(res.Episodes)), k)
+			res.MeanReward(0, bootEnd), res.MeanReward(bootEnd, bootEnd+kk), kk,
+			res.MeanReward(len(res.Episodes)-kk, len(res.Episodes)), kk)
 	}
-	fmt.Fprintln(stdout)
-	return train.Contender(res.Learner, train.AgentOptions{}), []string{t.Checkpoint, curve}, nil
+	c := train.Contender(res.Learner, train.AgentOptions{})
+	c.Name = name
+	return c, []string{t.Checkpoint, curve}, nil
 }
 
 // Run evaluates the policies, prints the table to stdout and writes the
@@ -393,17 +450,20 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	npol := len(cs)
 	if o.Agent != nil {
-		npol++
+		npol += o.Agent.count()
 	}
 	fmt.Fprintf(stdout, "AWARE %s: %d held-out apps × %d traces (%s) × %d policies, %d windows of %s (%.3g h) per run, seed %d\n\n",
 		o.name(), len(runs)/len(traces), len(traces), strings.Join(traces, ","), npol, o.Steps, o.Step, hours, o.Seed)
-	var agentFiles []string
+	var agentFiles, agentNames []string
 	if o.Agent != nil {
-		c, files, err := agent(ctx, o, dir, stdout, stderr)
+		acs, files, err := agents(ctx, o, dir, stdout, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: agent: %w", o.name(), err)
 		}
-		cs = append(cs, c)
+		for _, c := range acs {
+			agentNames = append(agentNames, c.Name)
+		}
+		cs = append(cs, acs...)
 		agentFiles = files
 	}
 
@@ -423,6 +483,13 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		if rep.Comparisons, err = rep.Compare(PolicyFused); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
+		if len(agentNames) > 1 {
+			pooled, err := rep.Pool(PolicyFused, PooledName, agentNames)
+			if err != nil {
+				return fmt.Errorf("demo: %w", err)
+			}
+			rep.Comparisons = append(rep.Comparisons, pooled)
+		}
 		fmt.Fprintln(stdout)
 		if err := eval.WriteComparisons(stdout, rep.Comparisons); err != nil {
 			return fmt.Errorf("demo: %w", err)
@@ -434,8 +501,16 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	paths = append(paths, agentFiles...)
 	fmt.Fprintf(stdout, "\nSLO VIOL: windows with p95 above the SLO. COST: core-hours + GiB-hours/7.5. REWARD: mean AWARE reward (α=0.5).\n")
-	if o.Agent != nil {
+	switch {
+	case len(agentNames) == 1:
 		fmt.Fprintf(stdout, "%s: the trained agent, greedy, with the safeguard on, on apps it never trained on.\n", train.PolicyName)
+	case len(agentNames) > 1:
+		from := fmt.Sprintf("trained with seeds %d to %d", o.Seed, o.Seed+uint64(len(agentNames))-1)
+		if len(o.Agent.Checkpoints) > 0 {
+			from = "loaded from the checkpoints in order"
+		}
+		fmt.Fprintf(stdout, "%s: the agents %s, greedy, with the safeguard on, on apps they never trained on; %s: their runs paired with the default's together.\n",
+			strings.Join(agentNames, ", "), from, PooledName)
 	}
 	fmt.Fprintf(stdout, "Report and plots in %s:\n", dir)
 	for _, p := range paths {

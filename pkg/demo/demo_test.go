@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -67,7 +68,7 @@ func TestRunWithAgent(t *testing.T) {
 		}
 	}
 
-	o.Agent = &AgentOptions{Checkpoint: filepath.Join(dir, AgentCheckpointFile)}
+	o.Agent = &AgentOptions{Checkpoints: []string{filepath.Join(dir, AgentCheckpointFile)}}
 	o.OutDir, o.Progress = "loaded", false
 	stdout.Reset()
 	if err := Run(context.Background(), o, &stdout, &stderr); err != nil {
@@ -80,6 +81,58 @@ func TestRunWithAgent(t *testing.T) {
 	b, errB := os.ReadFile(filepath.Join("loaded", eval.JSONFile))
 	if errA != nil || errB != nil || !bytes.Equal(a, b) {
 		t.Errorf("the reloaded agent's report differs from the trained agent's (%v, %v)", errA, errB)
+	}
+}
+
+// TestRunWithSeveralAgents trains two agents with consecutive seeds: each
+// has its row, checkpoint and curve, and the comparison pools them; loaded
+// from their checkpoints they give the same report.
+func TestRunWithSeveralAgents(t *testing.T) {
+	t.Chdir(t.TempDir())
+	o := tinyOptions()
+	o.Policies = []string{PolicyFused}
+	o.Agent = tinyAgent()
+	o.Agent.Seeds = 2
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), o, &stdout, &stderr); err != nil {
+		t.Fatalf("Run: %v\nstderr: %s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{"training seed 1", "training seed 2", "aware-1 ", "aware-2 ", PooledName + "      8"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	var ckpts []string
+	for _, k := range []string{"1", "2"} {
+		ckpts = append(ckpts, filepath.Join("aware-demo-1", "agent-"+k+".ckpt"))
+		for _, f := range []string{"agent-" + k + ".ckpt", "reward-curve-" + k + ".svg"} {
+			if _, err := os.Stat(filepath.Join("aware-demo-1", f)); err != nil {
+				t.Errorf("%s: %v", f, err)
+			}
+		}
+	}
+	var rep eval.Report
+	b, err := os.ReadFile(filepath.Join("aware-demo-1", eval.JSONFile))
+	if err == nil {
+		err = json.Unmarshal(b, &rep)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rep.Comparisons); n != 3 || rep.Comparisons[2].Policy != PooledName || rep.Comparisons[2].Pairs != 8 {
+		t.Fatalf("comparisons %+v, want aware-1, aware-2 and the pool of their 8 pairs", rep.Comparisons)
+	}
+
+	o.Agent = &AgentOptions{Checkpoints: ckpts}
+	o.OutDir, o.Progress = "loaded", false
+	stdout.Reset()
+	if err := Run(context.Background(), o, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	b2, err := os.ReadFile(filepath.Join("loaded", eval.JSONFile))
+	if err != nil || !bytes.Equal(b, b2) {
+		t.Errorf("the reloaded agents' report differs from the trained agents' (%v)", err)
 	}
 }
 
@@ -144,7 +197,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad resize", func(o *Options) { o.Resize = "Sometimes" }, "resize must be"},
 		{"series app out of range", func(o *Options) { o.SeriesApp = o.Apps }, "series app"},
 		{"bad agent training", func(o *Options) { o.Agent.Train.Episodes = 0 }, "agent training: episodes must be > 0"},
-		{"agent checkpoint skips training options", func(o *Options) { o.Agent = &AgentOptions{Checkpoint: "x.ckpt"} }, ""},
+		{"agent checkpoint skips training options", func(o *Options) { o.Agent = &AgentOptions{Checkpoints: []string{"x.ckpt"}} }, ""},
+		{"too many agent seeds", func(o *Options) { o.Agent = tinyAgent(); o.Agent.Seeds = 17 }, "agent seeds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

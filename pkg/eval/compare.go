@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/aware-k8s/aware/pkg/stats"
@@ -53,6 +54,40 @@ type runKey struct {
 // Comparison per policy, in summary order. Every run of a policy must have
 // a run of base with the same app, trace and seed.
 func (r *Report) Compare(base string) ([]Comparison, error) {
+	return r.compare(base, func(policy string) string { return policy })
+}
+
+// Pool compares the runs of several policies together with base's, as one
+// policy named name: each run is paired with base's run of the same app,
+// trace and seed, so a baseline run pairs with one run of each policy. It
+// is how several agents trained with different seeds are judged at once:
+// the interval then also spans the training seed, though it treats the
+// pairs as independent.
+func (r *Report) Pool(base, name string, policies []string) (Comparison, error) {
+	in := map[string]bool{}
+	for _, p := range policies {
+		in[p] = true
+	}
+	cs, err := r.compare(base, func(policy string) string {
+		if in[policy] {
+			return name
+		}
+		return ""
+	})
+	if err != nil {
+		return Comparison{}, err
+	}
+	for _, c := range cs {
+		if c.Policy == name {
+			return c, nil
+		}
+	}
+	return Comparison{}, fmt.Errorf("eval: none of %v ran", policies)
+}
+
+// compare is Compare with the runs of each policy counted under
+// group(policy), skipped when that is "".
+func (r *Report) compare(base string, group func(policy string) string) ([]Comparison, error) {
 	baseRuns := map[runKey]*RunResult{}
 	for i := range r.Results {
 		x := &r.Results[i]
@@ -73,19 +108,22 @@ func (r *Report) Compare(base string) ([]Comparison, error) {
 		worse, h, h0, v, v0                   int
 	}
 	accs := map[string]*acc{}
+	var order []string // groups in the order of their first run
 	for i := range r.Results {
 		x := &r.Results[i]
-		if x.Policy == base {
+		g := group(x.Policy)
+		if x.Policy == base || g == "" {
 			continue
 		}
 		b := baseRuns[runKey{x.App, x.Trace, x.Seed}]
 		if b == nil {
 			return nil, fmt.Errorf("eval: %s ran %s/%s seed %d, which baseline %s did not", x.Policy, x.App, x.Trace, x.Seed, base)
 		}
-		a := accs[x.Policy]
+		a := accs[g]
 		if a == nil {
 			a = &acc{}
-			accs[x.Policy] = a
+			accs[g] = a
+			order = append(order, g)
 		}
 		a.slo, a.slo0 = append(a.slo, x.SLOViolationRate), append(a.slo0, b.SLOViolationRate)
 		a.rew, a.rew0 = append(a.rew, x.MeanReward), append(a.rew0, b.MeanReward)
@@ -101,20 +139,26 @@ func (r *Report) Compare(base string) ([]Comparison, error) {
 		a.h, a.h0 = a.h+x.HorizontalScales, a.h0+b.HorizontalScales
 		a.v, a.v0 = a.v+x.VerticalScales, a.v0+b.VerticalScales
 	}
-	var out []Comparison
-	for _, s := range r.Summaries {
-		a := accs[s.Policy]
-		if a == nil {
-			continue
+	// Summary order for policies; a pooled group where its first run was.
+	names := slices.Clone(order)
+	rank := map[string]int{}
+	for i, s := range r.Summaries {
+		if _, ok := rank[group(s.Policy)]; !ok {
+			rank[group(s.Policy)] = i
 		}
-		c := Comparison{Policy: s.Policy, Base: base, Pairs: len(a.slo), Worse: float64(a.worse) / float64(len(a.slo))}
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return rank[a] - rank[b] })
+	var out []Comparison
+	for _, name := range names {
+		a := accs[name]
+		c := Comparison{Policy: name, Base: base, Pairs: len(a.slo), Worse: float64(a.worse) / float64(len(a.slo))}
 		var errs [4]error
 		c.SLOViolationRate, errs[0] = stats.Paired(a.slo, a.slo0, Confidence)
 		c.Reward, errs[1] = stats.Paired(a.rew, a.rew0, Confidence)
 		c.CostRatio, errs[2] = stats.Mean(a.cost, Confidence)
 		c.OOMKills, errs[3] = stats.Paired(a.oom, a.oom0, Confidence)
 		if err := errors.Join(errs[:]...); err != nil {
-			return nil, fmt.Errorf("eval: %s against %s: %w", s.Policy, base, err)
+			return nil, fmt.Errorf("eval: %s against %s: %w", name, base, err)
 		}
 		if a.h0 > 0 {
 			c.HorizontalRatio = float64(a.h) / float64(a.h0)

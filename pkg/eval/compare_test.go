@@ -82,3 +82,45 @@ func TestCompare(t *testing.T) {
 		}
 	})
 }
+
+func TestPool(t *testing.T) {
+	rep := &Report{
+		Summaries: []Summary{{Policy: "fused"}, {Policy: "hpa"}, {Policy: "aware-1"}, {Policy: "aware-2"}},
+		Results: []RunResult{
+			result("fused", "a", 0.010, 0.66, 10, 2, 10, 2),
+			result("hpa", "a", 0.5, 0.5, 10, 0, 10, 0),
+			result("aware-1", "a", 0.005, 0.70, 8, 1, 12, 2),
+			result("aware-2", "a", 0.030, 0.62, 12, 3, 6, 6),
+			result("fused", "b", 0.020, 0.60, 20, 0, 10, 0),
+			result("hpa", "b", 0.5, 0.5, 10, 0, 10, 0),
+			result("aware-1", "b", 0.040, 0.61, 18, 3, 8, 4),
+			result("aware-2", "b", 0.020, 0.64, 16, 0, 10, 0),
+		},
+	}
+	c, err := rep.Pool("fused", "aware (2 seeds)", []string{"aware-1", "aware-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Policy != "aware (2 seeds)" || c.Pairs != 4 {
+		t.Fatalf("pooled %+v", c)
+	}
+	if got, want := c.Reward.Mean, (0.04+0.01-0.04+0.04)/4; math.Abs(got-want) > 1e-12 {
+		t.Errorf("pooled reward difference %g, want %g", got, want)
+	}
+	if got, want := c.Worse, 2.0/4; got != want { // aware-1 on b, aware-2 on a
+		t.Errorf("pooled worse %g, want %g", got, want)
+	}
+	if got, want := c.VerticalRatio, 12.0/4; got != want {
+		t.Errorf("pooled vertical churn %g, want %g", got, want)
+	}
+	each, err := rep.Compare("fused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(each) != 3 || each[0].Policy != "hpa" || each[1].Policy != "aware-1" || each[2].Policy != "aware-2" {
+		t.Fatalf("per-policy comparisons out of summary order: %+v", each)
+	}
+	if _, err := rep.Pool("fused", "x", []string{"nobody"}); err == nil {
+		t.Error("pooling policies that never ran gave no error")
+	}
+}

@@ -40,7 +40,8 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SeriesTrace, "series-trace", o.SeriesTrace, "trace kind of the plotted time series (default flash-crowd if among --traces, else the first of them)")
 	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
 	fs.BoolVar(&o.noAgent, "no-agent", o.noAgent, "leave the trained agent out of the comparison")
-	fs.StringVar(&o.agent.Checkpoint, "agent-checkpoint", o.agent.Checkpoint, "load the agent from this checkpoint (rl-agent train) instead of training it")
+	fs.StringSliceVar(&o.agent.Checkpoints, "agent-checkpoint", o.agent.Checkpoints, "load the agent from this checkpoint (rl-agent train) instead of training it; repeat for several agents, judged one by one and pooled")
+	fs.IntVar(&o.agent.Seeds, "agent-seeds", o.agent.Seeds, "train this many agents, with training seeds --seed, --seed+1, ..., judged one by one and pooled (the comparison then spans the training seed)")
 	addTrainingFlags(fs, &o.agent.Train, "train-")
 }
 

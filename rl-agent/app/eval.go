@@ -14,8 +14,8 @@ import (
 // the agent loaded from a checkpoint.
 type evalOptions struct {
 	demo.Options
-	checkpoint string
-	noProgress bool
+	checkpoints []string
+	noProgress  bool
 }
 
 func newEvalOptions() *evalOptions {
@@ -27,7 +27,7 @@ func newEvalOptions() *evalOptions {
 
 // AddFlags registers the eval flags on fs.
 func (o *evalOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.checkpoint, "checkpoint", o.checkpoint, "trained policy to evaluate, as written by rl-agent train (required)")
+	fs.StringSliceVar(&o.checkpoints, "checkpoint", o.checkpoints, "trained policy to evaluate, as written by rl-agent train (required); repeat (or separate with commas) for several, e.g. one per training seed: each gets a row, and their runs are also paired with the default's together")
 	fs.IntVar(&o.Apps, "apps", o.Apps, "number of held-out generated apps to evaluate")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces and arrivals; equal seeds give identical results")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "windows simulated per app")
@@ -47,10 +47,10 @@ func (o *evalOptions) AddFlags(fs *pflag.FlagSet) {
 func (o *evalOptions) Validate() error {
 	o.Progress = !o.noProgress
 	var errs []error
-	if o.checkpoint == "" {
+	if len(o.checkpoints) == 0 {
 		errs = append(errs, errors.New("--checkpoint is required"))
 	} else {
-		o.Agent = &demo.AgentOptions{Checkpoint: o.checkpoint}
+		o.Agent = &demo.AgentOptions{Checkpoints: o.checkpoints}
 	}
 	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, err)
