@@ -96,11 +96,21 @@ verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofm
 	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: ## Run go vet and the pinned staticcheck (e2e files included).
+lint: ## Run go vet, the pinned staticcheck (e2e files included) and make chart.
 	go vet ./...
 	go vet -tags e2e ./e2e/...
 	go vet -tags images ./hack/images/
+	go vet -tags chart ./deploy/helm/
 	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/...
+	$(MAKE) chart
+
+.PHONY: chart
+chart: ## Lint the Helm chart (deploy/helm/aware) and check it renders what kustomize builds from deploy/, with the pinned helm and kustomize.
+	source hack/tools.sh && aware::tools::build_deploy
+	$(BIN)/tools/helm lint --strict deploy/helm/aware
+	$(BIN)/tools/helm template aware deploy/helm/aware --include-crds >/dev/null
+	AWARE_HELM='$(abspath $(BIN))/tools/helm' AWARE_KUSTOMIZE='$(abspath $(BIN))/tools/kustomize' \
+		go test -tags chart -count=1 ./deploy/helm/
 
 .PHONY: demo
 demo: build ## Run the simulator demo: default policies vs the oracle, with plots.
