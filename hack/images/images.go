@@ -214,7 +214,7 @@ func ReadLayout(dir string) (v1.Image, string, error) {
 // run is the command line: `images build ...` or `images push ...`.
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: images build|push [flags] BINARY...")
+		return errors.New("usage: images build|push [flags] BINARY [BINARY]")
 	}
 	switch args[0] {
 	case "build":
