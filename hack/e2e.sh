@@ -17,6 +17,13 @@ if running="$(running_component)"; then
 	die "a testbed is already running from ${TESTBED_DIR} (${running% *} pid ${running#* }), and e2e.sh stops only one it started: run hack/testbed/down.sh, set AWARE_TESTBED_DIR and AWARE_TESTBED_BASE_PORT to run beside it, or run against it with: source ${TESTBED_DIR}/env && go test -tags e2e ./e2e/..."
 fi
 
+# The install tests render the Helm chart with the pinned helm (built once,
+# then cached by go build).
+# shellcheck source=tools.sh
+source "${ROOT}/hack/tools.sh"
+aware::tools::build_deploy
+export AWARE_HELM="${TOOLS_BIN}/helm"
+
 # The trap is set before up.sh so that even a half-started testbed is torn
 # down (up.sh cleans up after itself too; down.sh is idempotent). From here on
 # the testbed in ${TESTBED_DIR} is this script's own.

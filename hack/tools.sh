@@ -22,6 +22,17 @@ aware::tools::build() {
 		honnef.co/go/tools/cmd/staticcheck)
 }
 
+# helm and kustomize, for the chart's lint and the comparison of the chart
+# with deploy/ (make chart). They live in their own module, hack/tools/deploy:
+# helm needs newer Kubernetes libraries than the generators are pinned to.
+# Cold, this build takes about 2 CPU-minutes; warm, a second.
+aware::tools::build_deploy() {
+	mkdir -p "${TOOLS_BIN}"
+	(cd "${AWARE_ROOT}/hack/tools/deploy" && GOWORK=off GOFLAGS= go build -o "${TOOLS_BIN}/" \
+		helm.sh/helm/v3/cmd/helm \
+		sigs.k8s.io/kustomize/kustomize/v5)
+}
+
 # protoc comes from Debian's protobuf-compiler; its version is written into
 # every generated file, so a different protoc shows up in `make verify`.
 aware::tools::require_protoc() {

@@ -52,6 +52,8 @@ rm -rf pkg/generated pkg/apis/autoscaling/v1alpha1/zz_generated.deepcopy.go depl
 "${TOOLS_BIN}/controller-gen" crd:allowDangerousTypes=true \
 	paths=./pkg/apis/... output:crd:artifacts:config=deploy/crd
 (cd "${AWARE_ROOT}" && go run ./hack/crdbounds "${ROOT}"/deploy/crd/*.yaml)
+# The Helm chart ships the same CRDs (helm installs crds/ before the rest).
+rm -rf deploy/helm/aware/crds && mkdir -p deploy/helm/aware/crds && cp deploy/crd/*.yaml deploy/helm/aware/crds/
 
 # protoc: paths are relative to proto/ so the descriptor names match the
 # package layout other-language agents will use.

@@ -13,7 +13,7 @@ tar -C "${AWARE_ROOT}" --exclude=./.git --exclude=./bin --exclude='./aware-demo-
 "${AWARE_ROOT}/hack/update-codegen.sh" "${SCRATCH}" >/dev/null
 
 status=0
-for path in pkg/generated deploy/crd proto pkg/apis/autoscaling/v1alpha1/zz_generated.deepcopy.go; do
+for path in pkg/generated deploy/crd deploy/helm/aware/crds proto pkg/apis/autoscaling/v1alpha1/zz_generated.deepcopy.go; do
 	if ! diff -ruN "${AWARE_ROOT}/${path}" "${SCRATCH}/${path}"; then
 		status=1
 	fi

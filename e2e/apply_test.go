@@ -1,0 +1,198 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+)
+
+// installKinds are the kinds the install path is made of; the test fails
+// if a rendering lacks one, so that "every object accepted" cannot pass on
+// an empty or partial rendering.
+var installKinds = []string{"CustomResourceDefinition", "Namespace", "ServiceAccount", "ClusterRole",
+	"ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "Service", "Deployment", "PodDisruptionBudget",
+	"PersistentVolumeClaim", "NetworkPolicy", "MutatingWebhookConfiguration"}
+
+// transientKinds are removed again after each apply: the workloads and
+// their wiring. CRDs, the Namespace, ServiceAccounts and RBAC stay: they
+// are the ones the other tests install from the same manifests.
+var transientKinds = map[string]bool{"ConfigMap": true, "Service": true, "Deployment": true,
+	"PodDisruptionBudget": true, "PersistentVolumeClaim": true, "NetworkPolicy": true, "MutatingWebhookConfiguration": true}
+
+// TestInstallServerSideApply applies the two install paths a user takes,
+// `kustomize build deploy/` and the rendered Helm chart, to the API server
+// with server-side apply, as `kubectl apply --server-side` would: every
+// object must be accepted (schema, defaulting and admission included) and
+// then be readable as applied. Each install's workloads are removed before
+// the next, so that both are applied against the same starting point.
+func TestInstallServerSideApply(t *testing.T) {
+	bin := tb.Env["AWARE_TESTBED_BIN"]
+	kubeconfig := tb.Env["KUBECONFIG"]
+	helm := os.Getenv("AWARE_HELM")
+	if bin == "" || kubeconfig == "" || helm == "" {
+		t.Fatalf("AWARE_TESTBED_BIN %q, KUBECONFIG %q and AWARE_HELM %q must be set: run hack/e2e.sh", bin, kubeconfig, helm)
+	}
+	kubectl := filepath.Join(bin, "kubectl")
+	for _, tc := range []struct {
+		name   string
+		render []string
+	}{
+		{"kustomize", []string{kubectl, "kustomize", filepath.Join(repoRoot, "deploy")}},
+		{"helm", []string{helm, "template", "aware", filepath.Join(repoRoot, "deploy/helm/aware"), "--include-crds"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			rendered, err := runCommand(ctx, nil, tc.render...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			objs, err := decodeUnstructured(rendered)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := map[string]bool{}
+			for _, o := range objs {
+				kinds[o.GetKind()] = true
+			}
+			for _, k := range installKinds {
+				if !kinds[k] {
+					t.Errorf("the %s rendering has no %s", tc.name, k)
+				}
+			}
+			out, err := runCommand(ctx, rendered, kubectl, "--kubeconfig", kubeconfig, "apply", "--server-side",
+				"--field-manager", "aware-install-"+tc.name, "-f", "-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			applied := strings.Count(string(out), "serverside-applied")
+			if applied != len(objs) {
+				t.Errorf("%d of %d objects server-side applied:\n%s", applied, len(objs), out)
+			}
+			var transient []byte
+			for _, o := range objs {
+				if err := checkApplied(ctx, kubectl, kubeconfig, o); err != nil {
+					t.Error(err)
+				}
+				if transientKinds[o.GetKind()] {
+					raw, err := yaml.Marshal(o.Object)
+					if err != nil {
+						t.Fatal(err)
+					}
+					transient = append(append(transient, "---\n"...), raw...)
+				}
+			}
+			if _, err := runCommand(ctx, transient, kubectl, "--kubeconfig", kubeconfig, "delete", "--wait", "--timeout=2m",
+				"--ignore-not-found", "-f", "-"); err != nil {
+				t.Fatalf("removing the %s install's workloads: %v", tc.name, err)
+			}
+		})
+	}
+}
+
+// checkApplied reads o back and compares the fields a user sets that the
+// API server must keep as given: for Deployments the image and args of each
+// container, for everything the labels.
+func checkApplied(ctx context.Context, kubectl, kubeconfig string, o *unstructured.Unstructured) error {
+	args := []string{"--kubeconfig", kubeconfig, "get", "-o", "yaml", strings.ToLower(o.GetKind()) + "." + groupOf(o), o.GetName()}
+	if ns := o.GetNamespace(); ns != "" {
+		args = append(args, "-n", ns)
+	}
+	raw, err := runCommand(ctx, nil, append([]string{kubectl}, args...)...)
+	if err != nil {
+		return fmt.Errorf("%s %s not readable after apply: %w", o.GetKind(), o.GetName(), err)
+	}
+	var got unstructured.Unstructured
+	if err := yaml.Unmarshal(raw, &got.Object); err != nil {
+		return err
+	}
+	for k, v := range o.GetLabels() {
+		if got.GetLabels()[k] != v {
+			return fmt.Errorf("%s %s: label %s=%q after apply, want %q", o.GetKind(), o.GetName(), k, got.GetLabels()[k], v)
+		}
+	}
+	if o.GetKind() == "Deployment" {
+		want, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		have, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "spec", "containers")
+		if len(want) != len(have) {
+			return fmt.Errorf("Deployment %s: %d containers after apply, want %d", o.GetName(), len(have), len(want))
+		}
+		for i := range want {
+			w, h := want[i].(map[string]any), have[i].(map[string]any)
+			if fmt.Sprint(w["image"], w["args"]) != fmt.Sprint(h["image"], h["args"]) {
+				return fmt.Errorf("Deployment %s: container %v %v after apply, want %v %v", o.GetName(), h["image"], h["args"], w["image"], w["args"])
+			}
+		}
+	}
+	return nil
+}
+
+// groupOf returns the API group of o's apiVersion; "" is the core group,
+// which kubectl names without a suffix.
+func groupOf(o *unstructured.Unstructured) string {
+	g, _, found := strings.Cut(o.GetAPIVersion(), "/")
+	if !found {
+		return ""
+	}
+	return g
+}
+
+// decodeUnstructured returns the objects of a multi-document YAML stream,
+// sorted by kind and name for stable messages.
+func decodeUnstructured(raw []byte) ([]*unstructured.Unstructured, error) {
+	var objs []*unstructured.Unstructured
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(doc, &m); err != nil {
+			return nil, err
+		}
+		if m == nil {
+			continue
+		}
+		objs = append(objs, &unstructured.Unstructured{Object: m})
+	}
+	sort.Slice(objs, func(i, j int) bool {
+		return objs[i].GetKind()+"/"+objs[i].GetName() < objs[j].GetKind()+"/"+objs[j].GetName()
+	})
+	return objs, nil
+}
+
+// runCommand runs a command with stdin and returns its stdout, or an error with
+// its stderr.
+func runCommand(ctx context.Context, stdin []byte, argv ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w\n%s", strings.Join(argv, " "), err, stderr.String())
+	}
+	return out, nil
+}
