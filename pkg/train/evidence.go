@@ -119,6 +119,11 @@ func DefaultEvidenceOptions() EvidenceOptions {
 	base := DefaultOptions()
 	base.Window = 8 // half the GRU unroll of the default: Meta-PPO updates cost half
 	base.BCRounds = 1
+	// The experiments evaluate on traces of EvalSteps (two hours), so
+	// training traces are generated at their episode's length (one hour)
+	// rather than cut from a day: the rates of change training sees are
+	// the evaluation's.
+	base.TraceSteps = 0
 	return EvidenceOptions{
 		Seed:                  1,
 		Apps:                  4,
@@ -934,7 +939,7 @@ func oracleReward(ctx context.Context, e EvidenceOptions, app sim.App, from, to 
 	for i := from; i < to; i++ {
 		seed := mix(e.Seed, uint64(i))
 		kind := sim.TraceKind(e.RetrainTraces[i%len(e.RetrainTraces)])
-		r, err := policyEpisode(ctx, app, kind, seed, cfg, e.Base.EpisodeSteps, alpha, func(tr *sim.Trace) (workload.Policy, error) {
+		r, err := policyEpisode(ctx, app, kind, seed, cfg, &e.Base, alpha, func(tr *sim.Trace) (workload.Policy, error) {
 			return oracle.New(app, tr, cfg, oracle.Options{})
 		})
 		if err != nil {
@@ -946,12 +951,13 @@ func oracleReward(ctx context.Context, e EvidenceOptions, app sim.App, from, to 
 }
 
 // policyEpisode runs one episode of a policy that does not learn exactly
-// as runEpisode runs the agent's (the first window observed, then steps
-// decisions each scored on the window after it) and returns its mean
-// reward.
-func policyEpisode(ctx context.Context, app sim.App, kind sim.TraceKind, seed uint64, cfg sim.Config, steps int, alpha float64,
+// as runEpisode runs the agent's (the trace episodeTrace gives, the first
+// window observed, then o.EpisodeSteps decisions each scored on the window
+// after it) and returns its mean reward.
+func policyEpisode(ctx context.Context, app sim.App, kind sim.TraceKind, seed uint64, cfg sim.Config, o *Options, alpha float64,
 	newPolicy func(*sim.Trace) (workload.Policy, error)) (float64, error) {
-	tr, err := sim.GenerateTrace(kind, sim.TraceOptions{Mean: app.BaseRate, Steps: steps + 1, Step: cfg.Step, Period: 24 * time.Hour, Seed: seed})
+	steps := o.EpisodeSteps
+	tr, err := episodeTrace(&spec{kind: kind, app: app, seed: seed}, *o)
 	if err != nil {
 		return 0, err
 	}

@@ -162,7 +162,7 @@ func TestPolicyEpisodeScoresAsTheTrainer(t *testing.T) {
 		}
 		a := i % len(apps)
 		kind := sim.TraceKind(o.Traces[(a+i/len(apps))%len(o.Traces)])
-		got, err := policyEpisode(context.Background(), apps[a], kind, mix(o.Seed, uint64(i)), cfg, o.EpisodeSteps, o.Alpha,
+		got, err := policyEpisode(context.Background(), apps[a], kind, mix(o.Seed, uint64(i)), cfg, &o, o.Alpha,
 			func(*sim.Trace) (workload.Policy, error) {
 				return fusion.NewPolicyFactory(fusion.Options{})(apps[a].Constraints)
 			})
