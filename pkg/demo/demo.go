@@ -411,9 +411,10 @@ func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout,
 		name, t.ActionSpace, t.Seed, t.Apps, t.Episodes, boots, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds(),
 		float64(t.Episodes*t.EpisodeSteps)/max(wall.Seconds(), 1e-9))
 	if kk > 0 {
-		fmt.Fprintf(stdout, "  episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d\n",
+		last := len(res.Episodes) - kk
+		fmt.Fprintf(stdout, "  episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d (the learner was also charged %.4f per window for changes and SLO violations)\n",
 			res.MeanReward(0, bootEnd), res.MeanReward(bootEnd, bootEnd+kk), kk,
-			res.MeanReward(len(res.Episodes)-kk, len(res.Episodes)), kk)
+			res.MeanReward(last, len(res.Episodes)), kk, res.MeanShaping(last, len(res.Episodes)))
 	}
 	c := train.Contender(res.Learner, train.AgentOptions{})
 	c.Name = name

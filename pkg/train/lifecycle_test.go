@@ -174,6 +174,10 @@ func TestScalingCostShapesOnlyTheLearningReward(t *testing.T) {
 	if added == 0 {
 		t.Fatal("the policy never added a replica; the test checks nothing")
 	}
+	// The episode reports the charge beside the reward.
+	if want := 0.1 * float64(added) / float64(len(free.transitions)); free.ep.MeanShaping != 0 || math.Abs(charged.ep.MeanShaping-want) > 1e-12 {
+		t.Errorf("mean shaping %v without the cost and %v with it, want 0 and %v", free.ep.MeanShaping, charged.ep.MeanShaping, want)
+	}
 }
 
 // TestServingActsWithPinnedWeights: apps promoted to Serving act with the

@@ -413,7 +413,11 @@ type Episode struct {
 	Steps int    `json:"steps"`
 	// MeanReward is the mean reward of the windows after each decision,
 	// scored like the evaluator's REWARD column.
-	MeanReward    float64 `json:"meanReward"`
+	MeanReward float64 `json:"meanReward"`
+	// MeanShaping is the mean charge per window the learner's reward also
+	// carried (ScalingCost, VerticalCost, SLOCost): the learner was
+	// trained on MeanReward − MeanShaping.
+	MeanShaping   float64 `json:"meanShaping"`
 	SLOViolations int     `json:"sloViolations"`
 	OOMKills      int     `json:"oomKills"`
 	// AgentDecisions counts decisions the agent's action was applied (not
@@ -447,13 +451,23 @@ type Result struct {
 
 // MeanReward returns the mean of the episodes' mean rewards in [from, to).
 func (r *Result) MeanReward(from, to int) float64 {
+	return r.mean(from, to, func(e *Episode) float64 { return e.MeanReward })
+}
+
+// MeanShaping returns the mean of the episodes' shaping charges in
+// [from, to).
+func (r *Result) MeanShaping(from, to int) float64 {
+	return r.mean(from, to, func(e *Episode) float64 { return e.MeanShaping })
+}
+
+func (r *Result) mean(from, to int, f func(*Episode) float64) float64 {
 	from, to = max(from, 0), min(to, len(r.Episodes))
 	if to <= from {
 		return math.NaN()
 	}
 	var s float64
-	for _, e := range r.Episodes[from:to] {
-		s += e.MeanReward
+	for i := range r.Episodes[from:to] {
+		s += f(&r.Episodes[from+i])
 	}
 	return s / float64(to-from)
 }
@@ -813,7 +827,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 	ropts := reward.Options{Alpha: &alpha}
 	acts := sp.stage.AgentActs()
 	r.transitions = make([]policy.MetaTransition, 0, o.EpisodeSteps)
-	var sum float64
+	var sum, shaping float64
 	s.Step() // the first window: what the first decision observes
 	for t := range o.EpisodeSteps {
 		obs := s.Observation()
@@ -838,6 +852,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 			return fail(fmt.Errorf("window %d: %w", t, err))
 		}
 		sum += terms.Reward
+		shaping += charge
 		if m.SLO > 0 && m.Latency.P95 > m.SLO {
 			r.ep.SLOViolations++
 		}
@@ -867,6 +882,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 	r.transitions[n-1].NextState, r.transitions[n-1].Truncated = last, true
 	r.ep.Steps = n
 	r.ep.MeanReward = sum / float64(n)
+	r.ep.MeanShaping = shaping / float64(n)
 	return r
 }
 
