@@ -172,7 +172,12 @@ func runTrain(cmd *cobra.Command, o *trainOptions) error {
 	if err := writeJSON(data, res.Episodes); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "Trained in %s (%.0f s CPU).\n", wall.Round(time.Second), cpu.Seconds())
+	windows := 0
+	for _, e := range res.Episodes {
+		windows += e.Steps
+	}
+	fmt.Fprintf(stdout, "Trained in %s (%.0f s CPU): %.0f simulated windows per second of wall time.\n",
+		wall.Round(time.Second), cpu.Seconds(), float64(windows)/max(wall.Seconds(), 1e-9))
 	boots, end := res.BootstrapCount()
 	if n := len(res.BC); n > 0 {
 		fmt.Fprintf(stdout, "Behaviour cloning: accuracy %.1f%% in the last round, on the default's demonstrations of %d bootstrapping episodes\n", 100*res.BC[n-1].Accuracy, boots)
@@ -187,6 +192,16 @@ func runTrain(cmd *cobra.Command, o *trainOptions) error {
 		n := len(res.Episodes)
 		fmt.Fprintf(stdout, "Mean episode reward: default %.3f while bootstrapping; agent %.3f in the first %d episodes after, %.3f in the last %d\n",
 			meanBootstrap(res), res.MeanReward(end, end+k), k, res.MeanReward(n-k, n), k)
+	}
+	if n := len(res.Episodes) - end; n >= 4 {
+		// How the curve flattens: the reward, and the learner's shaped
+		// reward, per quarter of the episodes after bootstrapping.
+		var parts []string
+		for q := range 4 {
+			from, to := end+q*n/4, end+(q+1)*n/4
+			parts = append(parts, fmt.Sprintf("%.3f (shaped %.3f)", res.MeanReward(from, to), res.MeanReward(from, to)-res.MeanShaping(from, to)))
+		}
+		fmt.Fprintf(stdout, "Mean episode reward per quarter after bootstrapping: %s\n", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(stdout, "Checkpoint: %s\nReward curve: %s (data %s)\n", o.Checkpoint, o.curve, data)
 	return nil

@@ -41,7 +41,7 @@ func TestTrainThenEval(t *testing.T) {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
-	if !strings.Contains(out, "Checkpoint: "+ckpt) || !strings.Contains(errOut, "4/4") {
+	if !strings.Contains(out, "Checkpoint: "+ckpt) || !strings.Contains(out, "simulated windows per second") || !strings.Contains(errOut, "4/4") {
 		t.Errorf("train output:\n%s\nprogress:\n%s", out, errOut)
 	}
 
