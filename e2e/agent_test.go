@@ -79,6 +79,9 @@ func TestRLAgent(t *testing.T) {
 		"serve",
 		"--listen-address=" + agentAddr,
 		"--state-dir=" + t.TempDir(),
+		// The paper's actions: a fresh residual policy follows the
+		// default, and this test is about the agent's own answers.
+		"--action-space=paper",
 		// Persist often: the restart below must find what was learnt
 		// before the kill.
 		"--checkpoint-interval=1s",

@@ -133,6 +133,10 @@ func agentName(i, n int) string {
 // PooledName is the comparison row of several agents judged together.
 const PooledName = train.PolicyName + " (pooled)"
 
+// DefaultAgentSeeds is how many agents the demo trains: one result of
+// training is one draw, and the comparison must span the training seed.
+const DefaultAgentSeeds = 3
+
 // Files the demo writes besides the evaluator's when it trains the agent.
 const (
 	AgentCheckpointFile = "agent.ckpt"
@@ -154,7 +158,7 @@ func DefaultOptions() Options {
 		Policies: DefaultPolicies(),
 		Resize:   string(sim.ResizeRestart),
 		Progress: true,
-		Agent:    &AgentOptions{Train: train.DefaultOptions()},
+		Agent:    &AgentOptions{Train: train.DefaultOptions(), Seeds: DefaultAgentSeeds},
 	}
 }
 
@@ -408,7 +412,7 @@ func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout,
 	boots, bootEnd := res.BootstrapCount()
 	kk := min(t.BatchEpisodes, len(res.Episodes)-bootEnd)
 	fmt.Fprintf(stdout, "Agent %q (%s actions, training seed %d): trained on %d training apps (none held out) for %d episodes (%d bootstrapping) of %d windows in %s (%.0f s CPU, %.0f windows/s).\n",
-		name, t.ActionSpace, t.Seed, t.Apps, t.Episodes, boots, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds(),
+		name, t.Space(), t.Seed, t.Apps, t.Episodes, boots, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds(),
 		float64(t.Episodes*t.EpisodeSteps)/max(wall.Seconds(), 1e-9))
 	if kk > 0 {
 		last := len(res.Episodes) - kk

@@ -304,3 +304,37 @@ func ScalingCost(obs *workload.Observation, applied workload.Recommendation, per
 	}
 	return perReplica * float64(d)
 }
+
+// The residual learner's charges besides ScalingCost, in reward units: per
+// decision that resizes the pods, and per window whose p95 latency is above
+// the SLO. The trainer's defaults (pkg/train) and the serving agent's
+// online updates in the residual action space use the same.
+const (
+	DefaultVerticalCost = 0.05
+	DefaultSLOCost      = 0.5
+)
+
+// VerticalChange reports whether applying rec resizes the pods of obs: a
+// controlled container's request lies outside rec's bounds and differs
+// from its target (workload.ContainerRecommendation.Changes).
+func VerticalChange(obs *workload.Observation, c *workload.Constraints, rec workload.Recommendation) bool {
+	for _, ct := range obs.Containers {
+		cr, ok := rec.Container(ct.Name)
+		if !ok {
+			continue
+		}
+		p := c.ContainerPolicy(ct.Name)
+		for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
+			if p.Controls(r) && cr.Changes(r, ct.Requests.Get(r)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ViolatesSLO reports whether the window of obs had its p95 latency above
+// its SLO.
+func ViolatesSLO(obs *workload.Observation) bool {
+	return obs.SLO > 0 && obs.RequestRate > 0 && obs.Latency.P95 > obs.SLO
+}

@@ -568,6 +568,15 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	// The learner is charged for replica changes (ScalingCost); the
 	// episode reward and the gates keep the paper's reward.
 	learnReward := terms.Reward - ScalingCost(&o.Observation, o.Applied, DefaultScalingCost)
+	if a.space != nil {
+		// The residual learner's charges, as it was trained with.
+		if VerticalChange(&o.Observation, &a.cons, o.Applied) {
+			learnReward -= DefaultVerticalCost
+		}
+		if ViolatesSLO(&o.Next) {
+			learnReward -= DefaultSLOCost
+		}
+	}
 	tr := policy.Transition{State: state, Mask: mask, Action: int(action), Reward: learnReward, NextState: next, Truncated: done}
 	stage := a.machine.Stage()
 	teacher := -1

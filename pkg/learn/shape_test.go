@@ -2,6 +2,7 @@ package learn
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -157,5 +158,49 @@ func TestResidualAgent(t *testing.T) {
 		if res.Recommendation.Replicas != o.Replicas || res.Recommendation.Source != workload.SourceDefault {
 			t.Fatalf("without a default: %+v", res.Recommendation)
 		}
+	}
+}
+
+// A residual agent charges its learner as the trainer does: per resize and
+// per SLO-violating window, on top of the replica charge; the paper's
+// agent only the replica charge.
+func TestResidualCharges(t *testing.T) {
+	space := DefaultResidualSpace()
+	o := obs()
+	keep := workload.Recommendation{Replicas: o.Replicas, Containers: []workload.ContainerRecommendation{{
+		Name: "app", Target: o.Containers[0].Requests,
+		LowerBound: o.Containers[0].Requests.Scale(0.9), UpperBound: o.Containers[0].Requests.Scale(1.1),
+	}}}
+	resize := keep
+	resize.Containers = []workload.ContainerRecommendation{{Name: "app", Target: o.Containers[0].Requests.Scale(1.5)}}
+	slow := o
+	slow.Latency.P95 = 2 * slow.SLO
+	for _, tc := range []struct {
+		name     string
+		shape    PolicyShape
+		applied  workload.Recommendation
+		next     workload.Observation
+		wantDiff float64 // paper reward − learning reward
+	}{
+		{"residual, nothing", PolicyShape{Residual: &space}, keep, o, 0},
+		{"residual, resize", PolicyShape{Residual: &space}, resize, o, DefaultVerticalCost},
+		{"residual, SLO violated", PolicyShape{Residual: &space}, keep, slow, DefaultSLOCost},
+		{"residual, both", PolicyShape{Residual: &space}, resize, slow, DefaultVerticalCost + DefaultSLOCost},
+		{"paper, both", PolicyShape{}, resize, slow, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := NewAgent("ns/app", DefaultConfig().Gates, DefaultSteps(), time.Unix(0, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.SetShape(tc.shape)
+			out, err := a.Outcome(Outcome{Observation: o, Applied: tc.applied, AppliedSource: workload.SourceDefault, Next: tc.next, Config: DefaultConfig()}, time.Unix(60, 0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := out.Reward.Reward - out.Experience.Transition.Reward; math.Abs(got-tc.wantDiff) > 1e-12 {
+				t.Fatalf("learning reward lower by %v, want %v", got, tc.wantDiff)
+			}
+		})
 	}
 }

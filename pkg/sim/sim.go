@@ -297,14 +297,7 @@ func (s *Simulator) Apply(rec workload.Recommendation) (Actions, error) {
 	req, lim := s.tmplReq, s.tmplLim
 	for _, r := range [...]workload.Resource{workload.CPU, workload.Memory} {
 		target := cr.Target.Get(r)
-		if !s.policy.Controls(r) || target <= 0 {
-			continue
-		}
-		cur := req.Get(r)
-		if lo, hi := cr.LowerBound.Get(r), cr.UpperBound.Get(r); lo > 0 && hi > 0 && cur >= lo && cur <= hi {
-			continue
-		}
-		if math.Abs(target-cur) <= 1e-9*math.Max(target, cur) {
+		if !s.policy.Controls(r) || !cr.Changes(r, req.Get(r)) {
 			continue
 		}
 		req = req.With(r, target)

@@ -116,7 +116,7 @@ type EvidenceOptions struct {
 // DefaultEvidenceOptions returns the options of `rl-agent evidence`
 // without flags.
 func DefaultEvidenceOptions() EvidenceOptions {
-	base := DefaultOptions()
+	base := PaperOptions()
 	base.Window = 8 // half the GRU unroll of the default: Meta-PPO updates cost half
 	base.BCRounds = 1
 	// The experiments evaluate on traces of EvalSteps (two hours), so

@@ -20,8 +20,10 @@ import (
 )
 
 // tiny is a training run small enough for -race: a few short episodes.
+// tiny is a small training in the paper's setting, which most tests here
+// are about (behaviour cloning, the gates, frozen Serving apps).
 func tiny() Options {
-	o := DefaultOptions()
+	o := PaperOptions()
 	o.Apps, o.Episodes, o.BootstrapEpisodes, o.EpisodeSteps, o.BatchEpisodes = 3, 9, 1, 24, 3
 	o.Traces = []string{"steady", "flash-crowd"}
 	o.MinibatchSize = 32
@@ -57,7 +59,7 @@ func marshal(t *testing.T, l Learner) []byte {
 // OOM kills and lost requests; PPO quickly learns not to.
 func TestTrainImproves(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
-		o := DefaultOptions()
+		o := PaperOptions()
 		o.Apps, o.BatchEpisodes, o.EpisodeSteps = 4, 4, 60
 		o.Episodes, o.BootstrapEpisodes = 4*12, 0
 		o.Traces = []string{"steady"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Source says who produced a recommendation.
@@ -27,6 +28,21 @@ type ContainerRecommendation struct {
 	UpperBound Resources
 	// UncappedTarget is Target before the container policy was applied.
 	UncappedTarget Resources
+}
+
+// Changes reports whether applying c changes a request cur of r: c has a
+// target for r that differs from cur, and cur is not within c's bounds
+// (both set). It is how the simulator, and the agent charging a learner
+// for vertical changes, decide that pods will be resized.
+func (c *ContainerRecommendation) Changes(r Resource, cur float64) bool {
+	target := c.Target.Get(r)
+	if target <= 0 {
+		return false
+	}
+	if lo, hi := c.LowerBound.Get(r), c.UpperBound.Get(r); lo > 0 && hi > 0 && cur >= lo && cur <= hi {
+		return false
+	}
+	return math.Abs(target-cur) > 1e-9*math.Max(target, cur)
 }
 
 // Recommendation is one decision for both dimensions of a workload.

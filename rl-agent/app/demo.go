@@ -60,16 +60,18 @@ func newDemoCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Train the agent and compare it with the default policies and the oracle on the built-in simulator",
-		Long: `demo trains a small AWARE agent on generated training apps (or loads one with
---agent-checkpoint), then evaluates HPA alone, VPA alone, naive HPA+VPA, the
-fused default, the oracle (the cheapest allocation that meets each SLO,
-knowing the future load) and the agent ("aware") on held-out generated apps,
-which the agent never trained on, under steady, diurnal, bursty, ramp,
-flash-crowd and step-change load. It prints a comparison table and writes
+		Long: `demo trains three small AWARE agents on generated training apps, with
+training seeds --seed, --seed+1 and --seed+2 (--agent-seeds; or loads them
+with --agent-checkpoint), then evaluates HPA alone, VPA alone, naive
+HPA+VPA, the fused default, the oracle (the cheapest allocation that meets
+each SLO, knowing the future load) and each agent ("aware-1", ...) on
+held-out generated apps, which the agents never trained on, under steady,
+diurnal, bursty, ramp, flash-crowd and step-change load. It prints a
+comparison table and every policy's paired difference from the fused
+default with 95% confidence intervals, the agents' also pooled, and writes
 report.json, a cost vs SLO-violation scatter, one app's time series, the
-agent's checkpoint and its reward curve to a folder it names. With no flags
-it uses about 200 s of CPU, of which training the agent takes about 50 s
-(mostly on one core): two to three minutes on two idle cores.`,
+agents' checkpoints and reward curves to a folder it names. The training
+flags (--train-*) are rl-agent train's.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {

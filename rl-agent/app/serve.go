@@ -61,7 +61,8 @@ type serveOptions struct {
 	// without one.
 	Policy string
 	// ActionSpace is the action space of a fresh policy: "paper" or
-	// "residual"; empty means the checkpoint's, or paper without one.
+	// "residual"; empty means the checkpoint's, or without one residual
+	// (paper for Meta-PPO, which has no factored heads).
 	ActionSpace string
 }
 
@@ -70,6 +71,13 @@ const (
 	actionSpacePaper    = "paper"
 	actionSpaceResidual = "residual"
 )
+
+// actionSpaceOf names the action space of a policy that initialPolicy
+// accepted.
+func actionSpaceOf(c policy.Config) string {
+	sh, _ := learn.ShapeOf(c)
+	return sh.String()
+}
 
 func newServeOptions() *serveOptions {
 	d := server.DefaultOptions()
@@ -123,7 +131,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
 	fs.IntVar(&o.RetrainMin, "retrain-min-episodes", o.RetrainMin, "After the detector fires, the defaults act for at least this many episodes (spec.rl.gates.episodeSteps ticks each) while the agent relearns from them, before the promotion gate may return the workload to the agent; 0: no minimum.")
 	fs.IntVar(&o.RetrainMax, "retrain-max-episodes", o.RetrainMax, "After this many episodes in Retraining the workload returns to the agent (OnlineTraining) even if the defaults never pass the promotion gate, e.g. because the change lowered what they attain; 0: only the gate returns it, and a workload whose defaults stay below the gate stays on them.")
-	fs.StringVar(&o.ActionSpace, "action-space", o.ActionSpace, "Actions of the policy: \"paper\" (no-op, ±1 replica, ±CPU step, ±memory step) or \"residual\" (one choice per dimension relative to the recommender's default: follow, hold, offsets and factors; a fresh residual policy follows the default, ppo only). Empty: the --initial-checkpoint's, or paper. State already in --state-dir must hold the same: keep the flag across restarts.")
+	fs.StringVar(&o.ActionSpace, "action-space", o.ActionSpace, "Actions of the policy: \"paper\" (no-op, ±1 replica, ±CPU step, ±memory step) or \"residual\" (one choice per dimension relative to the recommender's default: follow, hold, offsets and factors; a fresh residual policy follows the default, ppo only). Empty: the --initial-checkpoint's, or residual (paper for --policy=meta-ppo). State already in --state-dir must hold the same: keep the flag across restarts.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
 }
 
@@ -242,12 +250,12 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		c := meta.Config()
 		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim, "seed", o.Seed)
 	case o.InitialCheckpoint == "":
-		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindPPO, "hidden", ppo.Config().Hidden, "seed", o.Seed)
+		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindPPO, "actionSpace", actionSpaceOf(ppo.Config()), "hidden", ppo.Config().Hidden, "seed", o.Seed)
 	case meta != nil:
 		c := meta.Config()
 		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim)
 	default:
-		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindPPO, "hidden", ppo.Config().Hidden)
+		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindPPO, "actionSpace", actionSpaceOf(ppo.Config()), "hidden", ppo.Config().Hidden)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -334,7 +342,7 @@ func openLink(ctx context.Context, o *serveOptions) (*certs.Link, error) {
 func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err error) {
 	if o.InitialCheckpoint == "" {
 		cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
-		if o.ActionSpace == actionSpaceResidual {
+		if o.ActionSpace == actionSpaceResidual || (o.ActionSpace == "" && o.Policy != policy.KindMetaPPO) {
 			cfg = learn.ResidualConfig(learn.DefaultFollowBias)
 		}
 		cfg.Seed = o.Seed

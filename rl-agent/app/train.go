@@ -23,7 +23,7 @@ import (
 // prefixed with prefix (the demo uses "train-").
 func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.StringVar(&o.Policy, prefix+"policy", o.Policy, "learner: ppo, or meta-ppo (a GRU encoder reads the workload's recent trajectory; its embedding joins the state)")
-	fs.StringVar(&o.ActionSpace, prefix+"action-space", o.ActionSpace, "actions: paper (the AWARE paper's no-op, ±1 replica, ±10% CPU, ±10% memory) or residual (one choice per dimension relative to the fused default's recommendation: follow, hold, offsets and factors; an untrained agent follows the default; ppo only)")
+	fs.StringVar(&o.ActionSpace, prefix+"action-space", o.ActionSpace, "actions: residual (one choice per dimension relative to the fused default's recommendation: follow, hold, offsets and factors; an untrained agent follows the default; ppo only) or paper (the AWARE paper's no-op, ±1 replica, ±10% CPU, ±10% memory); empty: residual for ppo, paper for meta-ppo")
 	fs.Float64Var(&o.FollowBias, prefix+"follow-bias", o.FollowBias, "residual: initial output bias of each head's follow-the-default choice (0 = 3: greedy follows, sampling follows in about half the windows)")
 	fs.Float64Var(&o.EntropyCoef, prefix+"entropy-coef", o.EntropyCoef, "weight of PPO's entropy bonus")
 	fs.IntVar(&o.Window, prefix+"meta-window", o.Window, "meta-ppo: recent steps the encoder reads")
@@ -124,22 +124,29 @@ func newTrainCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "train",
 		Short: "Train the agent on the built-in simulator",
-		Long: `train trains the AWARE agent (a PPO actor-critic over the discrete actions
-no-op, ±1 replica, ±CPU step, ±memory step), or with --policy=meta-ppo the
-same with a GRU encoder of each workload's recent trajectory, on generated
-training apps under the simulator's load traces; the held-out apps that demo
-and eval use are never trained on. Each app goes through the agent's
-lifecycle. It bootstraps first: the fused HPA+VPA default acts and the agent
-clones its decisions, then trains its critic on them offline, until the
-reward gate (the mean and spread of the app's last --gate-window episode
-rewards) passes or --bootstrap-episodes is reached. Then the agent acts,
-sampling, with the FaaSRM safeguard on, and learns by PPO; once the gate
-passes again the app is served greedily with frozen weights (--freeze-serving),
-and retrains if its reward drops, the fused default acting again while the
-agent relearns from it. The learner is charged --scaling-cost for every
-replica it adds or removes, so that it does not flap. The policy is checkpointed to --checkpoint during and
-after training, and the reward curve (with each episode's stage) is
-plotted. Equal flags give identical checkpoints.`,
+		Long: `train trains the AWARE agent on generated training apps under the
+simulator's load traces; the held-out apps that demo and eval use are never
+trained on. By default (--action-space=residual) the agent is a PPO
+actor-critic that acts relative to the fused HPA+VPA default's
+recommendation of the same window, one choice per dimension (replicas:
+follow, hold, -2..+2, x0.8, x1.25; CPU and memory requests: follow, hold,
+x0.7..x1.3); untrained, it follows the default. --action-space=paper is the
+AWARE paper's agent (no-op, ±1 replica, ±CPU step, ±memory step), and
+--policy=meta-ppo adds a GRU encoder of each workload's recent trajectory
+(paper actions only). Each episode is an hour cut from a day-long trace
+(--trace-steps), as long as demo and eval run. Each app goes through the
+agent's lifecycle: it bootstraps first (the default acts; in the paper's
+space the agent clones it), until the reward gate (the mean and spread of
+the app's last --gate-window episode rewards) passes or
+--bootstrap-episodes is reached; then the agent acts, sampling, with the
+FaaSRM safeguard on, and learns by PPO. With --freeze-serving an app the
+gate promotes is served greedily with frozen weights, as in the cluster,
+and retrains if its reward drops. The learner is charged --scaling-cost per
+replica it adds or removes, --vertical-cost per request change and
+--slo-cost per SLO-violating window; the reported rewards are the paper's.
+The policy is checkpointed to --checkpoint during and after training, and
+the reward curve (with each episode's stage) is plotted. Equal flags give
+identical checkpoints.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -157,8 +164,8 @@ func runTrain(cmd *cobra.Command, o *trainOptions) error {
 	if !o.noProgress {
 		o.Progress = demo.NewProgressBar(cmd.ErrOrStderr())
 	}
-	fmt.Fprintf(stdout, "Training %s on %d apps for %d episodes of %d windows (each app bootstrapping for at most %d), seed %d\n",
-		o.Policy, o.Apps, o.Episodes, o.EpisodeSteps, o.BootstrapEpisodes, o.Seed)
+	fmt.Fprintf(stdout, "Training %s (%s actions) on %d apps for %d episodes of %d windows (each app bootstrapping for at most %d), seed %d\n",
+		o.Policy, o.Space(), o.Apps, o.Episodes, o.EpisodeSteps, o.BootstrapEpisodes, o.Seed)
 	cpu0, wall0 := demo.CPUTime(), time.Now()
 	res, err := train.Train(cmd.Context(), o.Options)
 	if err != nil {
