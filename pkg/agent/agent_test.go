@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,6 +138,7 @@ func TestAdvise(t *testing.T) {
 		{"negative answer", v1alpha1.RLModeOn, answer(pb.Stage_STAGE_SERVING, pb.Source_SOURCE_AGENT, 3, -1), nil, 0, v1alpha1.SourceDefault, "InvalidAgentAnswer"},
 		{"no recommendation", v1alpha1.RLModeOn, &pb.RecommendResponse{Stage: pb.Stage_STAGE_SERVING, Source: pb.Source_SOURCE_AGENT}, nil, 0, v1alpha1.SourceDefault, "InvalidAgentAnswer"},
 		{"down", v1alpha1.RLModeOn, nil, status.Error(codes.Unavailable, "down"), 0, v1alpha1.SourceDefault, "AgentUnavailable"},
+		{"cannot persist", v1alpha1.RLModeOn, nil, status.Error(codes.Unavailable, "cannot persist agent state: no space left on device"), 0, v1alpha1.SourceDefault, "AgentUnavailable"},
 		{"input refused", v1alpha1.RLModeOn, nil, status.Error(codes.InvalidArgument, "observation.replicas: out of bounds"), 0, v1alpha1.SourceDefault, "AgentRefusedInput"},
 		{"slow", v1alpha1.RLModeOn, serving, nil, 5 * time.Second, v1alpha1.SourceDefault, "AgentTimeout"},
 	} {
@@ -147,6 +149,10 @@ func TestAdvise(t *testing.T) {
 			rec, rl := a.Advise(context.Background(), mpaWith(tc.mode), obs, cons, def)
 			if rl.Source != tc.wantSource || rl.Reason != tc.wantReason {
 				t.Fatalf("rl %s/%s (%s), want %s/%s", rl.Source, rl.Reason, rl.Message, tc.wantSource, tc.wantReason)
+			}
+			// A failing agent's own reason reaches status.rl.message.
+			if st, ok := status.FromError(tc.err); ok && tc.err != nil && tc.wantReason == "AgentUnavailable" && !strings.Contains(rl.Message, st.Message()) {
+				t.Errorf("message %q does not carry the agent's %q", rl.Message, st.Message())
 			}
 			if tc.wantSource == v1alpha1.SourceDefault {
 				if rec.Replicas != def.Replicas || rec.Source != workload.SourceDefault {

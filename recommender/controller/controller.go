@@ -531,7 +531,11 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 	// lastCheckpoint starts now: there is nothing new to save before a
 	// checkpoint interval of samples has been seen.
 	ns := &state{namespace: m.Namespace, name: m.Name, uid: m.UID, generation: m.Generation, constraints: mpa.Constraints(m), lastCheckpoint: c.clock.Now()}
-	if err := ns.constraints.Validate(); err != nil {
+	if err := mpa.CheckQuantities(m); err != nil {
+		// Read as another value (0 is "unbounded"), such a bound would
+		// be silently ignored.
+		ns.configErr = fmt.Errorf("invalid constraints: %w", err)
+	} else if err := ns.constraints.Validate(); err != nil {
 		ns.configErr = fmt.Errorf("invalid constraints: %w", err)
 	} else if p, err := c.newPolicy(ns.constraints); err != nil {
 		ns.configErr = err

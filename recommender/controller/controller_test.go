@@ -706,6 +706,27 @@ func TestInvalidConstraintsAreConfigUnsupported(t *testing.T) {
 	wantCond(t, f.mpa("ns", "web"), v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "InvalidConfiguration")
 }
 
+// TestQuantityBeyondInt64IsConfigUnsupported: a bound no int64 holds is
+// refused by name, not read as 0 (no bound) or a wrapped value.
+func TestQuantityBeyondInt64IsConfigUnsupported(t *testing.T) {
+	m := newMPA("ns", "web")
+	m.Spec.ResourcePolicy = &v1alpha1.PodResourcePolicy{ContainerPolicies: []v1alpha1.ContainerResourcePolicy{{
+		ContainerName: "*", MaxAllowed: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100E")},
+	}}}
+	f := newFixture(t, m, newPod("ns", "web", "web-1", true))
+	f.start()
+	f.tick()
+	got := f.mpa("ns", "web")
+	wantCond(t, got, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "InvalidConfiguration")
+	c := condition(&got.Status, v1alpha1.ConfigUnsupported)
+	if !strings.Contains(c.Message, "spec.resourcePolicy.containerPolicies[0].maxAllowed: memory 100E") {
+		t.Errorf("ConfigUnsupported message %q does not name the quantity", c.Message)
+	}
+	if got.Status.Recommendation != nil {
+		t.Errorf("a recommendation was written under an unreadable bound: %+v", got.Status.Recommendation)
+	}
+}
+
 func TestMetricsLint(t *testing.T) {
 	f := newFixture(t)
 	f.start()
