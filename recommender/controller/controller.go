@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,7 +30,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -187,6 +185,8 @@ type Controller struct {
 
 	mu      sync.Mutex
 	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
+	// writeFailures are the autoscalers whose status writes fail (write.go).
+	writeFailures map[string]*writeFailure
 
 	ready atomic.Bool
 
@@ -278,6 +278,8 @@ func New(cfg Config, d Deps) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "recommender-status"}),
 		states:  map[string]*state{},
 		pending: map[string]*v1alpha1.MultidimPodAutoscalerStatus{},
+
+		writeFailures: map[string]*writeFailure{},
 
 		historySlots: make(chan struct{}, max(cfg.History.Concurrency, 1)),
 	}
@@ -711,109 +713,4 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		}
 	}
 	return s, true
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.writeStatus(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Writing status; will retry", "mpa", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-// writeStatus writes the pending status of key through the status
-// subresource. The first attempt starts from the cached object; on a
-// conflict the object is re-read from the API server and the recommender's
-// fields are merged into the fresh status again.
-func (c *Controller) writeStatus(ctx context.Context, key string) error {
-	c.mu.Lock()
-	ours := c.pending[key]
-	c.mu.Unlock()
-	if ours == nil {
-		return nil
-	}
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return fmt.Errorf("bad key %q: %w", key, err)
-	}
-	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
-	cur, err := c.mpas.MultidimPodAutoscalers(ns).Get(name)
-	var before *v1alpha1.MultidimPodAutoscalerStatus
-	var written *v1alpha1.MultidimPodAutoscaler
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err != nil { // first attempt's cache read failed, or a conflict
-			if cur, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-		obj := cur.DeepCopy()
-		before = &cur.Status
-		merge(&obj.Status, ours)
-		written, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			c.metrics.statusWrites.WithLabelValues("conflict").Inc()
-		}
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		c.dropPending(key, ours)
-		return nil
-	}
-	if err != nil {
-		c.metrics.statusWrites.WithLabelValues("error").Inc()
-		return fmt.Errorf("updating status of %s: %w", key, err)
-	}
-	c.metrics.statusWrites.WithLabelValues("success").Inc()
-	c.dropPending(key, ours)
-	c.emitEvents(written, before, ours)
-	return nil
-}
-
-// dropPending forgets ours unless a newer status replaced it meanwhile.
-func (c *Controller) dropPending(key string, ours *v1alpha1.MultidimPodAutoscalerStatus) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pending[key] == ours {
-		delete(c.pending, key)
-	}
-}
-
-// emitEvents records an event for each condition that changed status.
-// Conditions describing trouble are warnings.
-func (c *Controller) emitEvents(obj *v1alpha1.MultidimPodAutoscaler, before, after *v1alpha1.MultidimPodAutoscalerStatus) {
-	if c.recorder == nil || obj == nil {
-		return
-	}
-	bad := map[v1alpha1.MultidimPodAutoscalerConditionType]corev1.ConditionStatus{
-		v1alpha1.ConfigUnsupported: corev1.ConditionTrue, v1alpha1.NoPodsMatched: corev1.ConditionTrue,
-		v1alpha1.ScalingActive: corev1.ConditionFalse, v1alpha1.AbleToScale: corev1.ConditionFalse,
-		v1alpha1.RecommendationProvided: corev1.ConditionFalse,
-	}
-	for _, t := range ownedConditions {
-		a := condition(after, t)
-		if a == nil {
-			continue
-		}
-		if b := condition(before, t); b != nil && b.Status == a.Status {
-			continue
-		}
-		bs, isBad := bad[t]
-		if !isBad {
-			continue // LowConfidence, FetchingHistory, ScalingLimited: status only, too chatty as events
-		}
-		typ := corev1.EventTypeNormal
-		if bs == a.Status {
-			typ = corev1.EventTypeWarning
-		} else if condition(before, t) == nil {
-			continue // a healthy first status is not news
-		}
-		c.recorder.Eventf(obj, typ, a.Reason, "%s is %s: %s", t, a.Status, a.Message)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -640,6 +641,58 @@ func TestPersistentWriteErrorIsRetriedWithBackoff(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.c.metrics.statusWrites.WithLabelValues("error")); got != 1 {
 		t.Errorf("error counter %g", got)
+	}
+	f.c.queue.ShutDown()
+}
+
+// TestStatusWriteRecovered: writes that fail while the API server (or
+// etcd) is down are retried; the write that succeeds after them records a
+// StatusWriteRecovered event saying for how long and why the status was
+// stale, once, and a write without earlier failures records none.
+func TestStatusWriteRecovered(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20))
+	f.start()
+	down := true
+	f.client.PrependReactor("update", "multidimpodautoscalers", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if down && a.GetSubresource() == "status" {
+			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
+		}
+		return false, nil, nil
+	})
+	ctx := context.Background()
+	f.c.RunOnce(ctx)
+	for range 3 {
+		f.c.processNext(ctx)
+		f.clock.Step(10 * time.Second)
+		// The rate limiter re-adds the key after its backoff; take it
+		// back now rather than wait for it.
+		f.c.queue.Forget("ns/web")
+		f.c.queue.Add("ns/web")
+	}
+	drainEvents(f.recorder)
+	if m := f.mpa("ns", "web"); m.Status.RecommendationTime != nil {
+		t.Fatalf("status written while the API server was down: %+v", m.Status)
+	}
+	down = false
+	f.c.processNext(ctx)
+	if m := f.mpa("ns", "web"); m.Status.RecommendationTime == nil {
+		t.Fatal("status not written after the API server came back")
+	}
+	want := "Normal StatusWriteRecovered the status is written again after 3 failed attempts over 30s; the last error: updating status of ns/web: etcdserver: leader changed"
+	if got := drainEvents(f.recorder); !slices.Contains(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if got := testutil.ToFloat64(f.c.metrics.statusWriteOutages); got != 1 {
+		t.Errorf("recoveries counted %g, want 1", got)
+	}
+	// The next write, with no failure before it, is not news.
+	f.clock.Step(time.Hour)
+	f.tick()
+	for _, e := range drainEvents(f.recorder) {
+		if strings.Contains(e, ReasonStatusWriteRecovered) {
+			t.Errorf("a second recovery event: %q", e)
+		}
 	}
 	f.c.queue.ShutDown()
 }
