@@ -104,6 +104,13 @@ type Config struct {
 	// while recommendations are being made, so the updater's staleness
 	// guard only fires when the recommender really stopped.
 	StatusRefreshInterval time.Duration
+	// StatusWriteTimeout bounds one status write (its re-reads and
+	// conflict retries included); zero means DefaultStatusWriteTimeout.
+	// While etcd is down the API server holds a write for its whole
+	// request timeout (60s); abandoned sooner, the write counts as failed,
+	// is retried with backoff, and the write that succeeds says so
+	// (StatusWriteRecovered).
+	StatusWriteTimeout time.Duration
 	// CheckpointInterval is how often each autoscaler's histograms are
 	// saved, and how often orphaned checkpoints are collected.
 	CheckpointInterval time.Duration
@@ -224,7 +231,10 @@ type state struct {
 // New builds the controller. The pod informer should carry TrimPod as its
 // transform (set before it starts).
 func New(cfg Config, d Deps) (*Controller, error) {
-	if cfg.Interval <= 0 || cfg.StatusRefreshInterval <= 0 || cfg.CheckpointInterval <= 0 {
+	if cfg.StatusWriteTimeout == 0 {
+		cfg.StatusWriteTimeout = DefaultStatusWriteTimeout
+	}
+	if cfg.Interval <= 0 || cfg.StatusRefreshInterval <= 0 || cfg.CheckpointInterval <= 0 || cfg.StatusWriteTimeout < 0 {
 		return nil, errors.New("intervals must be positive")
 	}
 	if cfg.RecommenderName == "" {

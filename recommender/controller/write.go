@@ -79,6 +79,9 @@ func (c *Controller) writeRecovered(key string, obj *v1alpha1.MultidimPodAutosca
 		f.attempts, c.clock.Since(f.first).Round(time.Second), f.err)
 }
 
+// DefaultStatusWriteTimeout is Config.StatusWriteTimeout's default.
+const DefaultStatusWriteTimeout = 10 * time.Second
+
 // ReasonStatusWriteRecovered is the event of a status write that
 // succeeded after failures.
 const ReasonStatusWriteRecovered = "StatusWriteRecovered"
@@ -98,6 +101,8 @@ func (c *Controller) writeStatus(ctx context.Context, key string) error {
 	if err != nil {
 		return fmt.Errorf("bad key %q: %w", key, err)
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StatusWriteTimeout)
+	defer cancel()
 	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
 	cur, err := c.mpas.MultidimPodAutoscalers(ns).Get(name)
 	var before *v1alpha1.MultidimPodAutoscalerStatus
