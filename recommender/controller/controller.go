@@ -362,16 +362,22 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			handled = append(handled, m)
 		}
 	}
+	// The API reads of a loop get half an interval, as the Prometheus
+	// reads do (readExternal): while etcd is down the API server holds a
+	// request for its own timeout (60s), and a loop stuck on a list would
+	// neither refresh nor report anything until then.
+	readCtx, cancel := context.WithTimeout(ctx, c.cfg.Interval/2)
+	defer cancel()
 	var use map[string]map[string]*usage.PodUsage
 	var useErr error
 	if len(handled) > 0 {
-		use, useErr = c.readUsage(ctx)
+		use, useErr = c.readUsage(readCtx)
 		if useErr != nil {
 			logger.Error(useErr, "Reading pod metrics; keeping the last recommendations")
 		}
 	}
 	ext := c.readExternal(ctx, handled)
-	rivals := c.scanRivals(ctx, len(handled) > 0)
+	rivals := c.scanRivals(readCtx, len(handled) > 0)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	// Over every autoscaler, handled or not: one of another recommender
@@ -595,7 +601,10 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionFalse, "InvalidConfiguration", "the configuration cannot be acted on", now)
 		return s, false
 	}
-	tgt, err := c.targets.Target(ctx, m.Namespace, m.Spec.ScaleTargetRef)
+	// Bounded as the loop's other API reads (RunOnce).
+	tctx, cancel := context.WithTimeout(ctx, c.cfg.Interval/2)
+	tgt, err := c.targets.Target(tctx, m.Namespace, m.Spec.ScaleTargetRef)
+	cancel()
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrTargetNotFound):
