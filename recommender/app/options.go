@@ -88,7 +88,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Leader.AddFlags(fs)
 	fs.StringVar(&o.RecommenderName, "recommender-name", o.RecommenderName, "Handle the MultidimPodAutoscalers whose spec.recommenders[0].name is this; \""+controller.DefaultRecommenderName+"\" also handles those naming no recommender.")
 	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window.")
-	fs.DurationVar(&o.StatusWriteTimeout, "status-write-timeout", o.StatusWriteTimeout, "Abandon a status write (and retry it with backoff) after this long. While etcd is down the API server holds a write for its request timeout (60s); a write that succeeds after failed ones records a StatusWriteRecovered event.")
+	fs.DurationVar(&o.StatusWriteTimeout, "status-write-timeout", o.StatusWriteTimeout, "Abandon a status write after this long and retry it with backoff, so a request the API server holds (e.g. while etcd is unreachable; its own timeout is 60s) does not block a worker. A write that succeeds after failed ones records a StatusWriteRecovered event.")
 	fs.DurationVar(&o.StatusRefreshInterval, "status-refresh-interval", o.StatusRefreshInterval, "Rewrite status.recommendationTime at least this often while recommendations are being made, even if nothing changed, so the updater can tell a live recommender from a dead one.")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoints-interval", o.CheckpointInterval, "How often each autoscaler's usage histograms are saved in MultidimPodAutoscalerCheckpoint objects, and checkpoints of deleted autoscalers are deleted.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only watch this namespace (autoscalers, pods, checkpoints, metrics). Empty means all namespaces.")

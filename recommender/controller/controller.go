@@ -106,9 +106,9 @@ type Config struct {
 	StatusRefreshInterval time.Duration
 	// StatusWriteTimeout bounds one status write (its re-reads and
 	// conflict retries included); zero means DefaultStatusWriteTimeout.
-	// While etcd is down the API server holds a write for its whole
-	// request timeout (60s); abandoned sooner, the write counts as failed,
-	// is retried with backoff, and the write that succeeds says so
+	// A request the API server holds (e.g. while etcd is unreachable, up
+	// to its own 60s timeout) is abandoned sooner, counts as failed, is
+	// retried with backoff, and the write that succeeds says so
 	// (StatusWriteRecovered).
 	StatusWriteTimeout time.Duration
 	// CheckpointInterval is how often each autoscaler's histograms are
