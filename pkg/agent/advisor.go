@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -192,7 +193,14 @@ func (a *Advisor) Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler,
 		if status.Code(err) == codes.DeadlineExceeded {
 			reason = "AgentTimeout"
 		}
-		return fallback(reason, fmt.Sprintf("the agent did not answer: %s", status.Code(err)), nil)
+		// The agent's own words say why (e.g. it cannot persist its
+		// state), so the operator reads the cause in status.rl.
+		st := status.Convert(err)
+		msg := fmt.Sprintf("the agent did not answer: %s", st.Code())
+		if m := st.Message(); m != "" && st.Code() != codes.DeadlineExceeded {
+			msg += ": " + truncate(m, maxAgentMessage)
+		}
+		return fallback(reason, msg, nil)
 	}
 	a.opts.Breaker.Success()
 	rl := &v1alpha1.RLStatus{
@@ -282,4 +290,15 @@ func stage(s pb.Stage) v1alpha1.RLStage {
 		return v1alpha1.RLStageRetraining
 	}
 	return ""
+}
+
+// maxAgentMessage bounds how much of an agent's error message goes into
+// status.rl.message: the agent is another process, maybe another team's.
+const maxAgentMessage = 256
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

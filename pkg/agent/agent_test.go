@@ -145,6 +145,7 @@ func TestAdvise(t *testing.T) {
 		{"negative answer", v1alpha1.RLModeOn, answer(pb.Stage_STAGE_SERVING, pb.Source_SOURCE_AGENT, 3, -1), nil, 0, v1alpha1.SourceDefault, "InvalidAgentAnswer"},
 		{"no recommendation", v1alpha1.RLModeOn, &pb.RecommendResponse{Stage: pb.Stage_STAGE_SERVING, Source: pb.Source_SOURCE_AGENT}, nil, 0, v1alpha1.SourceDefault, "InvalidAgentAnswer"},
 		{"down", v1alpha1.RLModeOn, nil, status.Error(codes.Unavailable, "down"), 0, v1alpha1.SourceDefault, "AgentUnavailable"},
+		{"cannot persist", v1alpha1.RLModeOn, nil, status.Error(codes.Unavailable, "cannot persist agent state: no space left on device"), 0, v1alpha1.SourceDefault, "AgentUnavailable"},
 		{"input refused", v1alpha1.RLModeOn, nil, status.Error(codes.InvalidArgument, "observation.replicas: out of bounds"), 0, v1alpha1.SourceDefault, "AgentRefusedInput"},
 		{"slow", v1alpha1.RLModeOn, serving, nil, 5 * time.Second, v1alpha1.SourceDefault, "AgentTimeout"},
 		{"residual action named", v1alpha1.RLModeOn, named(serving, "replicas=+1/cpu=x1.15/memory=follow"), nil, 0, v1alpha1.SourceAgent, "AgentActing"},
@@ -163,6 +164,10 @@ func TestAdvise(t *testing.T) {
 				if want := "Acting: " + act[:min(len(act), maxActionName)]; rl.Message != want {
 					t.Fatalf("message %q, want %q", rl.Message, want)
 				}
+			}
+			// A failing agent's own reason reaches status.rl.message.
+			if st, ok := status.FromError(tc.err); ok && tc.err != nil && tc.wantReason == "AgentUnavailable" && !strings.Contains(rl.Message, st.Message()) {
+				t.Errorf("message %q does not carry the agent's %q", rl.Message, st.Message())
 			}
 			if tc.wantSource == v1alpha1.SourceDefault {
 				if rec.Replicas != def.Replicas || rec.Source != workload.SourceDefault {

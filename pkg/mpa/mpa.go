@@ -13,6 +13,8 @@
 package mpa
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -56,17 +58,79 @@ func RecommenderName(m *v1alpha1.MultidimPodAutoscaler) string {
 	return m.Spec.Recommenders[0].Name
 }
 
-// Resources converts a ResourceList to cores and bytes; other resources are
-// ignored and a missing resource is 0.
-func Resources(rl corev1.ResourceList) workload.Resources {
+// ErrQuantityRange marks a quantity too large to convert: its CPU
+// millicores or memory bytes do not fit in an int64.
+var ErrQuantityRange = errors.New("quantity beyond the int64 range")
+
+// Largest amounts ParseResources converts exactly.
+var (
+	maxCPUQuantity    = resource.NewMilliQuantity(math.MaxInt64, resource.DecimalSI)
+	maxMemoryQuantity = resource.NewQuantity(math.MaxInt64, resource.BinarySI)
+)
+
+// ParseResources converts a ResourceList to cores and bytes; other
+// resources are ignored and a missing resource is 0. A CPU amount beyond
+// math.MaxInt64 millicores or a memory amount beyond math.MaxInt64 bytes
+// (e.g. "100E") is an ErrQuantityRange error naming the resource:
+// Quantity.MilliValue and Value read such amounts as 0 or wrap them
+// negative, which would turn a maxAllowed into "unbounded".
+func ParseResources(rl corev1.ResourceList) (workload.Resources, error) {
 	var r workload.Resources
+	var errs []error
 	if q, ok := rl[corev1.ResourceCPU]; ok {
-		r.CPU = float64(q.MilliValue()) / 1000
+		if q.CmpInt64(0) > 0 && q.Cmp(*maxCPUQuantity) > 0 {
+			errs = append(errs, fmt.Errorf("cpu %s: %w (at most %s)", q.String(), ErrQuantityRange, maxCPUQuantity.String()))
+			r.CPU = maxCPUQuantity.AsApproximateFloat64()
+		} else {
+			r.CPU = float64(q.MilliValue()) / 1000
+		}
 	}
 	if q, ok := rl[corev1.ResourceMemory]; ok {
-		r.Memory = float64(q.Value())
+		if q.CmpInt64(0) > 0 && q.Cmp(*maxMemoryQuantity) > 0 {
+			errs = append(errs, fmt.Errorf("memory %s: %w (at most %s)", q.String(), ErrQuantityRange, maxMemoryQuantity.String()))
+			r.Memory = math.MaxInt64
+		} else {
+			r.Memory = float64(q.Value())
+		}
 	}
+	return r, errors.Join(errs...)
+}
+
+// Resources is ParseResources for quantities already validated, or read
+// from objects the API server holds (pods, status): an amount beyond the
+// int64 range saturates at the largest one, so it never reads as 0.
+// Specs a user writes are checked with CheckQuantities first.
+func Resources(rl corev1.ResourceList) workload.Resources {
+	r, _ := ParseResources(rl)
 	return r
+}
+
+// CheckQuantities reports every quantity of m's spec bounds (resource
+// policy and constraints) that ParseResources refuses, by field path; the
+// recommender reports it in ConfigUnsupported instead of reading such a
+// bound as another value.
+func CheckQuantities(m *v1alpha1.MultidimPodAutoscaler) error {
+	var errs []error
+	check := func(field string, rl corev1.ResourceList) {
+		if _, err := ParseResources(rl); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		}
+	}
+	if rp := m.Spec.ResourcePolicy; rp != nil {
+		for i, p := range rp.ContainerPolicies {
+			check(fmt.Sprintf("spec.resourcePolicy.containerPolicies[%d].minAllowed", i), p.MinAllowed)
+			check(fmt.Sprintf("spec.resourcePolicy.containerPolicies[%d].maxAllowed", i), p.MaxAllowed)
+		}
+	}
+	if sc := m.Spec.Constraints; sc != nil {
+		for i, c := range sc.Container {
+			if c.Requests != nil {
+				check(fmt.Sprintf("spec.constraints.container[%d].requests.minAllowed", i), c.Requests.MinAllowed)
+				check(fmt.Sprintf("spec.constraints.container[%d].requests.maxAllowed", i), c.Requests.MaxAllowed)
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // ResourceList converts cores and bytes to a ResourceList with CPU rounded

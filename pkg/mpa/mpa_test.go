@@ -1,8 +1,10 @@
 package mpa
 
 import (
+	"errors"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -187,5 +189,70 @@ func TestModes(t *testing.T) {
 		if ScalesHorizontally(mode) != want {
 			t.Errorf("ScalesHorizontally(%s) != %v", mode, want)
 		}
+	}
+}
+
+// TestParseResources: amounts beyond the int64 range are an explicit
+// error, never 0 or a wrapped negative value.
+func TestParseResources(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      corev1.ResourceList
+		want    workload.Resources
+		wantErr string // substring; empty: no error
+	}{
+		{"ordinary amounts", corev1.ResourceList{"cpu": resource.MustParse("250m"), "memory": resource.MustParse("1Gi")}, workload.Resources{CPU: 0.25, Memory: 1 << 30}, ""},
+		{"largest memory fits", corev1.ResourceList{"memory": *resource.NewQuantity(math.MaxInt64, resource.BinarySI)}, workload.Resources{Memory: math.MaxInt64}, ""},
+		{"memory of 100E", corev1.ResourceList{"memory": resource.MustParse("100E")}, workload.Resources{Memory: math.MaxInt64}, "memory 100E"},
+		{"memory one byte past int64", corev1.ResourceList{"memory": resource.MustParse("9223372036854775808")}, workload.Resources{Memory: math.MaxInt64}, "memory"},
+		{"cpu whose millicores overflow", corev1.ResourceList{"cpu": resource.MustParse("1e17")}, workload.Resources{CPU: math.MaxInt64 / 1000.0}, "cpu 100e15"},
+		{"both", corev1.ResourceList{"cpu": resource.MustParse("10E"), "memory": resource.MustParse("1e30")}, workload.Resources{CPU: math.MaxInt64 / 1000.0, Memory: math.MaxInt64}, "cpu 10E"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseResources(tc.in)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("error %v", err)
+			case tc.wantErr != "" && (!errors.Is(err, ErrQuantityRange) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("error %v, want ErrQuantityRange mentioning %q", err, tc.wantErr)
+			}
+			if math.Abs(got.CPU-tc.want.CPU) > 1e-9*tc.want.CPU || math.Abs(got.Memory-tc.want.Memory) > 1e-9*tc.want.Memory {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+			if r := Resources(tc.in); r != got {
+				t.Errorf("Resources = %+v, ParseResources = %+v", r, got)
+			}
+		})
+	}
+}
+
+// TestCheckQuantities names every spec bound beyond the int64 range.
+func TestCheckQuantities(t *testing.T) {
+	huge := corev1.ResourceList{"memory": resource.MustParse("100E")}
+	ok := corev1.ResourceList{"memory": resource.MustParse("1Gi")}
+	m := &v1alpha1.MultidimPodAutoscaler{Spec: v1alpha1.MultidimPodAutoscalerSpec{
+		ResourcePolicy: &v1alpha1.PodResourcePolicy{ContainerPolicies: []v1alpha1.ContainerResourcePolicy{{ContainerName: "*", MinAllowed: ok, MaxAllowed: huge}}},
+		Constraints: &v1alpha1.ScalingConstraints{Container: []v1alpha1.VerticalScalingConstraints{
+			{Name: "app", Requests: &v1alpha1.MinMaxVerticalScalingLimits{MinAllowed: huge, MaxAllowed: ok}},
+		}},
+	}}
+	err := CheckQuantities(m)
+	if !errors.Is(err, ErrQuantityRange) {
+		t.Fatalf("CheckQuantities = %v, want ErrQuantityRange", err)
+	}
+	for _, f := range []string{"spec.resourcePolicy.containerPolicies[0].maxAllowed", "spec.constraints.container[0].requests.minAllowed"} {
+		if !strings.Contains(err.Error(), f) {
+			t.Errorf("%v does not name %s", err, f)
+		}
+	}
+	for _, f := range []string{"containerPolicies[0].minAllowed", "container[0].requests.maxAllowed"} {
+		if strings.Contains(err.Error(), f) {
+			t.Errorf("%v names the valid %s", err, f)
+		}
+	}
+	m.Spec.ResourcePolicy.ContainerPolicies[0].MaxAllowed = ok
+	m.Spec.Constraints.Container[0].Requests.MinAllowed = ok
+	if err := CheckQuantities(m); err != nil {
+		t.Errorf("valid spec: %v", err)
 	}
 }

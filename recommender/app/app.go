@@ -185,6 +185,7 @@ func run(ctx context.Context, o *Options) error {
 		RecommenderName:       o.RecommenderName,
 		Interval:              o.Interval,
 		StatusRefreshInterval: o.StatusRefreshInterval,
+		StatusWriteTimeout:    o.StatusWriteTimeout,
 		CheckpointInterval:    o.CheckpointInterval,
 		Namespace:             o.Namespace,
 		IgnoredNamespaces:     o.IgnoredNamespaces,

@@ -25,6 +25,7 @@ type Options struct {
 	RecommenderName       string
 	Interval              time.Duration
 	StatusRefreshInterval time.Duration
+	StatusWriteTimeout    time.Duration
 	CheckpointInterval    time.Duration
 	Namespace             string
 	IgnoredNamespaces     []string
@@ -61,6 +62,7 @@ func NewOptions() *Options {
 		RecommenderName:         controller.DefaultRecommenderName,
 		Interval:                time.Minute,
 		StatusRefreshInterval:   5 * time.Minute,
+		StatusWriteTimeout:      controller.DefaultStatusWriteTimeout,
 		CheckpointInterval:      10 * time.Minute,
 		Workers:                 4,
 		LowConfidenceHistory:    24 * time.Hour,
@@ -86,6 +88,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Leader.AddFlags(fs)
 	fs.StringVar(&o.RecommenderName, "recommender-name", o.RecommenderName, "Handle the MultidimPodAutoscalers whose spec.recommenders[0].name is this; \""+controller.DefaultRecommenderName+"\" also handles those naming no recommender.")
 	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window.")
+	fs.DurationVar(&o.StatusWriteTimeout, "status-write-timeout", o.StatusWriteTimeout, "Abandon a status write after this long and retry it with backoff, so a request the API server holds (e.g. while etcd is unreachable; its own timeout is 60s) does not block a worker. A write that succeeds after failed ones records a StatusWriteRecovered event.")
 	fs.DurationVar(&o.StatusRefreshInterval, "status-refresh-interval", o.StatusRefreshInterval, "Rewrite status.recommendationTime at least this often while recommendations are being made, even if nothing changed, so the updater can tell a live recommender from a dead one.")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoints-interval", o.CheckpointInterval, "How often each autoscaler's usage histograms are saved in MultidimPodAutoscalerCheckpoint objects, and checkpoints of deleted autoscalers are deleted.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only watch this namespace (autoscalers, pods, checkpoints, metrics). Empty means all namespaces.")
@@ -127,7 +130,7 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--recommender-interval", o.Interval}, {"--status-refresh-interval", o.StatusRefreshInterval}, {"--checkpoints-interval", o.CheckpointInterval}, {"--low-confidence-history", o.LowConfidenceHistory}} {
+	}{{"--recommender-interval", o.Interval}, {"--status-refresh-interval", o.StatusRefreshInterval}, {"--status-write-timeout", o.StatusWriteTimeout}, {"--checkpoints-interval", o.CheckpointInterval}, {"--low-confidence-history", o.LowConfidenceHistory}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}

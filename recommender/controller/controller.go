@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -31,7 +30,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -106,6 +104,13 @@ type Config struct {
 	// while recommendations are being made, so the updater's staleness
 	// guard only fires when the recommender really stopped.
 	StatusRefreshInterval time.Duration
+	// StatusWriteTimeout bounds one status write (its re-reads and
+	// conflict retries included); zero means DefaultStatusWriteTimeout.
+	// A request the API server holds (e.g. while etcd is unreachable, up
+	// to its own 60s timeout) is abandoned sooner, counts as failed, is
+	// retried with backoff, and the write that succeeds says so
+	// (StatusWriteRecovered).
+	StatusWriteTimeout time.Duration
 	// CheckpointInterval is how often each autoscaler's histograms are
 	// saved, and how often orphaned checkpoints are collected.
 	CheckpointInterval time.Duration
@@ -187,6 +192,8 @@ type Controller struct {
 
 	mu      sync.Mutex
 	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
+	// writeFailures are the autoscalers whose status writes fail (write.go).
+	writeFailures map[string]*writeFailure
 
 	ready atomic.Bool
 
@@ -224,7 +231,10 @@ type state struct {
 // New builds the controller. The pod informer should carry TrimPod as its
 // transform (set before it starts).
 func New(cfg Config, d Deps) (*Controller, error) {
-	if cfg.Interval <= 0 || cfg.StatusRefreshInterval <= 0 || cfg.CheckpointInterval <= 0 {
+	if cfg.StatusWriteTimeout == 0 {
+		cfg.StatusWriteTimeout = DefaultStatusWriteTimeout
+	}
+	if cfg.Interval <= 0 || cfg.StatusRefreshInterval <= 0 || cfg.CheckpointInterval <= 0 || cfg.StatusWriteTimeout < 0 {
 		return nil, errors.New("intervals must be positive")
 	}
 	if cfg.RecommenderName == "" {
@@ -278,6 +288,8 @@ func New(cfg Config, d Deps) (*Controller, error) {
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "recommender-status"}),
 		states:  map[string]*state{},
 		pending: map[string]*v1alpha1.MultidimPodAutoscalerStatus{},
+
+		writeFailures: map[string]*writeFailure{},
 
 		historySlots: make(chan struct{}, max(cfg.History.Concurrency, 1)),
 	}
@@ -350,16 +362,22 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			handled = append(handled, m)
 		}
 	}
+	// The API reads of a loop get half an interval, as the Prometheus
+	// reads do (readExternal): while etcd is down the API server holds a
+	// request for its own timeout (60s), and a loop stuck on a list would
+	// neither refresh nor report anything until then.
+	readCtx, cancel := context.WithTimeout(ctx, c.cfg.Interval/2)
+	defer cancel()
 	var use map[string]map[string]*usage.PodUsage
 	var useErr error
 	if len(handled) > 0 {
-		use, useErr = c.readUsage(ctx)
+		use, useErr = c.readUsage(readCtx)
 		if useErr != nil {
 			logger.Error(useErr, "Reading pod metrics; keeping the last recommendations")
 		}
 	}
 	ext := c.readExternal(ctx, handled)
-	rivals := c.scanRivals(ctx, len(handled) > 0)
+	rivals := c.scanRivals(readCtx, len(handled) > 0)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	// Over every autoscaler, handled or not: one of another recommender
@@ -531,7 +549,11 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 	// lastCheckpoint starts now: there is nothing new to save before a
 	// checkpoint interval of samples has been seen.
 	ns := &state{namespace: m.Namespace, name: m.Name, uid: m.UID, generation: m.Generation, constraints: mpa.Constraints(m), lastCheckpoint: c.clock.Now()}
-	if err := ns.constraints.Validate(); err != nil {
+	if err := mpa.CheckQuantities(m); err != nil {
+		// Read as another value (0 is "unbounded"), such a bound would
+		// be silently ignored.
+		ns.configErr = fmt.Errorf("invalid constraints: %w", err)
+	} else if err := ns.constraints.Validate(); err != nil {
 		ns.configErr = fmt.Errorf("invalid constraints: %w", err)
 	} else if p, err := c.newPolicy(ns.constraints); err != nil {
 		ns.configErr = err
@@ -579,7 +601,10 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionFalse, "InvalidConfiguration", "the configuration cannot be acted on", now)
 		return s, false
 	}
-	tgt, err := c.targets.Target(ctx, m.Namespace, m.Spec.ScaleTargetRef)
+	// Bounded as the loop's other API reads (RunOnce).
+	tctx, cancel := context.WithTimeout(ctx, c.cfg.Interval/2)
+	tgt, err := c.targets.Target(tctx, m.Namespace, m.Spec.ScaleTargetRef)
+	cancel()
 	if err != nil {
 		switch {
 		case errors.Is(err, ErrTargetNotFound):
@@ -707,109 +732,4 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		}
 	}
 	return s, true
-}
-
-func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
-	if err := c.writeStatus(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Writing status; will retry", "mpa", key)
-		c.queue.AddRateLimited(key)
-		return true
-	}
-	c.queue.Forget(key)
-	return true
-}
-
-// writeStatus writes the pending status of key through the status
-// subresource. The first attempt starts from the cached object; on a
-// conflict the object is re-read from the API server and the recommender's
-// fields are merged into the fresh status again.
-func (c *Controller) writeStatus(ctx context.Context, key string) error {
-	c.mu.Lock()
-	ours := c.pending[key]
-	c.mu.Unlock()
-	if ours == nil {
-		return nil
-	}
-	ns, name, err := cache.SplitMetaNamespaceKey(key)
-	if err != nil {
-		return fmt.Errorf("bad key %q: %w", key, err)
-	}
-	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
-	cur, err := c.mpas.MultidimPodAutoscalers(ns).Get(name)
-	var before *v1alpha1.MultidimPodAutoscalerStatus
-	var written *v1alpha1.MultidimPodAutoscaler
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		if err != nil { // first attempt's cache read failed, or a conflict
-			if cur, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
-				return err
-			}
-		}
-		obj := cur.DeepCopy()
-		before = &cur.Status
-		merge(&obj.Status, ours)
-		written, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
-		if apierrors.IsConflict(err) {
-			c.metrics.statusWrites.WithLabelValues("conflict").Inc()
-		}
-		return err
-	})
-	if apierrors.IsNotFound(err) {
-		c.dropPending(key, ours)
-		return nil
-	}
-	if err != nil {
-		c.metrics.statusWrites.WithLabelValues("error").Inc()
-		return fmt.Errorf("updating status of %s: %w", key, err)
-	}
-	c.metrics.statusWrites.WithLabelValues("success").Inc()
-	c.dropPending(key, ours)
-	c.emitEvents(written, before, ours)
-	return nil
-}
-
-// dropPending forgets ours unless a newer status replaced it meanwhile.
-func (c *Controller) dropPending(key string, ours *v1alpha1.MultidimPodAutoscalerStatus) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pending[key] == ours {
-		delete(c.pending, key)
-	}
-}
-
-// emitEvents records an event for each condition that changed status.
-// Conditions describing trouble are warnings.
-func (c *Controller) emitEvents(obj *v1alpha1.MultidimPodAutoscaler, before, after *v1alpha1.MultidimPodAutoscalerStatus) {
-	if c.recorder == nil || obj == nil {
-		return
-	}
-	bad := map[v1alpha1.MultidimPodAutoscalerConditionType]corev1.ConditionStatus{
-		v1alpha1.ConfigUnsupported: corev1.ConditionTrue, v1alpha1.NoPodsMatched: corev1.ConditionTrue,
-		v1alpha1.ScalingActive: corev1.ConditionFalse, v1alpha1.AbleToScale: corev1.ConditionFalse,
-		v1alpha1.RecommendationProvided: corev1.ConditionFalse,
-	}
-	for _, t := range ownedConditions {
-		a := condition(after, t)
-		if a == nil {
-			continue
-		}
-		if b := condition(before, t); b != nil && b.Status == a.Status {
-			continue
-		}
-		bs, isBad := bad[t]
-		if !isBad {
-			continue // LowConfidence, FetchingHistory, ScalingLimited: status only, too chatty as events
-		}
-		typ := corev1.EventTypeNormal
-		if bs == a.Status {
-			typ = corev1.EventTypeWarning
-		} else if condition(before, t) == nil {
-			continue // a healthy first status is not news
-		}
-		c.recorder.Eventf(obj, typ, a.Reason, "%s is %s: %s", t, a.Status, a.Message)
-	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -644,6 +645,58 @@ func TestPersistentWriteErrorIsRetriedWithBackoff(t *testing.T) {
 	f.c.queue.ShutDown()
 }
 
+// TestStatusWriteRecovered: writes that fail while the API server (or
+// etcd) is down are retried; the write that succeeds after them records a
+// StatusWriteRecovered event saying for how long and why the status was
+// stale, once, and a write without earlier failures records none.
+func TestStatusWriteRecovered(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20))
+	f.start()
+	down := true
+	f.client.PrependReactor("update", "multidimpodautoscalers", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if down && a.GetSubresource() == "status" {
+			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
+		}
+		return false, nil, nil
+	})
+	ctx := context.Background()
+	f.c.RunOnce(ctx)
+	for range 3 {
+		f.c.processNext(ctx)
+		f.clock.Step(10 * time.Second)
+		// The rate limiter re-adds the key after its backoff; take it
+		// back now rather than wait for it.
+		f.c.queue.Forget("ns/web")
+		f.c.queue.Add("ns/web")
+	}
+	drainEvents(f.recorder)
+	if m := f.mpa("ns", "web"); m.Status.RecommendationTime != nil {
+		t.Fatalf("status written while the API server was down: %+v", m.Status)
+	}
+	down = false
+	f.c.processNext(ctx)
+	if m := f.mpa("ns", "web"); m.Status.RecommendationTime == nil {
+		t.Fatal("status not written after the API server came back")
+	}
+	want := "Normal StatusWriteRecovered the status is written again after 3 failed attempts over 30s; the last error: updating status of ns/web: etcdserver: leader changed"
+	if got := drainEvents(f.recorder); !slices.Contains(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if got := testutil.ToFloat64(f.c.metrics.statusWriteOutages); got != 1 {
+		t.Errorf("recoveries counted %g, want 1", got)
+	}
+	// The next write, with no failure before it, is not news.
+	f.clock.Step(time.Hour)
+	f.tick()
+	for _, e := range drainEvents(f.recorder) {
+		if strings.Contains(e, ReasonStatusWriteRecovered) {
+			t.Errorf("a second recovery event: %q", e)
+		}
+	}
+	f.c.queue.ShutDown()
+}
+
 func TestRecommenderNameAndNamespaces(t *testing.T) {
 	named := func(ns, name, rec string) *v1alpha1.MultidimPodAutoscaler {
 		m := newMPA(ns, name)
@@ -704,6 +757,27 @@ func TestInvalidConstraintsAreConfigUnsupported(t *testing.T) {
 	f.start()
 	f.tick()
 	wantCond(t, f.mpa("ns", "web"), v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "InvalidConfiguration")
+}
+
+// TestQuantityBeyondInt64IsConfigUnsupported: a bound no int64 holds is
+// refused by name, not read as 0 (no bound) or a wrapped value.
+func TestQuantityBeyondInt64IsConfigUnsupported(t *testing.T) {
+	m := newMPA("ns", "web")
+	m.Spec.ResourcePolicy = &v1alpha1.PodResourcePolicy{ContainerPolicies: []v1alpha1.ContainerResourcePolicy{{
+		ContainerName: "*", MaxAllowed: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("100E")},
+	}}}
+	f := newFixture(t, m, newPod("ns", "web", "web-1", true))
+	f.start()
+	f.tick()
+	got := f.mpa("ns", "web")
+	wantCond(t, got, v1alpha1.ConfigUnsupported, corev1.ConditionTrue, "InvalidConfiguration")
+	c := condition(&got.Status, v1alpha1.ConfigUnsupported)
+	if !strings.Contains(c.Message, "spec.resourcePolicy.containerPolicies[0].maxAllowed: memory 100E") {
+		t.Errorf("ConfigUnsupported message %q does not name the quantity", c.Message)
+	}
+	if got.Status.Recommendation != nil {
+		t.Errorf("a recommendation was written under an unreadable bound: %+v", got.Status.Recommendation)
+	}
 }
 
 func TestMetricsLint(t *testing.T) {

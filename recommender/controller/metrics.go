@@ -17,13 +17,15 @@ type Metrics struct {
 	recommendations *prometheus.CounterVec
 	invalidSamples  *prometheus.CounterVec
 	statusWrites    *prometheus.CounterVec
-	checkpoints     *prometheus.CounterVec
-	autoscalers     prometheus.Gauge
-	agentDuration   *prometheus.HistogramVec
-	agentErrors     *prometheus.CounterVec
-	breakerState    prometheus.Gauge
-	promQueries     *prometheus.CounterVec
-	rlStages        *prometheus.CounterVec
+	// statusWriteOutages counts status writes that succeeded after failures.
+	statusWriteOutages prometheus.Counter
+	checkpoints        *prometheus.CounterVec
+	autoscalers        prometheus.Gauge
+	agentDuration      *prometheus.HistogramVec
+	agentErrors        *prometheus.CounterVec
+	breakerState       prometheus.Gauge
+	promQueries        *prometheus.CounterVec
+	rlStages           *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -46,6 +48,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "aware_recommender_status_writes_total",
 			Help: "Writes of autoscaler status through the status subresource, by result (success, conflict, error).",
 		}, []string{"result"}),
+		statusWriteOutages: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aware_recommender_status_write_recoveries_total",
+			Help: "Autoscaler statuses written again after one or more failed writes (the API server or etcd was unavailable); each also records a StatusWriteRecovered event.",
+		}),
 		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_recommender_checkpoint_operations_total",
 			Help: "Checkpoint operations (save, delete, restore) by result (success, error).",
@@ -76,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Changes of an autoscaler's RL stage (status.rl.stage) as the agent reported it, by previous and new stage: the agent taking control (OnlineTraining, Serving) or retraining starting (Retraining).",
 		}, []string{"from", "to"}),
 	}
-	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites,
+	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites, m.statusWriteOutages,
 		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState, m.promQueries, m.rlStages} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
 	"github.com/aware-k8s/aware/pkg/rival"
+	"github.com/aware-k8s/aware/pkg/usage"
 )
 
 type fakeRivals struct {
@@ -110,5 +112,38 @@ func TestRivalAutoscalers(t *testing.T) {
 			wantCond(t, m, v1alpha1.ConfigUnsupported, corev1.ConditionFalse, "ConfigSupported")
 			wantEvent(t, f.recorder, "Normal ConfigSupported")
 		})
+	}
+}
+
+// blockingRivals answers a scan only when its context ends, as a list does
+// while etcd is down and the API server holds the request.
+type blockingRivals struct{}
+
+func (blockingRivals) Scan(ctx context.Context, _ string) (map[mpa.Target][]rival.Rival, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// blockingUsage is a metrics read the API server holds the same way.
+type blockingUsage struct{}
+
+func (blockingUsage) PodUsage(ctx context.Context, _ string) ([]usage.PodUsage, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestLoopReadsAreBounded: a list the API server holds (etcd down) ends
+// with the loop's read budget; the loop goes on, reports the failed read
+// and writes its status. Without the budget the loop would wait forever
+// here (the fakes never answer).
+func TestLoopReadsAreBounded(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.cfg.Interval = 200 * time.Millisecond
+	f.deps = func(d *Deps) { d.Rivals, d.Usage = blockingRivals{}, blockingUsage{} }
+	f.start()
+	f.tick()
+	c := cond(t, f.mpa("ns", "web"), v1alpha1.ScalingActive)
+	if c.Status != corev1.ConditionFalse || c.Reason != "FailedGetResourceMetric" {
+		t.Errorf("ScalingActive %s/%s, want False/FailedGetResourceMetric", c.Status, c.Reason)
 	}
 }

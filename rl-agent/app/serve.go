@@ -271,6 +271,11 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	so.FlushInterval, so.MaxBatch, so.BatchWait, so.QueueSize, so.MaxWorkloads = o.CheckpointInterval, o.MaxBatch, o.BatchWait, o.QueueSize, o.MaxWorkloads
 	so.MaxFrozenPolicies, so.WorkloadTTL = o.MaxFrozenPolicies, o.WorkloadTTL
 	srv, err := server.New(so)
+	if errors.Is(err, store.ErrCorrupt) {
+		// Starting empty would overwrite what was learnt at the first
+		// checkpoint: refuse, and leave the file for the operator.
+		return fmt.Errorf("%w; refusing to start, and leaving the state in %s untouched: restore the checkpoint from a backup, or move the directory's *.ckpt away to start from an empty state", err, o.StateDir)
+	}
 	if err != nil {
 		return err
 	}

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/aware-k8s/aware/pkg/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -104,5 +108,48 @@ func TestServeSurvivesKill(t *testing.T) {
 	}
 	if st.Status.Stage != pb.Stage_STAGE_ONLINE_TRAINING || st.Status.Episodes != 2 {
 		t.Errorf("after kill -9 and restart: %v", st.Status)
+	}
+}
+
+// TestServeRefusesCorruptCheckpoint: a checkpoint that fails its checks
+// stops the agent at start with an error naming it and the remedy, and
+// the file is left as it was (an agent that started empty would overwrite
+// it at its first checkpoint).
+func TestServeRefusesCorruptCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	st, _, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveCheckpoint("state", []byte(`{"policy_version": 7}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "state.ckpt")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-3] ^= 0xff // bit rot in the payload
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newServeCommand()
+	cmd.SetArgs([]string{"--listen-address", "127.0.0.1:0", "--state-dir", dir, "--metrics-bind-address", "0", "--health-bind-address", "0", "--tls-mode", "plaintext"})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err = cmd.ExecuteContext(context.Background())
+	if !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("serve over a corrupt checkpoint: %v, want ErrCorrupt", err)
+	}
+	for _, want := range []string{"checksum mismatch", "refusing to start", dir, "restore the checkpoint from a backup"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	after, err := os.ReadFile(path)
+	if err != nil || !bytes.Equal(after, b) {
+		t.Errorf("the corrupt checkpoint was changed or removed (%v)", err)
 	}
 }

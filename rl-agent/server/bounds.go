@@ -173,6 +173,22 @@ func (b *bounds) remember(key string, cons workload.Constraints) {
 	b.cons[key] = cons
 }
 
+// forget drops key's remembered constraints, with the workload's other
+// state (forget.go): a re-created autoscaler's outcomes must not be
+// checked against the constraints of the deleted one.
+func (b *bounds) forget(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.cons, key)
+}
+
+// remembered is how many workloads' constraints are kept.
+func (b *bounds) remembered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.cons)
+}
+
 func (b *bounds) constraintsOf(key string) (workload.Constraints, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

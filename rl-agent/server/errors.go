@@ -22,8 +22,8 @@ var (
 	// ErrTooManyWorkloads is returned when a new workload would exceed the
 	// configured limit.
 	ErrTooManyWorkloads = errors.New("too many workloads")
-	// ErrCannotPersist makes the server unready while it cannot write its
-	// state directory.
+	// ErrCannotPersist makes the server unready, and refuse the calls
+	// that act or learn, while it cannot write its state directory.
 	ErrCannotPersist = errors.New("cannot persist agent state")
 )
 
@@ -38,6 +38,7 @@ var errorCodes = []struct {
 	{policy.ErrInvalidInput, codes.InvalidArgument},
 	{ErrOverloaded, codes.Unavailable},
 	{ErrShuttingDown, codes.Unavailable},
+	{ErrCannotPersist, codes.Unavailable},
 	{ErrUnknownWorkload, codes.NotFound},
 	{ErrTooManyWorkloads, codes.ResourceExhausted},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},

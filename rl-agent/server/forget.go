@@ -65,6 +65,12 @@ func (s *Server) forget(key, reason string, silentSince time.Time) bool {
 		s.updateCapacity(len(s.agents))
 	}
 	s.mu.Unlock()
+	// ForgetWorkload drops the constraints whether or not an agent was
+	// made (a Recommend refused after the bounds check left them behind);
+	// the TTL only with the agent it expires.
+	if a != nil || silentSince.IsZero() {
+		s.bounds.forget(key)
+	}
 	if a == nil {
 		s.cutMu.Unlock()
 		return false

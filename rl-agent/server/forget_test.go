@@ -222,3 +222,50 @@ func TestWorkloadTTL(t *testing.T) {
 		t.Errorf("with the TTL disabled, expired %d", n)
 	}
 }
+
+// TestForgetDropsConstraints: the constraints the bounds remember from a
+// Recommend go with the workload, by either path, so a re-created
+// autoscaler's outcomes are not checked against the deleted one's.
+func TestForgetDropsConstraints(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		forget func(h *harness)
+	}{
+		{"ForgetWorkload", func(h *harness) {
+			if _, err := h.client.ForgetWorkload(ctx(t), &pb.ForgetWorkloadRequest{Workload: ref("a")}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"TTL", func(h *harness) {
+			if n := h.srv.expireSilent(t0.Add(10000 * time.Hour)); n != 2 {
+				t.Fatalf("expired %d workloads, want 2", n)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, func(o *Options) { o.WorkloadTTL = time.Hour })
+			for _, name := range []string{"a", "b"} {
+				if _, err := h.client.Recommend(ctx(t), recommendReq(name, 0)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := h.srv.bounds.remembered(); n != 2 {
+				t.Fatalf("constraints of %d workloads remembered, want 2", n)
+			}
+			if _, ok := h.srv.bounds.constraintsOf("shop/a/uid-a"); !ok {
+				t.Fatal("no constraints remembered under the workload's key")
+			}
+			tc.forget(h)
+			if _, ok := h.srv.bounds.constraintsOf("shop/a/uid-a"); ok {
+				t.Error("the forgotten workload's constraints are still remembered")
+			}
+			// An outcome with replicas beyond the old constraints is no
+			// longer refused for them.
+			req := outcomeReq("a", 0)
+			req.Applied.Replicas = 50
+			if _, err := h.client.ReportOutcome(ctx(t), req); status.Code(err) == codes.InvalidArgument {
+				t.Errorf("outcome after forgetting: %v; it was checked against the old constraints", err)
+			}
+		})
+	}
+}

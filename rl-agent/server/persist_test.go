@@ -2,10 +2,13 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
@@ -52,6 +55,17 @@ func TestReadinessFollowsPersistence(t *testing.T) {
 			if got := health(); got != healthpb.HealthCheckResponse_NOT_SERVING {
 				t.Errorf("health %v while state cannot be written", got)
 			}
+			// The calls that act or learn are refused, naming the cause;
+			// a status query is answered.
+			if _, err := h.client.Recommend(ctx(t), recommendReq("web", 1)); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "cannot persist agent state") {
+				t.Errorf("Recommend while state cannot be written: %v, want Unavailable: cannot persist agent state", err)
+			}
+			if _, err := h.client.ReportOutcome(ctx(t), outcomeReq("web", 1)); status.Code(err) != codes.Unavailable {
+				t.Errorf("ReportOutcome while state cannot be written: %v, want Unavailable", err)
+			}
+			if _, err := h.client.GetPolicyStatus(ctx(t), &pb.GetPolicyStatusRequest{Workload: ref("web")}); err != nil {
+				t.Errorf("GetPolicyStatus while state cannot be written: %v", err)
+			}
 			fs.mu.Lock()
 			tc.mend(fs)
 			fs.mu.Unlock()
@@ -60,6 +74,9 @@ func TestReadinessFollowsPersistence(t *testing.T) {
 			}
 			if err := h.srv.Ready(); err != nil || health() != healthpb.HealthCheckResponse_SERVING {
 				t.Errorf("after a successful write: ready %v, health %v", err, health())
+			}
+			if _, err := h.client.Recommend(ctx(t), recommendReq("web", 2)); err != nil {
+				t.Errorf("Recommend after a successful write: %v", err)
 			}
 		})
 	}

@@ -365,6 +365,23 @@ func (s *Server) admit(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// admitLearning admits a call that acts or learns (Recommend,
+// ReportOutcome). While the state directory cannot be written it refuses
+// them with UNAVAILABLE naming the cause: what the agent would learn could
+// not be kept, so the caller applies its defaults (and says why) until a
+// write succeeds, even when it reaches the agent directly rather than
+// through a Service that drops the unready endpoint. Status queries and
+// ForgetWorkload are still answered.
+func (s *Server) admitLearning(ctx context.Context) error {
+	if err := s.admit(ctx); err != nil {
+		return err
+	}
+	if err := s.persistErr.Load(); err != nil {
+		return fmt.Errorf("%w: %w", ErrCannotPersist, *err)
+	}
+	return nil
+}
+
 // Recommend answers one workload's decision.
 func (s *Server) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
 	s.inflight.Add(1)
@@ -374,7 +391,7 @@ func (s *Server) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 }
 
 func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
-	if err := s.admit(ctx); err != nil {
+	if err := s.admitLearning(ctx); err != nil {
 		return nil, err
 	}
 	in, err := fromRecommendRequest(req)
@@ -438,7 +455,7 @@ func (s *Server) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 }
 
 func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
-	if err := s.admit(ctx); err != nil {
+	if err := s.admitLearning(ctx); err != nil {
 		return nil, err
 	}
 	in, err := fromReportOutcomeRequest(req)

@@ -1,0 +1,183 @@
+package controller
+
+// Writing the status: the workers take the statuses the loop queued and
+// write them through the status subresource, retrying with backoff, and
+// say so with an event when writes succeed again after failing.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+)
+
+func (c *Controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.writeStatus(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Writing status; will retry", "mpa", key)
+		c.noteWriteFailure(key, err)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// writeFailure is an autoscaler whose status could not be written since
+// first, attempts times, last with err.
+type writeFailure struct {
+	first    time.Time
+	attempts int
+	err      error
+}
+
+// noteWriteFailure remembers a failed status write of key, so the write
+// that succeeds after it can say what happened (writeRecovered).
+func (c *Controller) noteWriteFailure(key string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.writeFailures[key]
+	if f == nil {
+		f = &writeFailure{first: c.clock.Now()}
+		c.writeFailures[key] = f
+	}
+	f.attempts++
+	f.err = err
+}
+
+// writeRecovered records a Normal event StatusWriteRecovered on obj when
+// its status was written after failed attempts (the API server or etcd
+// was down or restarting): while they fail nothing can be written to the
+// cluster, so this event, once it can be written, is what tells the
+// operator how long the autoscaler's status was stale and why.
+func (c *Controller) writeRecovered(key string, obj *v1alpha1.MultidimPodAutoscaler) {
+	c.mu.Lock()
+	f := c.writeFailures[key]
+	delete(c.writeFailures, key)
+	c.mu.Unlock()
+	if f == nil {
+		return
+	}
+	c.metrics.statusWriteOutages.Inc()
+	if c.recorder == nil || obj == nil {
+		return
+	}
+	c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStatusWriteRecovered,
+		"the status is written again after %d failed attempts over %s; the last error: %v",
+		f.attempts, c.clock.Since(f.first).Round(time.Second), f.err)
+}
+
+// DefaultStatusWriteTimeout is Config.StatusWriteTimeout's default.
+const DefaultStatusWriteTimeout = 10 * time.Second
+
+// ReasonStatusWriteRecovered is the event of a status write that
+// succeeded after failures.
+const ReasonStatusWriteRecovered = "StatusWriteRecovered"
+
+// writeStatus writes the pending status of key through the status
+// subresource. The first attempt starts from the cached object; on a
+// conflict the object is re-read from the API server and the recommender's
+// fields are merged into the fresh status again.
+func (c *Controller) writeStatus(ctx context.Context, key string) error {
+	c.mu.Lock()
+	ours := c.pending[key]
+	c.mu.Unlock()
+	if ours == nil {
+		return nil
+	}
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return fmt.Errorf("bad key %q: %w", key, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StatusWriteTimeout)
+	defer cancel()
+	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
+	cur, err := c.mpas.MultidimPodAutoscalers(ns).Get(name)
+	var before *v1alpha1.MultidimPodAutoscalerStatus
+	var written *v1alpha1.MultidimPodAutoscaler
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err != nil { // first attempt's cache read failed, or a conflict
+			if cur, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
+				return err
+			}
+		}
+		obj := cur.DeepCopy()
+		before = &cur.Status
+		merge(&obj.Status, ours)
+		written, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			c.metrics.statusWrites.WithLabelValues("conflict").Inc()
+		}
+		return err
+	})
+	if apierrors.IsNotFound(err) {
+		c.dropPending(key, ours)
+		c.mu.Lock()
+		delete(c.writeFailures, key)
+		c.mu.Unlock()
+		return nil
+	}
+	if err != nil {
+		c.metrics.statusWrites.WithLabelValues("error").Inc()
+		return fmt.Errorf("updating status of %s: %w", key, err)
+	}
+	c.metrics.statusWrites.WithLabelValues("success").Inc()
+	c.dropPending(key, ours)
+	c.writeRecovered(key, written)
+	c.emitEvents(written, before, ours)
+	return nil
+}
+
+// dropPending forgets ours unless a newer status replaced it meanwhile.
+func (c *Controller) dropPending(key string, ours *v1alpha1.MultidimPodAutoscalerStatus) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending[key] == ours {
+		delete(c.pending, key)
+	}
+}
+
+// emitEvents records an event for each condition that changed status.
+// Conditions describing trouble are warnings.
+func (c *Controller) emitEvents(obj *v1alpha1.MultidimPodAutoscaler, before, after *v1alpha1.MultidimPodAutoscalerStatus) {
+	if c.recorder == nil || obj == nil {
+		return
+	}
+	bad := map[v1alpha1.MultidimPodAutoscalerConditionType]corev1.ConditionStatus{
+		v1alpha1.ConfigUnsupported: corev1.ConditionTrue, v1alpha1.NoPodsMatched: corev1.ConditionTrue,
+		v1alpha1.ScalingActive: corev1.ConditionFalse, v1alpha1.AbleToScale: corev1.ConditionFalse,
+		v1alpha1.RecommendationProvided: corev1.ConditionFalse,
+	}
+	for _, t := range ownedConditions {
+		a := condition(after, t)
+		if a == nil {
+			continue
+		}
+		if b := condition(before, t); b != nil && b.Status == a.Status {
+			continue
+		}
+		bs, isBad := bad[t]
+		if !isBad {
+			continue // LowConfidence, FetchingHistory, ScalingLimited: status only, too chatty as events
+		}
+		typ := corev1.EventTypeNormal
+		if bs == a.Status {
+			typ = corev1.EventTypeWarning
+		} else if condition(before, t) == nil {
+			continue // a healthy first status is not news
+		}
+		c.recorder.Eventf(obj, typ, a.Reason, "%s is %s: %s", t, a.Status, a.Message)
+	}
+}
