@@ -69,7 +69,8 @@ verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofm
 lint: ## Run go vet and the pinned staticcheck (e2e files included).
 	go vet ./...
 	go vet -tags e2e ./e2e/...
-	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/...
+	go vet -tags benchvpa ./hack/benchvpa/...
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/...
 
 .PHONY: demo
 demo: build ## Run the simulator demo: default policies vs the oracle, with plots.
@@ -86,6 +87,10 @@ testbed-down: ## Stop the loopback control plane.
 .PHONY: e2e
 e2e: ## Run the end-to-end tests against a loopback control plane.
 	hack/e2e.sh
+
+.PHONY: bench-vpa
+bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/performance.md.
+	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
 
 .PHONY: clean
 clean: ## Remove build outputs.

@@ -1,0 +1,643 @@
+//go:build benchvpa
+
+// Command benchvpa measures AWARE's recommender, updater and admission
+// webhook side by side with the Vertical Pod Autoscaler's, on the loopback
+// control plane of hack/testbed, and prints the ratios. Run it through
+// `make bench-vpa` (hack/bench-vpa.sh), which builds both sides and starts
+// the testbed; docs/performance.md explains every measure.
+//
+// Each measure runs both sides in the same minutes: the webhook runs
+// alternate between the sides in short rounds, and the four loop
+// components run at the same time, so the machine's noise hits both.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/aware-k8s/aware/e2e/framework"
+	"github.com/aware-k8s/aware/hack/benchvpa/bench"
+)
+
+type options struct {
+	awareBin, vpaBin, vpaDir, repo, out string
+	scales                              []int
+	awareOnlyScale                      int
+	replicas                            int
+	interval                            time.Duration
+	loops                               int
+	webhookRate                         float64
+	webhookRequests, webhookRounds      int
+	closedConns                         int
+	skipWebhook, skipScale              bool
+}
+
+func main() {
+	var o options
+	var scales string
+	flag.StringVar(&o.awareBin, "aware-bin", "", "Directory with AWARE's recommender, updater and admission-controller.")
+	flag.StringVar(&o.vpaBin, "vpa-bin", "", "Directory with VPA's recommender, updater and admission-controller.")
+	flag.StringVar(&o.vpaDir, "vpa-module-dir", "", "VPA's module directory (its deploy/ holds the CRD and RBAC).")
+	flag.StringVar(&o.repo, "repo", ".", "This repository (its deploy/ holds our CRDs and RBAC).")
+	flag.StringVar(&o.out, "out", "bench-vpa-out", "Directory for results.md, results.json, the SVG and the components' logs.")
+	flag.StringVar(&scales, "scales", "100,1000,5000", "Numbers of targets (Deployment + MPA + VPA each), measured in turn with both sides.")
+	flag.IntVar(&o.awareOnlyScale, "aware-only-scale", 10000, "After the shared scales, grow to this many MPAs and measure AWARE's recommender alone (0: skip).")
+	flag.IntVar(&o.replicas, "pods-per-target", 2, "Pods of each target Deployment.")
+	flag.DurationVar(&o.interval, "interval", 15*time.Second, "Loop interval of both recommenders and both updaters.")
+	flag.IntVar(&o.loops, "loops", 4, "Loop intervals in each measurement window.")
+	flag.Float64Var(&o.webhookRate, "webhook-rate", 1000, "Fixed request rate (req/s) of the open-loop webhook runs.")
+	flag.IntVar(&o.webhookRequests, "webhook-requests", 3000, "Requests per side in each webhook run.")
+	flag.IntVar(&o.webhookRounds, "webhook-rounds", 4, "Webhook rounds; each runs both sides in turn, alternating which goes first.")
+	flag.IntVar(&o.closedConns, "webhook-clients", 8, "Clients of the closed-loop webhook runs.")
+	flag.BoolVar(&o.skipWebhook, "skip-webhook", false, "Skip the webhook measures.")
+	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the loop measures at scale.")
+	flag.Parse()
+	for _, s := range strings.Split(scales, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "bench-vpa: --scales: %q is not a positive number\n", s)
+			os.Exit(2)
+		}
+		o.scales = append(o.scales, n)
+	}
+	if o.awareBin == "" || o.vpaBin == "" || o.vpaDir == "" {
+		fmt.Fprintln(os.Stderr, "bench-vpa: --aware-bin, --vpa-bin and --vpa-module-dir are required (run it through make bench-vpa)")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintf(os.Stderr, "bench-vpa: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s bench-vpa: %s (load %.2f)\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...), loadAvg())
+}
+
+// harness holds what every phase needs.
+type harness struct {
+	o        options
+	tb       *framework.Testbed
+	dyn      dynamic.Interface
+	apiURL   *url.URL
+	logDir   string
+	procs    []*proc
+	results  results
+	certFile string
+	keyFile  string
+}
+
+// results is what results.json holds.
+type results struct {
+	Machine   string        `json:"machine"`
+	Started   time.Time     `json:"started"`
+	Webhook   []bench.Row   `json:"webhook"`
+	Scale     []scalePoint  `json:"scale"`
+	AwareOnly []scalePoint  `json:"awareOnly,omitempty"`
+	Notes     []string      `json:"notes,omitempty"`
+	Options   optionsReport `json:"options"`
+}
+
+type optionsReport struct {
+	PodsPerTarget   int     `json:"podsPerTarget"`
+	IntervalSeconds float64 `json:"intervalSeconds"`
+	Loops           int     `json:"loops"`
+	WebhookRate     float64 `json:"webhookRate"`
+	WebhookRequests int     `json:"webhookRequests"`
+	WebhookRounds   int     `json:"webhookRounds"`
+	WebhookClients  int     `json:"webhookClients"`
+}
+
+// loopCost is one loop component's cost over a measurement window.
+type loopCost struct {
+	Loops          float64 `json:"loops"`
+	CPUPerLoop     float64 `json:"cpuPerLoopSeconds"`
+	RequestsPerLp  float64 `json:"apiRequestsPerLoop"`
+	Watches        int64   `json:"watchesOpenedInWindow"`
+	RSSBytes       float64 `json:"rssBytes"`
+	PeakRSSBytes   float64 `json:"peakRssBytes"`
+	WindowSeconds  float64 `json:"windowSeconds"`
+	CPUInWindowSec float64 `json:"cpuInWindowSeconds"`
+}
+
+type scalePoint struct {
+	Targets int                 `json:"targets"`
+	Pods    int                 `json:"pods"`
+	Load    float64             `json:"load1"`
+	Cost    map[string]loopCost `json:"cost"` // by process name
+}
+
+func run(ctx context.Context, o options) error {
+	tb, err := framework.Load()
+	if err != nil {
+		return err
+	}
+	h := &harness{o: o, tb: tb}
+	h.results.Started = time.Now().UTC()
+	h.results.Machine = machine()
+	h.results.Options = optionsReport{o.replicas, o.interval.Seconds(), o.loops, o.webhookRate, o.webhookRequests, o.webhookRounds, o.closedConns}
+	if h.apiURL, err = url.Parse(tb.Config.Host); err != nil {
+		return err
+	}
+	tb.Config.QPS, tb.Config.Burst = 400, 800
+	if h.dyn, err = dynamic.NewForConfig(tb.Config); err != nil {
+		return err
+	}
+	h.logDir = filepath.Join(o.out, "logs")
+	if err := os.MkdirAll(h.logDir, 0o755); err != nil {
+		return err
+	}
+	defer h.stopAll()
+
+	files, err := awareManifestFiles(o.repo)
+	if err != nil {
+		return err
+	}
+	logf("installing AWARE's and VPA's CRDs and RBAC")
+	if err := applyManifests(ctx, h.dyn, tb.Client.Discovery(), append(files, vpaManifestFiles(o.vpaDir)...)...); err != nil {
+		return err
+	}
+	for _, gvr := range []struct{ g string }{{"mpa"}, {"vpa"}} {
+		r := mpaGVR
+		if gvr.g == "vpa" {
+			r = vpaGVR
+		}
+		if err := waitServed(ctx, h.dyn, r); err != nil {
+			return err
+		}
+	}
+	if err := ensureNamespace(ctx, tb.Client); err != nil {
+		return err
+	}
+	if h.certFile, h.keyFile, err = servingCert(tb.CAFile, filepath.Join(tb.Dir, "certs", "ca.key"), o.out); err != nil {
+		return err
+	}
+	// One target exists before anything starts: the webhook's pod.
+	if err := createTargets(ctx, tb.Client, h.dyn, 0, 1, int32(o.replicas), true, logf); err != nil {
+		return err
+	}
+	if err := writeStatuses(ctx, h.dyn, targetName(0), int32(o.replicas)); err != nil {
+		return err
+	}
+	// The admission controllers run from here to the end: both updaters
+	// skip their loop without a live admission controller.
+	webhooks, err := h.startAdmissionControllers(ctx)
+	if err != nil {
+		return err
+	}
+	if !o.skipWebhook {
+		if err := h.webhookPhase(ctx, webhooks); err != nil {
+			return err
+		}
+	}
+	if !o.skipScale {
+		if err := h.scalePhase(ctx); err != nil {
+			// Report what was measured before the failure.
+			h.results.Notes = append(h.results.Notes, "scale phase stopped: "+err.Error())
+			logf("scale phase stopped: %v", err)
+		}
+	}
+	return h.report()
+}
+
+// startProc starts a component of side with a counting proxy and a
+// kubeconfig for the ServiceAccount namespace/sa.
+func (h *harness) start(ctx context.Context, name, side, bin, namespace, sa string, args func(p *proc, kubeconfig string) []string) (*proc, error) {
+	proxy, err := newCountingProxy(h.apiURL, h.tb.CAFile)
+	if err != nil {
+		return nil, err
+	}
+	token, err := h.tb.ServiceAccountToken(ctx, namespace, sa, 6*time.Hour)
+	if err != nil {
+		proxy.close()
+		return nil, err
+	}
+	kc := filepath.Join(h.o.out, name+".kubeconfig")
+	if err := writeKubeconfig(kc, proxy.addr, token, namespace+"/"+sa); err != nil {
+		proxy.close()
+		return nil, err
+	}
+	p := &proc{name: name, side: side, proxy: proxy}
+	h.procs = append(h.procs, p)
+	return p, startProc(ctx, p, h.logDir, bin, args(p, kc)...)
+}
+
+func (h *harness) stopProc(p *proc) {
+	p.stop()
+	if p.proxy != nil {
+		p.proxy.close()
+	}
+}
+
+func (h *harness) stopAll() {
+	for _, p := range h.procs {
+		h.stopProc(p)
+	}
+}
+
+// Ports of a component: metrics and health (ours) or the one metrics
+// address (VPA's).
+func ports() (metrics, health string) {
+	m, _ := freeAddr()
+	hl, _ := freeAddr()
+	return m, hl
+}
+
+func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarget, error) {
+	ours, err := h.start(ctx, "aware-admission-controller", "AWARE", filepath.Join(h.o.awareBin, "admission-controller"), "aware-system", "aware-admission-controller",
+		func(p *proc, kc string) []string {
+			m, hl := ports()
+			p.readyAddr, _ = freeAddr()
+			p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
+			return []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl,
+				"--namespace=aware-system", "--webhook-bind-address=" + p.readyAddr, "--cert-mode=files",
+				"--tls-cert-file=" + h.certFile, "--tls-private-key-file=" + h.keyFile, "--register-webhook=false"}
+		})
+	if err != nil {
+		return nil, err
+	}
+	theirs, err := h.start(ctx, "vpa-admission-controller", "VPA", filepath.Join(h.o.vpaBin, "admission-controller"), "kube-system", "vpa-admission-controller",
+		func(p *proc, kc string) []string {
+			m, _ := ports()
+			p.readyAddr, _ = freeAddr()
+			p.metricsURL = "http://" + m + "/metrics"
+			_, port, _ := strings.Cut(p.readyAddr, ":")
+			return []string{"--kubeconfig=" + kc, "--address=" + m, "--port=" + port,
+				"--client-ca-file=" + h.tb.CAFile, "--tls-cert-file=" + h.certFile, "--tls-private-key=" + h.keyFile,
+				"--register-webhook=false", "--v=1"}
+		})
+	if err != nil {
+		return nil, err
+	}
+	return []webhookTarget{
+		{side: "AWARE", url: "https://" + ours.readyAddr + "/mutate-pods", proc: ours},
+		{side: "VPA", url: "https://" + theirs.readyAddr + "/", proc: theirs},
+	}, nil
+}
+
+func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) error {
+	o := h.o
+	pod, err := podTemplateFor(ctx, h.tb.Client, targetName(0))
+	if err != nil {
+		return err
+	}
+	bodies, err := reviewBodies(pod, o.webhookRequests)
+	if err != nil {
+		return err
+	}
+	client, err := webhookClient(h.tb.CAFile, max(64, o.closedConns))
+	if err != nil {
+		return err
+	}
+	// Both must patch the pod before anything is timed (their informers
+	// sync after start).
+	for _, t := range targets {
+		var last error
+		for i := 0; i < 60; i++ {
+			if last = checkPatched(ctx, client, t, bodies[0]); last == nil {
+				break
+			}
+			time.Sleep(time.Second)
+		}
+		if last != nil {
+			return last
+		}
+	}
+	logf("both webhooks patch the pod; %d rounds of %d requests per side, fixed rate %.0f/s and closed loop with %d clients",
+		o.webhookRounds, o.webhookRequests, o.webhookRate, o.closedConns)
+	// Warm-up, not recorded: connections, TLS sessions, caches, JIT-free Go
+	// but lazily grown pools.
+	for _, t := range targets {
+		if _, err := runLoad(ctx, client, t, bodies[:min(500, len(bodies))], 0, o.closedConns, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	type agg struct {
+		lat     []float64
+		cpu     float64
+		n, errs int
+		elapsed time.Duration
+		loadSum float64
+		loadN   int
+	}
+	fixed := map[string]*agg{}
+	closed := map[string]*agg{}
+	for _, t := range targets {
+		fixed[t.side], closed[t.side] = &agg{}, &agg{}
+	}
+	budget := time.Duration(float64(len(bodies))/o.webhookRate*float64(time.Second))*3 + 10*time.Second
+	for r := 0; r < o.webhookRounds; r++ {
+		order := targets
+		if r%2 == 1 {
+			order = []webhookTarget{targets[1], targets[0]}
+		}
+		for _, mode := range []struct {
+			rate float64
+			into map[string]*agg
+		}{{o.webhookRate, fixed}, {0, closed}} {
+			for _, t := range order {
+				conns := o.closedConns
+				if mode.rate > 0 {
+					conns = 64
+				}
+				res, err := runLoad(ctx, client, t, bodies, mode.rate, conns, budget)
+				if err != nil {
+					return err
+				}
+				a := mode.into[t.side]
+				a.lat = append(a.lat, res.latencies...)
+				a.cpu += res.cpu
+				a.n += len(res.latencies)
+				a.errs += res.errors
+				a.elapsed += res.elapsed
+				a.loadSum += loadAvg()
+				a.loadN++
+			}
+		}
+		logf("webhook round %d/%d done", r+1, o.webhookRounds)
+	}
+	pcts := func(a *agg) []float64 {
+		p, err := bench.Percentiles(a.lat, 50, 99, 99.9)
+		if err != nil {
+			return []float64{0, 0, 0}
+		}
+		return p
+	}
+	fo, fv := pcts(fixed["AWARE"]), pcts(fixed["VPA"])
+	co, cv := pcts(closed["AWARE"]), pcts(closed["VPA"])
+	load := func(m map[string]*agg) float64 {
+		return (m["AWARE"].loadSum + m["VPA"].loadSum) / float64(m["AWARE"].loadN+m["VPA"].loadN)
+	}
+	perReq := func(a *agg) float64 { return a.cpu / float64(max(a.n, 1)) * 1e6 }
+	rate := fmt.Sprintf("%.0f req/s", o.webhookRate)
+	lf, lc := load(fixed), load(closed)
+	h.results.Webhook = []bench.Row{
+		{Measure: "webhook p50, " + rate, Unit: "ms", Ours: fo[0], VPA: fv[0], Load: lf},
+		{Measure: "webhook p99, " + rate, Unit: "ms", Ours: fo[1], VPA: fv[1], Goal: 0.6, Load: lf},
+		{Measure: "webhook p99.9, " + rate, Unit: "ms", Ours: fo[2], VPA: fv[2], Load: lf},
+		{Measure: "webhook server CPU per request, " + rate, Unit: "µs", Ours: perReq(fixed["AWARE"]), VPA: perReq(fixed["VPA"]), Load: lf},
+		{Measure: fmt.Sprintf("webhook throughput, closed loop, %d clients", o.closedConns), Unit: "req/s",
+			Ours: float64(closed["AWARE"].n) / closed["AWARE"].elapsed.Seconds(), VPA: float64(closed["VPA"].n) / closed["VPA"].elapsed.Seconds(), Load: lc},
+		{Measure: fmt.Sprintf("webhook p50, closed loop, %d clients", o.closedConns), Unit: "ms", Ours: co[0], VPA: cv[0], Load: lc},
+		{Measure: fmt.Sprintf("webhook p99, closed loop, %d clients", o.closedConns), Unit: "ms", Ours: co[1], VPA: cv[1], Load: lc},
+		{Measure: fmt.Sprintf("webhook p99.9, closed loop, %d clients", o.closedConns), Unit: "ms", Ours: co[2], VPA: cv[2], Load: lc},
+		{Measure: "webhook server CPU per request, closed loop", Unit: "µs", Ours: perReq(closed["AWARE"]), VPA: perReq(closed["VPA"]), Load: lc},
+	}
+	for _, side := range []string{"AWARE", "VPA"} {
+		if e := fixed[side].errs + closed[side].errs; e > 0 {
+			h.results.Notes = append(h.results.Notes, fmt.Sprintf("%s webhook: %d failed requests (not in the latencies)", side, e))
+		}
+	}
+	_ = bench.WriteTable(os.Stderr, h.results.Webhook)
+	return nil
+}
+
+// loopProcs starts the loop components of the given sides.
+func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, error) {
+	iv := h.o.interval.String()
+	var out []*proc
+	for _, side := range sides {
+		switch side {
+		case "AWARE":
+			for _, c := range []struct{ name, flag string }{{"recommender", "--recommender-interval=" + iv}, {"updater", "--update-interval=" + iv}} {
+				p, err := h.start(ctx, "aware-"+c.name, side, filepath.Join(h.o.awareBin, c.name), "aware-system", "aware-"+c.name,
+					func(p *proc, kc string) []string {
+						m, hl := ports()
+						p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
+						return []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl, c.flag, "--leader-elect=false", "--v=1"}
+					})
+				if err != nil {
+					return out, err
+				}
+				out = append(out, p)
+			}
+		case "VPA":
+			for _, c := range []struct{ name, flag string }{{"recommender", "--recommender-interval=" + iv}, {"updater", "--updater-interval=" + iv}} {
+				p, err := h.start(ctx, "vpa-"+c.name, side, filepath.Join(h.o.vpaBin, c.name), "kube-system", "vpa-"+c.name,
+					func(p *proc, kc string) []string {
+						m, _ := ports()
+						p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+m+"/metrics"
+						return []string{"--kubeconfig=" + kc, "--address=" + m, c.flag, "--v=1"}
+					})
+				if err != nil {
+					return out, err
+				}
+				out = append(out, p)
+			}
+		}
+	}
+	return out, nil
+}
+
+// loopMetric is the counter of completed loops of each loop component.
+func loopMetric(p *proc) (string, map[string]string) {
+	switch p.name {
+	case "aware-recommender":
+		return "aware_recommender_loop_duration_seconds", nil
+	case "aware-updater":
+		return "aware_updater_loop_duration_seconds", nil
+	case "vpa-recommender":
+		return "vpa_recommender_execution_latency_seconds", map[string]string{"step": "total"}
+	default:
+		return "vpa_updater_execution_latency_seconds", map[string]string{"step": "total"}
+	}
+}
+
+func loops(ctx context.Context, p *proc) (float64, error) {
+	name, labels := loopMetric(p)
+	return p.metric(ctx, name, labels)
+}
+
+// measureLoops waits until every proc has finished two loops (the first
+// one lists everything and loads history), then measures a window of
+// o.loops intervals.
+func (h *harness) measureLoops(ctx context.Context, ps []*proc) (map[string]loopCost, error) {
+	warm := time.Now().Add(5*h.o.interval + 3*time.Minute)
+	for _, p := range ps {
+		for {
+			n, err := loops(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			if n >= 2 {
+				break
+			}
+			if err := p.alive(); err != nil {
+				return nil, err
+			}
+			if time.Now().After(warm) {
+				return nil, fmt.Errorf("%s finished %v loops during the warm-up", p.name, n)
+			}
+			time.Sleep(time.Second)
+		}
+	}
+	type snap struct {
+		u     usage
+		loops float64
+	}
+	take := func() (map[string]snap, error) {
+		m := map[string]snap{}
+		for _, p := range ps {
+			u, err := p.sample()
+			if err != nil {
+				return nil, err
+			}
+			n, err := loops(ctx, p)
+			if err != nil {
+				return nil, err
+			}
+			m[p.name] = snap{u, n}
+		}
+		return m, nil
+	}
+	t0 := time.Now()
+	s0, err := take()
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case <-time.After(time.Duration(h.o.loops) * h.o.interval):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	s1, err := take()
+	if err != nil {
+		return nil, err
+	}
+	window := time.Since(t0).Seconds()
+	out := map[string]loopCost{}
+	for _, p := range ps {
+		a, b := s0[p.name], s1[p.name]
+		n := b.loops - a.loops
+		c := loopCost{Loops: n, WindowSeconds: window, CPUInWindowSec: b.u.cpu - a.u.cpu,
+			RSSBytes: b.u.rss, PeakRSSBytes: b.u.peak, Watches: b.u.watches - a.u.watches}
+		if n > 0 {
+			c.CPUPerLoop = c.CPUInWindowSec / n
+			c.RequestsPerLp = float64(b.u.requests-a.u.requests) / n
+		}
+		out[p.name] = c
+		logf("%s: %.0f loops, %.3f s CPU per loop, %.1f API requests per loop, RSS %.0f MiB", p.name, n, c.CPUPerLoop, c.RequestsPerLp, c.RSSBytes/(1<<20))
+	}
+	return out, nil
+}
+
+func (h *harness) scalePhase(ctx context.Context) error {
+	prev := 1
+	for _, n := range h.o.scales {
+		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), true, logf); err != nil {
+			return fmt.Errorf("%d targets: %w", n, err)
+		}
+		prev = n
+		logf("%d targets: starting both recommenders and updaters", n)
+		ps, err := h.loopProcs(ctx, "AWARE", "VPA")
+		if err != nil {
+			return err
+		}
+		load0 := loadAvg()
+		cost, err := h.measureLoops(ctx, ps)
+		for _, p := range ps {
+			h.stopProc(p)
+		}
+		if err != nil {
+			return fmt.Errorf("%d targets: %w", n, err)
+		}
+		h.results.Scale = append(h.results.Scale, scalePoint{Targets: n, Pods: n * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
+		if err := h.writeOutputs(); err != nil {
+			return err
+		}
+	}
+	if h.o.awareOnlyScale > prev {
+		n := h.o.awareOnlyScale
+		// Only MPAs beyond the shared scales: VPA does not run here.
+		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), false, logf); err != nil {
+			return fmt.Errorf("%d MPAs: %w", n, err)
+		}
+		logf("%d MPAs: starting AWARE's recommender alone", n)
+		ps, err := h.loopProcs(ctx, "AWARE")
+		if err != nil {
+			return err
+		}
+		rec := ps[:1] // the updater is not part of this measure
+		h.stopProc(ps[1])
+		load0 := loadAvg()
+		cost, err := h.measureLoops(ctx, rec)
+		h.stopProc(ps[0])
+		if err != nil {
+			return fmt.Errorf("%d MPAs: %w", n, err)
+		}
+		h.results.AwareOnly = append(h.results.AwareOnly, scalePoint{Targets: n, Pods: n * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
+	}
+	return nil
+}
+
+func machine() string {
+	host, _ := os.Hostname()
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d logical CPUs (%s), %s %s/%s", host, runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+var authUser = authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:replicaset-controller",
+	Groups: []string{"system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"}}
+
+func rawExt(b []byte) k8sruntime.RawExtension { return k8sruntime.RawExtension{Raw: b} }
+
+// writeOutputs writes results.json, results.md and the SVG from what has
+// been measured so far, so an interrupted run still leaves its numbers.
+func (h *harness) writeOutputs() error {
+	b, err := json.MarshalIndent(h.results, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(h.o.out, "results.json"), b, 0o644); err != nil {
+		return err
+	}
+	md, err := os.Create(filepath.Join(h.o.out, "results.md"))
+	if err != nil {
+		return err
+	}
+	defer md.Close()
+	if err := writeMarkdown(md, h.results); err != nil {
+		return err
+	}
+	svg, err := os.Create(filepath.Join(h.o.out, "recommender-cpu-per-loop.svg"))
+	if err != nil {
+		return err
+	}
+	defer svg.Close()
+	if err := costPlot(h.results).WriteSVG(svg); err != nil && len(h.results.Scale) > 0 {
+		return err
+	}
+	return nil
+}
+
+func (h *harness) report() error {
+	if err := h.writeOutputs(); err != nil {
+		return err
+	}
+	return writeMarkdown(os.Stdout, h.results)
+}
