@@ -135,6 +135,9 @@ type loopCost struct {
 	PeakRSSBytes   float64 `json:"peakRssBytes"`
 	WindowSeconds  float64 `json:"windowSeconds"`
 	CPUInWindowSec float64 `json:"cpuInWindowSeconds"`
+	// CPUTicksInWindowSec is the same from /proc/PID/stat's 10-ms ticks,
+	// a check on the thread sum.
+	CPUTicksInWindowSec float64 `json:"cpuTicksInWindowSeconds"`
 }
 
 type scalePoint struct {
@@ -220,7 +223,7 @@ func run(ctx context.Context, o options) error {
 // startProc starts a component of side with a counting proxy and a
 // kubeconfig for the ServiceAccount namespace/sa.
 func (h *harness) start(ctx context.Context, name, side, bin, namespace, sa string, args func(p *proc, kubeconfig string) []string) (*proc, error) {
-	proxy, err := newCountingProxy(h.apiURL, h.tb.CAFile)
+	proxy, err := newCountingProxy(h.apiURL, h.tb.CAFile, h.certFile, h.keyFile)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +233,7 @@ func (h *harness) start(ctx context.Context, name, side, bin, namespace, sa stri
 		return nil, err
 	}
 	kc := filepath.Join(h.o.out, name+".kubeconfig")
-	if err := writeKubeconfig(kc, proxy.addr, token, namespace+"/"+sa); err != nil {
+	if err := writeKubeconfig(kc, proxy.addr, h.tb.CAFile, token, namespace+"/"+sa); err != nil {
 		proxy.close()
 		return nil, err
 	}
@@ -292,6 +295,9 @@ func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarge
 	}, nil
 }
 
+// fixedRateConns bounds the requests in flight of an open-loop run.
+const fixedRateConns = 64
+
 func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) error {
 	o := h.o
 	pod, err := podTemplateFor(ctx, h.tb.Client, targetName(0))
@@ -302,7 +308,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	if err != nil {
 		return err
 	}
-	client, err := webhookClient(h.tb.CAFile, max(64, o.closedConns))
+	client, err := webhookClient(h.tb.CAFile, max(fixedRateConns, o.closedConns))
 	if err != nil {
 		return err
 	}
@@ -322,11 +328,13 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	}
 	logf("both webhooks patch the pod; %d rounds of %d requests per side, fixed rate %.0f/s and closed loop with %d clients",
 		o.webhookRounds, o.webhookRequests, o.webhookRate, o.closedConns)
-	// Warm-up, not recorded: connections, TLS sessions, caches, JIT-free Go
-	// but lazily grown pools.
+	// Warm-up, not recorded, in both modes: connections and TLS sessions
+	// up to the fixed-rate concurrency, caches, lazily grown pools.
 	for _, t := range targets {
-		if _, err := runLoad(ctx, client, t, bodies[:min(500, len(bodies))], 0, o.closedConns, 30*time.Second); err != nil {
-			return err
+		for _, rate := range []float64{o.webhookRate, 0} {
+			if _, err := runLoad(ctx, client, t, bodies[:min(1000, len(bodies))], rate, fixedRateConns, 30*time.Second); err != nil {
+				return err
+			}
 		}
 	}
 	type agg struct {
@@ -355,7 +363,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 			for _, t := range order {
 				conns := o.closedConns
 				if mode.rate > 0 {
-					conns = 64
+					conns = fixedRateConns
 				}
 				res, err := runLoad(ctx, client, t, bodies, mode.rate, conns, budget)
 				if err != nil {
@@ -526,7 +534,7 @@ func (h *harness) measureLoops(ctx context.Context, ps []*proc) (map[string]loop
 	for _, p := range ps {
 		a, b := s0[p.name], s1[p.name]
 		n := b.loops - a.loops
-		c := loopCost{Loops: n, WindowSeconds: window, CPUInWindowSec: b.u.cpu - a.u.cpu,
+		c := loopCost{Loops: n, WindowSeconds: window, CPUInWindowSec: b.u.cpu - a.u.cpu, CPUTicksInWindowSec: b.u.cpuTicks - a.u.cpuTicks,
 			RSSBytes: b.u.rss, PeakRSSBytes: b.u.peak, Watches: b.u.watches - a.u.watches}
 		if n > 0 {
 			c.CPUPerLoop = c.CPUInWindowSec / n

@@ -68,6 +68,22 @@ func ParseProcStat(text string) (float64, error) {
 	return ticks / ClockTicks, nil
 }
 
+// ParseSchedstat returns the time on CPU, in seconds, from the text of
+// /proc/PID/task/TID/schedstat (its first field, in nanoseconds). Summed
+// over a process's threads it measures CPU with nanosecond resolution
+// where /proc/PID/stat counts 10 ms ticks.
+func ParseSchedstat(text string) (float64, error) {
+	f := strings.Fields(text)
+	if len(f) != 3 {
+		return 0, fmt.Errorf("schedstat: %d fields, want 3", len(f))
+	}
+	ns, err := strconv.ParseUint(f[0], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("schedstat: %w", err)
+	}
+	return float64(ns) / 1e9, nil
+}
+
 // ParseProcStatus returns VmRSS and VmHWM (peak RSS), in bytes, from the text
 // of /proc/PID/status.
 func ParseProcStatus(text string) (rss, peak float64, err error) {

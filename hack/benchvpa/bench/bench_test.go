@@ -73,6 +73,28 @@ func TestParseProcStat(t *testing.T) {
 	}
 }
 
+func TestParseSchedstat(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		want       float64
+		wantErr    bool
+	}{
+		{name: "plain", text: "1500000000 6768714 12\n", want: 1.5},
+		{name: "two fields", text: "1 2", wantErr: true},
+		{name: "negative", text: "-1 2 3", wantErr: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSchedstat(tc.text)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("cpu = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestParseProcStatus(t *testing.T) {
 	for _, tc := range []struct {
 		name, text      string
