@@ -14,6 +14,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/url"
@@ -45,6 +46,8 @@ type options struct {
 	webhookRequests, webhookRounds      int
 	closedConns                         int
 	skipWebhook, skipScale              bool
+	maxWait                             time.Duration
+	kubeQPS                             int
 }
 
 func main() {
@@ -64,6 +67,8 @@ func main() {
 	flag.IntVar(&o.webhookRequests, "webhook-requests", 3000, "Requests per side in each webhook run.")
 	flag.IntVar(&o.webhookRounds, "webhook-rounds", 4, "Webhook rounds; each runs both sides in turn, alternating which goes first.")
 	flag.IntVar(&o.closedConns, "webhook-clients", 8, "Clients of the closed-loop webhook runs.")
+	flag.DurationVar(&o.maxWait, "max-wait", 15*time.Minute, "How much longer than its loops×interval a measurement window may last when a side's loops overrun the interval.")
+	flag.IntVar(&o.kubeQPS, "kube-api-qps", 200, "Client QPS to the API server of all six components (burst twice that); the same for both sides.")
 	flag.BoolVar(&o.skipWebhook, "skip-webhook", false, "Skip the webhook measures.")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the loop measures at scale.")
 	flag.Parse()
@@ -269,9 +274,9 @@ func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarge
 			m, hl := ports()
 			p.readyAddr, _ = freeAddr()
 			p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
-			return []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl,
+			return append([]string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl,
 				"--namespace=aware-system", "--webhook-bind-address=" + p.readyAddr, "--cert-mode=files",
-				"--tls-cert-file=" + h.certFile, "--tls-private-key-file=" + h.keyFile, "--register-webhook=false"}
+				"--tls-cert-file=" + h.certFile, "--tls-private-key-file=" + h.keyFile, "--register-webhook=false"}, h.qpsArgs()...)
 		})
 	if err != nil {
 		return nil, err
@@ -282,9 +287,9 @@ func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarge
 			p.readyAddr, _ = freeAddr()
 			p.metricsURL = "http://" + m + "/metrics"
 			_, port, _ := strings.Cut(p.readyAddr, ":")
-			return []string{"--kubeconfig=" + kc, "--address=" + m, "--port=" + port,
+			return append([]string{"--kubeconfig=" + kc, "--address=" + m, "--port=" + port,
 				"--client-ca-file=" + h.tb.CAFile, "--tls-cert-file=" + h.certFile, "--tls-private-key=" + h.keyFile,
-				"--register-webhook=false", "--v=1"}
+				"--register-webhook=false", "--v=1"}, h.qpsArgs()...)
 		})
 	if err != nil {
 		return nil, err
@@ -429,7 +434,7 @@ func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, erro
 					func(p *proc, kc string) []string {
 						m, hl := ports()
 						p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
-						return []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl, c.flag, "--leader-elect=false", "--v=1"}
+						return append([]string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl, c.flag, "--leader-elect=false", "--v=1"}, h.qpsArgs()...)
 					})
 				if err != nil {
 					return out, err
@@ -442,7 +447,7 @@ func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, erro
 					func(p *proc, kc string) []string {
 						m, _ := ports()
 						p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+m+"/metrics"
-						return []string{"--kubeconfig=" + kc, "--address=" + m, c.flag, "--v=1"}
+						return append([]string{"--kubeconfig=" + kc, "--address=" + m, c.flag, "--v=1"}, h.qpsArgs()...)
 					})
 				if err != nil {
 					return out, err
@@ -452,6 +457,13 @@ func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, erro
 		}
 	}
 	return out, nil
+}
+
+// qpsArgs give every component the same client rate limit. The defaults
+// differ (VPA 50/100, ours lower), and a loop that waits on its own rate
+// limiter at a thousand targets measures the limiter, not the work.
+func (h *harness) qpsArgs() []string {
+	return []string{fmt.Sprintf("--kube-api-qps=%d", h.o.kubeQPS), fmt.Sprintf("--kube-api-burst=%d", 2*h.o.kubeQPS)}
 }
 
 // loopMetric is the counter of completed loops of each loop component.
@@ -473,77 +485,102 @@ func loops(ctx context.Context, p *proc) (float64, error) {
 	return p.metric(ctx, name, labels)
 }
 
-// measureLoops waits until every proc has finished two loops (the first
-// one lists everything and loads history), then measures a window of
-// o.loops intervals.
+// measureLoops measures each process between loop boundaries: it waits
+// for the warm-up loop to end (the first one lists everything and loads
+// history), takes a sample as the next loop ends, and another when o.loops
+// more have ended (or, if a side's loops are slow, at the last loop end
+// before the deadline). The window is thus whole loops and the idle time
+// between them, whatever the loop's length; all processes run at the same
+// time, so the machine's noise hits both sides.
 func (h *harness) measureLoops(ctx context.Context, ps []*proc) (map[string]loopCost, error) {
-	warm := time.Now().Add(5*h.o.interval + 3*time.Minute)
-	for _, p := range ps {
-		for {
-			n, err := loops(ctx, p)
-			if err != nil {
-				return nil, err
-			}
-			if n >= 2 {
-				break
-			}
-			if err := p.alive(); err != nil {
-				return nil, err
-			}
-			if time.Now().After(warm) {
-				return nil, fmt.Errorf("%s finished %v loops during the warm-up", p.name, n)
-			}
-			time.Sleep(time.Second)
-		}
+	type result struct {
+		name string
+		cost loopCost
+		err  error
 	}
+	deadline := time.Now().Add(time.Duration(h.o.loops+2)*h.o.interval + h.o.maxWait)
+	ch := make(chan result, len(ps))
+	for _, p := range ps {
+		go func() {
+			c, err := h.measureOne(ctx, p, deadline)
+			ch <- result{p.name, c, err}
+		}()
+	}
+	out := map[string]loopCost{}
+	var errs []error
+	for range ps {
+		r := <-ch
+		if r.err != nil {
+			errs = append(errs, r.err)
+			continue
+		}
+		out[r.name] = r.cost
+		c := r.cost
+		logf("%s: %.0f loops in %.0f s, %.3f s CPU per loop, %.1f API requests per loop, RSS %.0f MiB", r.name, c.Loops, c.WindowSeconds, c.CPUPerLoop, c.RequestsPerLp, c.RSSBytes/(1<<20))
+	}
+	return out, errors.Join(errs...)
+}
+
+func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time) (loopCost, error) {
 	type snap struct {
 		u     usage
 		loops float64
+		at    time.Time
 	}
-	take := func() (map[string]snap, error) {
-		m := map[string]snap{}
-		for _, p := range ps {
-			u, err := p.sample()
+	// wait polls the loop counter until it reaches at least n, and samples
+	// the process right then.
+	wait := func(n float64) (snap, bool, error) {
+		for {
+			c, err := loops(ctx, p)
 			if err != nil {
-				return nil, err
+				return snap{}, false, err
 			}
-			n, err := loops(ctx, p)
-			if err != nil {
-				return nil, err
+			if c >= n {
+				u, err := p.sample()
+				return snap{u, c, time.Now()}, true, err
 			}
-			m[p.name] = snap{u, n}
+			if err := p.alive(); err != nil {
+				return snap{}, false, err
+			}
+			if time.Now().After(deadline) {
+				return snap{}, false, nil
+			}
+			select {
+			case <-time.After(250 * time.Millisecond):
+			case <-ctx.Done():
+				return snap{}, false, ctx.Err()
+			}
 		}
-		return m, nil
 	}
-	t0 := time.Now()
-	s0, err := take()
-	if err != nil {
-		return nil, err
+	// Warm-up: the first loop, then the boundary that opens the window.
+	if _, ok, err := wait(1); err != nil || !ok {
+		return loopCost{}, errors.Join(err, fmt.Errorf("%s finished no loop by the deadline", p.name))
 	}
-	select {
-	case <-time.After(time.Duration(h.o.loops) * h.o.interval):
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	first, ok, err := wait(2)
+	if err != nil || !ok {
+		return loopCost{}, errors.Join(err, fmt.Errorf("%s finished one loop only by the deadline", p.name))
 	}
-	s1, err := take()
-	if err != nil {
-		return nil, err
-	}
-	window := time.Since(t0).Seconds()
-	out := map[string]loopCost{}
-	for _, p := range ps {
-		a, b := s0[p.name], s1[p.name]
-		n := b.loops - a.loops
-		c := loopCost{Loops: n, WindowSeconds: window, CPUInWindowSec: b.u.cpu - a.u.cpu, CPUTicksInWindowSec: b.u.cpuTicks - a.u.cpuTicks,
-			RSSBytes: b.u.rss, PeakRSSBytes: b.u.peak, Watches: b.u.watches - a.u.watches}
-		if n > 0 {
-			c.CPUPerLoop = c.CPUInWindowSec / n
-			c.RequestsPerLp = float64(b.u.requests-a.u.requests) / n
+	last := first
+	for last.loops < first.loops+float64(h.o.loops) {
+		s, ok, err := wait(last.loops + 1)
+		if err != nil {
+			return loopCost{}, err
 		}
-		out[p.name] = c
-		logf("%s: %.0f loops, %.3f s CPU per loop, %.1f API requests per loop, RSS %.0f MiB", p.name, n, c.CPUPerLoop, c.RequestsPerLp, c.RSSBytes/(1<<20))
+		if !ok {
+			break
+		}
+		last = s
 	}
-	return out, nil
+	n := last.loops - first.loops
+	if n == 0 {
+		return loopCost{}, fmt.Errorf("%s finished no loop inside the window by the deadline", p.name)
+	}
+	c := loopCost{Loops: n, WindowSeconds: last.at.Sub(first.at).Seconds(),
+		CPUInWindowSec: last.u.cpu - first.u.cpu, CPUTicksInWindowSec: last.u.cpuTicks - first.u.cpuTicks,
+		RSSBytes: last.u.rss, PeakRSSBytes: last.u.peak, Watches: last.u.watches - first.u.watches}
+	c.CPUPerLoop = c.CPUInWindowSec / n
+	c.RequestsPerLp = float64(last.u.requests-first.u.requests) / n
+	return c, nil
 }
 
 func (h *harness) scalePhase(ctx context.Context) error {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -48,8 +49,10 @@ type proc struct {
 // start runs bin with args, logging to dir/name.log, and waits until it is
 // ready.
 func startProc(ctx context.Context, p *proc, dir, bin string, args ...string) error {
+	// Appended to: a component started again at the next scale keeps the
+	// previous scale's log above.
 	p.logPath = filepath.Join(dir, p.name+".log")
-	logf, err := os.Create(p.logPath)
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
@@ -280,7 +283,9 @@ func newCountingProxy(apiserver *url.URL, caFile, certFile, keyFile string) (*co
 	rp := httputil.NewSingleHostReverseProxy(apiserver)
 	rp.Transport = &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 64, ForceAttemptHTTP2: true}
 	rp.FlushInterval = -1 // watches stream
-	rp.ErrorLog = nil
+	// A component stopped mid-watch makes the proxy log "context
+	// canceled": noise.
+	rp.ErrorLog = log.New(io.Discard, "", 0)
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
