@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -24,6 +25,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +48,7 @@ type options struct {
 	webhookRequests, webhookRounds      int
 	closedConns                         int
 	skipWebhook, skipScale              bool
+	webhookTogether                     bool
 	maxWait                             time.Duration
 	kubeQPS                             int
 }
@@ -69,6 +72,7 @@ func main() {
 	flag.IntVar(&o.closedConns, "webhook-clients", 8, "Clients of the closed-loop webhook runs.")
 	flag.DurationVar(&o.maxWait, "max-wait", 15*time.Minute, "How much longer than its loops×interval a measurement window may last when a side's loops overrun the interval.")
 	flag.IntVar(&o.kubeQPS, "kube-api-qps", 200, "Client QPS to the API server of all six components (burst twice that); the same for both sides.")
+	flag.BoolVar(&o.webhookTogether, "webhook-together", true, "Run the fixed-rate webhook runs of both sides at the same time (each at --webhook-rate), so the machine's stalls hit both; false runs them one after the other.")
 	flag.BoolVar(&o.skipWebhook, "skip-webhook", false, "Skip the webhook measures.")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the loop measures at scale.")
 	flag.Parse()
@@ -128,6 +132,8 @@ type optionsReport struct {
 	WebhookRequests int     `json:"webhookRequests"`
 	WebhookRounds   int     `json:"webhookRounds"`
 	WebhookClients  int     `json:"webhookClients"`
+	WebhookTogether bool    `json:"webhookTogether"`
+	KubeAPIQPS      int     `json:"kubeApiQps"`
 }
 
 // loopCost is one loop component's cost over a measurement window.
@@ -160,7 +166,7 @@ func run(ctx context.Context, o options) error {
 	h := &harness{o: o, tb: tb}
 	h.results.Started = time.Now().UTC()
 	h.results.Machine = machine()
-	h.results.Options = optionsReport{o.replicas, o.interval.Seconds(), o.loops, o.webhookRate, o.webhookRequests, o.webhookRounds, o.closedConns}
+	h.results.Options = optionsReport{o.replicas, o.interval.Seconds(), o.loops, o.webhookRate, o.webhookRequests, o.webhookRounds, o.closedConns, o.webhookTogether, o.kubeQPS}
 	if h.apiURL, err = url.Parse(tb.Config.Host); err != nil {
 		return err
 	}
@@ -215,14 +221,15 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	var scaleErr error
 	if !o.skipScale {
-		if err := h.scalePhase(ctx); err != nil {
-			// Report what was measured before the failure.
-			h.results.Notes = append(h.results.Notes, "scale phase stopped: "+err.Error())
-			logf("scale phase stopped: %v", err)
+		if scaleErr = h.scalePhase(ctx); scaleErr != nil {
+			// Report what was measured before the failure, then fail.
+			h.results.Notes = append(h.results.Notes, "scale phase stopped: "+scaleErr.Error())
+			logf("scale phase stopped: %v", scaleErr)
 		}
 	}
-	return h.report()
+	return errors.Join(h.report(), scaleErr)
 }
 
 // startProc starts a component of side with a counting proxy and a
@@ -313,16 +320,21 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	if err != nil {
 		return err
 	}
-	client, err := webhookClient(h.tb.CAFile, max(fixedRateConns, o.closedConns))
-	if err != nil {
-		return err
+	// One client per side: neither waits on the other's connection pool.
+	clients := map[string]*http.Client{}
+	for _, t := range targets {
+		c, err := webhookClient(h.tb.CAFile, max(fixedRateConns, o.closedConns))
+		if err != nil {
+			return err
+		}
+		clients[t.side] = c
 	}
 	// Both must patch the pod before anything is timed (their informers
 	// sync after start).
 	for _, t := range targets {
 		var last error
 		for i := 0; i < 60; i++ {
-			if last = checkPatched(ctx, client, t, bodies[0]); last == nil {
+			if last = checkPatched(ctx, clients[t.side], t, bodies[0]); last == nil {
 				break
 			}
 			time.Sleep(time.Second)
@@ -337,7 +349,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	// up to the fixed-rate concurrency, caches, lazily grown pools.
 	for _, t := range targets {
 		for _, rate := range []float64{o.webhookRate, 0} {
-			if _, err := runLoad(ctx, client, t, bodies[:min(1000, len(bodies))], rate, fixedRateConns, 30*time.Second); err != nil {
+			if _, err := runLoad(ctx, clients[t.side], t, bodies[:min(1000, len(bodies))], rate, fixedRateConns, 30*time.Second); err != nil {
 				return err
 			}
 		}
@@ -365,15 +377,11 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 			rate float64
 			into map[string]*agg
 		}{{o.webhookRate, fixed}, {0, closed}} {
-			for _, t := range order {
-				conns := o.closedConns
-				if mode.rate > 0 {
-					conns = fixedRateConns
-				}
-				res, err := runLoad(ctx, client, t, bodies, mode.rate, conns, budget)
-				if err != nil {
-					return err
-				}
+			conns := o.closedConns
+			if mode.rate > 0 {
+				conns = fixedRateConns
+			}
+			record := func(t webhookTarget, res loadResult) {
 				a := mode.into[t.side]
 				a.lat = append(a.lat, res.latencies...)
 				a.cpu += res.cpu
@@ -382,6 +390,31 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 				a.elapsed += res.elapsed
 				a.loadSum += loadAvg()
 				a.loadN++
+			}
+			if mode.rate > 0 && o.webhookTogether {
+				// Both sides in the same seconds: a stall of the machine
+				// lands in both sides' tails.
+				res := make([]loadResult, len(order))
+				errs := make([]error, len(order))
+				var wg sync.WaitGroup
+				for i, t := range order {
+					wg.Go(func() { res[i], errs[i] = runLoad(ctx, clients[t.side], t, bodies, mode.rate, conns, budget) })
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					return err
+				}
+				for i, t := range order {
+					record(t, res[i])
+				}
+				continue
+			}
+			for _, t := range order {
+				res, err := runLoad(ctx, clients[t.side], t, bodies, mode.rate, conns, budget)
+				if err != nil {
+					return err
+				}
+				record(t, res)
 			}
 		}
 		logf("webhook round %d/%d done", r+1, o.webhookRounds)

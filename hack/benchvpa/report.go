@@ -46,8 +46,12 @@ func scaleRows(sp scalePoint) (rows []bench.Row, notes []string) {
 
 func writeMarkdown(w io.Writer, r results) error {
 	fmt.Fprintf(w, "Machine: %s. Started %s.\n\n", r.Machine, r.Started.Format("2006-01-02 15:04 MST"))
-	fmt.Fprintf(w, "Options: %d pods per target, loop interval %gs for all four loop components, %d intervals per window; webhook: %d rounds × %d requests per side per mode, fixed rate %.0f req/s, closed loop with %d clients.\n\n",
-		r.Options.PodsPerTarget, r.Options.IntervalSeconds, r.Options.Loops, r.Options.WebhookRounds, r.Options.WebhookRequests, r.Options.WebhookRate, r.Options.WebhookClients)
+	together := "one side after the other"
+	if r.Options.WebhookTogether {
+		together = "both sides at the same time"
+	}
+	fmt.Fprintf(w, "Options: %d pods per target, loop interval %gs for all four loop components, %d loops per window, client QPS %d for all components; webhook: %d rounds × %d requests per side per mode, fixed rate %.0f req/s (%s), closed loop with %d clients (one side after the other).\n\n",
+		r.Options.PodsPerTarget, r.Options.IntervalSeconds, r.Options.Loops, r.Options.KubeAPIQPS, r.Options.WebhookRounds, r.Options.WebhookRequests, r.Options.WebhookRate, together, r.Options.WebhookClients)
 	if len(r.Webhook) > 0 {
 		fmt.Fprintln(w, "### Admission webhook")
 		fmt.Fprintln(w)
