@@ -283,7 +283,10 @@ func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarge
 			p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
 			return append([]string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl,
 				"--namespace=aware-system", "--webhook-bind-address=" + p.readyAddr, "--cert-mode=files",
-				"--tls-cert-file=" + h.certFile, "--tls-private-key-file=" + h.keyFile, "--register-webhook=false"}, h.qpsArgs()...)
+				"--tls-cert-file=" + h.certFile, "--tls-private-key-file=" + h.keyFile, "--register-webhook=false",
+				// The Lease our updater checks before it evicts (VPA's updater
+				// checks its admission controller's status Lease the same way).
+				"--heartbeat-lease-name=aware-admission-controller"}, h.qpsArgs()...)
 		})
 	if err != nil {
 		return nil, err
