@@ -43,6 +43,8 @@ test: ## Run unit and integration tests with the race detector (not e2e).
 	@# Single-goroutine learning tests that the race detector slows 20-fold
 	@# are built with !race; run them here so they still gate every change.
 	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/policy/
+	@# The VPA benchmark's report glue is built with its tag only (make bench-vpa).
+	go test -race -count=1 -tags benchvpa ./hack/benchvpa/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target with a budget of FUZZTIME each (default 30000x executions).
