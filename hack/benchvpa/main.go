@@ -557,6 +557,11 @@ func (h *harness) measureLoops(ctx context.Context, ps []*proc) (map[string]loop
 	return out, errors.Join(errs...)
 }
 
+// loopPoll is how often the loop counters are read. Each read is a /metrics
+// scrape that costs the component CPU inside its window, so it is slow; a
+// window boundary is then late by up to loopPoll of idle time.
+const loopPoll = 2 * time.Second
+
 func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time) (loopCost, error) {
 	type snap struct {
 		u     usage
@@ -582,7 +587,7 @@ func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time) (
 				return snap{}, false, nil
 			}
 			select {
-			case <-time.After(250 * time.Millisecond):
+			case <-time.After(loopPoll):
 			case <-ctx.Done():
 				return snap{}, false, ctx.Err()
 			}
