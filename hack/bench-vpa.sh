@@ -63,7 +63,8 @@ else
 	if running="$(running_component)"; then
 		die "a testbed is already running from ${TESTBED_DIR} (${running% *} pid ${running#* }): set BENCH_VPA_USE_RUNNING=1 to use it, or AWARE_TESTBED_DIR and AWARE_TESTBED_BASE_PORT to run beside it"
 	fi
-	# Room for the largest scale: 10,000 targets of 2 pods by default.
+	# Room for the largest scale: 15,000 pods by default (5,000 targets of
+	# two one-pod Deployments, then 5,000 more MPA Deployments).
 	export AWARE_TESTBED_NODES="${AWARE_TESTBED_NODES:-10}"
 	export AWARE_TESTBED_NODE_PODS="${AWARE_TESTBED_NODE_PODS:-2500}"
 	export AWARE_TESTBED_NODE_CPU="${AWARE_TESTBED_NODE_CPU:-1000}"

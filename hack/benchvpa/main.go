@@ -61,9 +61,9 @@ func main() {
 	flag.StringVar(&o.vpaDir, "vpa-module-dir", "", "VPA's module directory (its deploy/ holds the CRD and RBAC).")
 	flag.StringVar(&o.repo, "repo", ".", "This repository (its deploy/ holds our CRDs and RBAC).")
 	flag.StringVar(&o.out, "out", "bench-vpa-out", "Directory for results.md, results.json, the SVG and the components' logs.")
-	flag.StringVar(&scales, "scales", "100,1000,5000", "Numbers of targets (Deployment + MPA + VPA each), measured in turn with both sides.")
+	flag.StringVar(&scales, "scales", "100,1000,5000", "Numbers of targets (a Deployment with an MPA and one with a VPA each), measured in turn with both sides.")
 	flag.IntVar(&o.awareOnlyScale, "aware-only-scale", 10000, "After the shared scales, grow to this many MPAs and measure AWARE's recommender alone (0: skip).")
-	flag.IntVar(&o.replicas, "pods-per-target", 2, "Pods of each target Deployment.")
+	flag.IntVar(&o.replicas, "pods-per-target", 1, "Pods of each Deployment (a target has two: one under an MPA, one under a VPA).")
 	flag.DurationVar(&o.interval, "interval", 15*time.Second, "Loop interval of both recommenders and both updaters.")
 	flag.IntVar(&o.loops, "loops", 4, "Loop intervals in each measurement window.")
 	flag.Float64Var(&o.webhookRate, "webhook-rate", 1000, "Fixed request rate (req/s) of the open-loop webhook runs.")
@@ -204,10 +204,10 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	// One target exists before anything starts: the webhook's pod.
-	if err := createTargets(ctx, tb.Client, h.dyn, 0, 1, int32(o.replicas), true, logf); err != nil {
+	if err := createTargets(ctx, tb.Client, h.dyn, 0, 1, int32(o.replicas), true, 2*o.replicas, logf); err != nil {
 		return err
 	}
-	if err := writeStatuses(ctx, h.dyn, targetName(0), int32(o.replicas)); err != nil {
+	if err := writeStatuses(ctx, h.dyn, 0, int32(o.replicas)); err != nil {
 		return err
 	}
 	// The admission controllers run from here to the end: both updaters
@@ -315,13 +315,21 @@ const fixedRateConns = 64
 
 func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) error {
 	o := h.o
-	pod, err := podTemplateFor(ctx, h.tb.Client, targetName(0))
-	if err != nil {
-		return err
-	}
-	bodies, err := reviewBodies(pod, o.webhookRequests)
-	if err != nil {
-		return err
+	// Each side admits a pod of its own Deployment of target 0; the two
+	// pods differ only in their names.
+	bodiesOf := map[string][][]byte{}
+	for _, t := range targets {
+		name := awareName(0)
+		if t.side == "VPA" {
+			name = vpaName(0)
+		}
+		pod, err := podTemplateFor(ctx, h.tb.Client, name)
+		if err != nil {
+			return err
+		}
+		if bodiesOf[t.side], err = reviewBodies(pod, o.webhookRequests); err != nil {
+			return err
+		}
 	}
 	// One client per side: neither waits on the other's connection pool.
 	clients := map[string]*http.Client{}
@@ -337,7 +345,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	for _, t := range targets {
 		var last error
 		for i := 0; i < 60; i++ {
-			if last = checkPatched(ctx, clients[t.side], t, bodies[0]); last == nil {
+			if last = checkPatched(ctx, clients[t.side], t, bodiesOf[t.side][0]); last == nil {
 				break
 			}
 			time.Sleep(time.Second)
@@ -352,7 +360,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	// up to the fixed-rate concurrency, caches, lazily grown pools.
 	for _, t := range targets {
 		for _, rate := range []float64{o.webhookRate, 0} {
-			if _, err := runLoad(ctx, clients[t.side], t, bodies[:min(1000, len(bodies))], rate, fixedRateConns, 30*time.Second); err != nil {
+			if _, err := runLoad(ctx, clients[t.side], t, bodiesOf[t.side][:min(1000, o.webhookRequests)], rate, fixedRateConns, 30*time.Second); err != nil {
 				return err
 			}
 		}
@@ -370,7 +378,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	for _, t := range targets {
 		fixed[t.side], closed[t.side] = &agg{}, &agg{}
 	}
-	budget := time.Duration(float64(len(bodies))/o.webhookRate*float64(time.Second))*3 + 10*time.Second
+	budget := time.Duration(float64(o.webhookRequests)/o.webhookRate*float64(time.Second))*3 + 10*time.Second
 	for r := 0; r < o.webhookRounds; r++ {
 		order := targets
 		if r%2 == 1 {
@@ -401,7 +409,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 				errs := make([]error, len(order))
 				var wg sync.WaitGroup
 				for i, t := range order {
-					wg.Go(func() { res[i], errs[i] = runLoad(ctx, clients[t.side], t, bodies, mode.rate, conns, budget) })
+					wg.Go(func() { res[i], errs[i] = runLoad(ctx, clients[t.side], t, bodiesOf[t.side], mode.rate, conns, budget) })
 				}
 				wg.Wait()
 				if err := errors.Join(errs...); err != nil {
@@ -413,7 +421,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 				continue
 			}
 			for _, t := range order {
-				res, err := runLoad(ctx, clients[t.side], t, bodies, mode.rate, conns, budget)
+				res, err := runLoad(ctx, clients[t.side], t, bodiesOf[t.side], mode.rate, conns, budget)
 				if err != nil {
 					return err
 				}
@@ -627,7 +635,7 @@ func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time) (
 func (h *harness) scalePhase(ctx context.Context) error {
 	prev := 1
 	for _, n := range h.o.scales {
-		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), true, logf); err != nil {
+		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), true, 2*n*h.o.replicas, logf); err != nil {
 			return fmt.Errorf("%d targets: %w", n, err)
 		}
 		prev = n
@@ -644,7 +652,7 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%d targets: %w", n, err)
 		}
-		h.results.Scale = append(h.results.Scale, scalePoint{Targets: n, Pods: n * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
+		h.results.Scale = append(h.results.Scale, scalePoint{Targets: n, Pods: 2 * n * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
 		if err := h.writeOutputs(); err != nil {
 			return err
 		}
@@ -652,7 +660,7 @@ func (h *harness) scalePhase(ctx context.Context) error {
 	if h.o.awareOnlyScale > prev {
 		n := h.o.awareOnlyScale
 		// Only MPAs beyond the shared scales: VPA does not run here.
-		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), false, logf); err != nil {
+		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), false, (n+prev)*h.o.replicas, logf); err != nil {
 			return fmt.Errorf("%d MPAs: %w", n, err)
 		}
 		logf("%d MPAs: starting AWARE's recommender alone", n)
@@ -668,7 +676,7 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%d MPAs: %w", n, err)
 		}
-		h.results.AwareOnly = append(h.results.AwareOnly, scalePoint{Targets: n, Pods: n * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
+		h.results.AwareOnly = append(h.results.AwareOnly, scalePoint{Targets: n, Pods: (n + prev) * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
 	}
 	return nil
 }

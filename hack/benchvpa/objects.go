@@ -111,15 +111,21 @@ func waitServed(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVers
 	return fmt.Errorf("%s not served after 60s", gvr)
 }
 
-// Targets are Deployments named t-00000 … in one namespace, each with one
-// MPA and one VPA (both in Recreate mode, the same resource policy), and
-// replicas pods whose KWOK usage is fixed by annotations.
+// A target is a pair of identical Deployments in one namespace, a-00000
+// with an MPA and v-00000 with a VPA (both in Recreate mode, the same
+// resource policy), each with replicas pods whose KWOK usage is fixed by
+// annotations. Not one Deployment under both: our recommender reports a VPA
+// on its target as a conflicting autoscaler and leaves it the pod
+// resources, so it would skip the very work being compared.
 const (
 	benchNS       = "bench-vpa"
 	containerName = "app"
 )
 
-func targetName(i int) string { return fmt.Sprintf("t-%05d", i) }
+// awareName and vpaName name the two Deployments (and their autoscalers)
+// of target i.
+func awareName(i int) string { return fmt.Sprintf("a-%05d", i) }
+func vpaName(i int) string   { return fmt.Sprintf("v-%05d", i) }
 
 func deployment(name string, replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": name, "bench": "vpa"}
@@ -213,10 +219,10 @@ func ensureNamespace(ctx context.Context, kc kubernetes.Interface) error {
 	return nil
 }
 
-// createTargets creates targets [from, to): Deployment, MPA and (if vpa)
-// VPA, with workers in parallel, and waits until every pod of the namespace
-// runs.
-func createTargets(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Interface, from, to int, replicas int32, vpa bool, log func(string, ...any)) error {
+// createTargets creates targets [from, to): the MPA's Deployment and MPA
+// and, if vpa, the VPA's Deployment and VPA, with workers in parallel, and
+// waits until wantPods pods of the namespace run.
+func createTargets(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Interface, from, to int, replicas int32, vpa bool, wantPods int, log func(string, ...any)) error {
 	if from >= to {
 		return nil
 	}
@@ -225,6 +231,13 @@ func createTargets(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Int
 	next.Store(int64(from))
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
+	create := func(what, name string, f func() error) bool {
+		if err := createIgnoringExists(f); err != nil {
+			errs <- fmt.Errorf("%s %s: %w", what, name, err)
+			return false
+		}
+		return true
+	}
 	for range 32 {
 		wg.Go(func() {
 			for {
@@ -232,29 +245,24 @@ func createTargets(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Int
 				if i >= to || ctx.Err() != nil {
 					return
 				}
-				name := targetName(i)
-				if err := createIgnoringExists(func() error {
-					_, err := kc.AppsV1().Deployments(benchNS).Create(ctx, deployment(name, replicas), metav1.CreateOptions{})
+				a, v := awareName(i), vpaName(i)
+				if !create("deployment", a, func() error {
+					_, err := kc.AppsV1().Deployments(benchNS).Create(ctx, deployment(a, replicas), metav1.CreateOptions{})
 					return err
-				}); err != nil {
-					errs <- fmt.Errorf("deployment %s: %w", name, err)
+				}) || !create("mpa", a, func() error {
+					_, err := dyn.Resource(mpaGVR).Namespace(benchNS).Create(ctx, mpaObject(a, replicas), metav1.CreateOptions{})
+					return err
+				}) {
 					return
 				}
-				if err := createIgnoringExists(func() error {
-					_, err := dyn.Resource(mpaGVR).Namespace(benchNS).Create(ctx, mpaObject(name, replicas), metav1.CreateOptions{})
+				if vpa && (!create("deployment", v, func() error {
+					_, err := kc.AppsV1().Deployments(benchNS).Create(ctx, deployment(v, replicas), metav1.CreateOptions{})
 					return err
-				}); err != nil {
-					errs <- fmt.Errorf("mpa %s: %w", name, err)
+				}) || !create("vpa", v, func() error {
+					_, err := dyn.Resource(vpaGVR).Namespace(benchNS).Create(ctx, vpaObject(v), metav1.CreateOptions{})
+					return err
+				})) {
 					return
-				}
-				if vpa {
-					if err := createIgnoringExists(func() error {
-						_, err := dyn.Resource(vpaGVR).Namespace(benchNS).Create(ctx, vpaObject(name), metav1.CreateOptions{})
-						return err
-					}); err != nil {
-						errs <- fmt.Errorf("vpa %s: %w", name, err)
-						return
-					}
 				}
 			}
 		})
@@ -264,8 +272,8 @@ func createTargets(ctx context.Context, kc kubernetes.Interface, dyn dynamic.Int
 	if err := <-errs; err != nil {
 		return err
 	}
-	log("created targets %d..%d in %s; waiting for %d running pods", from, to-1, time.Since(start).Round(time.Second), to*int(replicas))
-	return waitRunning(ctx, kc, to*int(replicas), log)
+	log("created targets %d..%d in %s; waiting for %d running pods", from, to-1, time.Since(start).Round(time.Second), wantPods)
+	return waitRunning(ctx, kc, wantPods, log)
 }
 
 func createIgnoringExists(create func() error) error {
@@ -337,27 +345,28 @@ func recommendation() map[string]any {
 	}}}
 }
 
-// writeStatuses gives the MPA and the VPA of target name the same
+// writeStatuses gives the MPA and the VPA of target i the same
 // recommendation.
-func writeStatuses(ctx context.Context, dyn dynamic.Interface, name string, replicas int32) error {
+func writeStatuses(ctx context.Context, dyn dynamic.Interface, i int, replicas int32) error {
 	now := metav1.Now().UTC().Format(time.RFC3339)
 	cond := []any{map[string]any{"type": "RecommendationProvided", "status": "True", "lastTransitionTime": now, "reason": "Bench", "message": "written by bench-vpa"}}
 	for _, x := range []struct {
 		gvr    schema.GroupVersionResource
+		name   string
 		status map[string]any
 	}{
-		{mpaGVR, map[string]any{"recommendation": recommendation(), "conditions": cond, "recommendationTime": now,
+		{mpaGVR, awareName(i), map[string]any{"recommendation": recommendation(), "conditions": cond, "recommendationTime": now,
 			"currentReplicas": int64(replicas), "desiredReplicas": int64(replicas)}},
-		{vpaGVR, map[string]any{"recommendation": recommendation(), "conditions": cond}},
+		{vpaGVR, vpaName(i), map[string]any{"recommendation": recommendation(), "conditions": cond}},
 	} {
 		ri := dyn.Resource(x.gvr).Namespace(benchNS)
-		u, err := ri.Get(ctx, name, metav1.GetOptions{})
+		u, err := ri.Get(ctx, x.name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		u.Object["status"] = x.status
 		if _, err := ri.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
-			return fmt.Errorf("status of %s %s: %w", x.gvr.Resource, name, err)
+			return fmt.Errorf("status of %s %s: %w", x.gvr.Resource, x.name, err)
 		}
 	}
 	return nil
