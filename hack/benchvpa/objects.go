@@ -292,9 +292,12 @@ func createIgnoringExists(create func() error) error {
 	return err
 }
 
+// podsTimeout bounds each wait for pods to run (--pods-timeout).
+var podsTimeout = 30 * time.Minute
+
 // waitRunning waits until want pods of the bench namespace are Running.
 func waitRunning(ctx context.Context, kc kubernetes.Interface, want int, log func(string, ...any)) error {
-	deadline := time.Now().Add(time.Duration(120+want/20) * time.Second)
+	deadline := time.Now().Add(podsTimeout)
 	last := -1
 	for {
 		n, err := runningPods(ctx, kc)
