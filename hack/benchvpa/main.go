@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,6 +50,7 @@ type options struct {
 	closedConns                         int
 	skipWebhook, skipScale              bool
 	webhookTogether                     bool
+	reportFrom                          string
 	maxWait                             time.Duration
 	kubeQPS                             int
 }
@@ -76,7 +78,15 @@ func main() {
 	flag.DurationVar(&podsTimeout, "pods-timeout", podsTimeout, "How long to wait for a scale's pods to run. KWOK brought pods to Running at 4-30 per second on 2 busy cores.")
 	flag.BoolVar(&o.skipWebhook, "skip-webhook", false, "Skip the webhook measures.")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the loop measures at scale.")
+	flag.StringVar(&o.reportFrom, "report-from", "", "Comma-separated results.json files of earlier runs: merge them (webhook rows of the first that has any, scale points of all, by number of targets) into --out's results.md, results.json and SVG, without touching a cluster.")
 	flag.Parse()
+	if o.reportFrom != "" {
+		if err := mergeReports(o.out, strings.Split(o.reportFrom, ",")); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-vpa: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	for _, s := range strings.Split(scales, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
@@ -728,6 +738,38 @@ func (h *harness) writeOutputs() error {
 		return err
 	}
 	return nil
+}
+
+// mergeReports combines the results of several runs (e.g. one run per
+// scale on a machine that cannot hold every scale in one sitting).
+func mergeReports(out string, files []string) error {
+	var merged results
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var r results
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+		if merged.Machine == "" {
+			merged.Machine, merged.Started, merged.Options = r.Machine, r.Started, r.Options
+		}
+		if len(merged.Webhook) == 0 {
+			merged.Webhook = r.Webhook
+		}
+		merged.Scale = append(merged.Scale, r.Scale...)
+		merged.AwareOnly = append(merged.AwareOnly, r.AwareOnly...)
+		merged.Notes = append(merged.Notes, r.Notes...)
+	}
+	slices.SortStableFunc(merged.Scale, func(a, b scalePoint) int { return a.Targets - b.Targets })
+	slices.SortStableFunc(merged.AwareOnly, func(a, b scalePoint) int { return a.Targets - b.Targets })
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	h := &harness{o: options{out: out}, results: merged}
+	return h.report()
 }
 
 func (h *harness) report() error {
