@@ -76,6 +76,7 @@ func main() {
 	flag.IntVar(&o.kubeQPS, "kube-api-qps", 200, "Client QPS to the API server of all six components (burst twice that); the same for both sides.")
 	flag.BoolVar(&o.webhookTogether, "webhook-together", true, "Run the fixed-rate webhook runs of both sides at the same time (each at --webhook-rate), so the machine's stalls hit both; false runs them one after the other.")
 	flag.DurationVar(&podsTimeout, "pods-timeout", podsTimeout, "How long to wait for a scale's pods to run. KWOK brought pods to Running at 4-30 per second on 2 busy cores.")
+	flag.BoolVar(&allowPending, "allow-pending", false, "Measure a scale even if not all its pods run by --pods-timeout (the report gives how many ran).")
 	flag.BoolVar(&o.skipWebhook, "skip-webhook", false, "Skip the webhook measures.")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the loop measures at scale.")
 	flag.StringVar(&o.reportFrom, "report-from", "", "Comma-separated results.json files of earlier runs: merge them (webhook rows of the first that has any, scale points of all, by number of targets) into --out's results.md, results.json and SVG, without touching a cluster.")
@@ -163,10 +164,12 @@ type loopCost struct {
 }
 
 type scalePoint struct {
-	Targets int                 `json:"targets"`
-	Pods    int                 `json:"pods"`
-	Load    float64             `json:"load1"`
-	Cost    map[string]loopCost `json:"cost"` // by process name
+	Targets int `json:"targets"`
+	Pods    int `json:"pods"`
+	// RunningPods is how many of Pods ran when the components started.
+	RunningPods int                 `json:"runningPods"`
+	Load        float64             `json:"load1"`
+	Cost        map[string]loopCost `json:"cost"` // by process name
 }
 
 func run(ctx context.Context, o options) error {
@@ -650,7 +653,11 @@ func (h *harness) scalePhase(ctx context.Context) error {
 			return fmt.Errorf("%d targets: %w", n, err)
 		}
 		prev = n
-		logf("%d targets: starting both recommenders and updaters", n)
+		running, err := runningPods(ctx, h.tb.Client)
+		if err != nil {
+			return err
+		}
+		logf("%d targets, %d pods running: starting both recommenders and updaters", n, running)
 		ps, err := h.loopProcs(ctx, "AWARE", "VPA")
 		if err != nil {
 			return err
@@ -663,7 +670,7 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%d targets: %w", n, err)
 		}
-		h.results.Scale = append(h.results.Scale, scalePoint{Targets: n, Pods: 2 * n * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
+		h.results.Scale = append(h.results.Scale, scalePoint{Targets: n, Pods: 2 * n * h.o.replicas, RunningPods: running, Load: (load0 + loadAvg()) / 2, Cost: cost})
 		if err := h.writeOutputs(); err != nil {
 			return err
 		}

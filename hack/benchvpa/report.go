@@ -66,6 +66,9 @@ func writeMarkdown(w io.Writer, r results) error {
 		fmt.Fprintln(w)
 		var rows []bench.Row
 		for _, sp := range r.Scale {
+			if sp.RunningPods > 0 && sp.RunningPods < sp.Pods {
+				notes = append(notes, fmt.Sprintf("%d targets: %d of the %d pods were running when the components started (the rest Pending: KWOK could not start them in time)", sp.Targets, sp.RunningPods, sp.Pods))
+			}
 			rs, ns := scaleRows(sp)
 			rows = append(rows, rs...)
 			notes = append(notes, ns...)
@@ -115,5 +118,5 @@ func costPlot(r results) bench.Plot {
 			keep = append(keep, s)
 		}
 	}
-	return bench.Plot{Title: "CPU per loop against number of targets (lower is better)", XLabel: "targets (Deployment + MPA/VPA each)", YLabel: "CPU per loop (ms)", Series: keep}
+	return bench.Plot{Title: "CPU per loop against number of targets (lower is better)", XLabel: "targets (an MPA and a VPA, each on its own Deployment)", YLabel: "CPU per loop (ms)", Series: keep}
 }
