@@ -667,12 +667,14 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		for _, p := range ps {
 			h.stopProc(p)
 		}
-		if err != nil {
-			return fmt.Errorf("%d targets: %w", n, err)
-		}
+		// What was measured is kept even if a side did not finish its
+		// loops in time: the report says which.
 		h.results.Scale = append(h.results.Scale, scalePoint{Targets: n, Pods: 2 * n * h.o.replicas, RunningPods: running, Load: (load0 + loadAvg()) / 2, Cost: cost})
 		if err := h.writeOutputs(); err != nil {
 			return err
+		}
+		if err != nil {
+			return fmt.Errorf("%d targets: %w", n, err)
 		}
 	}
 	if h.o.awareOnlyScale > prev {

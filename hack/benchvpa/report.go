@@ -22,6 +22,9 @@ func scaleRows(sp scalePoint) (rows []bench.Row, notes []string) {
 		o, ok1 := sp.Cost[c.ours]
 		v, ok2 := sp.Cost[c.vpa]
 		if !ok1 || !ok2 {
+			if ok1 != ok2 {
+				notes = append(notes, fmt.Sprintf("%d targets: only one of %s and %s was measured", sp.Targets, c.ours, c.vpa))
+			}
 			continue
 		}
 		if o.Loops == 0 || v.Loops == 0 {

@@ -29,7 +29,7 @@ func TestScaleRows(t *testing.T) {
 		{name: "a side without loops has no per-loop rows", sp: scalePoint{Targets: 5000, Cost: map[string]loopCost{
 			"aware-recommender": {Loops: 3, CPUPerLoop: 1, RSSBytes: mib}, "vpa-recommender": {Loops: 0, RSSBytes: 2 * mib},
 		}}, wantRows: []string{"recommender RSS, 5000 targets: met"}, wantNotes: 1},
-		{name: "a missing process gives no rows", sp: scalePoint{Targets: 10, Cost: map[string]loopCost{"aware-recommender": {Loops: 1}}}},
+		{name: "a side missing gives no rows and a note", sp: scalePoint{Targets: 10, Cost: map[string]loopCost{"aware-recommender": {Loops: 1}}}, wantNotes: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rows, notes := scaleRows(tc.sp)
