@@ -53,7 +53,8 @@ else
 fi
 
 mkdir -p "${OUT}/bin"
-(cd "${ROOT}" && go build -trimpath -o "${OUT}/bin/" ./recommender ./updater ./admission-controller)
+# Built as VPA's are (and as make build does): trimmed paths, stripped.
+(cd "${ROOT}" && go build -trimpath -ldflags '-s -w' -o "${OUT}/bin/" ./recommender ./updater ./admission-controller)
 
 # shellcheck source=testbed/lib.sh
 source "${ROOT}/hack/testbed/lib.sh"
