@@ -73,6 +73,8 @@ test: ## Run unit and integration tests with the race detector (not e2e).
 	@# Single-goroutine learning tests that the race detector slows 20-fold
 	@# are built with !race; run them here so they still gate every change.
 	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/policy/
+	@# The VPA benchmark's report glue is built with its tag only (make bench-vpa).
+	go test -race -count=1 -tags benchvpa ./hack/benchvpa/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target with a budget of FUZZTIME each (default 30000x executions).
@@ -101,7 +103,8 @@ lint: ## Run go vet, the pinned staticcheck (e2e files included) and make chart.
 	go vet -tags e2e ./e2e/...
 	go vet -tags images ./hack/images/
 	go vet -tags chart ./deploy/helm/
-	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/...
+	go vet -tags benchvpa ./hack/benchvpa/...
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/...
 	$(MAKE) chart
 
 .PHONY: chart
@@ -127,6 +130,10 @@ testbed-down: ## Stop the loopback control plane.
 .PHONY: e2e
 e2e: ## Run the end-to-end tests against a loopback control plane.
 	hack/e2e.sh
+
+.PHONY: bench-vpa
+bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/performance.md.
+	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
 
 .PHONY: clean
 clean: ## Remove build outputs.

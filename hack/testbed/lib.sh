@@ -52,6 +52,11 @@ NODE_CPU="${AWARE_TESTBED_NODE_CPU:-8}"
 NODE_MEMORY="${AWARE_TESTBED_NODE_MEMORY:-32Gi}"
 NODE_PODS="${AWARE_TESTBED_NODE_PODS:-110}"
 EMULATOR_ADDR="${AWARE_EMULATOR_ADDR:-127.0.0.1:9400}"
+# Client QPS of kube-controller-manager and kube-scheduler; empty keeps their
+# defaults (20 and 50). Raised for scale runs (make bench-vpa), where the
+# ReplicaSet controller and the scheduler would otherwise create and bind
+# thousands of pods at 20 and 50 per second.
+CLIENT_QPS="${AWARE_TESTBED_CLIENT_QPS:-}"
 READY_TIMEOUT="${AWARE_TESTBED_TIMEOUT:-180}"
 
 ETCD_PORT=$((BASE_PORT + 0))

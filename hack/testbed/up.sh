@@ -306,7 +306,8 @@ start_controller_manager() {
 		--cluster-signing-key-file "${CERTS}/ca.key" \
 		--service-cluster-ip-range "${SERVICE_CIDR}" \
 		--allocate-node-cidrs=false \
-		--profiling=false
+		--profiling=false \
+		${CLIENT_QPS:+--kube-api-qps "${CLIENT_QPS}" --kube-api-burst "$((CLIENT_QPS * 2))" --concurrent-replicaset-syncs 20 --concurrent-deployment-syncs 20}
 }
 
 start_scheduler() {
@@ -319,7 +320,8 @@ start_scheduler() {
 		--secure-port "${SCHEDULER_PORT}" \
 		--cert-dir "${TESTBED_DIR}/scheduler-certs" \
 		--leader-elect=false \
-		--profiling=false
+		--profiling=false \
+		${CLIENT_QPS:+--kube-api-qps "${CLIENT_QPS}" --kube-api-burst "$((CLIENT_QPS * 2))"}
 }
 
 # ---------------------------------------------------------------- KWOK
