@@ -193,7 +193,7 @@ const (
 	// training sees the ramps, flash crowds and step changes the evaluation
 	// scores, at the same rates of change. Measured (docs/evidence.md
 	// "Residual actions"): on hour-long traces the learned residual made
-	// 15–37× the default's vertical changes; cut from a day, 1.6–3×.
+	// 15–37× the default's vertical changes; cut from a day, 1.6–3.2×.
 	DefaultTraceSteps = 5760
 	// DefaultVerticalCost and DefaultSLOCost are the residual learner's
 	// charges per request change and per SLO-violating window (Options).
