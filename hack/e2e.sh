@@ -39,7 +39,7 @@ trap cleanup EXIT
 source "${TESTBED_DIR}/env"
 
 rc=0
-(cd "${ROOT}" && go test -tags e2e -count=1 -timeout "${AWARE_E2E_TIMEOUT:-30m}" "$@" ./e2e/...) || rc=$?
+(cd "${ROOT}" && go test -tags e2e -count=1 -timeout "${AWARE_E2E_TIMEOUT:-40m}" "$@" ./e2e/...) || rc=$?
 if ((rc != 0)); then
 	echo "e2e.sh: go test failed with exit code ${rc}; control-plane logs are in ${TESTBED_DIR}/logs" >&2
 fi
