@@ -39,7 +39,20 @@ trap cleanup EXIT
 source "${TESTBED_DIR}/env"
 
 rc=0
-(cd "${ROOT}" && go test -tags e2e -count=1 -timeout "${AWARE_E2E_TIMEOUT:-40m}" "$@" ./e2e/...) || rc=$?
+e2e_test() {
+	(cd "${ROOT}" && go test -tags e2e -count=1 -timeout "${AWARE_E2E_TIMEOUT:-40m}" "$@")
+}
+if (($# > 0)); then
+	e2e_test "$@" ./e2e/... || rc=$?
+else
+	# TestControlPlaneFaults restarts kube-apiserver and stops
+	# metrics-server and Prometheus; in CI runs the control plane then
+	# stayed unresponsive for minutes and the tests after it failed
+	# (docs/faults.md). It runs last, on its own, so that it can harm no
+	# other test.
+	e2e_test -skip '^TestControlPlaneFaults$' ./e2e/... || rc=$?
+	e2e_test -run '^TestControlPlaneFaults$' ./e2e/ || rc=$?
+fi
 if ((rc != 0)); then
 	echo "e2e.sh: go test failed with exit code ${rc}; control-plane logs are in ${TESTBED_DIR}/logs" >&2
 fi
