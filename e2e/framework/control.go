@@ -57,7 +57,7 @@ func (tb *Testbed) StopComponent(t testing.TB, name string) *StoppedComponent {
 	if s.dir, err = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil {
 		t.Fatalf("%s (pid %d): %v", name, pid, err)
 	}
-	if len(s.argv) == 0 {
+	if len(s.argv) == 0 || s.argv[0] == "" {
 		t.Fatalf("%s (pid %d): empty command line", name, pid)
 	}
 	t.Logf("stopping testbed component %s (pid %d)", name, pid)
@@ -111,6 +111,9 @@ func (s *StoppedComponent) start() error {
 	if err := writeFileAtomic(filepath.Join(pids, s.name+".pid"), strconv.Itoa(pid)+"\n"); err != nil {
 		return err
 	}
+	if err := waitExeced(pid, 5*time.Second); err != nil {
+		return fmt.Errorf("%s: %w", s.name, err)
+	}
 	st, err := startTime(pid)
 	if err != nil {
 		return fmt.Errorf("%s exited at once: %w", s.name, err)
@@ -142,6 +145,27 @@ func (tb *Testbed) componentPID(name string) (int, error) {
 		return 0, fmt.Errorf("testbed component %s: pid %d is another process now", name, pid)
 	}
 	return pid, nil
+}
+
+// waitExeced waits until the kernel has finished exec for pid: cmd.Start
+// returns once the close-on-exec pipe closes, which is before the new
+// image's arguments are set up, so /proc/PID/cmdline and environ can read
+// empty for a moment. A later StopComponent needs them whole.
+func waitExeced(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			return fmt.Errorf("pid %d exited at once: %w", pid, err)
+		}
+		if len(raw) > 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d has an empty command line after %v (a zombie?)", pid, timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // procStrings reads a NUL-separated /proc/PID file.

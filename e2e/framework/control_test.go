@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestStopAndStartComponent stops a process recorded the way up.sh
@@ -29,6 +30,9 @@ func TestStopAndStartComponent(t *testing.T) {
 	}
 	go func() { _ = cmd.Wait() }()
 	first := cmd.Process.Pid
+	if err := waitExeced(first, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	st, err := startTime(first)
 	if err != nil {
 		t.Fatal(err)
