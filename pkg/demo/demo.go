@@ -109,6 +109,11 @@ type AgentOptions struct {
 	// Seed+1, ...; 0 means 1. Several agents are judged together too
 	// (eval.Report.Pool), so that the comparison spans the training seed.
 	Seeds int
+	// Quorums, with several agents, add one row per quorum q: the agents
+	// as one ensemble (train.Ensemble) that deviates from the default in a
+	// dimension only where at least q of them agree (0: a strict
+	// majority).
+	Quorums []int
 	// Train is the training run otherwise; its Seed, Step, Resize and
 	// Traces are the demo's, and its checkpoint goes into the output folder.
 	Train train.Options
@@ -132,6 +137,11 @@ func agentName(i, n int) string {
 
 // PooledName is the comparison row of several agents judged together.
 const PooledName = train.PolicyName + " (pooled)"
+
+// EnsembleName is the row of the agents as one ensemble of quorum q.
+func EnsembleName(q, n int) string {
+	return fmt.Sprintf("%s (%d of %d agree)", train.PolicyName, q, n)
+}
 
 // DefaultAgentSeeds is how many agents the demo trains: one result of
 // training is one draw, and the comparison must span the training seed.
@@ -208,6 +218,17 @@ func (o *Options) Validate() error {
 		}
 		if o.Agent.Seeds < 0 || o.Agent.Seeds > 16 {
 			errs = append(errs, fmt.Errorf("agent seeds must be in [0, 16], got %d", o.Agent.Seeds))
+		}
+	}
+	if o.Agent != nil && len(o.Agent.Quorums) > 0 {
+		n := o.Agent.count()
+		if n < 2 {
+			errs = append(errs, fmt.Errorf("an ensemble needs at least 2 agents, got %d", n))
+		}
+		for _, q := range o.Agent.Quorums {
+			if q < 0 || q > n {
+				errs = append(errs, fmt.Errorf("ensemble quorum must be in [0, %d] (0: a majority), got %d", n, q))
+			}
 		}
 	}
 	return errors.Join(errs...)
@@ -350,6 +371,7 @@ func agents(ctx context.Context, o Options, dir string, stdout, stderr io.Writer
 	n := o.Agent.count()
 	var cs []eval.Contender
 	var files []string
+	var ls []train.Learner
 	for k := range n {
 		name := agentName(k, n)
 		if len(o.Agent.Checkpoints) > 0 {
@@ -361,24 +383,33 @@ func agents(ctx context.Context, o Options, dir string, stdout, stderr io.Writer
 			fmt.Fprintf(stdout, "Agent %q: loaded from %s\n", name, path)
 			c := train.Contender(l, train.AgentOptions{})
 			c.Name = name
-			cs = append(cs, c)
+			cs, ls = append(cs, c), append(ls, l)
 			continue
 		}
-		c, fs, err := trainAgent(ctx, o, k, name, dir, stdout, stderr)
+		c, l, fs, err := trainAgent(ctx, o, k, name, dir, stdout, stderr)
 		if err != nil {
 			return nil, nil, err
 		}
-		cs, files = append(cs, c), append(files, fs...)
+		cs, ls, files = append(cs, c), append(ls, l), append(files, fs...)
+	}
+	for _, q := range o.Agent.Quorums {
+		ens, err := train.NewEnsemble(ls, q)
+		if err != nil {
+			return nil, nil, err
+		}
+		c := train.Contender(ens, train.AgentOptions{})
+		c.Name = EnsembleName(ens.Quorum(), n)
+		cs = append(cs, c)
 	}
 	fmt.Fprintln(stdout)
 	return cs, files, nil
 }
 
 // trainAgent trains agent k of the demo, named name.
-func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout, stderr io.Writer) (eval.Contender, []string, error) {
+func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout, stderr io.Writer) (eval.Contender, train.Learner, []string, error) {
 	t := o.trainOptions(k)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return eval.Contender{}, nil, err
+		return eval.Contender{}, nil, nil, err
 	}
 	file := func(base string) string {
 		if name == train.PolicyName {
@@ -394,20 +425,20 @@ func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout,
 	cpu0, wall0 := CPUTime(), time.Now()
 	res, err := train.Train(ctx, t)
 	if err != nil {
-		return eval.Contender{}, nil, err
+		return eval.Contender{}, nil, nil, err
 	}
 	cpu, wall := CPUTime()-cpu0, time.Since(wall0)
 	curve := file(RewardCurveFile)
 	f, err := os.Create(curve)
 	if err != nil {
-		return eval.Contender{}, nil, err
+		return eval.Contender{}, nil, nil, err
 	}
 	err = train.WriteCurveSVG(f, res.Episodes, t.BatchEpisodes)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err != nil {
-		return eval.Contender{}, nil, fmt.Errorf("writing %s: %w", curve, err)
+		return eval.Contender{}, nil, nil, fmt.Errorf("writing %s: %w", curve, err)
 	}
 	boots, bootEnd := res.BootstrapCount()
 	kk := min(t.BatchEpisodes, len(res.Episodes)-bootEnd)
@@ -422,7 +453,7 @@ func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout,
 	}
 	c := train.Contender(res.Learner, train.AgentOptions{})
 	c.Name = name
-	return c, []string{t.Checkpoint, curve}, nil
+	return c, res.Learner, []string{t.Checkpoint, curve}, nil
 }
 
 // Run evaluates the policies, prints the table to stdout and writes the
@@ -455,7 +486,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	}
 	npol := len(cs)
 	if o.Agent != nil {
-		npol += o.Agent.count()
+		npol += o.Agent.count() + len(o.Agent.Quorums)
 	}
 	fmt.Fprintf(stdout, "AWARE %s: %d held-out apps × %d traces (%s) × %d policies, %d windows of %s (%.3g h) per run, seed %d\n\n",
 		o.name(), len(runs)/len(traces), len(traces), strings.Join(traces, ","), npol, o.Steps, o.Step, hours, o.Seed)
@@ -465,7 +496,8 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: agent: %w", o.name(), err)
 		}
-		for _, c := range acs {
+		// The ensembles' rows follow the agents' and are not pooled.
+		for _, c := range acs[:o.Agent.count()] {
 			agentNames = append(agentNames, c.Name)
 		}
 		cs = append(cs, acs...)
@@ -516,6 +548,12 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		}
 		fmt.Fprintf(stdout, "%s: the agents %s, greedy, with the safeguard on, on apps they never trained on; %s: their runs paired with the default's together.\n",
 			strings.Join(agentNames, ", "), from, PooledName)
+		for _, q := range o.Agent.Quorums {
+			if q == 0 {
+				q = len(agentNames)/2 + 1
+			}
+			fmt.Fprintf(stdout, "%s: the agents as one, deviating from the default in a dimension only where at least %d of them choose the same deviation.\n", EnsembleName(q, len(agentNames)), q)
+		}
 	}
 	fmt.Fprintf(stdout, "Report and plots in %s:\n", dir)
 	for _, p := range paths {

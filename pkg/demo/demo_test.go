@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -134,6 +135,32 @@ func TestRunWithSeveralAgents(t *testing.T) {
 	if err != nil || !bytes.Equal(b, b2) {
 		t.Errorf("the reloaded agents' report differs from the trained agents' (%v)", err)
 	}
+
+	// As ensembles: a row each, not in the pool.
+	o.Agent = &AgentOptions{Checkpoints: ckpts, Quorums: []int{2, 1}}
+	o.OutDir = "ensembles"
+	stdout.Reset()
+	if err := Run(context.Background(), o, &stdout, &stderr); err != nil {
+		t.Fatal(err)
+	}
+	b3, err := os.ReadFile(filepath.Join("ensembles", eval.JSONFile))
+	if err == nil {
+		err = json.Unmarshal(b3, &rep)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range rep.Comparisons {
+		got = append(got, fmt.Sprintf("%s/%d", c.Policy, c.Pairs))
+	}
+	want := []string{"aware-1/4", "aware-2/4", EnsembleName(2, 2) + "/4", EnsembleName(1, 2) + "/4", PooledName + "/8"}
+	if !slices.Equal(got, want) {
+		t.Errorf("comparisons %v, want %v", got, want)
+	}
+	if !strings.Contains(stdout.String(), "at least 2 of them choose the same deviation") {
+		t.Errorf("output does not say what the ensemble row is:\n%s", stdout.String())
+	}
 }
 
 func TestRunSmoke(t *testing.T) {
@@ -198,6 +225,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"series app out of range", func(o *Options) { o.SeriesApp = o.Apps }, "series app"},
 		{"bad agent training", func(o *Options) { o.Agent.Train.Episodes = 0 }, "agent training: episodes must be > 0"},
 		{"agent checkpoint skips training options", func(o *Options) { o.Agent = &AgentOptions{Checkpoints: []string{"x.ckpt"}} }, ""},
+		{"ensemble of one", func(o *Options) { o.Agent = &AgentOptions{Checkpoints: []string{"x.ckpt"}, Quorums: []int{1}} }, "at least 2 agents"},
+		{"ensemble quorum above size", func(o *Options) { o.Agent = &AgentOptions{Checkpoints: []string{"x", "y"}, Quorums: []int{3}} }, "quorum must be in [0, 2]"},
 		{"too many agent seeds", func(o *Options) { o.Agent = tinyAgent(); o.Agent.Seeds = 17 }, "agent seeds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 type evalOptions struct {
 	demo.Options
 	checkpoints []string
+	quorums     []int
 	noProgress  bool
 }
 
@@ -28,6 +29,7 @@ func newEvalOptions() *evalOptions {
 // AddFlags registers the eval flags on fs.
 func (o *evalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.checkpoints, "checkpoint", o.checkpoints, "trained policy to evaluate, as written by rl-agent train (required); repeat (or separate with commas) for several, e.g. one per training seed: each gets a row, and their runs are also paired with the default's together")
+	fs.IntSliceVar(&o.quorums, "ensemble-quorum", o.quorums, "with several --checkpoint, also evaluate them as one ensemble that deviates from the default in a dimension only where at least this many agree (0: a strict majority); repeat for several rows")
 	fs.IntVar(&o.Apps, "apps", o.Apps, "number of held-out generated apps to evaluate")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces and arrivals; equal seeds give identical results")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "windows simulated per app")
@@ -50,7 +52,7 @@ func (o *evalOptions) Validate() error {
 	if len(o.checkpoints) == 0 {
 		errs = append(errs, errors.New("--checkpoint is required"))
 	} else {
-		o.Agent = &demo.AgentOptions{Checkpoints: o.checkpoints}
+		o.Agent = &demo.AgentOptions{Checkpoints: o.checkpoints, Quorums: o.quorums}
 	}
 	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, err)

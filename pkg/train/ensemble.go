@@ -1,0 +1,152 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+)
+
+// An ensemble of residual agents trained with different seeds deviates
+// from the fused default only where enough of them agree. Agents trained
+// alike differ most in where they deviate, and a deviation one seed learnt
+// and the others did not is the likeliest to be a mistake on a new app;
+// following the default there keeps the ensemble's deviations to those the
+// training seeds share. Following is index 0 of every residual head, so a
+// dimension without a quorum follows the default.
+
+// Ensemble is a greedy Learner over members that share one residual
+// action space and state: per dimension it takes the choice at least
+// Quorum members take, and otherwise follows the default. It never
+// trains, and it has no single checkpoint.
+type Ensemble struct {
+	members []Learner
+	quorum  int
+	sizes   []int
+	cfg     policy.Config
+}
+
+var _ Learner = (*Ensemble)(nil)
+
+// NewEnsemble returns the ensemble of members that deviates in a
+// dimension when at least quorum of them choose the same deviation there
+// (quorum 0: a strict majority).
+func NewEnsemble(members []Learner, quorum int) (*Ensemble, error) {
+	if len(members) < 2 {
+		return nil, fmt.Errorf("ensemble: %d members, want at least 2", len(members))
+	}
+	if quorum == 0 {
+		quorum = len(members)/2 + 1
+	}
+	if quorum < 1 || quorum > len(members) {
+		return nil, fmt.Errorf("ensemble: quorum %d out of [1, %d]", quorum, len(members))
+	}
+	var first learn.PolicyShape
+	for i, m := range members {
+		if m == nil {
+			return nil, fmt.Errorf("ensemble: member %d is nil", i+1)
+		}
+		sh, err := learn.ShapeOf(m.PolicyConfig())
+		if err != nil {
+			return nil, fmt.Errorf("ensemble: member %d: %w", i+1, err)
+		}
+		if sh.Residual == nil {
+			return nil, fmt.Errorf("ensemble: member %d acts in the paper's action space; an ensemble needs residual agents, whose heads have a choice that follows the default", i+1)
+		}
+		if i == 0 {
+			first = sh
+			continue
+		}
+		// The agent encodes one state for all (learn.ShapeOf checked its
+		// length): the members must read the same features.
+		if sh.FeaturesOff != first.FeaturesOff {
+			return nil, fmt.Errorf("ensemble: member %d was trained with other state features (%q) than member 1 (%q)", i+1, m.PolicyConfig().StateFeatures, members[0].PolicyConfig().StateFeatures)
+		}
+	}
+	return &Ensemble{members: members, quorum: quorum, sizes: first.Residual.Sizes(), cfg: members[0].PolicyConfig()}, nil
+}
+
+// Kind implements Learner: the members' kind.
+func (e *Ensemble) Kind() string { return e.members[0].Kind() }
+
+// WindowLen implements Learner: the longest window a member reads.
+func (e *Ensemble) WindowLen() int {
+	n := 0
+	for _, m := range e.members {
+		n = max(n, m.WindowLen())
+	}
+	return n
+}
+
+// PolicyConfig implements Learner: the first member's (all share the
+// shape).
+func (e *Ensemble) PolicyConfig() policy.Config { return e.cfg }
+
+// Quorum is how many members must agree on a deviation.
+func (e *Ensemble) Quorum() int { return e.quorum }
+
+// Size is the number of members.
+func (e *Ensemble) Size() int { return len(e.members) }
+
+var errEnsembleSamples = errors.New("ensemble: acts greedily only (it is for evaluation and serving, not training)")
+
+// Act implements Learner. Each member acts greedily on its own view of the
+// window; the result's Value is the members' mean and its LogProb 0 (the
+// vote is deterministic).
+func (e *Ensemble) Act(state []float64, window []policy.Step, mask []bool, greedy bool, _ *rand.Rand) (policy.Decision, error) {
+	if !greedy {
+		return policy.Decision{}, errEnsembleSamples
+	}
+	votes := make([][]int, len(e.sizes))
+	for d, n := range e.sizes {
+		votes[d] = make([]int, n)
+	}
+	var value float64
+	for i, m := range e.members {
+		w := window
+		if n := m.WindowLen(); len(w) > n {
+			w = w[len(w)-n:]
+		}
+		dec, err := m.Act(state, w, mask, true, nil)
+		if err != nil {
+			return policy.Decision{}, fmt.Errorf("ensemble member %d: %w", i+1, err)
+		}
+		value += dec.Value
+		for d, c := range policy.SplitAction(dec.Action, e.sizes) {
+			votes[d][c]++
+		}
+	}
+	choices := make([]int, len(e.sizes))
+	for d, vs := range votes {
+		// Index 0 follows the default; a deviation needs the quorum. Two
+		// deviations cannot both reach a quorum above half; below it the
+		// first listed wins, deterministically.
+		for c := 1; c < len(vs); c++ {
+			if vs[c] >= e.quorum {
+				choices[d] = c
+				break
+			}
+		}
+	}
+	return policy.Decision{Action: policy.JoinAction(choices, e.sizes), Value: value / float64(len(e.members))}, nil
+}
+
+var errEnsembleTrains = errors.New("ensemble: does not train; train its members")
+
+// Update implements Learner: an ensemble does not train.
+func (e *Ensemble) Update([]policy.MetaTransition) (policy.Stats, error) {
+	return policy.Stats{}, errEnsembleTrains
+}
+
+// BehaviourClone implements Learner: an ensemble does not train.
+func (e *Ensemble) BehaviourClone([]policy.MetaDemonstration) (policy.BCStats, error) {
+	return policy.BCStats{}, errEnsembleTrains
+}
+
+// MarshalBinary implements Learner: an ensemble is its members'
+// checkpoints, written one by one.
+func (e *Ensemble) MarshalBinary() ([]byte, error) {
+	return nil, errors.New("ensemble: has no single checkpoint; save its members")
+}

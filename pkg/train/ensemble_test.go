@@ -1,0 +1,122 @@
+package train
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/policy"
+)
+
+// fixedLearner always chooses one residual choice per dimension.
+type fixedLearner struct {
+	Learner // a residual PPO, for the configuration and the rest
+	choice  []int
+	value   float64
+	err     error
+}
+
+func (f fixedLearner) Act([]float64, []policy.Step, []bool, bool, *rand.Rand) (policy.Decision, error) {
+	space := learn.DefaultResidualSpace()
+	return policy.Decision{Action: policy.JoinAction(f.choice, space.Sizes()), Value: f.value}, f.err
+}
+
+func TestEnsembleVotes(t *testing.T) {
+	base, err := NewLearner(residualOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := func(value float64, c ...int) Learner { return fixedLearner{Learner: base, choice: c, value: value} }
+	space := learn.DefaultResidualSpace()
+	tests := []struct {
+		name    string
+		members []Learner
+		quorum  int
+		want    []int
+	}{
+		{"unanimous deviation", []Learner{fixed(1, 1, 2, 0), fixed(2, 1, 2, 0), fixed(3, 1, 2, 0)}, 3, []int{1, 2, 0}},
+		{"majority deviates, unanimity follows", []Learner{fixed(1, 1, 2, 3), fixed(2, 1, 0, 3), fixed(3, 2, 2, 3)}, 3, []int{0, 0, 3}},
+		{"majority (quorum 0)", []Learner{fixed(1, 1, 2, 3), fixed(2, 1, 0, 3), fixed(3, 2, 2, 3)}, 0, []int{1, 2, 3}},
+		{"no two agree: follow", []Learner{fixed(1, 1, 2, 3), fixed(2, 2, 1, 4), fixed(3, 3, 0, 0)}, 2, []int{0, 0, 0}},
+		{"two follow beat one deviation", []Learner{fixed(1, 0, 0, 0), fixed(2, 0, 0, 0), fixed(3, 4, 4, 4)}, 0, []int{0, 0, 0}},
+		{"quorum 1: the first member's deviation", []Learner{fixed(1, 0, 3, 0), fixed(2, 2, 1, 0)}, 1, []int{2, 1, 0}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := NewEnsemble(tc.members, tc.quorum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := e.Act(make([]float64, learn.StateDim), nil, nil, true, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := policy.SplitAction(d.Action, space.Sizes())
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("choices %v, want %v", got, tc.want)
+				}
+			}
+			if want := float64(len(tc.members)+1) / 2; d.Value != want {
+				t.Errorf("value %v, want the members' mean %v", d.Value, want)
+			}
+		})
+	}
+}
+
+func TestEnsembleRefuses(t *testing.T) {
+	res, err := NewLearner(residualOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	po := residualOptions()
+	po.ActionSpace = ActionSpacePaper
+	paper, err := NewLearner(po)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fo := residualOptions()
+	fo.FeaturesOff = learn.AllFeatures
+	noFeatures, err := NewLearner(fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		members []Learner
+		quorum  int
+		want    string
+	}{
+		{"one member", []Learner{res}, 1, "at least 2"},
+		{"quorum above size", []Learner{res, res}, 3, "quorum 3"},
+		{"negative quorum", []Learner{res, res}, -1, "quorum -1"},
+		{"paper actions", []Learner{res, paper}, 0, "paper's action space"},
+		{"other features", []Learner{res, noFeatures}, 0, "other state features"},
+		{"nil member", []Learner{res, nil}, 0, "nil"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewEnsemble(tc.members, tc.quorum)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
+			}
+		})
+	}
+	e, err := NewEnsemble([]Learner{res, fixedLearner{Learner: res, choice: []int{0, 0, 0}, err: errors.New("boom")}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Act(make([]float64, learn.StateDim), nil, nil, true, nil); err == nil || !strings.Contains(err.Error(), "member 2: boom") {
+		t.Errorf("a member's error: %v", err)
+	}
+	if _, err := e.Act(make([]float64, learn.StateDim), nil, nil, false, rand.New(rand.NewPCG(1, 2))); err == nil {
+		t.Error("an ensemble sampled")
+	}
+	if _, err := e.Update(nil); err == nil {
+		t.Error("an ensemble trained")
+	}
+	if _, err := e.MarshalBinary(); err == nil {
+		t.Error("an ensemble wrote one checkpoint")
+	}
+}
