@@ -111,12 +111,26 @@ type AgentOptions struct {
 	Seeds int
 	// Quorums, with several agents, add one row per quorum q: the agents
 	// as one ensemble (train.Ensemble) that deviates from the default in a
-	// dimension only where at least q of them agree (0: a strict
-	// majority).
+	// dimension only as far as at least q of them deviate the same way
+	// (0: all of them).
 	Quorums []int
 	// Train is the training run otherwise; its Seed, Step, Resize and
 	// Traces are the demo's, and its checkpoint goes into the output folder.
 	Train train.Options
+}
+
+// DefaultQuorums are the ensembles the demo and eval judge when there are
+// several agents: all of them must agree.
+func DefaultQuorums() []int { return []int{0} }
+
+// SingleAgentQuorums returns q, or none when there is one agent and q is
+// the default: the default ensemble is for several agents, and a user who
+// asks for one agent did not ask for it.
+func (a *AgentOptions) SingleAgentQuorums(q []int) []int {
+	if a.count() < 2 && slices.Equal(q, DefaultQuorums()) {
+		return nil
+	}
+	return q
 }
 
 // count is the number of agents.
@@ -168,7 +182,7 @@ func DefaultOptions() Options {
 		Policies: DefaultPolicies(),
 		Resize:   string(sim.ResizeRestart),
 		Progress: true,
-		Agent:    &AgentOptions{Train: train.DefaultOptions(), Seeds: DefaultAgentSeeds},
+		Agent:    &AgentOptions{Train: train.DefaultOptions(), Seeds: DefaultAgentSeeds, Quorums: DefaultQuorums()},
 	}
 }
 
@@ -227,7 +241,7 @@ func (o *Options) Validate() error {
 		}
 		for _, q := range o.Agent.Quorums {
 			if q < 0 || q > n {
-				errs = append(errs, fmt.Errorf("ensemble quorum must be in [0, %d] (0: a majority), got %d", n, q))
+				errs = append(errs, fmt.Errorf("ensemble quorum must be in [0, %d] (0: all agents), got %d", n, q))
 			}
 		}
 	}
@@ -550,9 +564,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			strings.Join(agentNames, ", "), from, PooledName)
 		for _, q := range o.Agent.Quorums {
 			if q == 0 {
-				q = len(agentNames)/2 + 1
+				q = len(agentNames)
 			}
-			fmt.Fprintf(stdout, "%s: the agents as one, deviating from the default in a dimension only where at least %d of them choose the same deviation.\n", EnsembleName(q, len(agentNames)), q)
+			fmt.Fprintf(stdout, "%s: the agents as one, deviating from the default in a dimension only as far as at least %d of them deviate the same way.\n", EnsembleName(q, len(agentNames)), q)
 		}
 	}
 	fmt.Fprintf(stdout, "Report and plots in %s:\n", dir)

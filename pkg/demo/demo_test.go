@@ -158,7 +158,7 @@ func TestRunWithSeveralAgents(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("comparisons %v, want %v", got, want)
 	}
-	if !strings.Contains(stdout.String(), "at least 2 of them choose the same deviation") {
+	if !strings.Contains(stdout.String(), "as far as at least 2 of them deviate the same way") {
 		t.Errorf("output does not say what the ensemble row is:\n%s", stdout.String())
 	}
 }

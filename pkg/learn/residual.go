@@ -554,3 +554,26 @@ func (sh PolicyShape) ActionName(a int) string {
 	}
 	return FormatResidual(ch)
 }
+
+// ChoiceValue is the value dimension d takes when choice ch is applied over
+// def and the other dimensions follow it: the replica count, or the sum of
+// the containers' targets of the request. Choices of one dimension are
+// ordered by it: an ensemble compares its members' choices by what they
+// do, not by their index.
+func ChoiceValue(obs *workload.Observation, c *workload.Constraints, def workload.Recommendation, d Dimension, ch Choice) float64 {
+	all := [NumDimensions]Choice{Follow, Follow, Follow}
+	all[d] = ch
+	rec := ApplyResidual(obs, c, def, all)
+	if d == DimReplicas {
+		return float64(rec.Replicas)
+	}
+	r := workload.CPU
+	if d == DimMemory {
+		r = workload.Memory
+	}
+	var sum float64
+	for _, cr := range rec.Containers {
+		sum += cr.Target.Get(r)
+	}
+	return sum
+}

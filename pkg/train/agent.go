@@ -119,6 +119,14 @@ func (a *Agent) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	return d.Recommendation, err
 }
 
+// valueActor is a residual learner that decides better knowing what each
+// choice does (Ensemble).
+type valueActor interface {
+	ActValues(state []float64, window []policy.Step, mask []bool, value func(d, i int) float64) (policy.Decision, error)
+}
+
+var _ valueActor = (*Ensemble)(nil)
+
 // decision is one window's decision with what learning needs.
 type decision struct {
 	State []float64
@@ -177,7 +185,14 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 		d.Recommendation.Source = workload.SourceDefault
 		return d, nil
 	}
-	dec, err := a.learner.Act(d.State, d.Window, d.Mask, a.o.Greedy, a.o.RNG)
+	var dec policy.Decision
+	if va, ok := a.learner.(valueActor); ok && a.residual != nil && a.o.Greedy {
+		dec, err = va.ActValues(d.State, d.Window, d.Mask, func(dim, i int) float64 {
+			return learn.ChoiceValue(&obs, &a.cons, def, learn.Dimension(dim), a.residual[dim][i])
+		})
+	} else {
+		dec, err = a.learner.Act(d.State, d.Window, d.Mask, a.o.Greedy, a.o.RNG)
+	}
 	if err != nil {
 		return decision{}, fmt.Errorf("agent: %w", err)
 	}

@@ -42,6 +42,7 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.noAgent, "no-agent", o.noAgent, "leave the trained agent out of the comparison")
 	fs.StringSliceVar(&o.agent.Checkpoints, "agent-checkpoint", o.agent.Checkpoints, "load the agent from this checkpoint (rl-agent train) instead of training it; repeat for several agents, judged one by one and pooled")
 	fs.IntVar(&o.agent.Seeds, "agent-seeds", o.agent.Seeds, "train this many agents, with training seeds --seed, --seed+1, ..., judged one by one and pooled (the comparison then spans the training seed)")
+	fs.IntSliceVar(&o.agent.Quorums, "ensemble-quorum", o.agent.Quorums, ensembleQuorumHelp)
 	addTrainingFlags(fs, &o.agent.Train, "train-")
 }
 
@@ -50,6 +51,7 @@ func (o *demoOptions) Validate() error {
 	o.Progress = !o.noProgress
 	o.Agent = nil
 	if !o.noAgent {
+		o.agent.Quorums = o.agent.SingleAgentQuorums(o.agent.Quorums)
 		o.Agent = &o.agent
 	}
 	return o.Options.Validate()
@@ -64,11 +66,13 @@ func newDemoCommand() *cobra.Command {
 training seeds --seed, --seed+1 and --seed+2 (--agent-seeds; or loads them
 with --agent-checkpoint), then evaluates HPA alone, VPA alone, naive
 HPA+VPA, the fused default, the oracle (the cheapest allocation that meets
-each SLO, knowing the future load) and each agent ("aware-1", ...) on
-held-out generated apps, which the agents never trained on, under steady,
-diurnal, bursty, ramp, flash-crowd and step-change load. It prints a
-comparison table and every policy's paired difference from the fused
-default with 95% confidence intervals, the agents' also pooled, and writes
+each SLO, knowing the future load), each agent ("aware-1", ...) and the
+agents as one ensemble that deviates from the default only as far as all
+of them agree ("aware (3 of 3 agree)"; --ensemble-quorum), on held-out
+generated apps, which the agents never trained on, under steady, diurnal,
+bursty, ramp, flash-crowd and step-change load. It prints a comparison
+table and every policy's paired difference from the fused default with
+95% confidence intervals, the agents' also pooled, and writes
 report.json, a cost vs SLO-violation scatter, one app's time series, the
 agents' checkpoints and reward curves to a folder it names. The training
 flags (--train-*) are rl-agent train's.`,

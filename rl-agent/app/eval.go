@@ -20,7 +20,7 @@ type evalOptions struct {
 }
 
 func newEvalOptions() *evalOptions {
-	o := &evalOptions{Options: demo.DefaultOptions()}
+	o := &evalOptions{Options: demo.DefaultOptions(), quorums: demo.DefaultQuorums()}
 	o.Name = "eval"
 	o.Agent = nil
 	return o
@@ -29,7 +29,7 @@ func newEvalOptions() *evalOptions {
 // AddFlags registers the eval flags on fs.
 func (o *evalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.checkpoints, "checkpoint", o.checkpoints, "trained policy to evaluate, as written by rl-agent train (required); repeat (or separate with commas) for several, e.g. one per training seed: each gets a row, and their runs are also paired with the default's together")
-	fs.IntSliceVar(&o.quorums, "ensemble-quorum", o.quorums, "with several --checkpoint, also evaluate them as one ensemble that deviates from the default in a dimension only where at least this many agree (0: a strict majority); repeat for several rows")
+	fs.IntSliceVar(&o.quorums, "ensemble-quorum", o.quorums, ensembleQuorumHelp)
 	fs.IntVar(&o.Apps, "apps", o.Apps, "number of held-out generated apps to evaluate")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces and arrivals; equal seeds give identical results")
 	fs.IntVar(&o.Steps, "steps", o.Steps, "windows simulated per app")
@@ -52,13 +52,17 @@ func (o *evalOptions) Validate() error {
 	if len(o.checkpoints) == 0 {
 		errs = append(errs, errors.New("--checkpoint is required"))
 	} else {
-		o.Agent = &demo.AgentOptions{Checkpoints: o.checkpoints, Quorums: o.quorums}
+		o.Agent = &demo.AgentOptions{Checkpoints: o.checkpoints}
+		o.Agent.Quorums = o.Agent.SingleAgentQuorums(o.quorums)
 	}
 	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
+
+// ensembleQuorumHelp documents --ensemble-quorum of demo and eval.
+const ensembleQuorumHelp = "with several agents, also judge them as one ensemble that deviates from the fused default in a dimension only as far as at least this many of them deviate the same way (0: all of them; with a majority, their median); repeat for several ensembles, or set it empty (--ensemble-quorum=) for none"
 
 func newEvalCommand() *cobra.Command {
 	o := newEvalOptions()
