@@ -183,3 +183,35 @@ func TestResidualPolicyFallsBack(t *testing.T) {
 		t.Errorf("target %+v: memory should follow the default, CPU keep its raise", got)
 	}
 }
+
+func TestChoiceValue(t *testing.T) {
+	obs, c, def := residualFixture()
+	// A second container: values are sums over containers.
+	obs.Containers = append(obs.Containers, workload.ContainerObservation{Name: "side", Requests: workload.Resources{CPU: 0.5, Memory: 256 << 20}})
+	def.Containers = append(def.Containers, workload.ContainerRecommendation{
+		Name:       "side",
+		Target:     workload.Resources{CPU: 0.2, Memory: 200 << 20},
+		LowerBound: workload.Resources{CPU: 0.2, Memory: 200 << 20},
+		UpperBound: workload.Resources{CPU: 0.4, Memory: 400 << 20},
+	})
+	for _, tc := range []struct {
+		name string
+		dim  Dimension
+		ch   Choice
+		want float64
+	}{
+		{"replicas follow", DimReplicas, Follow, 5},
+		{"replicas offset clamped", DimReplicas, Choice{Offset: 2, Factor: 1}, 6},
+		{"replicas hold", DimReplicas, Hold, 4},
+		{"cpu follow", DimCPU, Follow, 1.0},
+		{"cpu factor", DimCPU, Choice{Factor: 0.7}, 0.56 + 0.14},
+		{"cpu hold is the requests in force", DimCPU, Hold, 1.5},
+		{"memory factor", DimMemory, Choice{Factor: 1.3}, 1.3 * (1000 << 20)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ChoiceValue(&obs, &c, def, tc.dim, tc.ch); math.Abs(got-tc.want) > 1e-9*tc.want {
+				t.Errorf("%s %s: %g, want %g", tc.dim, tc.ch, got, tc.want)
+			}
+		})
+	}
+}
