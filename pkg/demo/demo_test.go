@@ -417,3 +417,24 @@ func TestDerivedPolicies(t *testing.T) {
 		t.Error("a zero factor was accepted")
 	}
 }
+
+func TestSingleAgentQuorums(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		agent AgentOptions
+		q     []int
+		want  []int
+	}{
+		{"default with several agents", AgentOptions{Seeds: 3}, DefaultQuorums(), DefaultQuorums()},
+		{"default with one agent: none", AgentOptions{Seeds: 1}, DefaultQuorums(), nil},
+		{"default with one checkpoint: none", AgentOptions{Checkpoints: []string{"a"}}, DefaultQuorums(), nil},
+		{"asked for with one agent: kept, for Validate to refuse", AgentOptions{Seeds: 1}, []int{1}, []int{1}},
+		{"none asked", AgentOptions{Seeds: 3}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.agent.SingleAgentQuorums(tc.q); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
