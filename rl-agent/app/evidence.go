@@ -118,14 +118,14 @@ included, to <experiment>.json in --out:
              training ones. Needs --action-space=paper.
   after      the pre-trained agents against the fused HPA+VPA default and
              the oracle (pkg/eval), paired per (app, trace, seed).
-  retrain    a pre-trained agent serving each of --retrain-apps new apps
-             whose CPU cost per
-             request changes: when the detector fires, the fused default
-             acts while the agent relearns from it (a stay bounded by
-             --retrain-min and --retrain-cap), then the agent acts again;
-             the online degradation relative to the reward before the
-             change, and to what is attainable after it (the agent
-             fine-tuned offline on the changed app, the oracle, the
+  retrain    a pre-trained agent serving each of --retrain-apps new apps,
+             one at a time, whose CPU cost per request changes: when the
+             detector fires, the fused default acts while the agent
+             relearns from it (a stay bounded by --retrain-min and
+             --retrain-cap), then the agent acts again; the online
+             degradation relative to the reward before the change, and to
+             what is attainable after it (the agent fine-tuned offline on
+             the changed app unless --retrain-reference=0, the oracle, the
              default).
 
 adapt, after and retrain share one pre-training of PPO and Meta-PPO per
