@@ -20,7 +20,23 @@ import (
 // (app, seed), and a ratio of two arms' means by a percentile bootstrap
 // over the pairs (stats.RatioOfMeans, RatioResamples draws seeded from
 // the first seed). The intervals treat the pairs as independent; apps of
-// one seed share that seed's pre-trained policies.
+// one seed share that seed's pre-trained policies, so the key comparisons
+// are also given with the seed as the unit (the Seed* fields: the paired
+// difference of per-seed means, a t-interval over the seeds).
+
+// seedMeans averages xs by seed: seedOf[i] is the index of xs[i]'s seed,
+// n the number of seeds.
+func seedMeans(xs []float64, seedOf []int, n int) []float64 {
+	sum, cnt := make([]float64, n), make([]float64, n)
+	for i, x := range xs {
+		sum[seedOf[i]] += x
+		cnt[seedOf[i]]++
+	}
+	for k := range sum {
+		sum[k] /= cnt[k]
+	}
+	return sum
+}
 
 // RatioResamples is the number of bootstrap draws behind every ratio's
 // interval.
@@ -48,6 +64,8 @@ type BootstrapStudy struct {
 	Bootstrapped stats.Interval `json:"bootstrapped"`
 	Scratch      stats.Interval `json:"scratch"`
 	Difference   stats.Interval `json:"difference"`
+	// SeedDifference is Difference with the seed as the unit.
+	SeedDifference stats.Interval `json:"seedDifference"`
 	// Ratio is mean scratch over mean bootstrapped violations (the
 	// paper's 16.9x), with a bootstrap interval; nil when the
 	// bootstrapped arm had no violation at all.
@@ -63,6 +81,7 @@ func StudyBootstrap(rs []*BootstrapResult, seeds []uint64) (*BootstrapStudy, err
 	}
 	st := &BootstrapStudy{Seeds: slices.Clone(seeds), PerSeed: rs}
 	var boot, scratch []float64
+	var seedOf []int
 	for k, r := range rs {
 		if len(r.Arms) != 2 {
 			return nil, fmt.Errorf("bootstrap study: seed %d has %d arms, want 2", seeds[k], len(r.Arms))
@@ -85,15 +104,17 @@ func StudyBootstrap(rs []*BootstrapResult, seeds []uint64) (*BootstrapStudy, err
 			}
 			st.Pairs = append(st.Pairs, p)
 			boot, scratch = append(boot, float64(p.Bootstrapped)), append(scratch, float64(p.Scratch))
+			seedOf = append(seedOf, k)
 			if p.Scratch > p.Bootstrapped {
 				st.ScratchWorse++
 			}
 		}
 	}
-	var errs [3]error
+	var errs [4]error
 	st.Bootstrapped, errs[0] = stats.Mean(boot, eval.Confidence)
 	st.Scratch, errs[1] = stats.Mean(scratch, eval.Confidence)
 	st.Difference, errs[2] = stats.Paired(scratch, boot, eval.Confidence)
+	st.SeedDifference, errs[3] = stats.Paired(seedMeans(scratch, seedOf, len(rs)), seedMeans(boot, seedOf, len(rs)), eval.Confidence)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("bootstrap study: %w", err)
 	}
@@ -123,6 +144,7 @@ func (s *BootstrapStudy) WriteTable(w io.Writer) error {
 	fmt.Fprintf(tw, "bootstrapped\t%s\t\n", s.Bootstrapped.Format("%.1f"))
 	fmt.Fprintf(tw, "scratch\t%s\t\n", s.Scratch.Format("%.1f"))
 	fmt.Fprintf(tw, "scratch - bootstrapped (paired)\t%s\t\n", s.Difference.Format("%+.1f"))
+	fmt.Fprintf(tw, "the same, the seed as the unit (%d seeds)\t%s\t\n", len(s.Seeds), s.SeedDifference.Format("%+.1f"))
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -171,6 +193,10 @@ type AdaptComparison struct {
 	// Speedup is base's mean episodes to each threshold over arm's, with
 	// a bootstrap interval: above 1, arm is the faster.
 	Speedup []stats.Interval `json:"speedup"`
+	// SeedEpisodesTo90 and SeedZeroShot are EpisodesTo[0] and ZeroShot
+	// with the seed as the unit.
+	SeedEpisodesTo90 stats.Interval `json:"seedEpisodesTo90"`
+	SeedZeroShot     stats.Interval `json:"seedZeroShot"`
 }
 
 // AdaptStudy is the adapt experiment over seeds.
@@ -207,6 +233,7 @@ func StudyAdapt(rs []*AdaptResult, seeds []uint64) (*AdaptStudy, error) {
 	for _, arm := range AdaptArms {
 		samples[arm] = &adaptSamples{to: make([][]float64, nt), reached: make([]int, nt)}
 	}
+	var seedOf []int
 	for k, r := range rs {
 		if r.Shift() != st.Shift || len(r.Thresholds) != nt-1 {
 			return nil, fmt.Errorf("adapt study: seed %d ran another setting (%s, thresholds %v)", seeds[k], r.Shift(), r.Thresholds)
@@ -222,6 +249,7 @@ func StudyAdapt(rs []*AdaptResult, seeds []uint64) (*AdaptStudy, error) {
 		}
 		for _, app := range apps {
 			st.Pairs++
+			seedOf = append(seedOf, k)
 			for _, arm := range AdaptArms {
 				x, ok := byApp[app][arm]
 				if !ok {
@@ -260,7 +288,9 @@ func StudyAdapt(rs []*AdaptResult, seeds []uint64) (*AdaptStudy, error) {
 	}
 	for _, c := range adaptComparisons {
 		a, b := samples[c[0]], samples[c[1]]
-		cmp := AdaptComparison{Arm: c[0], Base: c[1], ZeroShot: paired(a.zero, b.zero), Shortfall: paired(a.shortfall, b.shortfall), Final: paired(a.final, b.final)}
+		cmp := AdaptComparison{Arm: c[0], Base: c[1], ZeroShot: paired(a.zero, b.zero), Shortfall: paired(a.shortfall, b.shortfall), Final: paired(a.final, b.final),
+			SeedEpisodesTo90: paired(seedMeans(a.to[0], seedOf, len(rs)), seedMeans(b.to[0], seedOf, len(rs))),
+			SeedZeroShot:     paired(seedMeans(a.zero, seedOf, len(rs)), seedMeans(b.zero, seedOf, len(rs)))}
 		for i := range nt {
 			cmp.EpisodesTo = append(cmp.EpisodesTo, paired(a.to[i], b.to[i]))
 			sp, err := stats.RatioOfMeans(b.to[i], a.to[i], eval.Confidence, RatioResamples, seeds[0])
@@ -314,6 +344,15 @@ func (s *AdaptStudy) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintf(w, "The same with the seed as the unit (per-seed means, %d seeds), mean difference [95%% CI]:\n", len(s.Seeds))
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "ARM - BASE\tEPISODES TO 90%\tZERO-SHOT REWARD\t")
+	for _, c := range s.Comparisons {
+		fmt.Fprintf(tw, "%s - %s\t%s\t%s\t\n", c.Arm, c.Base, c.SeedEpisodesTo90.Format("%+.1f"), c.SeedZeroShot.Format("%+.3f"))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	_, err := fmt.Fprintln(w, "Paper: Meta-PPO reaches 90% of the converged reward 5.5x faster than transfer learning.")
 	return err
 }
@@ -342,7 +381,9 @@ type RetrainStudy struct {
 	// |before| per run; DefaultDegradation the fused default's on the
 	// same episodes; AgentMinusDefault the agent's reward during minus the
 	// default's, paired.
-	Degradation        stats.Interval `json:"degradation"`
+	Degradation stats.Interval `json:"degradation"`
+	// SeedDegradation is Degradation with the seed as the unit.
+	SeedDegradation    stats.Interval `json:"seedDegradation"`
 	DefaultDegradation stats.Interval `json:"defaultDegradation"`
 	AgentMinusDefault  stats.Interval `json:"agentMinusDefault"`
 	// VsOracle is the degradation against the oracle on the changed app;
@@ -359,9 +400,11 @@ func StudyRetrain(rs []*RetrainSet, seeds []uint64) (*RetrainStudy, error) {
 	}
 	st := &RetrainStudy{Seeds: slices.Clone(seeds), PerSeed: rs}
 	var deg, defDeg, during, defDuring, vsOracle, vsRef, delay []float64
-	for _, set := range rs {
+	var seedOf []int
+	for k, set := range rs {
 		for _, r := range set.Runs {
 			st.Runs++
+			seedOf = append(seedOf, k)
 			st.FalseAlarms += r.FalseAlarms
 			if r.Detected >= 0 {
 				st.Detected++
@@ -379,8 +422,9 @@ func StudyRetrain(rs []*RetrainSet, seeds []uint64) (*RetrainStudy, error) {
 			}
 		}
 	}
-	var errs [4]error
+	var errs [5]error
 	st.Degradation, errs[0] = stats.Mean(deg, eval.Confidence)
+	st.SeedDegradation, errs[4] = stats.Mean(seedMeans(deg, seedOf, len(rs)), eval.Confidence)
 	st.DefaultDegradation, errs[1] = stats.Mean(defDeg, eval.Confidence)
 	st.AgentMinusDefault, errs[2] = stats.Paired(during, defDuring, eval.Confidence)
 	st.VsOracle, errs[3] = stats.Mean(vsOracle, eval.Confidence)
@@ -417,6 +461,7 @@ func (s *RetrainStudy) WriteTable(w io.Writer) error {
 	fmt.Fprintln(tw, "MEASURE\tMEAN [95% CI]\t")
 	pct := func(iv stats.Interval) string { return scaled(iv, 100).Format("%.1f") + "%" }
 	fmt.Fprintf(tw, "agent, against its reward before the change (paper: < 3.6%%)\t%s\t\n", pct(s.Degradation))
+	fmt.Fprintf(tw, "the same, the seed as the unit (%d seeds)\t%s\t\n", len(s.Seeds), pct(s.SeedDegradation))
 	fmt.Fprintf(tw, "fused default, against its reward before the change\t%s\t\n", pct(s.DefaultDegradation))
 	fmt.Fprintf(tw, "agent, against the oracle on the changed app\t%s\t\n", pct(s.VsOracle))
 	if s.VsReference != nil {

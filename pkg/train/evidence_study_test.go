@@ -51,6 +51,10 @@ func TestStudyBootstrap(t *testing.T) {
 	if !near(st.Bootstrapped.Mean, 3) || !near(st.Scratch.Mean, 15) || !near(st.Difference.Mean, 12) || st.Difference.N != 4 {
 		t.Errorf("means %+v %+v %+v", st.Bootstrapped, st.Scratch, st.Difference)
 	}
+	// With the seed as the unit: 15 − 3 in both seeds.
+	if iv := st.SeedDifference; iv.N != 2 || !near(iv.Mean, 12) || !near(iv.Lo, 12) {
+		t.Errorf("seed-level difference %+v, want 12 over 2 seeds", iv)
+	}
 	if st.Ratio == nil || !near(st.Ratio.Mean, 5) || st.Ratio.Lo > 5 || st.Ratio.Hi < 5 || st.ScratchWorse != 4 {
 		t.Errorf("ratio %+v, scratch worse in %d", st.Ratio, st.ScratchWorse)
 	}
@@ -118,6 +122,11 @@ func TestStudyAdapt(t *testing.T) {
 	if !near(c.EpisodesTo[0].Mean, -16.0/3) || c.EpisodesTo[0].N != 3 || !near(c.Speedup[0].Mean, 3) || !near(c.ZeroShot.Mean, 0.1) {
 		t.Errorf("meta - transfer %+v", c)
 	}
+	// With the seed as the unit: seed 3 (2+4)/2 − (8+12)/2 = −7, seed 4
+	// 2 − 4 = −2.
+	if iv := c.SeedEpisodesTo90; iv.N != 2 || !near(iv.Mean, -4.5) || !near(c.SeedZeroShot.Mean, 0.1) {
+		t.Errorf("seed-level %+v, zero-shot %+v", iv, c.SeedZeroShot)
+	}
 	if c.Speedup[0].Lo > 3 || c.Speedup[0].Hi < 3 || c.Speedup[0].Lo < 2 {
 		t.Errorf("speed-up interval %+v should hold 3 and stay within the pairs' ratios 2..4", c.Speedup[0])
 	}
@@ -154,6 +163,9 @@ func TestStudyRetrain(t *testing.T) {
 	}
 	if st.Runs != 3 || st.Detected != 2 || st.DetectionDelay == nil || !near(st.DetectionDelay.Mean, 2) || st.VsReference != nil {
 		t.Errorf("study %+v", st)
+	}
+	if iv := st.SeedDegradation; iv.N != 2 || !near(iv.Mean, (0.075+0)/2) {
+		t.Errorf("seed-level degradation %+v", iv)
 	}
 	if !near(st.Degradation.Mean, (0.1+0.05+0)/3) || !near(st.DefaultDegradation.Mean, (0+0.1+0.1)/3) || !near(st.AgentMinusDefault.Mean, (0.02+0.13+0.05)/3) {
 		t.Errorf("degradation %+v, default %+v, agent - default %+v", st.Degradation, st.DefaultDegradation, st.AgentMinusDefault)
