@@ -43,11 +43,17 @@ type EvidenceOptions struct {
 	// Seed derives the training apps, the evidence apps, traces, arrivals
 	// and weights.
 	Seed uint64
+	// Seeds is how many seeds a study runs: Seed, Seed+1, ...,
+	// Seed+Seeds-1, each with its own pre-training, evidence apps, traces
+	// and weights (Study). The experiments themselves run one seed.
+	Seeds int
 	// Apps is the number of evidence apps.
 	Apps int
 	// Base holds the training options every run starts from (network,
-	// optimiser, episode length, gates, workers); the experiments set the
-	// apps, episodes, seed and stages.
+	// optimiser, episode length, gates, workers, action space); the
+	// experiments set the apps, episodes, seed and stages. Meta-PPO always
+	// acts in the paper's action space (it has no residual heads), so the
+	// adapt experiment needs Base in the paper's space (ValidateExperiment).
 	Base Options
 
 	// PretrainApps and PretrainEpisodes size the training, on training
@@ -74,23 +80,24 @@ type EvidenceOptions struct {
 	// keeps): a pre-trained arm that starts above 90% can still be told
 	// apart at 95% or 98%.
 	AdaptThresholds []float64
-	// AdaptCPUFactor and AdaptMemoryFactor multiply the new apps' CPU time
-	// and memory per request in the adapt experiment, to move them further
-	// from the training distribution (1: the held-out apps as generated).
-	AdaptCPUFactor, AdaptMemoryFactor float64
+	// AdaptCPUFactor, AdaptMemoryFactor and AdaptStartupFactor multiply
+	// the new apps' CPU time per request, memory per request and pod
+	// start-up delay in the adapt experiment, to move them further from
+	// the training distribution (1: the held-out apps as generated).
+	AdaptCPUFactor, AdaptMemoryFactor, AdaptStartupFactor float64
 
 	// EvalSteps windows of every EvalTraces kind per evidence app.
 	EvalSteps  int
 	EvalTraces []string
 
-	// The retrain experiment serves the pre-trained PPO on one evidence
-	// app for RetrainBefore episodes of RetrainTraces, then multiplies the
+	// The retrain experiment serves the pre-trained PPO on each of the
+	// first RetrainApps evidence apps, one at a time, for RetrainBefore episodes of RetrainTraces, then multiplies the
 	// app's CPU time per request by CPUFactor and its arrival rate by
 	// RateFactor, and runs RetrainAfter more episodes, with a PPO update
 	// every RetrainBatch episodes of the stages that learn.
-	RetrainBefore, RetrainAfter, RetrainBatch int
-	CPUFactor, RateFactor                     float64
-	RetrainTraces                             []string
+	RetrainApps, RetrainBefore, RetrainAfter, RetrainBatch int
+	CPUFactor, RateFactor                                  float64
+	RetrainTraces                                          []string
 	// RetrainMargin sets the app's gates as an operator would from its
 	// serving baseline (the mean episode reward before the change): the
 	// detector fires below baseline - RetrainMargin, and the agent is
@@ -108,8 +115,9 @@ type EvidenceOptions struct {
 	// on the measured episodes after the change is what the learner can
 	// attain on the changed workload.
 	RetrainReference int
-	// RetrainReferenceBatch is the reference fine-tuning's episodes per
-	// PPO update.
+	// 0 skips the reference (its columns are then NaN in the table and
+	// null in the JSON). RetrainReferenceBatch is the reference
+	// fine-tuning's episodes per PPO update.
 	RetrainReferenceBatch int
 }
 
@@ -126,6 +134,7 @@ func DefaultEvidenceOptions() EvidenceOptions {
 	base.TraceSteps = 0
 	return EvidenceOptions{
 		Seed:                  1,
+		Seeds:                 1,
 		Apps:                  4,
 		Base:                  base,
 		PretrainApps:          DefaultApps,
@@ -142,8 +151,10 @@ func DefaultEvidenceOptions() EvidenceOptions {
 		AdaptThresholds:       []float64{0.95, 0.98},
 		AdaptCPUFactor:        1,
 		AdaptMemoryFactor:     1,
+		AdaptStartupFactor:    1,
 		EvalSteps:             480,
 		EvalTraces:            slices.Clone(base.Traces),
+		RetrainApps:           1,
 		RetrainBefore:         20,
 		RetrainAfter:          100,
 		RetrainBatch:          2,
@@ -168,6 +179,8 @@ func (e *EvidenceOptions) Validate() error {
 		}
 	}
 	pos("apps", e.Apps)
+	pos("seeds", e.Seeds)
+	pos("retrain apps", e.RetrainApps)
 	pos("pretrain apps", e.PretrainApps)
 	pos("pretrain episodes", e.PretrainEpisodes)
 	pos("bootstrap episodes", e.BootstrapEpisodes)
@@ -181,13 +194,18 @@ func (e *EvidenceOptions) Validate() error {
 	pos("retrain batch", e.RetrainBatch)
 	pos("episodes before the change", e.RetrainBefore)
 	pos("episodes after the change", e.RetrainAfter)
-	pos("reference fine-tuning episodes", e.RetrainReference)
+	if e.RetrainReference < 0 {
+		bad("reference fine-tuning episodes must be >= 0 (0: no reference), got %d", e.RetrainReference)
+	}
 	pos("reference fine-tuning batch", e.RetrainReferenceBatch)
 	if err := (lifecycle.RetrainingBounds{Min: e.RetrainMin, Max: e.RetrainCap}).Validate(); err != nil {
 		bad("%w", err)
 	}
 	if e.AdaptApps > e.Apps {
 		bad("adapt apps (%d) must not exceed apps (%d)", e.AdaptApps, e.Apps)
+	}
+	if e.RetrainApps > e.Apps {
+		bad("retrain apps (%d) must not exceed apps (%d)", e.RetrainApps, e.Apps)
 	}
 	if e.AdaptEpisodes < e.ConvergedWindow || e.AdaptEpisodes < e.SmoothEpisodes {
 		bad("adapt episodes (%d) must be at least the converged window (%d) and the smoothing (%d)", e.AdaptEpisodes, e.ConvergedWindow, e.SmoothEpisodes)
@@ -197,8 +215,11 @@ func (e *EvidenceOptions) Validate() error {
 			bad("adapt thresholds must be in (0, 1], got %v", f)
 		}
 	}
-	if !(e.AdaptCPUFactor > 0) || !(e.AdaptMemoryFactor > 0) || math.IsInf(e.AdaptCPUFactor, 0) || math.IsInf(e.AdaptMemoryFactor, 0) {
-		bad("adapt CPU and memory factors must be finite and > 0, got %v and %v", e.AdaptCPUFactor, e.AdaptMemoryFactor)
+	for _, f := range []float64{e.AdaptCPUFactor, e.AdaptMemoryFactor, e.AdaptStartupFactor} {
+		if !(f > 0) || math.IsInf(f, 0) {
+			bad("adapt CPU, memory and start-up factors must be finite and > 0, got %v, %v and %v", e.AdaptCPUFactor, e.AdaptMemoryFactor, e.AdaptStartupFactor)
+			break
+		}
 	}
 	if !(e.RetrainMargin > 0 && e.RetrainMargin < 1) {
 		bad("retrain margin must be in (0, 1), got %v", e.RetrainMargin)
@@ -222,6 +243,29 @@ func (e *EvidenceOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("training options: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateExperiment reports whether experiment x can run with e: adapt
+// compares Meta-PPO, which acts only in the paper's action space, with PPO
+// arms, which would otherwise act in Base's; in the residual space that
+// would measure the action space, not the embedding, so it is refused.
+func (e *EvidenceOptions) ValidateExperiment(x string) error {
+	if !slices.Contains(Experiments, x) {
+		return fmt.Errorf("unknown experiment %q (known: %v)", x, Experiments)
+	}
+	if x == ExperimentAdapt && e.Base.Space() != ActionSpacePaper {
+		return fmt.Errorf("the %s experiment needs the %s action space (Meta-PPO has no %s heads), got %s", x, ActionSpacePaper, e.Base.Space(), e.Base.Space())
+	}
+	return nil
+}
+
+// SeedList is the seeds a study runs: Seed .. Seed+Seeds-1.
+func (e *EvidenceOptions) SeedList() []uint64 {
+	s := make([]uint64, max(e.Seeds, 1))
+	for i := range s {
+		s[i] = e.Seed + uint64(i)
+	}
+	return s
 }
 
 // EvidenceApps returns n held-out apps of a seed derived from seed: never
@@ -260,14 +304,18 @@ type Pretrained struct {
 	PPOSeconds, MetaSeconds float64
 }
 
-// Pretrain trains one PPO and one Meta-PPO on e.PretrainApps training apps
-// for e.PretrainEpisodes episodes each, bootstrapping as `rl-agent train`.
+// Pretrain trains one PPO (in Base's action space) and one Meta-PPO (in the
+// paper's) on e.PretrainApps training apps for e.PretrainEpisodes episodes
+// each, bootstrapping as `rl-agent train`.
 func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 	p := &Pretrained{}
 	for _, kind := range []string{PolicyPPO, PolicyMetaPPO} {
 		t0 := time.Now()
 		res, err := e.run(ctx, func(o *Options) {
 			o.Policy, o.Apps, o.Episodes = kind, e.PretrainApps, e.PretrainEpisodes
+			if kind == PolicyMetaPPO {
+				o.ActionSpace = ActionSpacePaper
+			}
 		})
 		if err != nil {
 			return nil, fmt.Errorf("pre-training %s: %w", kind, err)

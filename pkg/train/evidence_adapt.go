@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"text/tabwriter"
+	"time"
 
 	"github.com/aware-k8s/aware/pkg/sim"
 )
@@ -17,6 +18,9 @@ type AdaptRun struct {
 	App string `json:"app"`
 	// Rewards are the episodes' mean rewards, in order.
 	Rewards []float64 `json:"rewards"`
+	// ZeroShot is the first episode's reward, before any update on the
+	// app: where a workload embedding should help most.
+	ZeroShot float64 `json:"zeroShot"`
 	// Final is the mean of the last ConvergedWindow episodes.
 	Final float64 `json:"final"`
 	// EpisodesTo90 is the first episode (1-based) at which the moving
@@ -77,38 +81,62 @@ type AdaptResult struct {
 	// ShortfallVsTransfer is the transfer arm's mean shortfall over
 	// Meta-PPO's: above 1, Meta-PPO lost less reward while adapting.
 	ShortfallVsTransfer float64 `json:"shortfallVsTransfer"`
-	// CPUFactor and MemoryFactor are the factors applied to the new apps.
-	CPUFactor    float64 `json:"cpuFactor"`
-	MemoryFactor float64 `json:"memoryFactor"`
+	// CPUFactor, MemoryFactor and StartupFactor are the factors applied
+	// to the new apps.
+	CPUFactor     float64 `json:"cpuFactor"`
+	MemoryFactor  float64 `json:"memoryFactor"`
+	StartupFactor float64 `json:"startupFactor"`
 }
 
-// Adaptation arms.
+// Adaptation arms. ArmFused is the floor: the fused default acting in
+// every episode, learning nothing; it does not define the converged
+// reward.
 const (
 	ArmMeta     = "meta-ppo"
 	ArmTransfer = "transfer"
 	ArmScratch  = "scratch"
+	ArmFused    = "fused"
 )
+
+// AdaptArms lists the arms in the order the results hold them.
+var AdaptArms = []string{ArmMeta, ArmTransfer, ArmScratch, ArmFused}
+
+// defaultActs makes a training run one in which the fused default acts in
+// every episode and nothing is learnt: bootstrapping for ever, no cloning,
+// no offline update, gates that neither promote nor detect.
+func defaultActs(o *Options) {
+	o.BootstrapEpisodes, o.BCRounds, o.OfflineUpdates = o.Episodes, 0, 0
+	o.Gates.PromoteMinMean, o.Gates.PromoteMaxStdDev = 1, 0
+	o.Gates.RetrainBelowMean, o.Gates.RetrainAboveStdDev = -1, 2
+}
 
 // RunAdapt lets three learners learn each of e.AdaptApps new apps, the
 // agent acting from the first episode: Meta-PPO pre-trained on the
 // training apps (fine-tuned, its embedding reading the new app's
 // trajectory), PPO pre-trained on the same apps and fine-tuned (transfer
-// learning, no embedding), and a fresh PPO (scratch).
+// learning, no embedding), and a fresh PPO (scratch); the fused default
+// runs the same episodes as the floor. Every arm acts in the paper's
+// action space (ValidateExperiment).
 func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptResult, error) {
 	apps, err := EvidenceApps(e.Seed, e.Apps)
 	if err != nil {
+		return nil, err
+	}
+	if err := e.ValidateExperiment(ExperimentAdapt); err != nil {
 		return nil, err
 	}
 	apps = apps[:e.AdaptApps]
 	for i := range apps {
 		apps[i].CPUSeconds *= e.AdaptCPUFactor
 		apps[i].MemoryPerRequest *= e.AdaptMemoryFactor
+		apps[i].StartupDelay = time.Duration(float64(apps[i].StartupDelay) * e.AdaptStartupFactor)
 	}
 	out := &AdaptResult{
 		Converged: map[string]float64{}, PretrainSeconds: pre.PPOSeconds + pre.MetaSeconds,
 		Thresholds: slices.Clone(e.AdaptThresholds), CPUFactor: e.AdaptCPUFactor, MemoryFactor: e.AdaptMemoryFactor,
+		StartupFactor: e.AdaptStartupFactor,
 	}
-	arms := []string{ArmMeta, ArmTransfer, ArmScratch}
+	arms := AdaptArms
 	for _, app := range apps {
 		var runs []AdaptRun
 		for _, arm := range arms {
@@ -125,6 +153,9 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 			res, err := e.run(ctx, func(o *Options) {
 				o.Policy, o.Init, o.AppList, o.Traces = PolicyPPO, init, []sim.App{app}, e.AdaptTraces
 				o.Episodes, o.BatchEpisodes, o.BootstrapEpisodes = e.AdaptEpisodes, e.AdaptBatch, 0
+				if arm == ArmFused {
+					defaultActs(o)
+				}
 			})
 			if err != nil {
 				return nil, fmt.Errorf("adapt experiment, %s on %s: %w", arm, app.Name, err)
@@ -133,12 +164,15 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 			for _, ep := range res.Episodes {
 				r.Rewards = append(r.Rewards, ep.MeanReward)
 			}
+			r.ZeroShot = r.Rewards[0]
 			r.Final = mean(r.Rewards[len(r.Rewards)-e.ConvergedWindow:])
 			runs = append(runs, r)
 		}
 		conv := math.Inf(-1)
 		for _, r := range runs {
-			conv = math.Max(conv, r.Final)
+			if r.Arm != ArmFused {
+				conv = math.Max(conv, r.Final)
+			}
 		}
 		out.Converged[app.Name] = conv
 		// 90% of the converged reward; rewards may be negative, so the
@@ -193,6 +227,14 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 	return out, nil
 }
 
+// Shift says how the new apps were moved from the training distribution.
+func (r *AdaptResult) Shift() string {
+	if r.CPUFactor == 1 && r.MemoryFactor == 1 && r.StartupFactor == 1 {
+		return "New apps in distribution (no factor applied)."
+	}
+	return fmt.Sprintf("New apps shifted: CPU time per request x%.2f, memory per request x%.2f, pod start-up delay x%.2f.", r.CPUFactor, r.MemoryFactor, r.StartupFactor)
+}
+
 // shortfall returns the mean of max(0, conv - r) / |conv| over rs: the
 // reward lost below conv, per episode, relative to conv (0 when conv is
 // 0, where no relative gap is defined).
@@ -225,8 +267,8 @@ func episodesTo(rs []float64, target float64, k int) (int, bool) {
 
 // WriteTable prints one line per app and arm, then the summary.
 func (r *AdaptResult) WriteTable(w io.Writer) error {
-	if r.CPUFactor != 1 || r.MemoryFactor != 1 {
-		if _, err := fmt.Fprintf(w, "New apps shifted: CPU time per request x%.2f, memory per request x%.2f.\n", r.CPUFactor, r.MemoryFactor); err != nil {
+	if r.CPUFactor != 1 || r.MemoryFactor != 1 || r.StartupFactor != 1 {
+		if _, err := fmt.Fprintln(w, r.Shift()); err != nil {
 			return err
 		}
 	}

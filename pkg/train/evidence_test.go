@@ -235,7 +235,7 @@ func TestRunAdaptAfterRetrain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(res.Runs) != 3*e.AdaptApps || len(res.Arms) != 3 {
+		if len(res.Runs) != len(AdaptArms)*e.AdaptApps || len(res.Arms) != len(AdaptArms) {
 			t.Fatalf("%d runs, %d arms", len(res.Runs), len(res.Arms))
 		}
 		for _, r := range res.Runs {
@@ -296,10 +296,14 @@ func TestRunAdaptAfterRetrain(t *testing.T) {
 	t.Run("retrain detects a synthetic change", func(t *testing.T) {
 		e := e
 		e.CPUFactor = 30 // the app can no longer meet its SLO as deployed
-		res, err := RunRetrain(context.Background(), e, pre)
+		set, err := RunRetrain(context.Background(), e, pre)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if len(set.Runs) != e.RetrainApps {
+			t.Fatalf("%d runs, want %d", len(set.Runs), e.RetrainApps)
+		}
+		res := set.Runs[0]
 		if len(res.Curve) != e.RetrainBefore+e.RetrainAfter || res.Curve[0].Stage != lifecycle.Serving.String() {
 			t.Fatalf("curve %+v", res.Curve)
 		}
@@ -336,17 +340,18 @@ func TestRunAdaptAfterRetrain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(mustJSON(t, res), mustJSON(t, again)) {
-			t.Error("same seed, different results")
+		if a, b := mustJSON(t, set), mustJSON(t, again); !bytes.Equal(a, b) {
+			t.Errorf("same seed, different results:\n%s\n%s", a, b)
 		}
 	})
 	t.Run("retrain cap returns the app to the agent", func(t *testing.T) {
 		e := e
 		e.CPUFactor, e.RetrainMin, e.RetrainCap = 30, 0, 2
-		res, err := RunRetrain(context.Background(), e, pre)
+		set, err := RunRetrain(context.Background(), e, pre)
 		if err != nil {
 			t.Fatal(err)
 		}
+		res := set.Runs[0]
 		if res.Detected < 0 {
 			t.Fatalf("the detector did not fire; changes %+v", res.Changes)
 		}

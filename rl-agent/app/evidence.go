@@ -33,11 +33,13 @@ func newEvidenceOptions() *evidenceOptions {
 func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.experiment, "experiment", o.experiment, "experiment to run: bootstrap, adapt, after, retrain or all")
 	fs.StringVar(&o.out, "out", o.out, "folder for <experiment>.json and the pre-trained checkpoints")
-	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed of training and evidence apps, traces, arrivals and weights; equal seeds give equal numbers")
-	fs.IntVar(&o.Apps, "apps", o.Apps, "held-out evidence apps (generated from a seed derived from --seed, never trained on before the experiment)")
+	fs.Uint64Var(&o.Seed, "seed", o.Seed, "first seed of training and evidence apps, traces, arrivals and weights; equal seeds give equal numbers")
+	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds to run: --seed .. --seed+N-1, each with its own pre-training, evidence apps and traces; every measure is summarised over the (app, seed) pairs with 95% confidence intervals")
+	fs.StringVar(&o.Base.ActionSpace, "action-space", o.Base.ActionSpace, "action space of the PPO agents: paper (the AWARE paper's seven one-step actions) or residual (one choice per dimension relative to the fused default); Meta-PPO always acts in paper, and adapt needs paper")
+	fs.IntVar(&o.Apps, "apps", o.Apps, "held-out evidence apps per seed (generated from a seed derived from the seed, never trained on before the experiment)")
 	fs.IntVar(&o.Base.EpisodeSteps, "episode-steps", o.Base.EpisodeSteps, "decisions (windows) per episode")
 	fs.IntVar(&o.Base.Workers, "workers", o.Base.Workers, "parallel rollouts (0 = GOMAXPROCS)")
-	fs.StringVar(&o.pretrained, "pretrained", o.pretrained, "folder holding pretrained-ppo.ckpt and pretrained-meta-ppo.ckpt from an earlier run, used instead of pre-training")
+	fs.StringVar(&o.pretrained, "pretrained", o.pretrained, "folder of an earlier run's --out: each seed's pretrained-ppo.ckpt and pretrained-meta-ppo.ckpt are read from its seed-<N> subfolder (or, with one seed, from the folder itself) instead of pre-training")
 	fs.IntVar(&o.PretrainApps, "pretrain-apps", o.PretrainApps, "training apps the pre-trained PPO and Meta-PPO (adapt, after, retrain) learn on")
 	fs.IntVar(&o.PretrainEpisodes, "pretrain-episodes", o.PretrainEpisodes, "episodes of each pre-training")
 	fs.IntVar(&o.Base.Window, "meta-window", o.Base.Window, "recent steps Meta-PPO's encoder reads")
@@ -51,8 +53,10 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64SliceVar(&o.AdaptThresholds, "adapt-thresholds", o.AdaptThresholds, "adapt: fractions of the converged reward whose first episode is reported besides 90%")
 	fs.Float64Var(&o.AdaptCPUFactor, "adapt-cpu-factor", o.AdaptCPUFactor, "adapt: factor on the new apps' CPU time per request, to move them further from the training apps")
 	fs.Float64Var(&o.AdaptMemoryFactor, "adapt-memory-factor", o.AdaptMemoryFactor, "adapt: factor on the new apps' memory per request")
+	fs.Float64Var(&o.AdaptStartupFactor, "adapt-startup-factor", o.AdaptStartupFactor, "adapt: factor on the new apps' pod start-up delay")
 	fs.IntVar(&o.EvalSteps, "eval-steps", o.EvalSteps, "after: windows per app and trace")
 	fs.StringSliceVar(&o.EvalTraces, "eval-traces", o.EvalTraces, "after: trace kinds every evidence app runs under")
+	fs.IntVar(&o.RetrainApps, "retrain-apps", o.RetrainApps, "retrain: evidence apps per seed, each followed through the change on its own")
 	fs.IntVar(&o.RetrainBefore, "retrain-before", o.RetrainBefore, "retrain: episodes served before the workload changes")
 	fs.IntVar(&o.RetrainAfter, "retrain-after", o.RetrainAfter, "retrain: episodes after the change")
 	fs.Float64Var(&o.CPUFactor, "cpu-factor", o.CPUFactor, "retrain: factor on the app's CPU time per request at the change")
@@ -61,7 +65,7 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RetrainBatch, "retrain-batch", o.RetrainBatch, "retrain: episodes per PPO update (and behaviour-cloning round while Retraining) in the stages that learn")
 	fs.IntVar(&o.RetrainMin, "retrain-min", o.RetrainMin, "retrain: fewest episodes of each stay in Retraining before the promotion gate may return the app to the agent (0: no minimum)")
 	fs.IntVar(&o.RetrainCap, "retrain-cap", o.RetrainCap, "retrain: most episodes of each stay in Retraining, after which the agent acts again in OnlineTraining whatever the promotion gate says (0: no cap)")
-	fs.IntVar(&o.RetrainReference, "retrain-reference", o.RetrainReference, "retrain: episodes a copy of the pre-trained PPO is fine-tuned on the changed app, offline, as the reference of what is attainable after the change")
+	fs.IntVar(&o.RetrainReference, "retrain-reference", o.RetrainReference, "retrain: episodes a copy of the pre-trained PPO is fine-tuned on the changed app, offline, as the reference of what is attainable after the change (0: no reference)")
 	fs.IntVar(&o.RetrainReferenceBatch, "retrain-reference-batch", o.RetrainReferenceBatch, "retrain: episodes per PPO update of the reference fine-tuning")
 	fs.StringSliceVar(&o.RetrainTraces, "retrain-traces", o.RetrainTraces, "retrain: trace kinds the episodes cycle through")
 }
@@ -71,6 +75,10 @@ func (o *evidenceOptions) Validate() error {
 	var errs []error
 	if o.experiment != "all" && !slices.Contains(train.Experiments, o.experiment) {
 		errs = append(errs, fmt.Errorf("--experiment must be one of %v or all, got %q", train.Experiments, o.experiment))
+	} else if o.experiment != "all" {
+		if err := o.ValidateExperiment(o.experiment); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if o.out == "" {
 		errs = append(errs, errors.New("--out is required"))
@@ -87,34 +95,45 @@ func newEvidenceCommand() *cobra.Command {
 		Use:   "evidence",
 		Short: "Measure the paper's claims on the simulator, on apps the agent never trained on",
 		Long: `evidence runs the experiments behind AWARE's claims on the built-in simulator,
-on held-out apps generated from a seed derived from --seed (never training
-apps), prints one table per experiment and writes <experiment>.json to --out:
+on held-out apps generated from a seed derived from the seed (never training
+apps), for each of --seeds seeds from --seed on, prints one table per
+experiment and seed, then each experiment over all (app, seed) pairs with
+95% confidence intervals, and writes that summary, per-seed results
+included, to <experiment>.json in --out:
 
   bootstrap  SLO violations during the first --bootstrap-k training episodes
-             on the new apps, bootstrapped (the defaults act until the
-             lifecycle gate or --bootstrap-cap) vs from scratch.
+             on the new apps (all apps together), bootstrapped (the
+             defaults act until the lifecycle gate or --bootstrap-cap) vs
+             from scratch, per (app, seed): the paired difference and the
+             ratio of means (bootstrap interval).
   adapt      episodes until the reward reaches 90% (and --adapt-thresholds)
              of the converged reward on a new app, and the shortfall below
              it, for Meta-PPO and PPO pre-trained on training apps
              (transfer learning: fine-tuning without the embedding) and a
-             fresh PPO (scratch); --adapt-cpu-factor and
-             --adapt-memory-factor move the new apps further from the
-             training ones.
+             fresh PPO (scratch), with the fused default as the floor;
+             zero-shot (first-episode) and final reward; paired
+             differences and speed-ups with intervals.
+             --adapt-cpu-factor, --adapt-memory-factor and
+             --adapt-startup-factor move the new apps further from the
+             training ones. Needs --action-space=paper.
   after      the pre-trained agents against the fused HPA+VPA default and
-             the oracle (pkg/eval).
-  retrain    a pre-trained agent serving a new app whose CPU cost per
-             request changes: when the detector fires, the fused default
-             acts while the agent relearns from it (a stay bounded by
-             --retrain-min and --retrain-cap), then the agent acts again;
-             the online degradation relative to the reward before the
-             change, and to what is attainable after it (the agent
-             fine-tuned offline on the changed app, the oracle, the
+             the oracle (pkg/eval), paired per (app, trace, seed).
+  retrain    a pre-trained agent serving each of --retrain-apps new apps,
+             one at a time, whose CPU cost per request changes: when the
+             detector fires, the fused default acts while the agent
+             relearns from it (a stay bounded by --retrain-min and
+             --retrain-cap), then the agent acts again; the online
+             degradation relative to the reward before the change, and to
+             what is attainable after it (the agent fine-tuned offline on
+             the changed app unless --retrain-reference=0, the oracle, the
              default).
 
-adapt, after and retrain share one pre-training of PPO and Meta-PPO, whose
-checkpoints are written to --out as well. With the default options each
-experiment takes at most about ten minutes on two cores; the flags make
-them larger. Equal flags give equal numbers.`,
+adapt, after and retrain share one pre-training of PPO and Meta-PPO per
+seed, whose checkpoints are written to --out/seed-<N> (reuse them with
+--pretrained). --action-space sets the PPO agents' action space (paper by
+default; Meta-PPO has only the paper's); with residual, "all" skips adapt.
+With the default options each experiment takes at most about ten minutes
+on two cores; the flags make them larger. Equal flags give equal numbers.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -132,85 +151,167 @@ type tabler interface {
 	WriteTable(io.Writer) error
 }
 
+// experiments returns the experiments to run, and those "all" leaves out
+// in this action space.
+func (o *evidenceOptions) experiments() (run, skipped []string) {
+	if o.experiment != "all" {
+		return []string{o.experiment}, nil
+	}
+	for _, x := range train.Experiments {
+		if o.ValidateExperiment(x) != nil {
+			skipped = append(skipped, x)
+		} else {
+			run = append(run, x)
+		}
+	}
+	return run, skipped
+}
+
+// seedDir is the folder of one seed's checkpoints.
+func seedDir(root string, seed uint64) string {
+	return filepath.Join(root, fmt.Sprintf("seed-%d", seed))
+}
+
+// loadPretrained reads one seed's checkpoints from dir's seed-<N>
+// subfolder or, when only one seed runs and there is none, from dir.
+func loadPretrained(dir string, seed uint64, seeds int) (*train.Pretrained, string, error) {
+	from := seedDir(dir, seed)
+	if _, err := os.Stat(from); err != nil {
+		if seeds > 1 {
+			return nil, "", fmt.Errorf("--pretrained %s: no checkpoints for seed %d: %w", dir, seed, err)
+		}
+		from = dir
+	}
+	pre := &train.Pretrained{}
+	for _, x := range []struct {
+		file string
+		dst  *train.Learner
+	}{{"pretrained-ppo.ckpt", &pre.PPO}, {"pretrained-meta-ppo.ckpt", &pre.Meta}} {
+		l, err := train.LoadCheckpoint(filepath.Join(from, x.file))
+		if err != nil {
+			return nil, "", err
+		}
+		*x.dst = l
+	}
+	if pre.PPO.Kind() != train.PolicyPPO || pre.Meta.Kind() != train.PolicyMetaPPO {
+		return nil, "", fmt.Errorf("--pretrained %s: want a ppo and a meta-ppo checkpoint, got %s and %s", from, pre.PPO.Kind(), pre.Meta.Kind())
+	}
+	return pre, from, nil
+}
+
 func runEvidence(ctx context.Context, o *evidenceOptions, stdout io.Writer) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
-	exps := train.Experiments
-	if o.experiment != "all" {
-		exps = []string{o.experiment}
+	exps, skipped := o.experiments()
+	for _, x := range skipped {
+		fmt.Fprintf(stdout, "Skipping %s: %v.\n", x, o.ValidateExperiment(x))
 	}
-	e := o.EvidenceOptions
-	var pre *train.Pretrained
-	pretrain := func() error {
-		if pre != nil {
-			return nil
-		}
-		if o.pretrained != "" {
-			pre = &train.Pretrained{}
-			for _, x := range []struct {
-				file string
-				dst  *train.Learner
-			}{{"pretrained-ppo.ckpt", &pre.PPO}, {"pretrained-meta-ppo.ckpt", &pre.Meta}} {
-				l, err := train.LoadCheckpoint(filepath.Join(o.pretrained, x.file))
-				if err != nil {
+	seeds := o.SeedList()
+	results := map[string][]tabler{}
+	for _, seed := range seeds {
+		e := o.EvidenceOptions
+		e.Seed = seed
+		var pre *train.Pretrained
+		pretrain := func() error {
+			if pre != nil {
+				return nil
+			}
+			if o.pretrained != "" {
+				var from string
+				var err error
+				if pre, from, err = loadPretrained(o.pretrained, seed, len(seeds)); err != nil {
 					return err
 				}
-				*x.dst = l
+				fmt.Fprintf(stdout, "Seed %d: pre-trained PPO and Meta-PPO loaded from %s.\n", seed, from)
+				return nil
 			}
-			if pre.PPO.Kind() != train.PolicyPPO || pre.Meta.Kind() != train.PolicyMetaPPO {
-				return fmt.Errorf("--pretrained %s: want a ppo and a meta-ppo checkpoint, got %s and %s", o.pretrained, pre.PPO.Kind(), pre.Meta.Kind())
+			cpu0, wall0 := demo.CPUTime(), time.Now()
+			var err error
+			if pre, err = train.Pretrain(ctx, e); err != nil {
+				return err
 			}
-			fmt.Fprintf(stdout, "Pre-trained PPO and Meta-PPO loaded from %s.\n", o.pretrained)
+			fmt.Fprintf(stdout, "Seed %d: pre-trained PPO (%.0f s) and Meta-PPO (%.0f s) on %d training apps for %d episodes each: %s wall, %.0f s CPU.\n",
+				seed, pre.PPOSeconds, pre.MetaSeconds, e.PretrainApps, e.PretrainEpisodes, time.Since(wall0).Round(time.Second), (demo.CPUTime() - cpu0).Seconds())
+			dir := seedDir(o.out, seed)
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return err
+			}
+			for name, l := range map[string]train.Learner{"pretrained-ppo.ckpt": pre.PPO, "pretrained-meta-ppo.ckpt": pre.Meta} {
+				if err := train.WriteCheckpoint(filepath.Join(dir, name), l); err != nil {
+					return err
+				}
+			}
 			return nil
 		}
-		cpu0, wall0 := demo.CPUTime(), time.Now()
-		var err error
-		if pre, err = train.Pretrain(ctx, e); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "Pre-trained PPO (%.0f s) and Meta-PPO (%.0f s) on %d training apps for %d episodes each: %s wall, %.0f s CPU.\n",
-			pre.PPOSeconds, pre.MetaSeconds, e.PretrainApps, e.PretrainEpisodes, time.Since(wall0).Round(time.Second), (demo.CPUTime() - cpu0).Seconds())
-		for name, l := range map[string]train.Learner{"pretrained-ppo.ckpt": pre.PPO, "pretrained-meta-ppo.ckpt": pre.Meta} {
-			if err := train.WriteCheckpoint(filepath.Join(o.out, name), l); err != nil {
+		for _, x := range exps {
+			cpu0, wall0 := demo.CPUTime(), time.Now()
+			var res tabler
+			var err error
+			switch x {
+			case train.ExperimentBootstrap:
+				res, err = train.RunBootstrap(ctx, e)
+			default:
+				if err = pretrain(); err != nil {
+					return err
+				}
+				cpu0, wall0 = demo.CPUTime(), time.Now()
+				switch x {
+				case train.ExperimentAdapt:
+					res, err = train.RunAdapt(ctx, e, pre)
+				case train.ExperimentAfter:
+					res, err = train.RunAfter(ctx, e, pre)
+				case train.ExperimentRetrain:
+					res, err = train.RunRetrain(ctx, e, pre)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("seed %d: %w", seed, err)
+			}
+			fmt.Fprintf(stdout, "\n== %s (seed %d, %s action space): %s wall, %.0f s CPU\n", x, seed, e.Base.Space(), time.Since(wall0).Round(time.Second), (demo.CPUTime() - cpu0).Seconds())
+			if err := res.WriteTable(stdout); err != nil {
 				return err
 			}
+			results[x] = append(results[x], res)
 		}
-		return nil
 	}
 	for _, x := range exps {
-		cpu0, wall0 := demo.CPUTime(), time.Now()
-		var res tabler
-		var err error
-		switch x {
-		case train.ExperimentBootstrap:
-			res, err = train.RunBootstrap(ctx, e)
-		default:
-			if err = pretrain(); err != nil {
-				return err
-			}
-			cpu0, wall0 = demo.CPUTime(), time.Now()
-			switch x {
-			case train.ExperimentAdapt:
-				res, err = train.RunAdapt(ctx, e, pre)
-			case train.ExperimentAfter:
-				res, err = train.RunAfter(ctx, e, pre)
-			case train.ExperimentRetrain:
-				res, err = train.RunRetrain(ctx, e, pre)
-			}
-		}
+		st, err := study(x, results[x], seeds)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "\n== %s (seed %d): %s wall, %.0f s CPU\n", x, e.Seed, time.Since(wall0).Round(time.Second), (demo.CPUTime() - cpu0).Seconds())
-		if err := res.WriteTable(stdout); err != nil {
+		fmt.Fprintf(stdout, "\n== %s over seeds %v (%s action space)\n", x, seeds, o.Base.Space())
+		if err := st.WriteTable(stdout); err != nil {
 			return err
 		}
 		path := filepath.Join(o.out, x+".json")
-		if err := writeJSON(path, res); err != nil {
+		if err := writeJSON(path, st); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "Data: %s\n", path)
 	}
 	return nil
+}
+
+// study summarises one experiment's per-seed results.
+func study(x string, rs []tabler, seeds []uint64) (tabler, error) {
+	switch x {
+	case train.ExperimentBootstrap:
+		return train.StudyBootstrap(as[*train.BootstrapResult](rs), seeds)
+	case train.ExperimentAdapt:
+		return train.StudyAdapt(as[*train.AdaptResult](rs), seeds)
+	case train.ExperimentAfter:
+		return train.StudyAfter(as[*train.AfterResult](rs), seeds)
+	case train.ExperimentRetrain:
+		return train.StudyRetrain(as[*train.RetrainSet](rs), seeds)
+	}
+	return nil, fmt.Errorf("unknown experiment %q", x)
+}
+
+func as[T tabler](rs []tabler) []T {
+	out := make([]T, len(rs))
+	for i, r := range rs {
+		out[i] = r.(T)
+	}
+	return out
 }

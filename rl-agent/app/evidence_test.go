@@ -41,31 +41,52 @@ func TestTrainMetaThenEval(t *testing.T) {
 	}
 }
 
-// TestEvidenceCommand runs the bootstrap experiment with tiny flags and
-// checks the table and the JSON; bad flags are refused.
+// TestEvidenceCommand runs the bootstrap experiment over two seeds with
+// tiny flags in both action spaces and checks the tables and the JSON;
+// bad flags are refused.
 func TestEvidenceCommand(t *testing.T) {
+	for _, space := range []string{"paper", "residual"} {
+		t.Run(space, func(t *testing.T) {
+			dir := t.TempDir()
+			out, errOut, err := execute(t, newEvidenceCommand(), "--experiment=bootstrap", "--out="+dir, "--apps=2", "--adapt-apps=1", "--seeds=2",
+				"--episode-steps=12", "--bootstrap-k=6", "--bootstrap-cap=1", "--bootstrap-batch=2", "--action-space="+space)
+			if err != nil {
+				t.Fatalf("evidence: %v\n%s", err, errOut)
+			}
+			for _, want := range []string{"== bootstrap (seed 1, " + space + " action space)", "== bootstrap (seed 2, ", "== bootstrap over seeds [1 2]", "4 pairs over seeds [1 2]", "bootstrapped"} {
+				if !strings.Contains(out, want) {
+					t.Errorf("no %q in output:\n%s", want, out)
+				}
+			}
+			var res struct {
+				Seeds   []uint64 `json:"seeds"`
+				PerSeed []struct {
+					Arms []struct {
+						Name     string `json:"name"`
+						Episodes int    `json:"episodes"`
+					} `json:"arms"`
+				} `json:"perSeed"`
+				Pairs []struct {
+					Seed    uint64 `json:"seed"`
+					Windows int    `json:"windows"`
+				} `json:"pairs"`
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "bootstrap.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &res); err != nil || len(res.PerSeed) != 2 || len(res.PerSeed[1].Arms) != 2 || res.PerSeed[1].Arms[0].Episodes != 6 || len(res.Pairs) != 4 {
+				t.Fatalf("bootstrap.json: %v %+v", err, res)
+			}
+			// The six episodes cycle over the two apps of each seed.
+			for _, p := range res.Pairs {
+				if p.Windows != 3*12 {
+					t.Errorf("pair %+v: want 3 episodes of 12 windows", p)
+				}
+			}
+		})
+	}
 	dir := t.TempDir()
-	out, errOut, err := execute(t, newEvidenceCommand(), "--experiment=bootstrap", "--out="+dir, "--apps=2", "--adapt-apps=1",
-		"--episode-steps=12", "--bootstrap-k=6", "--bootstrap-cap=1", "--bootstrap-batch=2")
-	if err != nil {
-		t.Fatalf("evidence: %v\n%s", err, errOut)
-	}
-	if !strings.Contains(out, "== bootstrap (seed 1)") || !strings.Contains(out, "bootstrapped") {
-		t.Errorf("output:\n%s", out)
-	}
-	var res struct {
-		Arms []struct {
-			Name     string `json:"name"`
-			Episodes int    `json:"episodes"`
-		} `json:"arms"`
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "bootstrap.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &res); err != nil || len(res.Arms) != 2 || res.Arms[0].Episodes != 6 {
-		t.Errorf("bootstrap.json: %v %+v", err, res)
-	}
 	for _, tc := range []struct {
 		name    string
 		args    []string
@@ -74,9 +95,15 @@ func TestEvidenceCommand(t *testing.T) {
 		{"unknown experiment", []string{"--experiment=magic"}, `--experiment must be one of`},
 		{"bad factor", []string{"--cpu-factor=0"}, "CPU and rate factors"},
 		{"more adapt apps than apps", []string{"--apps=1", "--adapt-apps=2"}, "adapt apps (2)"},
+		{"more retrain apps than apps", []string{"--apps=2", "--adapt-apps=1", "--retrain-apps=3"}, "retrain apps (3)"},
 		{"retraining min above its cap", []string{"--retrain-min=9", "--retrain-cap=3"}, "retraining min 9 must not exceed max 3"},
 		{"bad adapt threshold", []string{"--adapt-thresholds=0.9,1.5"}, "adapt thresholds must be in (0, 1]"},
-		{"bad adapt factor", []string{"--adapt-cpu-factor=-2"}, "adapt CPU and memory factors"},
+		{"bad adapt factor", []string{"--adapt-cpu-factor=-2"}, "adapt CPU, memory and start-up factors"},
+		{"bad start-up factor", []string{"--adapt-startup-factor=0"}, "adapt CPU, memory and start-up factors"},
+		{"no seeds", []string{"--seeds=0"}, "seeds must be > 0"},
+		{"unknown action space", []string{"--action-space=fancy"}, "action space must be"},
+		{"adapt in the residual space", []string{"--experiment=adapt", "--action-space=residual"}, "adapt experiment needs the paper action space"},
+		{"negative reference", []string{"--retrain-reference=-1"}, "reference fine-tuning episodes must be >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := execute(t, newEvidenceCommand(), append(tc.args, "--out="+dir)...)
@@ -84,5 +111,46 @@ func TestEvidenceCommand(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestEvidencePretrainedPerSeed: a two-seed run writes each seed's
+// checkpoints to seed-<N>; a second run with --pretrained reads them and
+// gives the same numbers; a seed without checkpoints is an error.
+func TestEvidencePretrainedPerSeed(t *testing.T) {
+	tiny := []string{"--experiment=after", "--apps=1", "--adapt-apps=1", "--seeds=2", "--episode-steps=12", "--pretrain-apps=2", "--pretrain-episodes=4",
+		"--meta-window=2", "--eval-steps=30", "--eval-traces=steady", "--workers=2"}
+	first, second := t.TempDir(), t.TempDir()
+	out, errOut, err := execute(t, newEvidenceCommand(), append(tiny, "--out="+first)...)
+	if err != nil {
+		t.Fatalf("evidence: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "== after over seeds [1 2]") || !strings.Contains(out, "aware-ppo") {
+		t.Errorf("output:\n%s", out)
+	}
+	for _, seed := range []string{"seed-1", "seed-2"} {
+		for _, f := range []string{"pretrained-ppo.ckpt", "pretrained-meta-ppo.ckpt"} {
+			if _, err := os.Stat(filepath.Join(first, seed, f)); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	out, errOut, err = execute(t, newEvidenceCommand(), append(tiny, "--out="+second, "--pretrained="+first)...)
+	if err != nil {
+		t.Fatalf("evidence --pretrained: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(out, "Seed 2: pre-trained PPO and Meta-PPO loaded from "+filepath.Join(first, "seed-2")) {
+		t.Errorf("output:\n%s", out)
+	}
+	a, errA := os.ReadFile(filepath.Join(first, "after.json"))
+	b, errB := os.ReadFile(filepath.Join(second, "after.json"))
+	if errA != nil || errB != nil || string(a) != string(b) {
+		t.Errorf("after.json differs with the checkpoints reloaded (%v, %v)", errA, errB)
+	}
+	if err := os.RemoveAll(filepath.Join(first, "seed-2")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := execute(t, newEvidenceCommand(), append(tiny, "--out="+second, "--pretrained="+first)...); err == nil || !strings.Contains(err.Error(), "no checkpoints for seed 2") {
+		t.Errorf("error %v, want no checkpoints for seed 2", err)
 	}
 }
