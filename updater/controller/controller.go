@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -32,6 +31,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/target"
 	"github.com/aware-k8s/aware/pkg/workload"
 	"github.com/aware-k8s/aware/updater/logic"
@@ -45,6 +45,16 @@ type ScaleTarget interface {
 }
 
 var _ ScaleTarget = (*target.Resolver)(nil)
+
+// PodSource lists the pods of a namespace that a selector selects.
+// podindex.Lister answers from the pod informer's label index, so a loop
+// costs O(pods of the targets) rather than O(autoscalers × pods of the
+// namespace).
+type PodSource interface {
+	List(namespace string, sel labels.Selector) ([]*corev1.Pod, error)
+}
+
+var _ PodSource = (*podindex.Lister)(nil)
 
 // Event reasons.
 const (
@@ -92,7 +102,7 @@ type Controller struct {
 	kube     kubernetes.Interface
 	mpas     versioned.Interface
 	mpaList  mpalisters.MultidimPodAutoscalerLister
-	podList  corelisters.PodLister
+	pods     PodSource
 	targets  ScaleTarget
 	recorder record.EventRecorder
 	metrics  *Metrics
@@ -118,12 +128,12 @@ type workloadState struct {
 
 // New returns a controller. clk may be nil for the real clock.
 func New(cfg Config, kube kubernetes.Interface, mpas versioned.Interface, mpaList mpalisters.MultidimPodAutoscalerLister,
-	podList corelisters.PodLister, targets ScaleTarget, recorder record.EventRecorder, metrics *Metrics, clk clock.PassiveClock) *Controller {
+	pods PodSource, targets ScaleTarget, recorder record.EventRecorder, metrics *Metrics, clk clock.PassiveClock) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	return &Controller{
-		cfg: cfg, kube: kube, mpas: mpas, mpaList: mpaList, podList: podList, targets: targets,
+		cfg: cfg, kube: kube, mpas: mpas, mpaList: mpaList, pods: pods, targets: targets,
 		recorder: recorder, metrics: metrics, clock: clk,
 		global:         logic.NewTokenBucket(cfg.GlobalEvictionRate, cfg.GlobalEvictionBurst),
 		resizes:        logic.NewTokenBucket(cfg.ResizeRate, cfg.ResizeBurst),
@@ -298,7 +308,7 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 		logger.Error(err, "Resolving target selector")
 		return
 	}
-	pods, err := c.podList.Pods(m.Namespace).List(sel)
+	pods, err := c.pods.List(m.Namespace, sel)
 	if err != nil {
 		logger.Error(err, "Listing pods")
 		return

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -35,6 +34,7 @@ import (
 	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/updater/logic"
 )
@@ -161,7 +161,7 @@ func newFixture(t *testing.T, cfg Config, replicas int32, m *v1alpha1.MultidimPo
 		clock:    clocktesting.NewFakePassiveClock(t0),
 		recorder: record.NewFakeRecorder(100),
 		reg:      prometheus.NewPedanticRegistry(),
-		podIdx:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		podIdx:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, podindex.Name: podindex.IndexFunc}),
 		mpaIdx:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 	}
 	// Evictions delete the pod, as the API server does when no PDB objects.
@@ -184,7 +184,7 @@ func newFixture(t *testing.T, cfg Config, replicas int32, m *v1alpha1.MultidimPo
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = New(cfg, f.kube, f.mpas, mpalisters.NewMultidimPodAutoscalerLister(f.mpaIdx), corelisters.NewPodLister(f.podIdx),
+	f.ctrl = New(cfg, f.kube, f.mpas, mpalisters.NewMultidimPodAutoscalerLister(f.mpaIdx), podindex.New(f.podIdx),
 		f.target, f.recorder, metrics, f.clock)
 	return f
 }
