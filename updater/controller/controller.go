@@ -116,7 +116,12 @@ type Controller struct {
 	// alter the QoS class): they are treated as infeasible, so the next
 	// loop falls back to eviction.
 	resizeRejected map[types.UID]bool
-	rotation       int
+	// stale holds the autoscalers whose recommendation was too old at
+	// their last loop: the Warning event is posted when one becomes stale,
+	// not on every loop it stays so (at thousands of autoscalers that
+	// would be thousands of events per loop); the gauge shows how many are.
+	stale    map[types.UID]bool
+	rotation int
 }
 
 type workloadState struct {
@@ -139,6 +144,7 @@ func New(cfg Config, kube kubernetes.Interface, mpas versioned.Interface, mpaLis
 		resizes:        logic.NewTokenBucket(cfg.ResizeRate, cfg.ResizeBurst),
 		workloads:      map[types.UID]*workloadState{},
 		resizeRejected: map[types.UID]bool{},
+		stale:          map[types.UID]bool{},
 	}
 }
 
@@ -196,6 +202,12 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			delete(c.workloads, uid)
 		}
 	}
+	for uid := range c.stale {
+		if !seen[uid] {
+			delete(c.stale, uid)
+		}
+	}
+	c.metrics.staleRecommendations.Set(float64(len(c.stale)))
 }
 
 func compareKeys(a, b string) int {
@@ -256,6 +268,10 @@ func (c *Controller) state(m *v1alpha1.MultidimPodAutoscaler, cons workload.Cons
 func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, admissionFresh bool) {
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
+	// Stale again below if its recommendation still is; any other outcome
+	// (fresh, none, mode Off) ends the condition.
+	wasStale := c.stale[m.UID]
+	delete(c.stale, m.UID)
 	mode := mpa.UpdateMode(m)
 	if mode == v1alpha1.UpdateModeOff || mode == v1alpha1.UpdateModeInitial {
 		logger.V(4).Info("Skipping", "reason", logic.SkipUpdateModeOff, "mode", mode)
@@ -279,9 +295,17 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 	}
 	if !logic.RecommendationFresh(now, recTime, c.cfg.MaxRecommendationAge) {
 		c.skip(logic.SkipStaleRecommendation)
-		logger.Info("Skipping stale recommendation", "recommendationTime", recTime, "maxAge", c.cfg.MaxRecommendationAge)
-		c.event(m, corev1.EventTypeWarning, EventStaleRecommendation, "Recommendation from %s is older than %s; not applied", recTime.Format(time.RFC3339), c.cfg.MaxRecommendationAge)
+		c.stale[m.UID] = true
+		if wasStale {
+			logger.V(3).Info("Skipping stale recommendation", "recommendationTime", recTime, "maxAge", c.cfg.MaxRecommendationAge)
+			return
+		}
+		logger.Info("Recommendation stale; not applying it until the recommender refreshes it", "recommendationTime", recTime, "maxAge", c.cfg.MaxRecommendationAge)
+		c.event(m, corev1.EventTypeWarning, EventStaleRecommendation, "Recommendation from %s is older than %s; not applied until the recommender refreshes it", recTime.Format(time.RFC3339), c.cfg.MaxRecommendationAge)
 		return
+	}
+	if wasStale {
+		logger.Info("Recommendation fresh again", "recommendationTime", recTime)
 	}
 	ref := m.Spec.ScaleTargetRef
 	scale, _, err := c.targets.GetScale(ctx, m.Namespace, ref)

@@ -661,3 +661,74 @@ func TestConfigValidate(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestStaleRecommendationEventOncePerTransition: the Warning event is
+// posted when a recommendation becomes stale, not on every loop while it
+// stays stale; a fresh recommendation in between, or a re-created
+// autoscaler, makes the next staleness a new one. The gauge counts the
+// autoscalers stale at the last loop; the skip counter counts every loop.
+func TestStaleRecommendationEventOncePerTransition(t *testing.T) {
+	type step struct {
+		fresh     bool
+		recreate  bool // same name, new UID
+		wantEvent bool
+	}
+	stale := func(ev bool) step { return step{wantEvent: ev} }
+	for _, tc := range []struct {
+		name  string
+		dry   bool
+		steps []step
+	}{
+		{"stays stale", false, []step{stale(true), stale(false), stale(false), stale(false)}},
+		{"fresh in between", false, []step{stale(true), stale(false), {fresh: true}, stale(true), stale(false)}},
+		{"re-created while stale", false, []step{stale(true), {recreate: true, wantEvent: true}, stale(false)}},
+		{"dry run posts nothing but counts", true, []step{stale(false), stale(false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.DryRun = tc.dry
+			m := newMPA(v1alpha1.UpdateModeRecreate, 3, time.Hour)
+			f := newFixture(t, cfg, 3, m, nil, newPod("a", "1", "1Gi"), newPod("b", "1", "1Gi"), newPod("c", "1", "1Gi"))
+			skips := 0
+			for i, s := range tc.steps {
+				at := time.Duration(i) * time.Minute
+				m = m.DeepCopy()
+				m.Status.RecommendationTime = &metav1.Time{Time: t0.Add(at - time.Hour)}
+				if s.fresh {
+					m.Status.RecommendationTime = &metav1.Time{Time: t0.Add(at)}
+				}
+				if s.recreate {
+					m.UID = types.UID(string(m.UID) + "-new")
+				}
+				if err := f.mpaIdx.Update(m); err != nil {
+					t.Fatal(err)
+				}
+				f.run(at)
+				ev := f.events()
+				if got := hasEvent(ev, EventStaleRecommendation); got != s.wantEvent || len(ev) > 1 {
+					t.Errorf("loop %d: events %v, want a stale event: %v", i, ev, s.wantEvent)
+				}
+				wantGauge := 1.0
+				if s.fresh {
+					wantGauge = 0
+				} else {
+					skips++
+				}
+				if got := testutil.ToFloat64(f.ctrl.metrics.staleRecommendations); got != wantGauge {
+					t.Errorf("loop %d: stale gauge = %g, want %g", i, got, wantGauge)
+				}
+				if got := counter(t, f.ctrl.metrics.skips, string(logic.SkipStaleRecommendation)); got != float64(skips) {
+					t.Errorf("loop %d: stale skips = %g, want %d", i, got, skips)
+				}
+			}
+			// Deleted: no longer counted.
+			if err := f.mpaIdx.Delete(m); err != nil {
+				t.Fatal(err)
+			}
+			f.run(time.Hour)
+			if got := testutil.ToFloat64(f.ctrl.metrics.staleRecommendations); got != 0 || len(f.ctrl.stale) != 0 {
+				t.Errorf("after deletion: gauge %g, state %v", got, f.ctrl.stale)
+			}
+		})
+	}
+}
