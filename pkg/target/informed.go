@@ -7,6 +7,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
@@ -51,33 +52,93 @@ func (r *Resolver) UseInformers(f informers.SharedInformerFactory) error {
 	return nil
 }
 
-// scaleOfObject reads what /scale would report from a cached workload.
-func scaleOfObject(obj any) (*autoscalingv1.Scale, bool) {
+// workloadOf reads what /scale reports from a cached workload.
+func workloadOf(obj any) (m metav1.ObjectMeta, replicas *int32, sel *metav1.LabelSelector, statusReplicas int32, ok bool) {
 	switch o := obj.(type) {
 	case *appsv1.Deployment:
-		return scaleOf(o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas)
+		return o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas, true
 	case *appsv1.StatefulSet:
-		return scaleOf(o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas)
+		return o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas, true
 	case *appsv1.ReplicaSet:
-		return scaleOf(o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas)
+		return o.ObjectMeta, o.Spec.Replicas, o.Spec.Selector, o.Status.Replicas, true
 	}
-	return nil, false
+	return metav1.ObjectMeta{}, nil, nil, 0, false
 }
 
-// scaleOf is the Scale the API server's /scale handler derives from a
-// workload: spec.replicas (defaulted to 1, as the API server defaults it),
-// status.replicas and the selector in its string form. It reports false
-// for an object /scale would answer differently (no or invalid selector),
-// which then goes to /scale.
-func scaleOf(m metav1.ObjectMeta, replicas *int32, sel *metav1.LabelSelector, statusReplicas int32) (*autoscalingv1.Scale, bool) {
-	if sel == nil {
-		return nil, false
+// parsedSelector is a cached object's selector, converted once: the
+// updater asks for each target's scale and selector on every loop, and
+// converting (validating every key and value) was most of that cost.
+// obj is the cached object it was converted from; the informer replaces
+// the object on every change, so another pointer means a new conversion.
+type parsedSelector struct {
+	obj any
+	sel labels.Selector
+	str string
+}
+
+// selectorOf returns the selector of a cached object, from r.parsed when
+// it was converted from this very object. It reports false for an object
+// /scale would answer differently (no or invalid selector), which then
+// goes to /scale: /scale reports an empty selector, which callers refuse
+// (ErrNoSelector) rather than act on every pod.
+func (r *Resolver) selectorOf(key cacheKey, obj any, ls *metav1.LabelSelector) (parsedSelector, bool) {
+	r.mu.Lock()
+	p, ok := r.parsed[key]
+	r.mu.Unlock()
+	if ok && p.obj == obj {
+		return p, p.sel != nil
 	}
-	s, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil || s.Empty() {
-		// /scale reports an empty selector, which callers refuse
-		// (ErrNoSelector) rather than act on every pod.
-		return nil, false
+	p = parsedSelector{obj: obj}
+	if ls != nil {
+		if s, err := metav1.LabelSelectorAsSelector(ls); err == nil && !s.Empty() {
+			p.sel, p.str = s, s.String()
+		}
+	}
+	r.mu.Lock()
+	if r.parsed == nil {
+		r.parsed = map[cacheKey]parsedSelector{}
+	}
+	r.parsed[key] = p
+	r.mu.Unlock()
+	return p, p.sel != nil
+}
+
+// cachedScale answers ref from a synced watch, if it is an informed kind
+// the cache holds; an invalid ref is left to /scale's validation. The
+// Scale is the one the API server's /scale handler derives from the
+// workload: spec.replicas (defaulted to 1, as the API server defaults
+// it), status.replicas and the selector in its string form.
+func (r *Resolver) cachedScale(namespace string, ref *autoscalingv1.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, labels.Selector, bool) {
+	if ref == nil || ref.Name == "" {
+		return nil, schema.GroupResource{}, nil, false
+	}
+	r.mu.Lock()
+	k, ok := r.informed[ref.Kind]
+	r.mu.Unlock()
+	if !ok {
+		return nil, schema.GroupResource{}, nil, false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != "apps" {
+		return nil, schema.GroupResource{}, nil, false
+	}
+	if !k.informer.HasSynced() {
+		return nil, schema.GroupResource{}, nil, false
+	}
+	key := cacheKey{namespace: namespace, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name}
+	obj, exists, err := k.informer.GetIndexer().GetByKey(namespace + "/" + ref.Name)
+	if err != nil || !exists {
+		r.mu.Lock()
+		delete(r.parsed, key)
+		r.mu.Unlock()
+		return nil, schema.GroupResource{}, nil, false
+	}
+	m, replicas, ls, statusReplicas, ok := workloadOf(obj)
+	if !ok {
+		return nil, schema.GroupResource{}, nil, false
+	}
+	p, ok := r.selectorOf(key, obj, ls)
+	if !ok {
+		return nil, schema.GroupResource{}, nil, false
 	}
 	spec := int32(1)
 	if replicas != nil {
@@ -86,37 +147,8 @@ func scaleOf(m metav1.ObjectMeta, replicas *int32, sel *metav1.LabelSelector, st
 	return &autoscalingv1.Scale{
 		ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion},
 		Spec:       autoscalingv1.ScaleSpec{Replicas: spec},
-		Status:     autoscalingv1.ScaleStatus{Replicas: statusReplicas, Selector: s.String()},
-	}, true
-}
-
-// cachedScale answers ref from a synced watch, if it is an informed kind
-// the cache holds; an invalid ref is left to /scale's validation.
-func (r *Resolver) cachedScale(namespace string, ref *autoscalingv1.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, bool) {
-	if ref == nil || ref.Name == "" {
-		return nil, schema.GroupResource{}, false
-	}
-	r.mu.Lock()
-	k, ok := r.informed[ref.Kind]
-	r.mu.Unlock()
-	if !ok {
-		return nil, schema.GroupResource{}, false
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != "apps" {
-		return nil, schema.GroupResource{}, false
-	}
-	if !k.informer.HasSynced() {
-		return nil, schema.GroupResource{}, false
-	}
-	obj, exists, err := k.informer.GetIndexer().GetByKey(namespace + "/" + ref.Name)
-	if err != nil || !exists {
-		return nil, schema.GroupResource{}, false
-	}
-	s, ok := scaleOfObject(obj)
-	if !ok {
-		return nil, schema.GroupResource{}, false
-	}
-	return s, k.resource, true
+		Status:     autoscalingv1.ScaleStatus{Replicas: statusReplicas, Selector: p.str},
+	}, k.resource, p.sel, true
 }
 
 // trimWorkload keeps what scaleOf reads of an apps/v1 workload; the pod

@@ -148,6 +148,13 @@ func TestInformedScaleFollowsChanges(t *testing.T) {
 	defer func() { cancel(); f.Shutdown() }()
 	f.Start(ctx.Done())
 	f.WaitForCacheSync(ctx.Done())
+	// The selector is converted once per cached object: asked for before
+	// the update, it must not outlive it.
+	for range 2 {
+		if sel, err := r.Selector(ctx, "ns", ref("apps/v1", "Deployment", "web")); err != nil || sel.String() != "app=web" {
+			t.Fatalf("Selector() = %v, %v before the update", sel, err)
+		}
+	}
 
 	d = d.DeepCopy()
 	d.Spec.Replicas = ptr.To[int32](6)
@@ -169,6 +176,25 @@ func TestInformedScaleFollowsChanges(t *testing.T) {
 	}
 	if st.gets != 0 {
 		t.Errorf("%d /scale reads, want 0", st.gets)
+	}
+	// Deleted: the converted selector goes with it.
+	if err := client.AppsV1().Deployments("ns").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, _, _, ok := r.cachedScale("ns", ref("apps/v1", "Deployment", "web")); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache did not follow the deletion")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	r.mu.Lock()
+	n := len(r.parsed)
+	r.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d converted selectors kept after the deletion, want 0", n)
 	}
 }
 

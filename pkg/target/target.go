@@ -98,8 +98,10 @@ type Resolver struct {
 	mu        sync.Mutex
 	selectors map[cacheKey]cachedSelector
 	lastReset time.Time
-	// informed are the kinds answered from watches (UseInformers).
+	// informed are the kinds answered from watches (UseInformers);
+	// parsed are their selectors, converted once per cached object.
 	informed map[string]informedKind
+	parsed   map[cacheKey]parsedSelector
 	// watchReads and scaleReads count GetScale and Selector answers by
 	// where they came from (Reads).
 	watchReads, scaleReads atomic.Int64
@@ -160,7 +162,7 @@ func NewForConfig(cfg *rest.Config, opts ...Option) (*Resolver, error) {
 // GetScale returns the target's scale subresource and the group/resource it
 // was resolved to.
 func (r *Resolver) GetScale(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, error) {
-	if s, gr, ok := r.cachedScale(namespace, ref); ok {
+	if s, gr, _, ok := r.cachedScale(namespace, ref); ok {
 		r.watchReads.Add(1)
 		return s, gr, nil
 	}
@@ -189,10 +191,10 @@ func (r *Resolver) Selector(ctx context.Context, namespace string, ref *autoscal
 	if err := validateRef(ref); err != nil {
 		return nil, err
 	}
-	if s, _, ok := r.cachedScale(namespace, ref); ok {
+	if _, _, sel, ok := r.cachedScale(namespace, ref); ok {
 		r.watchReads.Add(1)
-		// scaleOf only answers valid, non-empty selectors.
-		return labels.Parse(s.Status.Selector)
+		// cachedScale only answers valid, non-empty selectors.
+		return sel, nil
 	}
 	key := cacheKey{namespace: namespace, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name}
 	if r.ttl > 0 {

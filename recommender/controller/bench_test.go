@@ -30,6 +30,7 @@ import (
 // and models included).
 func BenchmarkLoop(b *testing.B) {
 	for _, sc := range []struct{ mpas, podsPer, namespaces int }{
+		{100, 1, 1}, // make bench-vpa's smallest scale: one-pod targets in one namespace
 		{1000, 10, 10},
 		{10000, 10, 100},
 	} {

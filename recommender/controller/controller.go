@@ -27,7 +27,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -39,6 +38,7 @@ import (
 	informers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
 	listers "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/rival"
 	"github.com/aware-k8s/aware/pkg/usage"
 	"github.com/aware-k8s/aware/pkg/workload"
@@ -166,8 +166,7 @@ type Controller struct {
 	client      versioned.Interface
 	mpas        listers.MultidimPodAutoscalerLister
 	checkpoints listers.MultidimPodAutoscalerCheckpointLister
-	pods        corelisters.PodLister
-	podIndexer  cache.Indexer
+	pods        *podindex.Lister
 	synced      []cache.InformerSynced
 	targets     TargetResolver
 	usage       usage.Source
@@ -262,16 +261,15 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		}
 	}
 	// The label index must be added before the informer starts.
-	if err := d.PodInformer.Informer().AddIndexers(cache.Indexers{labelIndex: labelIndexFunc}); err != nil {
-		return nil, fmt.Errorf("adding the pod label index: %w", err)
+	if err := podindex.Add(d.PodInformer.Informer()); err != nil {
+		return nil, err
 	}
 	c := &Controller{
 		cfg:         cfg,
-		podIndexer:  d.PodInformer.Informer().GetIndexer(),
 		client:      d.Client,
 		mpas:        d.MPAInformer.Lister(),
 		checkpoints: d.CheckpointInformer.Lister(),
-		pods:        d.PodInformer.Lister(),
+		pods:        podindex.New(d.PodInformer.Informer().GetIndexer()),
 		synced:      []cache.InformerSynced{d.MPAInformer.Informer().HasSynced, d.CheckpointInformer.Informer().HasSynced, d.PodInformer.Informer().HasSynced},
 		targets:     d.Targets,
 		usage:       d.Usage,
@@ -626,7 +624,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	}
 	setCondition(s, v1alpha1.AbleToScale, corev1.ConditionTrue, "SucceededGetScale", "the scale target was read", now)
 
-	all, err := c.podsFor(m.Namespace, tgt.Selector)
+	all, err := c.pods.List(m.Namespace, tgt.Selector)
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Listing pods from cache", "mpa", klog.KObj(m))
 		return s, false

@@ -125,22 +125,38 @@ func listsClose(a, b corev1.ResourceList) bool {
 	return true
 }
 
+// normalised is s without the parts sameIgnoringTimes ignores. It copies
+// only what it clears (the condition and container slices, the RL struct)
+// and shares the rest with s, so it must only be read: the comparison runs
+// for every autoscaler on every loop, and a deep copy of both statuses
+// (currentMetrics, every resource list) was most of its cost.
 func normalised(s *v1alpha1.MultidimPodAutoscalerStatus) *v1alpha1.MultidimPodAutoscalerStatus {
-	out := s.DeepCopy()
+	out := *s
 	out.RecommendationTime, out.LastScaleTime, out.CurrentMetrics = nil, nil, nil
-	for i := range out.Conditions {
-		out.Conditions[i].LastTransitionTime = metav1.Time{}
-	}
-	if out.RL != nil {
-		out.RL.LastAgentContactTime = nil
-	}
-	if out.Recommendation != nil {
-		for i := range out.Recommendation.ContainerRecommendations {
-			c := &out.Recommendation.ContainerRecommendations[i]
-			c.LowerBound, c.UpperBound = nil, nil
+	if s.Conditions != nil {
+		out.Conditions = make([]v1alpha1.MultidimPodAutoscalerCondition, len(s.Conditions))
+		for i, c := range s.Conditions {
+			c.LastTransitionTime = metav1.Time{}
+			out.Conditions[i] = c
 		}
 	}
-	return out
+	if s.RL != nil {
+		rl := *s.RL
+		rl.LastAgentContactTime = nil
+		out.RL = &rl
+	}
+	if s.Recommendation != nil {
+		rec := *s.Recommendation
+		if s.Recommendation.ContainerRecommendations != nil {
+			rec.ContainerRecommendations = make([]v1alpha1.RecommendedContainerResources, len(s.Recommendation.ContainerRecommendations))
+			for i, c := range s.Recommendation.ContainerRecommendations {
+				c.LowerBound, c.UpperBound = nil, nil
+				rec.ContainerRecommendations[i] = c
+			}
+		}
+		out.Recommendation = &rec
+	}
+	return &out
 }
 
 // merge writes the recommender's fields of ours into dst (a fresh copy of

@@ -19,6 +19,7 @@ import (
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
 	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/leader"
+	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/updater/controller"
 )
@@ -80,6 +81,9 @@ func run(ctx context.Context, o *Options) error {
 	if err := podInf.Informer().SetTransform(trimPod); err != nil {
 		return fmt.Errorf("pod cache transform: %w", err)
 	}
+	if err := podindex.Add(podInf.Informer()); err != nil {
+		return err
+	}
 	// Deployments, StatefulSets and ReplicaSets are read from watches
 	// rather than one /scale request per autoscaler and loop.
 	if err := resolver.UseInformers(kubeInf); err != nil {
@@ -100,7 +104,7 @@ func run(ctx context.Context, o *Options) error {
 	if ctrlCfg.AdmissionLeaseName == "" {
 		logger.Info("Admission heartbeat guard disabled: evicted pods may come back without their recommendation")
 	}
-	c := controller.New(ctrlCfg, kube, mpaClient, mpaInformer.Lister(), podInf.Lister(), resolver, recorder, metrics, nil)
+	c := controller.New(ctrlCfg, kube, mpaClient, mpaInformer.Lister(), podindex.New(podInf.Informer().GetIndexer()), resolver, recorder, metrics, nil)
 
 	var synced atomic.Bool
 	ready := func() error {

@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -32,6 +31,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/target"
 	"github.com/aware-k8s/aware/pkg/workload"
 	"github.com/aware-k8s/aware/updater/logic"
@@ -45,6 +45,16 @@ type ScaleTarget interface {
 }
 
 var _ ScaleTarget = (*target.Resolver)(nil)
+
+// PodSource lists the pods of a namespace that a selector selects.
+// podindex.Lister answers from the pod informer's label index, so a loop
+// costs O(pods of the targets) rather than O(autoscalers × pods of the
+// namespace).
+type PodSource interface {
+	List(namespace string, sel labels.Selector) ([]*corev1.Pod, error)
+}
+
+var _ PodSource = (*podindex.Lister)(nil)
 
 // Event reasons.
 const (
@@ -92,7 +102,7 @@ type Controller struct {
 	kube     kubernetes.Interface
 	mpas     versioned.Interface
 	mpaList  mpalisters.MultidimPodAutoscalerLister
-	podList  corelisters.PodLister
+	pods     PodSource
 	targets  ScaleTarget
 	recorder record.EventRecorder
 	metrics  *Metrics
@@ -106,7 +116,12 @@ type Controller struct {
 	// alter the QoS class): they are treated as infeasible, so the next
 	// loop falls back to eviction.
 	resizeRejected map[types.UID]bool
-	rotation       int
+	// stale holds the autoscalers whose recommendation was too old at
+	// their last loop: the Warning event is posted when one becomes stale,
+	// not on every loop it stays so (at thousands of autoscalers that
+	// would be thousands of events per loop); the gauge shows how many are.
+	stale    map[types.UID]bool
+	rotation int
 }
 
 type workloadState struct {
@@ -118,17 +133,18 @@ type workloadState struct {
 
 // New returns a controller. clk may be nil for the real clock.
 func New(cfg Config, kube kubernetes.Interface, mpas versioned.Interface, mpaList mpalisters.MultidimPodAutoscalerLister,
-	podList corelisters.PodLister, targets ScaleTarget, recorder record.EventRecorder, metrics *Metrics, clk clock.PassiveClock) *Controller {
+	pods PodSource, targets ScaleTarget, recorder record.EventRecorder, metrics *Metrics, clk clock.PassiveClock) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
 	return &Controller{
-		cfg: cfg, kube: kube, mpas: mpas, mpaList: mpaList, podList: podList, targets: targets,
+		cfg: cfg, kube: kube, mpas: mpas, mpaList: mpaList, pods: pods, targets: targets,
 		recorder: recorder, metrics: metrics, clock: clk,
 		global:         logic.NewTokenBucket(cfg.GlobalEvictionRate, cfg.GlobalEvictionBurst),
 		resizes:        logic.NewTokenBucket(cfg.ResizeRate, cfg.ResizeBurst),
 		workloads:      map[types.UID]*workloadState{},
 		resizeRejected: map[types.UID]bool{},
+		stale:          map[types.UID]bool{},
 	}
 }
 
@@ -186,6 +202,12 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			delete(c.workloads, uid)
 		}
 	}
+	for uid := range c.stale {
+		if !seen[uid] {
+			delete(c.stale, uid)
+		}
+	}
+	c.metrics.staleRecommendations.Set(float64(len(c.stale)))
 }
 
 func compareKeys(a, b string) int {
@@ -246,6 +268,10 @@ func (c *Controller) state(m *v1alpha1.MultidimPodAutoscaler, cons workload.Cons
 func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, admissionFresh bool) {
 	logger := klog.FromContext(ctx)
 	now := c.clock.Now()
+	// Stale again below if its recommendation still is; any other outcome
+	// (fresh, none, mode Off) ends the condition.
+	wasStale := c.stale[m.UID]
+	delete(c.stale, m.UID)
 	mode := mpa.UpdateMode(m)
 	if mode == v1alpha1.UpdateModeOff || mode == v1alpha1.UpdateModeInitial {
 		logger.V(4).Info("Skipping", "reason", logic.SkipUpdateModeOff, "mode", mode)
@@ -269,9 +295,17 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 	}
 	if !logic.RecommendationFresh(now, recTime, c.cfg.MaxRecommendationAge) {
 		c.skip(logic.SkipStaleRecommendation)
-		logger.Info("Skipping stale recommendation", "recommendationTime", recTime, "maxAge", c.cfg.MaxRecommendationAge)
-		c.event(m, corev1.EventTypeWarning, EventStaleRecommendation, "Recommendation from %s is older than %s; not applied", recTime.Format(time.RFC3339), c.cfg.MaxRecommendationAge)
+		c.stale[m.UID] = true
+		if wasStale {
+			logger.V(3).Info("Skipping stale recommendation", "recommendationTime", recTime, "maxAge", c.cfg.MaxRecommendationAge)
+			return
+		}
+		logger.Info("Recommendation stale; not applying it until the recommender refreshes it", "recommendationTime", recTime, "maxAge", c.cfg.MaxRecommendationAge)
+		c.event(m, corev1.EventTypeWarning, EventStaleRecommendation, "Recommendation from %s is older than %s; not applied until the recommender refreshes it", recTime.Format(time.RFC3339), c.cfg.MaxRecommendationAge)
 		return
+	}
+	if wasStale {
+		logger.Info("Recommendation fresh again", "recommendationTime", recTime)
 	}
 	ref := m.Spec.ScaleTargetRef
 	scale, _, err := c.targets.GetScale(ctx, m.Namespace, ref)
@@ -298,7 +332,7 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 		logger.Error(err, "Resolving target selector")
 		return
 	}
-	pods, err := c.podList.Pods(m.Namespace).List(sel)
+	pods, err := c.pods.List(m.Namespace, sel)
 	if err != nil {
 		logger.Error(err, "Listing pods")
 		return

@@ -24,7 +24,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -35,6 +34,7 @@ import (
 	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/serve"
 	"github.com/aware-k8s/aware/updater/logic"
 )
@@ -161,7 +161,7 @@ func newFixture(t *testing.T, cfg Config, replicas int32, m *v1alpha1.MultidimPo
 		clock:    clocktesting.NewFakePassiveClock(t0),
 		recorder: record.NewFakeRecorder(100),
 		reg:      prometheus.NewPedanticRegistry(),
-		podIdx:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
+		podIdx:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, podindex.Name: podindex.IndexFunc}),
 		mpaIdx:   cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}),
 	}
 	// Evictions delete the pod, as the API server does when no PDB objects.
@@ -184,7 +184,7 @@ func newFixture(t *testing.T, cfg Config, replicas int32, m *v1alpha1.MultidimPo
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.ctrl = New(cfg, f.kube, f.mpas, mpalisters.NewMultidimPodAutoscalerLister(f.mpaIdx), corelisters.NewPodLister(f.podIdx),
+	f.ctrl = New(cfg, f.kube, f.mpas, mpalisters.NewMultidimPodAutoscalerLister(f.mpaIdx), podindex.New(f.podIdx),
 		f.target, f.recorder, metrics, f.clock)
 	return f
 }
@@ -659,5 +659,76 @@ func TestConfigValidate(t *testing.T) {
 	bad.UpdateInterval, bad.MaxRecommendationAge, bad.AdmissionLeaseNamespace = 0, 0, ""
 	if err := bad.Validate(); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestStaleRecommendationEventOncePerTransition: the Warning event is
+// posted when a recommendation becomes stale, not on every loop while it
+// stays stale; a fresh recommendation in between, or a re-created
+// autoscaler, makes the next staleness a new one. The gauge counts the
+// autoscalers stale at the last loop; the skip counter counts every loop.
+func TestStaleRecommendationEventOncePerTransition(t *testing.T) {
+	type step struct {
+		fresh     bool
+		recreate  bool // same name, new UID
+		wantEvent bool
+	}
+	stale := func(ev bool) step { return step{wantEvent: ev} }
+	for _, tc := range []struct {
+		name  string
+		dry   bool
+		steps []step
+	}{
+		{"stays stale", false, []step{stale(true), stale(false), stale(false), stale(false)}},
+		{"fresh in between", false, []step{stale(true), stale(false), {fresh: true}, stale(true), stale(false)}},
+		{"re-created while stale", false, []step{stale(true), {recreate: true, wantEvent: true}, stale(false)}},
+		{"dry run posts nothing but counts", true, []step{stale(false), stale(false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.DryRun = tc.dry
+			m := newMPA(v1alpha1.UpdateModeRecreate, 3, time.Hour)
+			f := newFixture(t, cfg, 3, m, nil, newPod("a", "1", "1Gi"), newPod("b", "1", "1Gi"), newPod("c", "1", "1Gi"))
+			skips := 0
+			for i, s := range tc.steps {
+				at := time.Duration(i) * time.Minute
+				m = m.DeepCopy()
+				m.Status.RecommendationTime = &metav1.Time{Time: t0.Add(at - time.Hour)}
+				if s.fresh {
+					m.Status.RecommendationTime = &metav1.Time{Time: t0.Add(at)}
+				}
+				if s.recreate {
+					m.UID = types.UID(string(m.UID) + "-new")
+				}
+				if err := f.mpaIdx.Update(m); err != nil {
+					t.Fatal(err)
+				}
+				f.run(at)
+				ev := f.events()
+				if got := hasEvent(ev, EventStaleRecommendation); got != s.wantEvent || len(ev) > 1 {
+					t.Errorf("loop %d: events %v, want a stale event: %v", i, ev, s.wantEvent)
+				}
+				wantGauge := 1.0
+				if s.fresh {
+					wantGauge = 0
+				} else {
+					skips++
+				}
+				if got := testutil.ToFloat64(f.ctrl.metrics.staleRecommendations); got != wantGauge {
+					t.Errorf("loop %d: stale gauge = %g, want %g", i, got, wantGauge)
+				}
+				if got := counter(t, f.ctrl.metrics.skips, string(logic.SkipStaleRecommendation)); got != float64(skips) {
+					t.Errorf("loop %d: stale skips = %g, want %d", i, got, skips)
+				}
+			}
+			// Deleted: no longer counted.
+			if err := f.mpaIdx.Delete(m); err != nil {
+				t.Fatal(err)
+			}
+			f.run(time.Hour)
+			if got := testutil.ToFloat64(f.ctrl.metrics.staleRecommendations); got != 0 || len(f.ctrl.stale) != 0 {
+				t.Errorf("after deletion: gauge %g, state %v", got, f.ctrl.stale)
+			}
+		})
 	}
 }

@@ -21,6 +21,9 @@ type Metrics struct {
 	skips           *prometheus.CounterVec
 	loopDuration    prometheus.Histogram
 	admissionFresh  prometheus.Gauge
+	// staleRecommendations is how many autoscalers the last loop found
+	// with a recommendation too old to apply.
+	staleRecommendations prometheus.Gauge
 }
 
 // NewMetrics creates the metrics and registers them on reg.
@@ -51,8 +54,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "aware_updater_admission_heartbeat_fresh",
 			Help: "1 when the admission controller's heartbeat Lease was fresh at the last loop (evictions allowed), else 0.",
 		}),
+		staleRecommendations: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "aware_updater_stale_recommendations",
+			Help: "MultidimPodAutoscalers whose recommendation was older than --max-recommendation-age (or had no time) at the last loop, and so was not applied. A StaleRecommendation Warning event is posted when one becomes stale, not on every loop.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.scaleOperations, m.evictions, m.resizes, m.skips, m.loopDuration, m.admissionFresh} {
+	for _, c := range []prometheus.Collector{m.scaleOperations, m.evictions, m.resizes, m.skips, m.loopDuration, m.admissionFresh, m.staleRecommendations} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

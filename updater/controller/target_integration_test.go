@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakedisco "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	fakescale "k8s.io/client-go/scale/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -23,6 +22,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/target"
 )
 
@@ -55,13 +55,13 @@ func TestWithTargetResolver(t *testing.T) {
 	if err := mpaIdx.Add(m); err != nil {
 		t.Fatal(err)
 	}
-	podIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	podIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, podindex.Name: podindex.IndexFunc})
 	metrics, err := NewMetrics(prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := New(testConfig(), fake.NewClientset(freshLease(t0)), mpafake.NewSimpleClientset(m),
-		mpalisters.NewMultidimPodAutoscalerLister(mpaIdx), corelisters.NewPodLister(podIdx),
+		mpalisters.NewMultidimPodAutoscalerLister(mpaIdx), podindex.New(podIdx),
 		resolver, record.NewFakeRecorder(10), metrics, clocktesting.NewFakePassiveClock(t0.Add(time.Second)))
 	c.RunOnce(context.Background())
 	if len(written) != 1 || written[0] != 5 {
