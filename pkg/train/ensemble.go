@@ -92,10 +92,7 @@ func (e *Ensemble) PolicyConfig() policy.Config { return e.cfg }
 // Quorum is how many members must agree on a deviation.
 func (e *Ensemble) Quorum() int { return e.quorum }
 
-// Size is the number of members.
-func (e *Ensemble) Size() int { return len(e.members) }
-
-var errEnsembleSamples = errors.New("ensemble: acts greedily only (it is for evaluation and serving, not training)")
+var errEnsembleSamples = errors.New("ensemble: acts greedily only (it is for evaluation, not training)")
 
 // Act implements Learner without knowing what the choices do: per
 // dimension, a choice at least Quorum members take, else follow. Each
