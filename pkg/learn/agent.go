@@ -91,6 +91,8 @@ type Prepared struct {
 	cfg   Config
 	stage lifecycle.Stage
 	rates []float64 // the rate history State was encoded with
+	// space is the agent's residual action space, nil in the paper's.
+	space *ResidualSpace
 }
 
 // Result is one decision.
@@ -443,7 +445,7 @@ func (a *Agent) Prepare(obs workload.Observation, cons workload.Constraints, def
 	stage := a.machine.Stage()
 	p := Prepared{
 		obs: obs, cons: cons, def: def, cfg: cfg, stage: stage,
-		rates: a.rates.Rates(),
+		rates: a.rates.Rates(), space: a.space,
 	}
 	p.State = Encode(Input{Observation: obs, Constraints: cons, Default: def, Rates: p.rates, Off: a.off})
 	p.Mask = a.mask(&obs, &cons, def)

@@ -1,11 +1,9 @@
 package train
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
@@ -124,37 +122,16 @@ func (e *Ensemble) Act(state []float64, window []policy.Step, mask []bool, greed
 
 // ActValues is Act knowing what each choice does: value(d, i) is the
 // replica count or request that choice i of dimension d sets
-// (learn.ChoiceValue), index 0 the default's. Per dimension it takes the
-// largest change at least Quorum members go as far as in the same
-// direction (with a majority quorum, the members' median), and follows
-// the default when there is none, or when a quorum of at most half goes
-// both ways.
+// (learn.ChoiceValue), index 0 the default's; the members' choices are
+// combined by learn.Agree with the ensemble's quorum.
 func (e *Ensemble) ActValues(state []float64, window []policy.Step, mask []bool, value func(d, i int) float64) (policy.Decision, error) {
 	choices, v, err := e.memberChoices(state, window, mask, true)
 	if err != nil {
 		return policy.Decision{}, err
 	}
-	out := make([]int, len(e.sizes))
-	type vote struct {
-		choice int
-		value  float64
-	}
-	votes := make([]vote, len(choices))
-	for d := range e.sizes {
-		for m, c := range choices {
-			votes[m] = vote{c[d], value(d, c[d])}
-		}
-		// Stable, so that of equal values the first member's choice wins.
-		slices.SortStableFunc(votes, func(a, b vote) int { return cmp.Compare(b.value, a.value) })
-		def := value(d, 0)
-		up, down := votes[e.quorum-1], votes[len(votes)-e.quorum]
-		switch {
-		case up.value > def && down.value < def:
-		case up.value > def:
-			out[d] = up.choice
-		case down.value < def:
-			out[d] = down.choice
-		}
+	out, err := learn.Agree(choices, e.quorum, value)
+	if err != nil {
+		return policy.Decision{}, err
 	}
 	return policy.Decision{Action: policy.JoinAction(out, e.sizes), Value: v}, nil
 }

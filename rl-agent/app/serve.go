@@ -64,6 +64,11 @@ type serveOptions struct {
 	// "residual"; empty means the checkpoint's, or without one residual
 	// (paper for Meta-PPO, which has no factored heads).
 	ActionSpace string
+	// EnsembleCheckpoints are residual PPO checkpoints served as one
+	// frozen ensemble (server.Ensemble) instead of a learner;
+	// EnsembleQuorum is how many must agree to deviate (0: all).
+	EnsembleCheckpoints []string
+	EnsembleQuorum      int
 }
 
 // The action spaces of --action-space (learn.PolicyShape.String).
@@ -132,6 +137,8 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RetrainMin, "retrain-min-episodes", o.RetrainMin, "After the detector fires, the defaults act for at least this many episodes (spec.rl.gates.episodeSteps ticks each) while the agent relearns from them, before the promotion gate may return the workload to the agent; 0: no minimum.")
 	fs.IntVar(&o.RetrainMax, "retrain-max-episodes", o.RetrainMax, "After this many episodes in Retraining the workload returns to the agent (OnlineTraining) even if the defaults never pass the promotion gate, e.g. because the change lowered what they attain; 0: only the gate returns it, and a workload whose defaults stay below the gate stays on them.")
 	fs.StringVar(&o.ActionSpace, "action-space", o.ActionSpace, "Actions of the policy: \"paper\" (no-op, ±1 replica, ±CPU step, ±memory step) or \"residual\" (one choice per dimension relative to the recommender's default: follow, hold, offsets and factors; a fresh residual policy follows the default, ppo only). Empty: the --initial-checkpoint's, or residual (paper for --policy=meta-ppo). State already in --state-dir must hold the same: keep the flag across restarts.")
+	fs.StringSliceVar(&o.EnsembleCheckpoints, "ensemble-checkpoints", o.EnsembleCheckpoints, "Serve these residual PPO checkpoints (at least 2, e.g. `rl-agent train --seed=1..3`) as one frozen ensemble instead of a learner: per dimension it deviates from the recommender's default only as far as --ensemble-quorum of them agree, and follows it otherwise. Nothing trains; workloads bootstrap, are promoted and handed back to the defaults by the lifecycle gates as usual, and OnlineTraining decides as greedily as Serving. The state directory keeps stages and experience, never weights: it cannot be shared with a learner.")
+	fs.IntVar(&o.EnsembleQuorum, "ensemble-quorum", o.EnsembleQuorum, "With --ensemble-checkpoints: how many members must deviate from the default the same way for the ensemble to deviate (it goes as far as that many go); 0 means all of them. A majority gives the members' median, which deviates more often.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
 }
 
@@ -188,6 +195,22 @@ func (o *serveOptions) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--action-space must be %q or %q, got %q", actionSpacePaper, actionSpaceResidual, o.ActionSpace))
 	}
+	if n := len(o.EnsembleCheckpoints); n > 0 {
+		if n < 2 {
+			errs = append(errs, fmt.Errorf("--ensemble-checkpoints needs at least 2 checkpoints, got %d", n))
+		}
+		if o.InitialCheckpoint != "" {
+			errs = append(errs, errors.New("--ensemble-checkpoints and --initial-checkpoint exclude each other: an ensemble does not train from a starting point"))
+		}
+		if o.Policy == policy.KindMetaPPO || o.ActionSpace == actionSpacePaper {
+			errs = append(errs, fmt.Errorf("--ensemble-checkpoints serves %s policies in the %s action space; --policy=%q --action-space=%q", policy.KindPPO, actionSpaceResidual, o.Policy, o.ActionSpace))
+		}
+		if o.EnsembleQuorum < 0 || o.EnsembleQuorum > n {
+			errs = append(errs, fmt.Errorf("--ensemble-quorum must be in [0, %d] (0: all members), got %d", n, o.EnsembleQuorum))
+		}
+	} else if o.EnsembleQuorum != 0 {
+		errs = append(errs, errors.New("--ensemble-quorum needs --ensemble-checkpoints"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -241,11 +264,20 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		logger.Info("Discarded the torn tail of the experience log (the previous run crashed)", "bytes", rec.DiscardedBytes, "records", rec.Records)
 	}
 
-	ppo, meta, err := initialPolicy(o)
+	var ens *server.Ensemble
+	var ppo *policy.PPO
+	var meta *policy.MetaPPO
+	if len(o.EnsembleCheckpoints) > 0 {
+		ens, err = loadEnsemble(o.EnsembleCheckpoints, o.EnsembleQuorum)
+	} else {
+		ppo, meta, err = initialPolicy(o)
+	}
 	if err != nil {
 		return err
 	}
 	switch {
+	case ens != nil:
+		logger.Info("Serving a frozen ensemble: it never trains", "checkpoints", o.EnsembleCheckpoints, "quorum", o.EnsembleQuorum)
 	case o.InitialCheckpoint == "" && meta != nil:
 		c := meta.Config()
 		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim, "seed", o.Seed)
@@ -261,9 +293,12 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	so := server.DefaultOptions()
-	if meta != nil {
+	switch {
+	case ens != nil:
+		so.Ensemble = ens
+	case meta != nil:
 		so.MetaLearner = meta
-	} else {
+	default:
 		so.Learner = ppo
 	}
 	so.Store, so.Registerer, so.Seed = st, reg, o.Seed
@@ -337,6 +372,24 @@ func openLink(ctx context.Context, o *serveOptions) (*certs.Link, error) {
 		secrets = k.CoreV1()
 	}
 	return o.TLS.Open(ctx, secrets, clock.RealClock{})
+}
+
+// loadEnsemble reads the weights of the ensemble's members (server.New
+// checks that they form one).
+func loadEnsemble(paths []string, quorum int) (*server.Ensemble, error) {
+	e := &server.Ensemble{Quorum: quorum}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("--ensemble-checkpoints: %w", err)
+		}
+		f, err := policy.FreezeCheckpoint(b)
+		if err != nil {
+			return nil, fmt.Errorf("--ensemble-checkpoints %s: %w", p, err)
+		}
+		e.Members = append(e.Members, f)
+	}
+	return e, nil
 }
 
 // initialPolicy is the policy the agent starts from, exactly one of ppo

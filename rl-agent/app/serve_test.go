@@ -59,6 +59,13 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"residual", func(o *serveOptions) { o.ActionSpace = "residual" }, ""},
 		{"unknown action space", func(o *serveOptions) { o.ActionSpace = "joint" }, `--action-space must be "paper" or "residual", got "joint"`},
 		{"residual meta-ppo", func(o *serveOptions) { o.ActionSpace, o.Policy = "residual", "meta-ppo" }, "--action-space=residual needs --policy=ppo"},
+		{"ensemble", func(o *serveOptions) { o.EnsembleCheckpoints, o.EnsembleQuorum = []string{"a", "b", "c"}, 2 }, ""},
+		{"ensemble of one", func(o *serveOptions) { o.EnsembleCheckpoints = []string{"a"} }, "--ensemble-checkpoints needs at least 2"},
+		{"ensemble and initial checkpoint", func(o *serveOptions) { o.EnsembleCheckpoints, o.InitialCheckpoint = []string{"a", "b"}, "c" }, "exclude each other"},
+		{"ensemble of meta-ppo", func(o *serveOptions) { o.EnsembleCheckpoints, o.Policy = []string{"a", "b"}, "meta-ppo" }, "--ensemble-checkpoints serves ppo policies"},
+		{"ensemble in the paper's space", func(o *serveOptions) { o.EnsembleCheckpoints, o.ActionSpace = []string{"a", "b"}, "paper" }, "--ensemble-checkpoints serves ppo policies"},
+		{"ensemble quorum above members", func(o *serveOptions) { o.EnsembleCheckpoints, o.EnsembleQuorum = []string{"a", "b"}, 3 }, "--ensemble-quorum must be in [0, 2]"},
+		{"quorum without ensemble", func(o *serveOptions) { o.EnsembleQuorum = 2 }, "--ensemble-quorum needs --ensemble-checkpoints"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newServeOptions()
@@ -210,6 +217,66 @@ func TestServe(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestServeEnsemble serves residual checkpoints as one frozen ensemble:
+// every answer names it; a member that is not a residual policy, or a
+// file that is not a checkpoint, stops the start with an error naming it.
+func TestServeEnsemble(t *testing.T) {
+	residual := func(seed uint64) string {
+		cfg := learn.ResidualConfig(learn.DefaultFollowBias)
+		cfg.Seed = seed
+		p, err := policy.NewPPO(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return writePolicy(t, p)
+	}
+	a, b := residual(1), residual(2)
+	addr := freeAddr(t)
+	stop := runCommand(t, "--listen-address", addr, "--state-dir", t.TempDir(), "--metrics-bind-address", "0", "--health-bind-address", "0",
+		"--tls-mode", "plaintext", "--ensemble-checkpoints", a+","+b)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	waitServing(t, conn)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	r, err := pb.NewAgentServiceClient(conn).Recommend(ctx, request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Stage != pb.Stage_STAGE_BOOTSTRAPPING || !strings.HasPrefix(r.PolicyVersion, "ensemble-2of2-") {
+		t.Errorf("first response %v", r)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	garbage := filepath.Join(t.TempDir(), "garbage")
+	if err := os.WriteFile(garbage, []byte("not a checkpoint"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, member, want string
+	}{
+		{"paper action space", writePolicy(t, smallPPO(t, learn.StateDim)), "paper's action space"},
+		{"not a checkpoint", garbage, "--ensemble-checkpoints " + garbage},
+		{"missing", filepath.Join(t.TempDir(), "missing"), "no such file"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := newServeCommand()
+			cmd.SetArgs([]string{"--listen-address", freeAddr(t), "--state-dir", t.TempDir(), "--metrics-bind-address", "0", "--health-bind-address", "0",
+				"--tls-mode", "plaintext", "--ensemble-checkpoints", a + "," + tc.member})
+			cmd.SetOut(io.Discard)
+			cmd.SetErr(io.Discard)
+			if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("serve: %v, want an error saying %q", err, tc.want)
+			}
+		})
 	}
 }
 

@@ -20,7 +20,10 @@ type decisionJob struct {
 	// frozen answers the decision instead of the shared policy: a Serving
 	// workload's frozen copy.
 	frozen *policy.Frozen
-	reply  chan decisionResult
+	// value says what each residual choice sets, for an ensemble to agree
+	// on (Prepared.ChoiceValue); nil when no ensemble is served.
+	value func(d, i int) float64
+	reply chan decisionResult
 }
 
 type decisionResult struct {
@@ -34,6 +37,12 @@ func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPol
 	j := &decisionJob{ctx: ctx, state: p.State, window: p.Window, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
 	if frozen != nil {
 		j.frozen = frozen.policy
+	}
+	if s.ens != nil {
+		j.value = func(d, i int) float64 {
+			v, _ := p.ChoiceValue(d, i) // the ensemble's agents act in its residual space
+			return v
+		}
 	}
 	select {
 	case s.queue <- j:
@@ -133,7 +142,8 @@ type forwardGroup struct {
 // forward pass per policy and exploration mode, so that the Serving
 // workloads pinned to one frozen copy still share theirs. The shared
 // policy's greedy group goes first, then its sampled group, then the frozen
-// copies' in the order they appear.
+// copies' in the order they appear. An ensemble answers all in one group:
+// it is always greedy, and nothing is pinned.
 func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 	groups := []forwardGroup{{greedy: true}, {greedy: false}}
 	for _, j := range batch {
@@ -143,6 +153,8 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 		}
 		gi := -1
 		switch {
+		case s.ens != nil:
+			gi = 0
 		case j.frozen == nil && j.greedy:
 			gi = 0
 		case j.frozen == nil:
@@ -182,6 +194,12 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 		var ds []policy.Decision
 		var err error
 		switch {
+		case s.ens != nil:
+			values := make([]func(d, i int) float64, len(g))
+			for i, j := range g {
+				values[i] = j.value
+			}
+			ds, err = s.ens.actBatch(states, masks, values)
 		case grp.frozen != nil:
 			ds, err = grp.frozen.ActBatch(states, windows, masks, grp.greedy, rng)
 		case s.opts.MetaLearner != nil:

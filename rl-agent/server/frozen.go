@@ -161,6 +161,14 @@ type frozenState struct {
 	Policy  []byte `json:"policy"`
 }
 
+// storeLive makes the shared policy's weights now the copy promotions pin,
+// at the current version; an ensemble has no shared policy to pin.
+func (s *Server) storeLive() {
+	if s.ens == nil {
+		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+	}
+}
+
 // freezeLive copies the weights the shared policy acts with now.
 func (s *Server) freezeLive() *policy.Frozen {
 	if m := s.opts.MetaLearner; m != nil {
@@ -184,7 +192,7 @@ func (s *Server) servingPolicy(key string) *frozenPolicy {
 // when the shared policy answers it (or none does). Only Serving decisions
 // are greedy, and they are the ones that must not drift.
 func (s *Server) frozenFor(key string, p learn.Prepared) *frozenPolicy {
-	if !p.NeedsPolicy || !p.Greedy {
+	if !p.NeedsPolicy || !p.Greedy || s.ens != nil {
 		return nil
 	}
 	return s.servingPolicy(key)
@@ -193,7 +201,7 @@ func (s *Server) frozenFor(key string, p learn.Prepared) *frozenPolicy {
 // versionFor names the weights that answer a workload in stage: its
 // frozen copy's version while Serving, the shared policy's otherwise.
 func (s *Server) versionFor(key string, stage lifecycle.Stage) string {
-	if stage == lifecycle.Serving {
+	if stage == lifecycle.Serving && s.ens == nil {
 		return s.servingPolicy(key).name
 	}
 	return s.PolicyVersion()
@@ -203,6 +211,9 @@ func (s *Server) versionFor(key string, stage lifecycle.Stage) string {
 // copy, entering Serving pins it to the current version. The caller holds
 // cutMu for reading, so a checkpoint sees the stage and the pin together.
 func (s *Server) repin(ctx context.Context, key string, t *lifecycle.Transition) {
+	if s.ens != nil {
+		return // the ensemble's weights never change: nothing to pin
+	}
 	logger := klog.FromContext(ctx)
 	if t.From == lifecycle.Serving {
 		if fp := s.pins.unpin(key); fp != nil {

@@ -235,7 +235,7 @@ func TestOptionsNeedOneLearner(t *testing.T) {
 				srv.Close()
 				t.Fatal("accepted")
 			}
-			if !strings.Contains(err.Error(), "exactly one of a learner and a meta-learner") {
+			if !strings.Contains(err.Error(), "exactly one of a learner, a meta-learner and an ensemble") {
 				t.Fatalf("got %v", err)
 			}
 		})

@@ -29,6 +29,9 @@ const checkpointName = "state"
 
 // policyBytes and restorePolicy checkpoint the shared policy of either kind.
 func (s *Server) policyBytes() ([]byte, error) {
+	if s.ens != nil {
+		return s.ens.checkpoint()
+	}
 	if m := s.opts.MetaLearner; m != nil {
 		return m.MarshalBinary()
 	}
@@ -36,6 +39,12 @@ func (s *Server) policyBytes() ([]byte, error) {
 }
 
 func (s *Server) restorePolicy(b []byte) error {
+	if s.ens != nil {
+		return s.ens.restore(b)
+	}
+	if _, ok := decodeEnsembleState(b); ok {
+		return errEnsembleCheckpoint
+	}
 	if m := s.opts.MetaLearner; m != nil {
 		return m.UnmarshalBinary(b)
 	}
@@ -263,14 +272,14 @@ func (s *Server) restore() error {
 		s.metrics.workloads.WithLabelValues(st.String()).Set(0)
 	}
 	if s.opts.Store == nil {
-		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+		s.storeLive()
 		return nil
 	}
 	b, err := s.opts.Store.LoadCheckpoint(checkpointName)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// A fresh state directory.
-		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+		s.storeLive()
 	case err != nil:
 		return fmt.Errorf("load checkpoint: %w", err)
 	default:
@@ -297,9 +306,12 @@ func (s *Server) restore() error {
 			s.agents[a.Key()] = a
 			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
 		}
-		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
-		if err := s.restorePins(&snap); err != nil {
-			return fmt.Errorf("restore frozen policies: %w", err)
+		s.storeLive()
+		// An ensemble pins nothing (and wrote no pins).
+		if s.ens == nil {
+			if err := s.restorePins(&snap); err != nil {
+				return fmt.Errorf("restore frozen policies: %w", err)
+			}
 		}
 	}
 	for key, a := range s.agents {

@@ -7,6 +7,10 @@
 // trajectory: the agents then keep their windows, and the forward pass and
 // the training jobs pass them along.
 //
+// Instead of a learner, the server may serve an ensemble of frozen residual
+// policies (Options.Ensemble, ensemble.go) that deviates from the default
+// only where its members agree; then nothing trains.
+//
 // A workload in lifecycle stage Serving no longer trains the policy, and
 // does not follow it either: on promotion it is pinned to a frozen copy of
 // the policy version current then (policy.Frozen, the weights only), which
@@ -63,14 +67,17 @@ type Learner interface {
 	Freeze() *policy.Frozen
 }
 
-// Options configure a Server. Registerer and exactly one of Learner and
-// MetaLearner are required.
+// Options configure a Server. Registerer and exactly one of Learner,
+// MetaLearner and Ensemble are required.
 type Options struct {
 	Learner Learner
 	// MetaLearner is a Meta-PPO policy, served instead of Learner: each
 	// workload's agent keeps its last Window steps, the batched forward
 	// pass embeds them, and training uses them.
 	MetaLearner *policy.MetaPPO
+	// Ensemble serves frozen residual policies that must agree to deviate
+	// from the default, instead of a learner: nothing trains (ensemble.go).
+	Ensemble *Ensemble
 	// Store persists experience and checkpoints; nil keeps state in memory
 	// only.
 	Store      Store
@@ -142,8 +149,14 @@ func DefaultOptions() Options {
 
 func (o *Options) validate() error {
 	var errs []error
-	if (o.Learner == nil) == (o.MetaLearner == nil) {
-		errs = append(errs, errors.New("exactly one of a learner and a meta-learner is required"))
+	n := 0
+	for _, set := range []bool{o.Learner != nil, o.MetaLearner != nil, o.Ensemble != nil} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		errs = append(errs, errors.New("exactly one of a learner, a meta-learner and an ensemble is required"))
 	}
 	if o.Registerer == nil {
 		errs = append(errs, errors.New("a metrics registerer is required"))
@@ -179,6 +192,9 @@ type Server struct {
 	// shape is the served policy's action space and state features, which
 	// every agent and every frozen copy must share.
 	shape learn.PolicyShape
+	// ens is the ensemble served instead of a learner (Options.Ensemble),
+	// nil when a learner is.
+	ens *ensemble
 
 	mu     sync.RWMutex
 	agents map[string]*learn.Agent
@@ -268,14 +284,21 @@ func New(opts Options) (*Server, error) {
 		stop:    make(chan struct{}),
 	}
 	var cfg policy.Config
-	if opts.MetaLearner != nil {
+	switch {
+	case opts.Ensemble != nil:
+		if s.ens, s.shape, err = newEnsemble(opts.Ensemble); err != nil {
+			return nil, fmt.Errorf("invalid server options: %w", err)
+		}
+	case opts.MetaLearner != nil:
 		s.windowLen = opts.MetaLearner.Config().Window
 		cfg = opts.MetaLearner.Config().Config
-	} else {
+	default:
 		cfg = opts.Learner.Freeze().Config().Config
 	}
-	if s.shape, err = learn.ShapeOf(cfg); err != nil {
-		return nil, fmt.Errorf("invalid server options: the policy: %w", err)
+	if s.ens == nil {
+		if s.shape, err = learn.ShapeOf(cfg); err != nil {
+			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
+		}
 	}
 	if err := s.restore(); err != nil {
 		return nil, err
@@ -297,8 +320,11 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 }
 
 // PolicyVersion returns the version of the shared policy: the number of
-// training jobs applied to it since it was created.
+// training jobs applied to it since it was created; or the ensemble's name.
 func (s *Server) PolicyVersion() string {
+	if s.ens != nil {
+		return s.ens.name
+	}
 	v := s.version.Load()
 	if n := s.versionName.Load(); n != nil && n.v == v {
 		return n.name
@@ -499,7 +525,8 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 			klog.FromContext(ctx).Error(err, "Persisting a stage transition failed; will retry", "workload", in.key)
 		}
 	}
-	if res.Train != nil {
+	// An ensemble does not train: its agents' jobs are not run.
+	if res.Train != nil && s.ens == nil {
 		s.trainPending.Add(1)
 		select {
 		case s.trainC <- res.Train:
