@@ -260,10 +260,14 @@ func (o *Options) seriesTrace() string {
 }
 
 // Derived policies: the fused default through the paper's one-step actions,
-// and the fused default with a constant residual (learn.ParseResidual).
+// the fused default with a constant residual (learn.ParseResidual), and the
+// fused default steered within the residual space towards the oracle's
+// allocation (learn.GuidedResidualPolicy): what that space allows a policy
+// that knew the future.
 const (
 	PolicyFusedPaper     = "fused-paper"
 	PolicyResidualPrefix = "residual:"
+	PolicyOracleResidual = "oracle-residual"
 )
 
 // validPolicy reports whether name is a built-in or derived policy.
@@ -272,10 +276,10 @@ func validPolicy(name string) error {
 		_, err := learn.ParseResidual(rest)
 		return err
 	}
-	if name == PolicyFusedPaper || slices.Contains(DefaultPolicies(), name) {
+	if name == PolicyFusedPaper || name == PolicyOracleResidual || slices.Contains(DefaultPolicies(), name) {
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (known: %s, %s, %sSPEC)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyResidualPrefix)
+	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %sSPEC)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyResidualPrefix)
 }
 
 // contender builds the named built-in policy.
@@ -292,6 +296,18 @@ func contender(name string) eval.Contender {
 		})
 	}
 	switch name {
+	case PolicyOracleResidual:
+		return eval.Contender{Name: name, New: func(r eval.Run, cfg sim.Config) (workload.Policy, error) {
+			orc, err := oracle.New(r.App, r.Trace, cfg, oracle.Options{})
+			if err != nil {
+				return nil, err
+			}
+			def, err := fused(r.App.Constraints)
+			if err != nil {
+				return nil, err
+			}
+			return learn.NewGuidedResidualPolicy(name, def, orc, r.App.Constraints), nil
+		}}
 	case PolicyFusedPaper:
 		return eval.FromFactory(name, func(c workload.Constraints) (workload.Policy, error) {
 			def, err := fused(c)

@@ -387,7 +387,7 @@ func TestDerivedPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{PolicyFused, PolicyResidualPrefix, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper}
+	names := []string{PolicyFused, PolicyResidualPrefix, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual}
 	var cs []eval.Contender
 	for _, n := range names {
 		if err := validPolicy(n); err != nil {
