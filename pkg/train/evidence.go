@@ -34,8 +34,11 @@ const (
 	ExperimentRetrain   = "retrain"
 )
 
+// ExperimentEmbedding (evidence_embed.go) runs last in "all": it is the
+// cheapest and reads the same pre-trained Meta-PPO.
+
 // Experiments lists every experiment.
-var Experiments = []string{ExperimentBootstrap, ExperimentAdapt, ExperimentAfter, ExperimentRetrain}
+var Experiments = []string{ExperimentBootstrap, ExperimentAdapt, ExperimentAfter, ExperimentRetrain, ExperimentEmbedding}
 
 // EvidenceOptions size the experiments. Start from DefaultEvidenceOptions,
 // sized to take at most about ten minutes each on two shared cores.
