@@ -258,14 +258,14 @@ func tail(w []Step, n int) []Step {
 // its final state concatenated to the state, then the usual PPO head.
 type metaGraph struct {
 	ppoHead
-	x        []float64   // batch×stateDim
+	x []float64 // batch×stateDim
 	// auxTarget and auxMask (batch×auxDim) feed the auxiliary loss; the
 	// mask holds 1/(rows with a target · auxDim) for rows with a target
 	// and 0 elsewhere, so the masked sum is the mean squared error.
 	auxTarget, auxMask []float64
-	steps    [][]float64 // Window × (batch×stepDim); step Window-1 is the most recent
-	stepMask [][]float64 // Window × (batch×embed): 1 for real steps, 0 for padding
-	embed    *G.Value    // batch×embed, for tests
+	steps              [][]float64 // Window × (batch×stepDim); step Window-1 is the most recent
+	stepMask           [][]float64 // Window × (batch×embed): 1 for real steps, 0 for padding
+	embed              *G.Value    // batch×embed, for tests
 }
 
 func newMetaGraph(cfg MetaConfig, ac *paramSet, enc *gru, aux *auxHead) (*metaGraph, error) {
