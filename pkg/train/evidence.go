@@ -54,7 +54,9 @@ type EvidenceOptions struct {
 	Apps int
 	// Base holds the training options every run starts from (network,
 	// optimiser, episode length, gates, workers, action space); the
-	// experiments set the apps, episodes, seed and stages. Meta-PPO always
+	// experiments set the apps, episodes, seed and stages. Base.AuxWeight
+	// applies to the Meta-PPO pre-training only (on training apps, whose
+	// parameters the simulator knows). Meta-PPO always
 	// acts in the paper's action space (it has no residual heads), so the
 	// adapt experiment needs Base in the paper's space (ValidateExperiment).
 	Base Options
@@ -295,6 +297,10 @@ func EvidenceApps(seed uint64, n int) ([]sim.App, error) {
 func (e *EvidenceOptions) run(ctx context.Context, mutate func(*Options)) (*Result, error) {
 	o := e.Base
 	o.Seed, o.Checkpoint, o.Progress = e.Seed, "", nil
+	// Base.AuxWeight is the Meta-PPO pre-training's alone (Pretrain): an
+	// evidence app's hidden parameters are unknown, so no run on one
+	// may train the auxiliary head with them.
+	o.AuxWeight = 0
 	mutate(&o)
 	return Train(ctx, o)
 }
@@ -317,7 +323,7 @@ func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 		res, err := e.run(ctx, func(o *Options) {
 			o.Policy, o.Apps, o.Episodes = kind, e.PretrainApps, e.PretrainEpisodes
 			if kind == PolicyMetaPPO {
-				o.ActionSpace = ActionSpacePaper
+				o.ActionSpace, o.AuxWeight = ActionSpacePaper, e.Base.AuxWeight
 			}
 		})
 		if err != nil {

@@ -35,22 +35,6 @@ import (
 // ExperimentEmbedding is the embedding experiment.
 const ExperimentEmbedding = "embedding"
 
-// HiddenParamNames names HiddenParams' entries.
-var HiddenParamNames = []string{"log CPU/request", "log memory/request", "start-up delay", "I/O share"}
-
-// HiddenParams returns the app's parameters the agent never observes
-// directly: ln CPU seconds per request, ln bytes of memory per request
-// (at least 1), the pod start-up delay in seconds, and the I/O share,
-// IOWait / (IOWait + CPUSeconds). The logarithms make the first two
-// scale-free: they span orders of magnitude across the profiles.
-func HiddenParams(a sim.App) []float64 {
-	io := 0.0
-	if t := a.IOWait + a.CPUSeconds; t > 0 {
-		io = a.IOWait / t
-	}
-	return []float64{math.Log(a.CPUSeconds), math.Log(math.Max(a.MemoryPerRequest, 1)), a.StartupDelay.Seconds(), io}
-}
-
 // EmbeddedApp is one held-out app's embedding.
 type EmbeddedApp struct {
 	App   string           `json:"app"`

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aware-k8s/aware/pkg/lifecycle"
+	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/sim"
 )
 
@@ -165,6 +168,91 @@ func TestRunEmbedding(t *testing.T) {
 		}
 		if _, err := StudyEmbedding([]*EmbeddingResult{res}, []uint64{1, 2}); err == nil {
 			t.Error("one result for two seeds: no error")
+		}
+	})
+}
+
+func TestAuxTarget(t *testing.T) {
+	apps, err := sim.GenerateApps(1, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Scaled, the generated apps' parameters lie within [-2.5, 2.5], each
+	// with a mean magnitude below 1: none dominates the auxiliary loss.
+	mag := make([]float64, len(HiddenParamNames))
+	for _, a := range apps {
+		for k, v := range AuxTarget(a) {
+			mag[k] += math.Abs(v) / float64(len(apps))
+			if math.Abs(v) > 2.5 {
+				t.Errorf("%s: %s scaled to %.2f (params %v)", a.Name, HiddenParamNames[k], v, HiddenParams(a))
+			}
+		}
+	}
+	for k, m := range mag {
+		if m > 1 || m < 0.2 {
+			t.Errorf("%s: mean magnitude %.2f once scaled, want in [0.2, 1]", HiddenParamNames[k], m)
+		}
+	}
+}
+
+// TestPretrainAuxWeight: the auxiliary weight gives the pre-trained
+// Meta-PPO a head and changes its training; the PPO, which has no
+// embedding, is the same as without it; and no run on the evidence apps
+// trains the head (their parameters are unknown): adapting works from a
+// checkpoint with a head.
+func TestPretrainAuxWeight(t *testing.T) {
+	e := tinyEvidence()
+	plain := mustPretrain(t, e)
+	e.Base.AuxWeight = 1
+	aux := mustPretrain(t, e)
+	if !bytes.Equal(marshal(t, plain.PPO), marshal(t, aux.PPO)) {
+		t.Error("the auxiliary weight changed the PPO's pre-training")
+	}
+	m, err := policy.NewMetaPPOFromCheckpoint(marshal(t, aux.Meta))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := m.Config(); c.AuxDim != len(HiddenParamNames) || c.AuxWeight != 1 {
+		t.Errorf("pre-trained Meta-PPO config %+v, want an auxiliary head of %d with weight 1", c, len(HiddenParamNames))
+	}
+	if pm, err := policy.NewMetaPPOFromCheckpoint(marshal(t, plain.Meta)); err != nil || pm.Config().AuxDim != 0 {
+		t.Errorf("without the weight: %v, config %+v", err, pm.Config())
+	}
+	if _, err := RunAdapt(context.Background(), e, aux); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("episodes carry the target only for Meta-PPO with a weight", func(t *testing.T) {
+		apps, err := EvidenceApps(1, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := sim.DefaultConfig()
+		cfg.Step = e.Base.Step
+		for _, tc := range []struct {
+			name   string
+			l      Learner
+			weight float64
+			want   bool
+		}{
+			{name: "meta-ppo with a weight", l: aux.Meta, weight: 1, want: true},
+			{name: "meta-ppo without", l: aux.Meta, weight: 0},
+			{name: "ppo with a weight", l: plain.PPO, weight: 1},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				o := e.Base
+				o.AuxWeight = tc.weight
+				ro := runEpisode(context.Background(), tc.l, spec{stage: lifecycle.OnlineTraining, app: apps[0], kind: sim.Steady, seed: 3}, cfg, o)
+				if ro.err != nil {
+					t.Fatal(ro.err)
+				}
+				want := AuxTarget(apps[0])
+				for i, tr := range ro.transitions {
+					if got := tr.Aux != nil; got != tc.want || (got && !slices.Equal(tr.Aux, want)) {
+						t.Fatalf("transition %d: aux %v, want %v (%v)", i, tr.Aux, want, tc.want)
+					}
+				}
+			})
 		}
 	})
 }

@@ -43,6 +43,7 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.PretrainApps, "pretrain-apps", o.PretrainApps, "training apps the pre-trained PPO and Meta-PPO (adapt, after, retrain) learn on")
 	fs.IntVar(&o.PretrainEpisodes, "pretrain-episodes", o.PretrainEpisodes, "episodes of each pre-training")
 	fs.IntVar(&o.Base.Window, "meta-window", o.Base.Window, "recent steps Meta-PPO's encoder reads")
+	fs.Float64Var(&o.Base.AuxWeight, "meta-aux-weight", o.Base.AuxWeight, "weight of Meta-PPO's auxiliary loss in pre-training: a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none. Never applied on the evidence apps, whose parameters are unknown")
 	fs.IntVar(&o.BootstrapEpisodes, "bootstrap-k", o.BootstrapEpisodes, "bootstrap: first training episodes on the evidence apps whose SLO violations are counted")
 	fs.IntVar(&o.BootstrapCap, "bootstrap-cap", o.BootstrapCap, "bootstrap: most bootstrapping episodes per app (the lifecycle gate may end it sooner)")
 	fs.IntVar(&o.BootstrapBatch, "bootstrap-batch", o.BootstrapBatch, "bootstrap: episodes per PPO update")

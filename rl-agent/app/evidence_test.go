@@ -108,6 +108,7 @@ func TestEvidenceCommand(t *testing.T) {
 		{"unknown action space", []string{"--action-space=fancy"}, "action space must be"},
 		{"adapt in the residual space", []string{"--experiment=adapt", "--action-space=residual"}, "adapt experiment needs the paper action space"},
 		{"negative reference", []string{"--retrain-reference=-1"}, "reference fine-tuning episodes must be >= 0"},
+		{"negative auxiliary weight", []string{"--meta-aux-weight=-1"}, "auxiliary weight must be finite and >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := execute(t, newEvidenceCommand(), append(tc.args, "--out="+dir)...)
