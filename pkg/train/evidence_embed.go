@@ -45,6 +45,9 @@ type EmbeddedApp struct {
 	Params    []float64 `json:"params"`
 	Embedding []float64 `json:"embedding"`
 	MeanState []float64 `json:"meanState"`
+	// Predicted is the auxiliary head's mean prediction of AuxTarget
+	// over the same windows, when the learner has a head.
+	Predicted []float64 `json:"predicted,omitempty"`
 	// Windows is how many full windows were embedded; Reward the
 	// episode's mean reward.
 	Windows int     `json:"windows"`
@@ -68,6 +71,10 @@ type EmbeddingResult struct {
 	// StateRho is Rho with the cosine of the mean states instead of the
 	// embeddings: what the embedding adds over the state is Rho − StateRho.
 	StateRho float64 `json:"stateRho"`
+	// AuxRho is, when the learner has an auxiliary head, Spearman's ρ
+	// over the apps between each hidden parameter and the head's
+	// prediction of it (HiddenParamNames order; NaN without spread).
+	AuxRho []float64 `json:"auxRho,omitempty"`
 	// Explained is the variance share of the two principal components.
 	Explained []float64 `json:"explained"`
 }
@@ -86,6 +93,22 @@ var _ embedder = metaLearner{}
 // EmbedBatch returns the embeddings of the windows (policy.MetaPPO).
 func (l metaLearner) EmbedBatch(windows [][]policy.Step) ([][]float64, error) {
 	return l.m.EmbedBatch(windows)
+}
+
+// auxPredictor is a learner with an auxiliary head (Options.AuxWeight).
+type auxPredictor interface {
+	AuxDim() int
+	PredictAux(windows [][]policy.Step) ([][]float64, error)
+}
+
+var _ auxPredictor = metaLearner{}
+
+// AuxDim is the size of the learner's auxiliary head, 0 without one.
+func (l metaLearner) AuxDim() int { return l.m.Config().AuxDim }
+
+// PredictAux returns the auxiliary head's predictions for the windows.
+func (l metaLearner) PredictAux(windows [][]policy.Step) ([][]float64, error) {
+	return l.m.PredictAux(windows)
 }
 
 // RunEmbedding embeds each of e.Apps held-out apps with the pre-trained
@@ -129,10 +152,18 @@ func RunEmbedding(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*Emb
 		if err != nil {
 			return nil, fmt.Errorf("embedding experiment, %s: %w", app.Name, err)
 		}
-		out.Apps = append(out.Apps, EmbeddedApp{
+		ea := EmbeddedApp{
 			App: app.Name, Class: app.DominantClass(), Params: HiddenParams(app),
 			Embedding: columnMeans(es), MeanState: columnMeans(states), Windows: len(windows), Reward: ro.ep.MeanReward,
-		})
+		}
+		if ap, ok := pre.Meta.(auxPredictor); ok && ap.AuxDim() == len(HiddenParamNames) {
+			ps, err := ap.PredictAux(windows)
+			if err != nil {
+				return nil, fmt.Errorf("embedding experiment, %s: %w", app.Name, err)
+			}
+			ea.Predicted = columnMeans(ps)
+		}
+		out.Apps = append(out.Apps, ea)
 	}
 	if err := out.measure(); err != nil {
 		return nil, fmt.Errorf("embedding experiment: %w", err)
@@ -166,6 +197,20 @@ func (r *EmbeddingResult) measure() error {
 		r.StateRho = rho.Mean
 	} else {
 		r.StateRho = math.NaN()
+	}
+	r.AuxRho = nil
+	if r.Apps[0].Predicted != nil {
+		for k := range HiddenParamNames {
+			var truth, pred []float64
+			for _, a := range r.Apps {
+				truth, pred = append(truth, a.Params[k]), append(pred, a.Predicted[k])
+			}
+			rho, err := stats.Spearman(truth, pred)
+			if err != nil {
+				return err
+			}
+			r.AuxRho = append(r.AuxRho, rho)
+		}
 	}
 	points := make([][]float64, len(r.Apps))
 	for i, a := range r.Apps {
@@ -288,8 +333,14 @@ func (r *EmbeddingResult) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "Embedding cosine vs parameter similarity over %d apps: Spearman rho %s (bootstrap over apps); mean-state cosine instead: %.3f; per parameter: %s. PCs explain %s of the embedding variance.\n",
-		len(r.Apps), r.Rho.Format("%.3f"), r.StateRho, paramRhos(r.ParamRho), percents(r.Explained))
+	if _, err := fmt.Fprintf(w, "Embedding cosine vs parameter similarity over %d apps: Spearman rho %s (bootstrap over apps); mean-state cosine instead: %.3f; per parameter: %s. PCs explain %s of the embedding variance.\n",
+		len(r.Apps), r.Rho.Format("%.3f"), r.StateRho, paramRhos(r.ParamRho), percents(r.Explained)); err != nil {
+		return err
+	}
+	if r.AuxRho == nil {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "Auxiliary head, Spearman rho over the apps between each parameter and its prediction: %s.\n", paramRhos(r.AuxRho))
 	return err
 }
 
@@ -363,9 +414,11 @@ type EmbeddingStudy struct {
 	// or more).
 	Rho     stats.Interval  `json:"rho"`
 	SeedRho *stats.Interval `json:"seedRho,omitempty"`
-	// StateRho and ParamRho average the seeds' (NaN entries left out).
+	// StateRho, ParamRho and AuxRho average the seeds' (NaN entries left
+	// out; AuxRho only when every seed's learner has a head).
 	StateRho float64   `json:"stateRho"`
 	ParamRho []float64 `json:"paramRho"`
+	AuxRho   []float64 `json:"auxRho,omitempty"`
 }
 
 // StudyEmbedding summarises per-seed embedding results.
@@ -377,7 +430,17 @@ func StudyEmbedding(rs []*EmbeddingResult, seeds []uint64) (*EmbeddingStudy, err
 	var sets []stats.PairSet
 	var rhos, state []float64
 	param := make([][]float64, len(HiddenParamNames))
+	aux := make([][]float64, len(HiddenParamNames))
+	withHead := 0
 	for _, r := range rs {
+		if r.AuxRho != nil {
+			withHead++
+			for k, p := range r.AuxRho {
+				if !math.IsNaN(p) {
+					aux[k] = append(aux[k], p)
+				}
+			}
+		}
 		set, err := r.pairSet()
 		if err != nil {
 			return nil, fmt.Errorf("embedding study, seed %d: %w", r.Seed, err)
@@ -407,6 +470,11 @@ func StudyEmbedding(rs []*EmbeddingResult, seeds []uint64) (*EmbeddingStudy, err
 	s.StateRho = meanOrNaN(state)
 	for _, p := range param {
 		s.ParamRho = append(s.ParamRho, meanOrNaN(p))
+	}
+	if withHead == len(rs) {
+		for _, p := range aux {
+			s.AuxRho = append(s.AuxRho, meanOrNaN(p))
+		}
 	}
 	return s, nil
 }
@@ -444,6 +512,11 @@ func (s *EmbeddingStudy) WriteTable(w io.Writer) error {
 	seed := ""
 	if s.SeedRho != nil {
 		seed = fmt.Sprintf("; with the seed as the unit %s", s.SeedRho.Format("%+.3f"))
+	}
+	if s.AuxRho != nil {
+		if _, err := fmt.Fprintf(w, "Auxiliary head, mean over seeds of Spearman rho between each parameter and its prediction on the held-out apps: %s.\n", paramRhos(s.AuxRho)); err != nil {
+			return err
+		}
 	}
 	_, err := fmt.Fprintf(w, "Spearman rho between embedding cosine similarity and hidden-parameter similarity (minus the distance of the standardised %s), pairs within a seed, mean over seeds %s (bootstrap over apps)%s. Goal: rho >= 0.6.\n",
 		paramList(), s.Rho.Format("%+.3f"), seed)

@@ -221,6 +221,20 @@ func TestPretrainAuxWeight(t *testing.T) {
 	if _, err := RunAdapt(context.Background(), e, aux); err != nil {
 		t.Fatal(err)
 	}
+	e.Apps = 4
+	for _, tc := range []struct {
+		name string
+		pre  *Pretrained
+		head bool
+	}{{"with a head", aux, true}, {"without", plain, false}} {
+		res, err := RunEmbedding(context.Background(), e, tc.pre)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(res.AuxRho) == len(HiddenParamNames) && len(res.Apps[0].Predicted) == len(HiddenParamNames); got != tc.head || (!tc.head && res.AuxRho != nil) {
+			t.Errorf("%s: auxiliary rho %v, predictions %v", tc.name, res.AuxRho, res.Apps[0].Predicted)
+		}
+	}
 
 	t.Run("episodes carry the target only for Meta-PPO with a weight", func(t *testing.T) {
 		apps, err := EvidenceApps(1, 1)
