@@ -73,7 +73,7 @@ func (s Scatter) WriteSVG(out io.Writer) error {
 	xmin, xmax = pad(xmin, xmax)
 	ymin, ymax = pad(ymin, ymax)
 	const width, height = 760, 460
-	const x0, y0, pw, ph = 70.0, 40.0, 500.0, 360.0
+	const x0, y0, pw, ph = 90.0, 40.0, 480.0, 360.0
 	px := func(x float64) float64 { return x0 + (x-xmin)/(xmax-xmin)*pw }
 	py := func(y float64) float64 { return y0 + ph - (y-ymin)/(ymax-ymin)*ph }
 	f := func(x float64) string { return strconv.FormatFloat(math.Round(x*10)/10, 'f', -1, 64) }
@@ -98,7 +98,7 @@ func (s Scatter) WriteSVG(out io.Writer) error {
 	}
 	text(x0, 28, 13, "start", ` font-weight="bold"`, s.Title)
 	text(x0+pw/2, y0+ph+32, 12, "middle", "", s.XLabel)
-	text(20, y0+ph/2, 12, "middle", fmt.Sprintf(` transform="rotate(-90 20 %s)"`, f(y0+ph/2)), s.YLabel)
+	text(16, y0+ph/2, 12, "middle", fmt.Sprintf(` transform="rotate(-90 16 %s)"`, f(y0+ph/2)), s.YLabel)
 	colour := func(g string) string { return palette[slices.Index(groups, g)%len(palette)] }
 	for _, p := range s.Points {
 		fmt.Fprintf(w, `<circle cx="%s" cy="%s" r="5" fill="%s" fill-opacity="0.8" stroke="#222" stroke-width="0.5"><title>`, f(px(p.X)), f(py(p.Y)), colour(p.Group))

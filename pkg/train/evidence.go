@@ -19,7 +19,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
-// The paper's evidence, measured on the simulator: four experiments on
+// The paper's evidence, measured on the simulator: five experiments on
 // held-out apps the agent never trained on. The evidence apps are the
 // held-out apps (sim.HeldOut) of a seed derived from, and different from,
 // the training seed, so they are neither training apps nor the demo's

@@ -383,7 +383,12 @@ func (r *EmbeddingResult) WriteSVG(w io.Writer) error {
 	for _, c := range sim.SegmentClasses() {
 		groups = append(groups, string(c))
 	}
-	groups = append(groups, "unknown")
+	for _, a := range r.Apps {
+		if a.Class == "" {
+			groups = append(groups, "unknown")
+			break
+		}
+	}
 	s := chart.Scatter{
 		Title:  fmt.Sprintf("Meta-PPO embeddings of %d held-out apps (seed %d), Spearman rho %s", len(r.Apps), r.Seed, r.Rho.Format("%.2f")),
 		XLabel: fmt.Sprintf("principal component 1 (%s of the variance)", percents(r.Explained[:1])),
