@@ -34,10 +34,9 @@ const (
 	ExperimentRetrain   = "retrain"
 )
 
-// ExperimentEmbedding (evidence_embed.go) runs last in "all": it is the
-// cheapest and reads the same pre-trained Meta-PPO.
-
-// Experiments lists every experiment.
+// Experiments lists every experiment. ExperimentEmbedding
+// (evidence_embed.go) runs last in "all": it is the cheapest, and reads the
+// Meta-PPO the others pre-trained.
 var Experiments = []string{ExperimentBootstrap, ExperimentAdapt, ExperimentAfter, ExperimentRetrain, ExperimentEmbedding}
 
 // EvidenceOptions size the experiments. Start from DefaultEvidenceOptions,
