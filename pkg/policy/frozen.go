@@ -46,7 +46,11 @@ func (m *MetaPPO) Freeze() *Frozen {
 	ac := freezeParamSet(m.ac)
 	enc := gruFrom(freezeParams(m.enc.params()))
 	m.inferMu.RUnlock()
-	return newFrozenMeta(m.cfg.clone(), ac, enc)
+	// The auxiliary head only trains the encoder: a frozen policy, which
+	// acts and never trains, has none.
+	cfg := m.cfg.clone()
+	cfg.AuxDim, cfg.AuxWeight = 0, 0
+	return newFrozenMeta(cfg, ac, enc)
 }
 
 func newFrozenMeta(cfg MetaConfig, ac *paramSet, enc *gru) *Frozen {

@@ -32,6 +32,16 @@ type MetaConfig struct {
 	Window int `json:"window"`
 	// EmbedDim is the size of the GRU state, which is the embedding.
 	EmbedDim int `json:"embedDim"`
+	// AuxDim, when > 0, adds an auxiliary linear head that predicts AuxDim
+	// values from the embedding (MetaTransition.Aux: e.g. the workload's
+	// hidden parameters), trained jointly with the PPO loss with weight
+	// AuxWeight on its mean squared error, so that the encoder must carry
+	// what identifies the workload rather than only what the RL loss
+	// happens to reward. The head is part of the architecture (its
+	// weights are in the checkpoint) but not of acting. 0: no head, the
+	// original Meta-PPO.
+	AuxDim    int     `json:"auxDim,omitempty"`
+	AuxWeight float64 `json:"auxWeight,omitempty"`
 }
 
 // DefaultMetaConfig returns DefaultConfig with a 16-step window and an
@@ -57,6 +67,12 @@ func (c MetaConfig) Validate() error {
 	if c.EmbedDim < 1 || c.EmbedDim > maxHidden {
 		errs = append(errs, fmt.Errorf("embedDim must be in [1, %d], got %d", maxHidden, c.EmbedDim))
 	}
+	if c.AuxDim < 0 || c.AuxDim > maxHidden {
+		errs = append(errs, fmt.Errorf("auxDim must be in [0, %d], got %d", maxHidden, c.AuxDim))
+	}
+	if !(c.AuxWeight >= 0) || math.IsInf(c.AuxWeight, 0) || (c.AuxWeight > 0 && c.AuxDim == 0) {
+		errs = append(errs, fmt.Errorf("auxWeight must be finite and >= 0, and 0 without an auxiliary head (auxDim 0), got %v with auxDim %d", c.AuxWeight, c.AuxDim))
+	}
 	if c.StateDim+c.EmbedDim > maxStateDim {
 		errs = append(errs, fmt.Errorf("stateDim+embedDim must be at most %d, got %d", maxStateDim, c.StateDim+c.EmbedDim))
 	}
@@ -72,7 +88,7 @@ func (c MetaConfig) clone() MetaConfig {
 }
 
 func (c MetaConfig) sameArchitecture(o MetaConfig) bool {
-	return c.Config.sameArchitecture(o.Config) && c.Window == o.Window && c.EmbedDim == o.EmbedDim
+	return c.Config.sameArchitecture(o.Config) && c.Window == o.Window && c.EmbedDim == o.EmbedDim && c.AuxDim == o.AuxDim
 }
 
 // actorCritic is the configuration of the actor-critic part: its input is
@@ -102,6 +118,31 @@ type Step struct {
 type MetaTransition struct {
 	Transition
 	Window []Step
+	// Aux is the target of the auxiliary head for the embedding of Window
+	// (MetaConfig.AuxDim values), or nil: no auxiliary loss on this
+	// transition (always so without a head).
+	Aux []float64
+}
+
+// auxHead is the auxiliary linear head: prediction = embedding·w + b.
+type auxHead struct {
+	w, b *param
+}
+
+func newAuxHead(embed, out int, rng *rand.Rand) *auxHead {
+	a := &auxHead{w: newParam("aux/w", embed, out), b: newParam("aux/b", 1, out)}
+	scale := math.Sqrt(1 / float64(embed))
+	for i := range a.w.data {
+		a.w.data[i] = rng.NormFloat64() * scale
+	}
+	return a
+}
+
+func (a *auxHead) params() []*param {
+	if a == nil {
+		return nil
+	}
+	return []*param{a.w, a.b}
 }
 
 // gru holds the encoder's weights. The gates of the GRU are written
@@ -217,13 +258,17 @@ func tail(w []Step, n int) []Step {
 // its final state concatenated to the state, then the usual PPO head.
 type metaGraph struct {
 	ppoHead
-	x        []float64   // batch×stateDim
-	steps    [][]float64 // Window × (batch×stepDim); step Window-1 is the most recent
-	stepMask [][]float64 // Window × (batch×embed): 1 for real steps, 0 for padding
-	embed    *G.Value    // batch×embed, for tests
+	x []float64 // batch×stateDim
+	// auxTarget and auxMask (batch×auxDim) feed the auxiliary loss; the
+	// mask holds 1/(rows with a target · auxDim) for rows with a target
+	// and 0 elsewhere, so the masked sum is the mean squared error.
+	auxTarget, auxMask []float64
+	steps              [][]float64 // Window × (batch×stepDim); step Window-1 is the most recent
+	stepMask           [][]float64 // Window × (batch×embed): 1 for real steps, 0 for padding
+	embed              *G.Value    // batch×embed, for tests
 }
 
-func newMetaGraph(cfg MetaConfig, ac *paramSet, enc *gru) (*metaGraph, error) {
+func newMetaGraph(cfg MetaConfig, ac *paramSet, enc *gru, aux *auxHead) (*metaGraph, error) {
 	n, s := cfg.MinibatchSize, cfg.StateDim
 	g := &metaGraph{x: make([]float64, n*s)}
 	b := &builder{g: G.NewGraph()}
@@ -235,11 +280,24 @@ func newMetaGraph(cfg MetaConfig, ac *paramSet, enc *gru) (*metaGraph, error) {
 	actorW := b.weights(ac.actor)
 	criticW := b.weights(ac.critic)
 	total := g.buildLoss(b, cfg.actorCritic(), in, actorW, criticW)
+	var auxW []*G.Node
+	if aux != nil && b.err == nil {
+		k := cfg.AuxDim
+		g.auxTarget, g.auxMask = make([]float64, n*k), make([]float64, n*k)
+		target := b.input("auxTarget", g.auxTarget, n, k)
+		mask := b.input("auxMask", g.auxMask, n, k)
+		auxW = b.weights(aux.params())
+		pred := b.addRow(b.matMul(h, auxW[0]), auxW[1])
+		mse := b.sum(b.mul(mask, b.square(b.sub(pred, target))))
+		total = b.add(total, b.scale(mse, cfg.AuxWeight))
+		// The head's total read the PPO loss alone; read the sum.
+		g.total = b.read(total)
+	}
 	g.embed = b.read(h)
 	if b.err != nil {
 		return nil, fmt.Errorf("meta-PPO graph: %w", b.err)
 	}
-	params := append(append(append([]*G.Node{}, actorW...), criticW...), gw...)
+	params := append(append(append(append([]*G.Node{}, actorW...), criticW...), gw...), auxW...)
 	if err := g.finish(b, total, params); err != nil {
 		return nil, fmt.Errorf("meta-PPO graph: %w", err)
 	}
@@ -289,6 +347,28 @@ func (g *metaGraph) fill(batch []MetaTransition, rows []int, oldLogp, adv, ret [
 		copy(g.x[r*s:(r+1)*s], batch[i].State)
 	}
 	fillWindows(g.steps, g.stepMask, rows, func(i int) []Step { return batch[i].Window }, cfg)
+	if g.auxTarget == nil {
+		return
+	}
+	clear(g.auxTarget)
+	clear(g.auxMask)
+	k := cfg.AuxDim
+	var with int
+	for _, i := range rows {
+		if batch[i].Aux != nil {
+			with++
+		}
+	}
+	for r, i := range rows {
+		if batch[i].Aux == nil {
+			continue
+		}
+		copy(g.auxTarget[r*k:(r+1)*k], batch[i].Aux)
+		m := g.auxMask[r*k : (r+1)*k]
+		for j := range m {
+			m[j] = 1 / float64(with*k)
+		}
+	}
 }
 
 // fillWindows writes the trajectory windows of the selected rows into the
@@ -334,7 +414,8 @@ type MetaPPO struct {
 	mu         sync.Mutex
 	ac         *paramSet
 	enc        *gru
-	all        []*param // ac.all, then enc.params(): the checkpoint order
+	aux        *auxHead // nil without an auxiliary head
+	all        []*param // ac.all, then enc.params(), then aux.params(): the checkpoint order
 	shufflePCG *rand.PCG
 	shuffle    *rand.Rand
 	graph      *metaGraph
@@ -362,14 +443,19 @@ func NewMetaPPO(cfg MetaConfig) (*MetaPPO, error) {
 	}
 	m.ac = newActorCriticParams(m.acCfg, initRNG)
 	m.enc = newGRU(cfg.EmbedDim, cfg.stepDim(), initRNG)
-	m.all = append(append([]*param{}, m.ac.all...), m.enc.params()...)
-	for _, p := range m.enc.params() {
+	// The head draws its weights last, so a learner without one is
+	// initialised bit-identically to one from before heads existed.
+	if cfg.AuxDim > 0 {
+		m.aux = newAuxHead(cfg.EmbedDim, cfg.AuxDim, initRNG)
+	}
+	m.all = append(append(append([]*param{}, m.ac.all...), m.enc.params()...), m.aux.params()...)
+	for _, p := range append(m.enc.params(), m.aux.params()...) {
 		copy(p.infer, p.data)
 	}
 	m.shuffle = rand.New(m.shufflePCG)
 	m.grads = make([][]float64, len(m.all))
 	var err error
-	if m.graph, err = newMetaGraph(cfg, m.ac, m.enc); err != nil {
+	if m.graph, err = newMetaGraph(cfg, m.ac, m.enc, m.aux); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -424,6 +510,29 @@ func split(flat []float64, n, dim int) [][]float64 {
 		out[i] = flat[i*dim : (i+1)*dim : (i+1)*dim]
 	}
 	return out
+}
+
+// PredictAux returns the auxiliary head's predictions (AuxDim values) for
+// the embeddings of the windows; an error without a head.
+func (m *MetaPPO) PredictAux(windows [][]Step) ([][]float64, error) {
+	if m.aux == nil {
+		return nil, fmt.Errorf("%w: the learner has no auxiliary head", ErrInvalidInput)
+	}
+	for i, w := range windows {
+		if err := m.checkWindow("window", w); err != nil {
+			return nil, fmt.Errorf("window %d: %w", i, err)
+		}
+	}
+	e, k := m.cfg.EmbedDim, m.cfg.AuxDim
+	m.inferMu.RLock()
+	defer m.inferMu.RUnlock()
+	emb := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.NumActions)
+	out := make([][]float64, len(windows))
+	for n := range out {
+		out[n] = slices.Clone(m.aux.b.infer)
+		addRowTimes(out[n], emb[n*e:(n+1)*e], m.aux.w.infer, k)
+	}
+	return out, nil
 }
 
 // Act chooses an action for a state given the workload's embedding (from
@@ -503,6 +612,14 @@ func (m *MetaPPO) checkTransitions(batch []MetaTransition) error {
 		plain[i] = t.Transition
 		if err := m.checkWindow("window", t.Window); err != nil {
 			return fmt.Errorf("transition %d: %w", i, err)
+		}
+		if t.Aux != nil {
+			if len(t.Aux) != m.cfg.AuxDim {
+				return fmt.Errorf("%w: transition %d: aux has %d values, the auxiliary head predicts %d", ErrInvalidInput, i, len(t.Aux), m.cfg.AuxDim)
+			}
+			if _, ok := allFinite(t.Aux); !ok {
+				return fmt.Errorf("%w: %w: transition %d: aux %v", ErrInvalidInput, ErrNonFinite, i, t.Aux)
+			}
 		}
 	}
 	// The state, mask, action and reward rules are PPO's.

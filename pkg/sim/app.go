@@ -244,3 +244,31 @@ func splitmix(x uint64) uint64 {
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
 }
+
+// SegmentClasses lists the segment classes in a fixed order.
+func SegmentClasses() []SegmentClass {
+	return []SegmentClass{ClassCPU, ClassMemoryIO, ClassIdle, ClassExternal}
+}
+
+// DominantClass returns the class whose segments take the largest share
+// of a request's median time (the profiles' CPU time plus I/O wait, summed
+// per class over the app's segments; the jitter of the generated app is
+// not kept per segment), ties to the earlier class of SegmentClasses. It
+// is "" when no segment is a known profile.
+func (a *App) DominantClass() SegmentClass {
+	share := map[SegmentClass]float64{}
+	for _, s := range a.Segments {
+		for _, p := range Profiles() {
+			if p.Name == s {
+				share[p.Class] += p.CPUSeconds + p.IOWait
+			}
+		}
+	}
+	var best SegmentClass
+	for _, c := range SegmentClasses() {
+		if v, ok := share[c]; ok && (best == "" || v > share[best]) {
+			best = c
+		}
+	}
+	return best
+}

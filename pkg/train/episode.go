@@ -114,6 +114,12 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 	ropts := reward.Options{Alpha: &alpha}
 	acts := sp.stage.AgentActs()
 	r.transitions = make([]policy.MetaTransition, 0, o.EpisodeSteps)
+	// The auxiliary target is the app's (after episodeTrace: an Azure
+	// episode's measured demand), the same for every window of the episode.
+	var aux []float64
+	if o.AuxWeight > 0 && l.Kind() == PolicyMetaPPO {
+		aux = AuxTarget(sp.app)
+	}
 	var sum, shaping float64
 	s.Step() // the first window: what the first decision observes
 	for t := range o.EpisodeSteps {
@@ -153,6 +159,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 		r.transitions = append(r.transitions, policy.MetaTransition{
 			Transition: policy.Transition{State: d.State, Mask: d.Mask, Action: int(d.Action), Reward: terms.Reward - charge},
 			Window:     d.Window,
+			Aux:        aux,
 		})
 		if !acts {
 			r.demos = append(r.demos, policy.MetaDemonstration{

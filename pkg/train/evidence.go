@@ -19,7 +19,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
-// The paper's evidence, measured on the simulator: four experiments on
+// The paper's evidence, measured on the simulator: five experiments on
 // held-out apps the agent never trained on. The evidence apps are the
 // held-out apps (sim.HeldOut) of a seed derived from, and different from,
 // the training seed, so they are neither training apps nor the demo's
@@ -34,8 +34,10 @@ const (
 	ExperimentRetrain   = "retrain"
 )
 
-// Experiments lists every experiment.
-var Experiments = []string{ExperimentBootstrap, ExperimentAdapt, ExperimentAfter, ExperimentRetrain}
+// Experiments lists every experiment. ExperimentEmbedding
+// (evidence_embed.go) runs last in "all": it is the cheapest, and reads the
+// Meta-PPO the others pre-trained.
+var Experiments = []string{ExperimentBootstrap, ExperimentAdapt, ExperimentAfter, ExperimentRetrain, ExperimentEmbedding}
 
 // EvidenceOptions size the experiments. Start from DefaultEvidenceOptions,
 // sized to take at most about ten minutes each on two shared cores.
@@ -51,7 +53,9 @@ type EvidenceOptions struct {
 	Apps int
 	// Base holds the training options every run starts from (network,
 	// optimiser, episode length, gates, workers, action space); the
-	// experiments set the apps, episodes, seed and stages. Meta-PPO always
+	// experiments set the apps, episodes, seed and stages. Base.AuxWeight
+	// applies to the Meta-PPO pre-training only (on training apps, whose
+	// parameters the simulator knows). Meta-PPO always
 	// acts in the paper's action space (it has no residual heads), so the
 	// adapt experiment needs Base in the paper's space (ValidateExperiment).
 	Base Options
@@ -292,6 +296,10 @@ func EvidenceApps(seed uint64, n int) ([]sim.App, error) {
 func (e *EvidenceOptions) run(ctx context.Context, mutate func(*Options)) (*Result, error) {
 	o := e.Base
 	o.Seed, o.Checkpoint, o.Progress = e.Seed, "", nil
+	// Base.AuxWeight is the Meta-PPO pre-training's alone (Pretrain): an
+	// evidence app's hidden parameters are unknown, so no run on one
+	// may train the auxiliary head with them.
+	o.AuxWeight = 0
 	mutate(&o)
 	return Train(ctx, o)
 }
@@ -314,7 +322,7 @@ func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 		res, err := e.run(ctx, func(o *Options) {
 			o.Policy, o.Apps, o.Episodes = kind, e.PretrainApps, e.PretrainEpisodes
 			if kind == PolicyMetaPPO {
-				o.ActionSpace = ActionSpacePaper
+				o.ActionSpace, o.AuxWeight = ActionSpacePaper, e.Base.AuxWeight
 			}
 		})
 		if err != nil {

@@ -44,6 +44,14 @@ type Options struct {
 	// Window and EmbedDim configure Meta-PPO's encoder: the number of
 	// recent steps it reads and the size of the embedding.
 	Window, EmbedDim int
+	// AuxWeight, when > 0, gives a new Meta-PPO an auxiliary head that
+	// predicts the app's hidden parameters (AuxTarget) from the embedding,
+	// trained jointly with the PPO loss with this weight on its mean
+	// squared error; every transition of a training episode then carries
+	// its app's target. 0: no targets (a learner with a head then trains
+	// it no further, e.g. while adapting to a new app, whose parameters
+	// are unknown).
+	AuxWeight float64
 
 	// Apps is the number of training apps: the first Apps generated apps
 	// that are not held out.
@@ -288,6 +296,9 @@ func (o *Options) Validate() error {
 	if err := o.Gates.Validate(); err != nil {
 		bad("gates: %w", err)
 	}
+	if !(o.AuxWeight >= 0) || math.IsInf(o.AuxWeight, 0) {
+		bad("meta-ppo auxiliary weight must be finite and >= 0, got %v", o.AuxWeight)
+	}
 	if o.EpisodeSteps < 2 {
 		bad("episode steps must be >= 2, got %d", o.EpisodeSteps)
 	}
@@ -420,7 +431,11 @@ func (o *Options) policyConfig() (policy.Config, error) {
 
 // metaConfig is Meta-PPO's configuration around the PPO one.
 func (o *Options) metaConfig(c policy.Config) policy.MetaConfig {
-	return policy.MetaConfig{Config: c, Window: o.Window, EmbedDim: o.EmbedDim}
+	m := policy.MetaConfig{Config: c, Window: o.Window, EmbedDim: o.EmbedDim}
+	if o.AuxWeight > 0 {
+		m.AuxDim, m.AuxWeight = len(HiddenParamNames), o.AuxWeight
+	}
+	return m
 }
 
 // Phase says who acted in an episode.

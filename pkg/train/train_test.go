@@ -352,6 +352,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"unknown features", func(o *Options) { o.FeaturesOff = 0x80 }, "unknown state features"},
 		{"retraining min above max", func(o *Options) { o.Retraining.Min, o.Retraining.Max = 5, 4 }, "retraining min 5 must not exceed max 4"},
 		{"negative retraining cap", func(o *Options) { o.Retraining.Max = -1 }, "retraining bounds must be >= 0"},
+		{"negative auxiliary weight", func(o *Options) { o.Policy, o.AuxWeight = PolicyMetaPPO, -1 }, "auxiliary weight must be finite and >= 0"},
+		{"infinite auxiliary weight", func(o *Options) { o.Policy, o.AuxWeight = PolicyMetaPPO, math.Inf(1) }, "auxiliary weight must be finite and >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()

@@ -31,7 +31,7 @@ func newEvidenceOptions() *evidenceOptions {
 
 // AddFlags registers the evidence flags on fs.
 func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.experiment, "experiment", o.experiment, "experiment to run: bootstrap, adapt, after, retrain or all")
+	fs.StringVar(&o.experiment, "experiment", o.experiment, "experiment to run: bootstrap, adapt, after, retrain, embedding or all")
 	fs.StringVar(&o.out, "out", o.out, "folder for <experiment>.json and the pre-trained checkpoints")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "first seed of training and evidence apps, traces, arrivals and weights; equal seeds give equal numbers")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds to run: --seed .. --seed+N-1, each with its own pre-training, evidence apps and traces; every measure is summarised over the (app, seed) pairs with 95% confidence intervals")
@@ -43,6 +43,7 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.PretrainApps, "pretrain-apps", o.PretrainApps, "training apps the pre-trained PPO and Meta-PPO (adapt, after, retrain) learn on")
 	fs.IntVar(&o.PretrainEpisodes, "pretrain-episodes", o.PretrainEpisodes, "episodes of each pre-training")
 	fs.IntVar(&o.Base.Window, "meta-window", o.Base.Window, "recent steps Meta-PPO's encoder reads")
+	fs.Float64Var(&o.Base.AuxWeight, "meta-aux-weight", o.Base.AuxWeight, "weight of Meta-PPO's auxiliary loss in pre-training: a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none. Never applied on the evidence apps, whose parameters are unknown")
 	fs.IntVar(&o.BootstrapEpisodes, "bootstrap-k", o.BootstrapEpisodes, "bootstrap: first training episodes on the evidence apps whose SLO violations are counted")
 	fs.IntVar(&o.BootstrapCap, "bootstrap-cap", o.BootstrapCap, "bootstrap: most bootstrapping episodes per app (the lifecycle gate may end it sooner)")
 	fs.IntVar(&o.BootstrapBatch, "bootstrap-batch", o.BootstrapBatch, "bootstrap: episodes per PPO update")
@@ -127,8 +128,20 @@ included, to <experiment>.json in --out:
              what is attainable after it (the agent fine-tuned offline on
              the changed app unless --retrain-reference=0, the oracle, the
              default).
+  embedding  whether Meta-PPO's embedding identifies the workload: each
+             held-out app is served for one greedy episode by the
+             pre-trained Meta-PPO and embedded (the mean embedding of the
+             episode's full windows); Spearman's rho between the embedding
+             cosine similarity of every two apps and their similarity in
+             the hidden parameters (minus the distance of the standardised
+             log CPU time per request, log memory per request, start-up
+             delay and I/O share), with a bootstrap interval over the apps,
+             the same with the mean state instead of the embedding (the
+             control) and per parameter; writes embedding-seed-<N>.svg to
+             --out: the embeddings on their first two principal
+             components, coloured by the app's dominant segment class.
 
-adapt, after and retrain share one pre-training of PPO and Meta-PPO per
+adapt, after, retrain and embedding share one pre-training of PPO and Meta-PPO per
 seed, whose checkpoints are written to --out/seed-<N> (reuse them with
 --pretrained). --action-space sets the PPO agents' action space (paper by
 default; Meta-PPO has only the paper's); with residual, "all" skips adapt.
@@ -149,6 +162,30 @@ on two cores; the flags make them larger. Equal flags give equal numbers.`,
 // tabler is an experiment's result.
 type tabler interface {
 	WriteTable(io.Writer) error
+}
+
+// plotter is a result with a plot of its own.
+type plotter interface {
+	WriteSVG(io.Writer) error
+}
+
+var _ plotter = (*train.EmbeddingResult)(nil)
+
+// writeSVG writes p's plot to path.
+func writeSVG(path string, p plotter) (err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	if err := p.WriteSVG(f); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
 }
 
 // experiments returns the experiments to run, and those "all" leaves out
@@ -263,6 +300,8 @@ func runEvidence(ctx context.Context, o *evidenceOptions, stdout io.Writer) erro
 					res, err = train.RunAfter(ctx, e, pre)
 				case train.ExperimentRetrain:
 					res, err = train.RunRetrain(ctx, e, pre)
+				case train.ExperimentEmbedding:
+					res, err = train.RunEmbedding(ctx, e, pre)
 				}
 			}
 			if err != nil {
@@ -273,6 +312,13 @@ func runEvidence(ctx context.Context, o *evidenceOptions, stdout io.Writer) erro
 				return err
 			}
 			results[x] = append(results[x], res)
+			if p, ok := res.(plotter); ok {
+				path := filepath.Join(o.out, fmt.Sprintf("%s-seed-%d.svg", x, seed))
+				if err := writeSVG(path, p); err != nil {
+					return err
+				}
+				fmt.Fprintf(stdout, "Plot: %s\n", path)
+			}
 		}
 	}
 	for _, x := range exps {
@@ -304,6 +350,8 @@ func study(x string, rs []tabler, seeds []uint64) (tabler, error) {
 		return train.StudyAfter(as[*train.AfterResult](rs), seeds)
 	case train.ExperimentRetrain:
 		return train.StudyRetrain(as[*train.RetrainSet](rs), seeds)
+	case train.ExperimentEmbedding:
+		return train.StudyEmbedding(as[*train.EmbeddingResult](rs), seeds)
 	}
 	return nil, fmt.Errorf("unknown experiment %q", x)
 }

@@ -1,7 +1,11 @@
 package app
 
 import (
+	"bytes"
 	"encoding/json"
+	"encoding/xml"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,6 +108,7 @@ func TestEvidenceCommand(t *testing.T) {
 		{"unknown action space", []string{"--action-space=fancy"}, "action space must be"},
 		{"adapt in the residual space", []string{"--experiment=adapt", "--action-space=residual"}, "adapt experiment needs the paper action space"},
 		{"negative reference", []string{"--retrain-reference=-1"}, "reference fine-tuning episodes must be >= 0"},
+		{"negative auxiliary weight", []string{"--meta-aux-weight=-1"}, "auxiliary weight must be finite and >= 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := execute(t, newEvidenceCommand(), append(tc.args, "--out="+dir)...)
@@ -152,5 +157,59 @@ func TestEvidencePretrainedPerSeed(t *testing.T) {
 	}
 	if _, _, err := execute(t, newEvidenceCommand(), append(tiny, "--out="+second, "--pretrained="+first)...); err == nil || !strings.Contains(err.Error(), "no checkpoints for seed 2") {
 		t.Errorf("error %v, want no checkpoints for seed 2", err)
+	}
+}
+
+// TestEvidenceEmbedding runs the embedding experiment over two seeds with
+// tiny flags: a table per seed and over seeds, embedding.json, and one
+// well-formed plot per seed with one point per app.
+func TestEvidenceEmbedding(t *testing.T) {
+	dir := t.TempDir()
+	out, errOut, err := execute(t, newEvidenceCommand(), "--experiment=embedding", "--out="+dir, "--apps=5", "--adapt-apps=1", "--seeds=2",
+		"--episode-steps=12", "--pretrain-apps=2", "--pretrain-episodes=4", "--meta-window=2", "--workers=2")
+	if err != nil {
+		t.Fatalf("evidence: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"== embedding (seed 2, ", "== embedding over seeds [1 2]", "Spearman rho", "Goal: rho >= 0.6", "Plot: " + filepath.Join(dir, "embedding-seed-2.svg")} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in output:\n%s", want, out)
+		}
+	}
+	var res struct {
+		PerSeed []struct {
+			Apps []struct {
+				App string `json:"app"`
+			} `json:"apps"`
+		} `json:"perSeed"`
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "embedding.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil || len(res.PerSeed) != 2 || len(res.PerSeed[0].Apps) != 5 {
+		t.Fatalf("embedding.json: %v %+v", err, res)
+	}
+	for _, seed := range []string{"1", "2"} {
+		svg, err := os.ReadFile(filepath.Join(dir, "embedding-seed-"+seed+".svg"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := xml.NewDecoder(bytes.NewReader(svg))
+		points := 0
+		for {
+			tok, err := d.Token()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("seed %s: SVG not well-formed: %v", seed, err)
+			}
+			if s, ok := tok.(xml.StartElement); ok && s.Name.Local == "circle" {
+				points++
+			}
+		}
+		if points != 5 {
+			t.Errorf("seed %s: %d points, want one per app (5)", seed, points)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -447,8 +448,18 @@ func smallPPO(t *testing.T, stateDim int) *policy.PPO {
 
 func smallMeta(t *testing.T, stateDim, window int) *policy.MetaPPO {
 	t.Helper()
+	return smallMetaAux(t, stateDim, window, 0)
+}
+
+// smallMetaAux is smallMeta with an auxiliary head of auxDim outputs (as
+// `rl-agent train --meta-aux-weight` gives).
+func smallMetaAux(t *testing.T, stateDim, window, auxDim int) *policy.MetaPPO {
+	t.Helper()
 	cfg := policy.DefaultMetaConfig(stateDim, int(learn.NumActions))
 	cfg.Hidden, cfg.Window, cfg.EmbedDim = []int{8}, window, 3
+	if auxDim > 0 {
+		cfg.AuxDim, cfg.AuxWeight = auxDim, 1
+	}
 	m, err := policy.NewMetaPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -573,10 +584,20 @@ func TestServeFromInitialCheckpoint(t *testing.T) {
 // TestServeFromMetaCheckpoint: the agent serves a Meta-PPO policy from
 // --initial-checkpoint (Recommend, GetPolicyStatus), persists it as its
 // own state, refuses without touching that state to restart with the
-// default PPO policy or a PPO checkpoint, and restarts with the flag.
+// default PPO policy, a PPO checkpoint or a Meta-PPO of another
+// architecture, and restarts with the flag. A Meta-PPO pre-trained with
+// an auxiliary head (--meta-aux-weight) is served the same way: the head
+// only shaped the embedding; serving acts without it and, with no
+// hidden parameters to learn from, never trains it.
 func TestServeFromMetaCheckpoint(t *testing.T) {
+	for _, auxDim := range []int{0, 4} {
+		t.Run(fmt.Sprintf("auxDim=%d", auxDim), func(t *testing.T) { testServeFromMetaCheckpoint(t, auxDim) })
+	}
+}
+
+func testServeFromMetaCheckpoint(t *testing.T, auxDim int) {
 	dir := t.TempDir()
-	ckpt := writePolicy(t, smallMeta(t, learn.StateDim, 4))
+	ckpt := writePolicy(t, smallMetaAux(t, learn.StateDim, 4, auxDim))
 	base, stop, conn := startServe(t, dir, "--initial-checkpoint", ckpt)
 	args := append(slices.Clone(base), "--initial-checkpoint", ckpt)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -611,6 +632,7 @@ func TestServeFromMetaCheckpoint(t *testing.T) {
 		{"default PPO policy", base},
 		{"PPO checkpoint", append(slices.Clone(base), "--initial-checkpoint", writePolicy(t, smallPPO(t, learn.StateDim)))},
 		{"Meta-PPO of another window", append(slices.Clone(base), "--initial-checkpoint", writePolicy(t, smallMeta(t, learn.StateDim, 8)))},
+		{"Meta-PPO with another auxiliary head", append(slices.Clone(base), "--initial-checkpoint", writePolicy(t, smallMetaAux(t, learn.StateDim, 4, 4-auxDim)))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			refusedStart(ctx, t, dir, state, tc.args...)

@@ -28,6 +28,7 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.Float64Var(&o.EntropyCoef, prefix+"entropy-coef", o.EntropyCoef, "weight of PPO's entropy bonus")
 	fs.IntVar(&o.Window, prefix+"meta-window", o.Window, "meta-ppo: recent steps the encoder reads")
 	fs.IntVar(&o.EmbedDim, prefix+"meta-embed-dim", o.EmbedDim, "meta-ppo: size of the trajectory embedding")
+	fs.Float64Var(&o.AuxWeight, prefix+"meta-aux-weight", o.AuxWeight, "meta-ppo: weight of an auxiliary loss in which a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none")
 	fs.IntVar(&o.Apps, prefix+"apps", o.Apps, "number of generated training apps (never the held-out ones)")
 	fs.IntVar(&o.Episodes, prefix+"episodes", o.Episodes, "training episodes in all, bootstrapping included")
 	fs.IntVar(&o.BootstrapEpisodes, prefix+"bootstrap-episodes", o.BootstrapEpisodes, "most episodes each app bootstraps (the fused default acts; the agent clones it, then runs offline PPO) before the agent acts, if the reward gate has not ended bootstrapping earlier; 0 trains from scratch")
