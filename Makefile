@@ -101,10 +101,11 @@ verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofm
 lint: ## Run go vet, the pinned staticcheck (e2e files included) and make chart.
 	go vet ./...
 	go vet -tags e2e ./e2e/...
+	go vet -tags e2enode ./e2e/node/
 	go vet -tags images ./hack/images/
 	go vet -tags chart ./deploy/helm/
 	go vet -tags benchvpa ./hack/benchvpa/...
-	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/...
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/...
 	$(MAKE) chart
 
 .PHONY: chart
@@ -130,6 +131,10 @@ testbed-down: ## Stop the loopback control plane.
 .PHONY: e2e
 e2e: ## Run the end-to-end tests against a loopback control plane.
 	hack/e2e.sh
+
+.PHONY: e2e-node
+e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc and a kubelet joined to a loopback testbed (root; slow, not in check). hack/testbed/README.md.
+	AWARE_IMAGES_TAG='$(TAG)' hack/e2e-node.sh
 
 .PHONY: bench-vpa
 bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/performance.md.
