@@ -53,6 +53,9 @@ type options struct {
 	reportFrom                          string
 	maxWait                             time.Duration
 	kubeQPS                             int
+	// profile is how long a CPU profile of each of our loop components is
+	// taken for, from the start of each measurement window; 0 takes none.
+	profile time.Duration
 }
 
 func main() {
@@ -79,6 +82,7 @@ func main() {
 	flag.BoolVar(&allowPending, "allow-pending", false, "Measure a scale even if not all its pods run by --pods-timeout (the report gives how many ran).")
 	flag.BoolVar(&o.skipWebhook, "skip-webhook", false, "Skip the webhook measures.")
 	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the loop measures at scale.")
+	flag.DurationVar(&o.profile, "profile", 0, "Run our recommender and updater with --profiling and take a CPU profile of each for this long from the start of every measurement window, into --out as cpu-<component>-<targets>.pprof (read with go tool pprof -top). Sampling costs the profiled process a little CPU inside the window. 0: no profiles.")
 	flag.StringVar(&o.reportFrom, "report-from", "", "Comma-separated results.json files of earlier runs: merge them (webhook rows of the first that has any, scale points of all, by number of targets) into --out's results.md, results.json and SVG, without touching a cluster.")
 	flag.Parse()
 	if o.reportFrom != "" {
@@ -492,7 +496,12 @@ func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, erro
 					func(p *proc, kc string) []string {
 						m, hl := ports()
 						p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
-						return append([]string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl, c.flag, "--leader-elect=false", "--v=1"}, h.qpsArgs()...)
+						args := []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl, c.flag, "--leader-elect=false", "--v=1"}
+						if h.o.profile > 0 {
+							p.profileURL = "http://" + m + "/debug/pprof/profile"
+							args = append(args, "--profiling")
+						}
+						return append(args, h.qpsArgs()...)
 					})
 				if err != nil {
 					return out, err
@@ -550,7 +559,7 @@ func loops(ctx context.Context, p *proc) (float64, error) {
 // before the deadline). The window is thus whole loops and the idle time
 // between them, whatever the loop's length; all processes run at the same
 // time, so the machine's noise hits both sides.
-func (h *harness) measureLoops(ctx context.Context, ps []*proc) (map[string]loopCost, error) {
+func (h *harness) measureLoops(ctx context.Context, ps []*proc, targets int) (map[string]loopCost, error) {
 	type result struct {
 		name string
 		cost loopCost
@@ -558,9 +567,25 @@ func (h *harness) measureLoops(ctx context.Context, ps []*proc) (map[string]loop
 	}
 	deadline := time.Now().Add(time.Duration(h.o.loops+2)*h.o.interval + h.o.maxWait)
 	ch := make(chan result, len(ps))
+	var profiles sync.WaitGroup
+	defer profiles.Wait()
 	for _, p := range ps {
 		go func() {
-			c, err := h.measureOne(ctx, p, deadline)
+			c, err := h.measureOne(ctx, p, deadline, func() {
+				if p.profileURL == "" {
+					return
+				}
+				profiles.Add(1)
+				go func() {
+					defer profiles.Done()
+					path := filepath.Join(h.o.out, fmt.Sprintf("cpu-%s-%d.pprof", p.name, targets))
+					if err := fetchProfile(ctx, p.profileURL, h.o.profile, path); err != nil {
+						logf("%s: no CPU profile: %v", p.name, err)
+						return
+					}
+					logf("%s: CPU profile of %s in %s", p.name, h.o.profile, path)
+				}()
+			})
 			ch <- result{p.name, c, err}
 		}()
 	}
@@ -584,7 +609,9 @@ func (h *harness) measureLoops(ctx context.Context, ps []*proc) (map[string]loop
 // window boundary is then late by up to loopPoll of idle time.
 const loopPoll = 2 * time.Second
 
-func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time) (loopCost, error) {
+// measureOne measures p between loop boundaries (measureLoops); opened is
+// called as its window opens.
+func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time, opened func()) (loopCost, error) {
 	type snap struct {
 		u     usage
 		loops float64
@@ -623,6 +650,7 @@ func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time) (
 	if err != nil || !ok {
 		return loopCost{}, errors.Join(err, fmt.Errorf("%s finished one loop only by the deadline", p.name))
 	}
+	opened()
 	last := first
 	for last.loops < first.loops+float64(h.o.loops) {
 		s, ok, err := wait(last.loops + 1)
@@ -663,7 +691,7 @@ func (h *harness) scalePhase(ctx context.Context) error {
 			return err
 		}
 		load0 := loadAvg()
-		cost, err := h.measureLoops(ctx, ps)
+		cost, err := h.measureLoops(ctx, ps, n)
 		for _, p := range ps {
 			h.stopProc(p)
 		}
@@ -691,7 +719,7 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		rec := ps[:1] // the updater is not part of this measure
 		h.stopProc(ps[1])
 		load0 := loadAvg()
-		cost, err := h.measureLoops(ctx, rec)
+		cost, err := h.measureLoops(ctx, rec, n)
 		h.stopProc(ps[0])
 		if err != nil {
 			return fmt.Errorf("%d MPAs: %w", n, err)

@@ -41,6 +41,8 @@ type proc struct {
 	// metricsURL is its Prometheus endpoint; readyURL answers 200 when it
 	// is up (empty: wait for readyAddr to accept TLS connections).
 	metricsURL, readyURL, readyAddr string
+	// profileURL serves its CPU profile (--profiling), when asked for.
+	profileURL string
 	// proxy counts the process's requests to the API server.
 	proxy   *countingProxy
 	logPath string
@@ -330,4 +332,33 @@ func loadAvg() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
+}
+
+// fetchProfile takes a CPU profile of d from a --profiling endpoint into
+// path.
+func fetchProfile(ctx context.Context, url string, d time.Duration, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s?seconds=%d", url, int(d.Seconds())), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: %s: %s", url, resp.Status, b)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

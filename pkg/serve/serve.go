@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -50,11 +51,28 @@ func (e *Endpoints) AddHealthCheck(name string, c Check) {
 }
 
 // Handler returns a mux with /metrics, /healthz and /readyz.
-func (e *Endpoints) Handler() http.Handler {
+func (e *Endpoints) Handler() http.Handler { return e.mux(false) }
+
+// ProfilingHandler is Handler with Go's runtime profiles under
+// /debug/pprof/ (net/http/pprof), for the metrics address of a component
+// run with --profiling: a CPU profile of the running process is how to
+// find what a loop costs outside its own code (decoding, watches, TLS, GC).
+func (e *Endpoints) ProfilingHandler() http.Handler { return e.mux(true) }
+
+func (e *Endpoints) mux(profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(e.gatherer, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("/healthz", e.checkHandler(func() map[string]Check { return e.liveness }))
 	mux.HandleFunc("/readyz", e.checkHandler(func() map[string]Check { return e.readiness }))
+	if profiling {
+		// pprof.Index serves every named profile (heap, goroutine, ...)
+		// under the prefix; the others need their own routes.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

@@ -44,6 +44,7 @@ type serveOptions struct {
 	MetricsBindAddress  string
 	HealthBindAddress   string
 	ShutdownGracePeriod time.Duration
+	Profiling           bool
 	CheckpointInterval  time.Duration
 	Seed                uint64
 	MaxBatch            int
@@ -125,6 +126,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address to serve Prometheus metrics on (host:port); \"0\" disables the endpoint.")
 	fs.StringVar(&o.HealthBindAddress, "health-bind-address", o.HealthBindAddress, "Address to serve /healthz and /readyz on (host:port); \"0\" disables the endpoint (the gRPC health service is always served).")
 	fs.DurationVar(&o.ShutdownGracePeriod, "shutdown-grace-period", o.ShutdownGracePeriod, "How long in-flight calls may take at shutdown before connections are closed.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, serve.ProfilingHelp)
 	fs.DurationVar(&o.CheckpointInterval, "checkpoint-interval", o.CheckpointInterval, "How often experience is flushed and the policy and stages are checkpointed (also at shutdown).")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "Seed of the initial policy weights and of exploration.")
 	fs.IntVar(&o.MaxBatch, "max-batch", o.MaxBatch, "Most decisions answered by one forward pass of the policy.")
@@ -156,6 +158,9 @@ func (o *serveOptions) Validate() error {
 	addr("listen-address", o.ListenAddress, false)
 	addr("metrics-bind-address", o.MetricsBindAddress, true)
 	addr("health-bind-address", o.HealthBindAddress, true)
+	if o.Profiling && o.MetricsBindAddress == "0" {
+		errs = append(errs, errors.New("--profiling serves on the metrics address, which --metrics-bind-address=0 disables"))
+	}
 	if o.StateDir == "" {
 		errs = append(errs, errors.New("--state-dir is required"))
 	}
@@ -352,7 +357,11 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		if a == "0" || (i == 1 && a == o.MetricsBindAddress) {
 			continue
 		}
-		eg.Go(func() error { return serve.Run(gctx, a, endpoints.Handler(), o.ShutdownGracePeriod) })
+		h := endpoints.Handler()
+		if i == 0 && o.Profiling {
+			h = endpoints.ProfilingHandler()
+		}
+		eg.Go(func() error { return serve.Run(gctx, a, h, o.ShutdownGracePeriod) })
 	}
 	if link != nil {
 		eg.Go(func() error { link.Run(gctx); return nil })

@@ -67,6 +67,8 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"ensemble in the paper's space", func(o *serveOptions) { o.EnsembleCheckpoints, o.ActionSpace = []string{"a", "b"}, "paper" }, "--ensemble-checkpoints serves ppo policies"},
 		{"ensemble quorum above members", func(o *serveOptions) { o.EnsembleCheckpoints, o.EnsembleQuorum = []string{"a", "b"}, 3 }, "--ensemble-quorum must be in [0, 2]"},
 		{"quorum without ensemble", func(o *serveOptions) { o.EnsembleQuorum = 2 }, "--ensemble-quorum needs --ensemble-checkpoints"},
+		{"profiling", func(o *serveOptions) { o.Profiling = true }, ""},
+		{"profiling without metrics", func(o *serveOptions) { o.Profiling, o.MetricsBindAddress = true, "0" }, "--profiling serves on the metrics address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := newServeOptions()
@@ -171,7 +173,7 @@ func nextObservation() *pb.Observation {
 func TestServe(t *testing.T) {
 	dir := t.TempDir()
 	addr, metrics := freeAddr(t), freeAddr(t)
-	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", metrics, "--health-bind-address", "0", "--tls-mode", "plaintext"}
+	args := []string{"--listen-address", addr, "--state-dir", dir, "--metrics-bind-address", metrics, "--health-bind-address", "0", "--tls-mode", "plaintext", "--profiling"}
 	stop := runCommand(t, args...)
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -197,6 +199,11 @@ func TestServe(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), `aware_rlagent_requests_total{code="OK",method="Recommend"} 1`) {
 		t.Errorf("metrics lack the Recommend call:\n%s", body)
+	}
+	if resp, err := http.Get("http://" + metrics + "/debug/pprof/cmdline"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("--profiling: /debug/pprof/cmdline gave %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("serve returned %v", err)
