@@ -315,6 +315,9 @@ func startRecommender(t *testing.T, ns string, args ...string) *component {
 		"--namespace=" + ns,
 		"--recommender-interval=10s",
 		"--checkpoints-interval=1m",
+		// TestRivalAutoscalers waits a minute for a deleted rival to be
+		// noticed; the default scans once a minute.
+		"--rival-scan-interval=5s",
 		"--leader-elect=true",
 		"--leader-elect-resource-namespace=aware-system",
 		"--leader-elect-resource-name=" + lease,

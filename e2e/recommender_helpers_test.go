@@ -36,6 +36,9 @@ func recommenderArgs(ns string, extra ...string) []string {
 		"--namespace=" + ns,
 		"--recommender-interval=5s",
 		"--status-refresh-interval=10s",
+		// The tests create and delete rival autoscalers and wait for the
+		// recommender to notice; the default scans once a minute.
+		"--rival-scan-interval=5s",
 	}, extra...)
 }
 

@@ -187,6 +187,7 @@ func run(ctx context.Context, o *Options) error {
 		StatusRefreshInterval: o.StatusRefreshInterval,
 		StatusWriteTimeout:    o.StatusWriteTimeout,
 		CheckpointInterval:    o.CheckpointInterval,
+		RivalScanInterval:     o.RivalScanInterval,
 		Namespace:             o.Namespace,
 		IgnoredNamespaces:     o.IgnoredNamespaces,
 		Workers:               o.Workers,

@@ -35,6 +35,8 @@ func TestValidate(t *testing.T) {
 	}{
 		{"zero interval", func(o *Options) { o.Interval = 0 }, "--recommender-interval must be positive"},
 		{"refresh shorter than interval", func(o *Options) { o.StatusRefreshInterval = time.Second }, "--status-refresh-interval"},
+		{"negative rival scan interval", func(o *Options) { o.RivalScanInterval = -time.Second }, "--rival-scan-interval"},
+		{"rivals every loop", func(o *Options) { o.RivalScanInterval = 0 }, ""},
 		{"no name", func(o *Options) { o.RecommenderName = "" }, "--recommender-name"},
 		{"lease timings", func(o *Options) { o.Leader.RenewDeadline = o.Leader.LeaseDuration }, "lease-duration"},
 		{"lease timings ignored without election", func(o *Options) { o.Leader.Enabled, o.Leader.RenewDeadline = false, o.Leader.LeaseDuration }, ""},

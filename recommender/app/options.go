@@ -27,6 +27,7 @@ type Options struct {
 	StatusRefreshInterval time.Duration
 	StatusWriteTimeout    time.Duration
 	CheckpointInterval    time.Duration
+	RivalScanInterval     time.Duration
 	Namespace             string
 	IgnoredNamespaces     []string
 	// ClusterWideExternalNamespaces may read External goal metrics across
@@ -64,6 +65,7 @@ func NewOptions() *Options {
 		StatusRefreshInterval:   5 * time.Minute,
 		StatusWriteTimeout:      controller.DefaultStatusWriteTimeout,
 		CheckpointInterval:      10 * time.Minute,
+		RivalScanInterval:       time.Minute,
 		Workers:                 4,
 		LowConfidenceHistory:    24 * time.Hour,
 		PrometheusTimeout:       10 * time.Second,
@@ -90,6 +92,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window.")
 	fs.DurationVar(&o.StatusWriteTimeout, "status-write-timeout", o.StatusWriteTimeout, "Abandon a status write after this long and retry it with backoff, so a request the API server holds (e.g. while etcd is unreachable; its own timeout is 60s) does not block a worker. A write that succeeds after failed ones records a StatusWriteRecovered event.")
 	fs.DurationVar(&o.StatusRefreshInterval, "status-refresh-interval", o.StatusRefreshInterval, "Rewrite status.recommendationTime at least this often while recommendations are being made, even if nothing changed, so the updater can tell a live recommender from a dead one.")
+	fs.DurationVar(&o.RivalScanInterval, "rival-scan-interval", o.RivalScanInterval, "How often the other autoscalers (HPA, VPA, KEDA ScaledObject, Knative PodAutoscaler) of the targets are listed; loops in between use the last complete scan, so an autoscaler created or deleted on a target is noticed within this much time. 0 lists them every loop (each list reads every such object in --namespace).")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoints-interval", o.CheckpointInterval, "How often each autoscaler's usage histograms are saved in MultidimPodAutoscalerCheckpoint objects, and checkpoints of deleted autoscalers are deleted.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only watch this namespace (autoscalers, pods, checkpoints, metrics). Empty means all namespaces.")
 	fs.StringSliceVar(&o.IgnoredNamespaces, "ignored-namespaces", o.IgnoredNamespaces, "Comma-separated namespaces whose autoscalers are ignored.")
@@ -134,6 +137,9 @@ func (o *Options) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
+	}
+	if o.RivalScanInterval < 0 {
+		errs = append(errs, fmt.Errorf("--rival-scan-interval must not be negative, got %s", o.RivalScanInterval))
 	}
 	if o.StatusRefreshInterval < o.Interval {
 		errs = append(errs, fmt.Errorf("--status-refresh-interval %s must not be shorter than --recommender-interval %s", o.StatusRefreshInterval, o.Interval))

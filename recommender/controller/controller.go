@@ -114,6 +114,13 @@ type Config struct {
 	// CheckpointInterval is how often each autoscaler's histograms are
 	// saved, and how often orphaned checkpoints are collected.
 	CheckpointInterval time.Duration
+	// RivalScanInterval is how often the other autoscalers (HPA, VPA,
+	// KEDA, Knative) are listed; the loops in between use the last
+	// complete scan. Zero scans every loop. The scan lists every such
+	// object in the namespace, and was the largest part of a loop's CPU
+	// that the recommender controls (docs/performance.md), while rivals
+	// come and go rarely.
+	RivalScanInterval time.Duration
 	// Namespace limits the metrics read to one namespace ("" = all); the
 	// informers are expected to be scoped the same way.
 	Namespace string
@@ -188,6 +195,9 @@ type Controller struct {
 	// goroutine only): a failed scan adds it to what it could read, so
 	// that a rival is never forgotten for a failed list.
 	lastRivals map[mpa.Target][]rival.Rival
+	// lastRivalScan is when lastRivals was read (loop goroutine only);
+	// zero before the first complete scan.
+	lastRivalScan time.Time
 
 	mu      sync.Mutex
 	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
@@ -375,7 +385,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		}
 	}
 	ext := c.readExternal(ctx, handled)
-	rivals := c.scanRivals(readCtx, len(handled) > 0)
+	rivals := c.scanRivals(readCtx, len(handled) > 0, now)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	// Over every autoscaler, handled or not: one of another recommender

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -17,15 +18,20 @@ import (
 const ReasonConflictingAutoscaler = mpa.ReasonConflictingAutoscaler
 
 // scanRivals lists the other autoscalers of every target, if any autoscaler
-// is handled. A failed scan keeps the rivals of the last complete one
-// besides what it read: a rival is never forgotten because a list failed.
-func (c *Controller) scanRivals(ctx context.Context, any bool) map[mpa.Target][]rival.Rival {
+// is handled, at most once per Config.RivalScanInterval: in between it
+// answers the last complete scan. A failed scan keeps the rivals of the last
+// complete one besides what it read (a rival is never forgotten because a
+// list failed), and the next loop scans again.
+func (c *Controller) scanRivals(ctx context.Context, any bool, now time.Time) map[mpa.Target][]rival.Rival {
 	if c.rivals == nil || !any {
 		return nil
 	}
+	if iv := c.cfg.RivalScanInterval; iv > 0 && !c.lastRivalScan.IsZero() && now.Sub(c.lastRivalScan) < iv {
+		return c.lastRivals
+	}
 	got, err := c.rivals.Scan(ctx, c.cfg.Namespace)
 	if err == nil {
-		c.lastRivals = got
+		c.lastRivals, c.lastRivalScan = got, now
 		return got
 	}
 	klog.FromContext(ctx).Error(err, "Listing other autoscalers of the targets; keeping the rivals found before")

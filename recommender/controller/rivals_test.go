@@ -147,3 +147,49 @@ func TestLoopReadsAreBounded(t *testing.T) {
 		t.Errorf("ScalingActive %s/%s, want False/FailedGetResourceMetric", c.Status, c.Reason)
 	}
 }
+
+// countingRivals counts scans.
+type countingRivals struct {
+	fakeRivals
+	scans int
+}
+
+func (c *countingRivals) Scan(ctx context.Context, ns string) (map[mpa.Target][]rival.Rival, error) {
+	c.scans++
+	return c.fakeRivals.Scan(ctx, ns)
+}
+
+// TestRivalScanInterval: the rivals are listed at most once per interval,
+// the loops in between act on the last complete scan, and a failed scan is
+// retried at the next loop.
+func TestRivalScanInterval(t *testing.T) {
+	hpa := rival.Rival{Kind: "HorizontalPodAutoscaler", Name: "web-hpa", Dimension: rival.Horizontal}
+	f := newFixture(t, twoPodWorkload()...)
+	f.cfg.RivalScanInterval = 3 * time.Minute // the fixture's loop is a minute
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+	src := &countingRivals{}
+	src.set(map[mpa.Target][]rival.Rival{webTarget: {hpa}}, nil)
+	f.deps = func(d *Deps) { d.Rivals = src }
+	f.start()
+	contested := func() bool {
+		return cond(t, f.mpa("ns", "web"), v1alpha1.ConfigUnsupported).Status == corev1.ConditionTrue
+	}
+	step := func(wantScans int, wantContested bool, what string) {
+		t.Helper()
+		f.tick()
+		if src.scans != wantScans || contested() != wantContested {
+			t.Fatalf("%s: %d scans, contested %v; want %d, %v", what, src.scans, contested(), wantScans, wantContested)
+		}
+		f.clock.Step(time.Minute)
+	}
+	step(1, true, "first loop")
+	src.set(map[mpa.Target][]rival.Rival{}, nil) // the HPA is deleted
+	step(1, true, "a minute later: the last scan stands")
+	step(1, true, "two minutes later")
+	step(2, false, "three minutes later: scanned again")
+	src.set(nil, errors.New("list: connection refused"))
+	f.clock.Step(2 * time.Minute)
+	step(3, false, "a failed scan")
+	src.set(map[mpa.Target][]rival.Rival{webTarget: {hpa}}, nil)
+	step(4, true, "retried at the next loop")
+}
