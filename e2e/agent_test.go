@@ -197,17 +197,7 @@ func TestRLAgent(t *testing.T) {
 			return nil
 		}, rec, agent)
 		t.Logf("agent acting: %s; desiredReplicas %d", rlString(m.Status.RL), m.Status.DesiredReplicas)
-		if r := m.Status.DesiredReplicas; r < 1 || r > 6 {
-			t.Errorf("the agent's desiredReplicas %d is outside [1, 6]", r)
-		}
-		for _, cr := range m.Status.Recommendation.ContainerRecommendations {
-			if cpu := cr.Target.Cpu().MilliValue(); cpu < 10 || cpu > 500 {
-				t.Errorf("container %s: the agent's cpu target %dm is outside [10m, 500m]", cr.ContainerName, cpu)
-			}
-		}
-		if n := mustMetric(t, rec, "aware_recommender_recommendations_total", "source=Agent"); n < 1 {
-			t.Errorf("%g recommendations with source Agent after the switch to On", n)
-		}
+		checkAgentApplied(t, m, rec)
 		// The control: mode On, but the stage does not let the agent act.
 		g := gated.waitRecommendation(t, time.Minute, "the gated MPA: default applied while Bootstrapping", time.Time{}, func(m *v1alpha1.MultidimPodAutoscaler) error {
 			rl := m.Status.RL
@@ -384,4 +374,22 @@ func policyVersion(s string) (int, error) {
 		return 0, fmt.Errorf("policy version %q is not v<N>", s)
 	}
 	return n, nil
+}
+
+// checkAgentApplied checks an autoscaler the agent acts on: its replica
+// count and CPU targets within the test workload's sane range, and the
+// recommender counting recommendations with source Agent.
+func checkAgentApplied(t *testing.T, m *v1alpha1.MultidimPodAutoscaler, rec *component) {
+	t.Helper()
+	if r := m.Status.DesiredReplicas; r < 1 || r > 6 {
+		t.Errorf("the agent's desiredReplicas %d is outside [1, 6]", r)
+	}
+	for _, cr := range m.Status.Recommendation.ContainerRecommendations {
+		if cpu := cr.Target.Cpu().MilliValue(); cpu < 10 || cpu > 500 {
+			t.Errorf("container %s: the agent's cpu target %dm is outside [10m, 500m]", cr.ContainerName, cpu)
+		}
+	}
+	if n := mustMetric(t, rec, "aware_recommender_recommendations_total", "source=Agent"); n < 1 {
+		t.Errorf("%g recommendations with source Agent", n)
+	}
 }

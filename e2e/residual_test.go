@@ -130,17 +130,7 @@ func TestRLAgentResidual(t *testing.T) {
 				return nil
 			}, rec, agent)
 			t.Logf("residual agent acting: %s; desiredReplicas %d", rlString(m.Status.RL), m.Status.DesiredReplicas)
-			if r := m.Status.DesiredReplicas; r < 1 || r > 6 {
-				t.Errorf("the agent's desiredReplicas %d is outside [1, 6]", r)
-			}
-			for _, cr := range m.Status.Recommendation.ContainerRecommendations {
-				if cpu := cr.Target.Cpu().MilliValue(); cpu < 10 || cpu > 500 {
-					t.Errorf("container %s: the agent's cpu target %dm is outside [10m, 500m]", cr.ContainerName, cpu)
-				}
-			}
-			if n := mustMetric(t, rec, "aware_recommender_recommendations_total", "source=Agent"); n < 1 {
-				t.Errorf("%g recommendations with source Agent", n)
-			}
+			checkAgentApplied(t, m, rec)
 			if n, _, err := agent.metric(context.Background(), "aware_rlagent_out_of_bounds_requests_total"); err != nil || n != 0 {
 				t.Errorf("agent refused %g genuine requests as out of bounds (%v)", n, err)
 			}
