@@ -16,6 +16,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -649,14 +650,53 @@ func TestPersistentWriteErrorIsRetriedWithBackoff(t *testing.T) {
 // etcd) is down are retried; the write that succeeds after them records a
 // StatusWriteRecovered event saying for how long and why the status was
 // stale, once, and a write without earlier failures records none.
+//
+// An API server that has just restarted may acknowledge the first write
+// with an object that names nothing (seen in e2e); the event must still
+// be recorded on the autoscaler, or the API server refuses it.
 func TestStatusWriteRecovered(t *testing.T) {
+	for _, emptyAck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("empty acknowledgement %v", emptyAck), func(t *testing.T) { testStatusWriteRecovered(t, emptyAck) })
+	}
+}
+
+// namingRecorder records the involved object of every event.
+type namingRecorder struct {
+	*record.FakeRecorder
+	objects []string
+}
+
+func (r *namingRecorder) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
+	m, err := meta.Accessor(obj)
+	name := "<no metadata>"
+	if err == nil {
+		name = m.GetNamespace() + "/" + m.GetName()
+	}
+	r.objects = append(r.objects, reason+" "+name)
+	r.FakeRecorder.Eventf(obj, typ, reason, format, args...)
+}
+
+func testStatusWriteRecovered(t *testing.T, emptyAck bool) {
 	f := newFixture(t, twoPodWorkload()...)
 	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20))
+	named := &namingRecorder{FakeRecorder: f.recorder}
+	f.deps = func(d *Deps) { d.Recorder = named }
 	f.start()
 	down := true
 	f.client.PrependReactor("update", "multidimpodautoscalers", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		if down && a.GetSubresource() == "status" {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		if down {
 			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
+		}
+		if emptyAck {
+			// Store the write, answer with an object naming nothing.
+			obj := a.(k8stesting.UpdateAction).GetObject()
+			if err := f.client.Tracker().Update(a.GetResource(), obj, "ns"); err != nil {
+				return true, nil, err
+			}
+			return true, &v1alpha1.MultidimPodAutoscaler{}, nil
 		}
 		return false, nil, nil
 	})
@@ -685,6 +725,9 @@ func TestStatusWriteRecovered(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.c.metrics.statusWriteOutages); got != 1 {
 		t.Errorf("recoveries counted %g, want 1", got)
+	}
+	if want := ReasonStatusWriteRecovered + " ns/web"; !slices.Contains(named.objects, want) {
+		t.Errorf("events on %q, want one %q", named.objects, want)
 	}
 	// The next write, with no failure before it, is not news.
 	f.clock.Step(time.Hour)

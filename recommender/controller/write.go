@@ -106,17 +106,17 @@ func (c *Controller) writeStatus(ctx context.Context, key string) error {
 	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
 	cur, err := c.mpas.MultidimPodAutoscalers(ns).Get(name)
 	var before *v1alpha1.MultidimPodAutoscalerStatus
-	var written *v1alpha1.MultidimPodAutoscaler
+	var sent, written *v1alpha1.MultidimPodAutoscaler
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err != nil { // first attempt's cache read failed, or a conflict
 			if cur, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
 				return err
 			}
 		}
-		obj := cur.DeepCopy()
+		sent = cur.DeepCopy()
 		before = &cur.Status
-		merge(&obj.Status, ours)
-		written, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
+		merge(&sent.Status, ours)
+		written, err = client.UpdateStatus(ctx, sent, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) {
 			c.metrics.statusWrites.WithLabelValues("conflict").Inc()
 		}
@@ -135,6 +135,16 @@ func (c *Controller) writeStatus(ctx context.Context, key string) error {
 	}
 	c.metrics.statusWrites.WithLabelValues("success").Inc()
 	c.dropPending(key, ours)
+	if written == nil || written.Name == "" || written.Namespace == "" {
+		// An API server still starting up has acknowledged a write with
+		// an object that names nothing (seen in e2e right after a
+		// restart). Events about the write must still name the
+		// autoscaler: one with an empty involved object would be refused
+		// (it would land in namespace "default"), and the operator would
+		// never hear of the outage.
+		klog.FromContext(ctx).V(2).Info("The API server acknowledged a status write without the object; events name the object sent", "mpa", key)
+		written = sent
+	}
 	c.writeRecovered(key, written)
 	c.emitEvents(written, before, ours)
 	return nil
