@@ -421,6 +421,7 @@ type MetaPPO struct {
 	graph      *metaGraph
 	bc         *bcGraph // built by the first BehaviourClone
 	grads      [][]float64
+	rate       float64 // as PPO.rate
 
 	// inferMu guards the inference copies of the weights.
 	inferMu sync.RWMutex
@@ -463,6 +464,17 @@ func NewMetaPPO(cfg MetaConfig) (*MetaPPO, error) {
 
 // Config returns a copy of the learner's configuration.
 func (m *MetaPPO) Config() MetaConfig { return m.cfg.clone() }
+
+// SetLearningRateScale is PPO.SetLearningRateScale.
+func (m *MetaPPO) SetLearningRateScale(s float64) error {
+	if err := checkRateScale(s); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rate = s
+	return nil
+}
 
 func (m *MetaPPO) checkWindow(what string, w []Step) error {
 	for i, st := range w {
@@ -686,7 +698,7 @@ func (m *MetaPPO) update(batch []MetaTransition) (Stats, error) {
 		func(rows []int) { g.fill(batch, rows, oldLogp, adv, ret, m.cfg) },
 		func() (float64, error) {
 			return applyGradients(g.grads, m.all, m.grads, m.cfg.MaxGradNorm, adamConfig{
-				lr: m.cfg.LearningRate, beta1: m.cfg.AdamBeta1, beta2: m.cfg.AdamBeta2, eps: m.cfg.AdamEpsilon,
+				lr: scaledRate(m.cfg.LearningRate, m.rate), beta1: m.cfg.AdamBeta1, beta2: m.cfg.AdamBeta2, eps: m.cfg.AdamEpsilon,
 			})
 		})
 	stats.ExplainedVariance = ev

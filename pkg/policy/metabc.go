@@ -67,7 +67,7 @@ func (m *MetaPPO) BehaviourClone(batch []MetaDemonstration) (BCStats, error) {
 func (m *MetaPPO) behaviourClone(batch []MetaDemonstration) (BCStats, error) {
 	g := m.bc
 	params := m.bcParams()
-	opt := adamConfig{lr: m.cfg.LearningRate, beta1: m.cfg.AdamBeta1, beta2: m.cfg.AdamBeta2, eps: m.cfg.AdamEpsilon}
+	opt := adamConfig{lr: scaledRate(m.cfg.LearningRate, m.rate), beta1: m.cfg.AdamBeta1, beta2: m.cfg.AdamBeta2, eps: m.cfg.AdamEpsilon}
 	return runBCEpochs(m.cfg.Config, m.shuffle, g, len(batch),
 		func(i int) Demonstration { return batch[i].Demonstration },
 		func(rows []int) {

@@ -110,6 +110,22 @@ type adamConfig struct {
 	lr, beta1, beta2, eps float64
 }
 
+// scaledRate is the learning rate a schedule's scale s gives (0: unscaled).
+func scaledRate(lr, s float64) float64 {
+	if s == 0 {
+		return lr
+	}
+	return lr * s
+}
+
+// checkRateScale accepts a learning-rate scale in (0, 1].
+func checkRateScale(s float64) error {
+	if !(s > 0 && s <= 1) {
+		return fmt.Errorf("%w: learning-rate scale %v, want (0, 1]", ErrInvalidInput, s)
+	}
+	return nil
+}
+
 // adamStep applies one Adam step with gradient g to p. Each parameter keeps
 // its own step count so that a step that only touches some parameters (a
 // behaviour-cloning step changes only the actor) leaves the bias correction

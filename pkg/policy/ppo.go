@@ -37,6 +37,10 @@ type PPO struct {
 	ppo        *ppoGraph
 	bc         *bcGraph
 	grads      [][]float64 // scratch, aligned with ps.all
+	// rate scales cfg.LearningRate for the next optimiser steps (a
+	// schedule set by the trainer); 0 means 1. It is not checkpointed: the
+	// checkpoint keeps the configured rate.
+	rate float64
 
 	// inferMu guards the inference weight copies (ps.*.infer). Acting only
 	// reads them, so many Act calls proceed in parallel.
@@ -384,8 +388,21 @@ func (g *ppoHead) readStats(n int, eps float64) (pl, vl, ent, kl, clipFrac float
 // The caller holds p.mu.
 func (p *PPO) step(gradValues []*G.Value, ps []*param) (float64, error) {
 	return applyGradients(gradValues, ps, p.grads, p.cfg.MaxGradNorm, adamConfig{
-		lr: p.cfg.LearningRate, beta1: p.cfg.AdamBeta1, beta2: p.cfg.AdamBeta2, eps: p.cfg.AdamEpsilon,
+		lr: scaledRate(p.cfg.LearningRate, p.rate), beta1: p.cfg.AdamBeta1, beta2: p.cfg.AdamBeta2, eps: p.cfg.AdamEpsilon,
 	})
+}
+
+// SetLearningRateScale multiplies the configured learning rate by s in
+// (0, 1] for the optimiser steps that follow (a schedule's current point);
+// the checkpoint keeps the configured rate.
+func (p *PPO) SetLearningRateScale(s float64) error {
+	if err := checkRateScale(s); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rate = s
+	return nil
 }
 
 // BehaviourClone trains the actor to imitate a teacher (for bootstrapping

@@ -299,6 +299,58 @@ func TestDeterminism(t *testing.T) {
 	}
 }
 
+// TestLearningRateScale: a scale of 1 is the configured rate; a smaller one
+// moves the weights less from the same start on the same batches; a scale
+// outside (0, 1] is refused and changes nothing.
+func TestLearningRateScale(t *testing.T) {
+	cfg := smallConfig(5, 3, 42)
+	start := mustMarshal(t, mustPPO(t, cfg))
+	run := func(scale float64) []byte {
+		p := mustPPO(t, cfg)
+		if scale != 0 {
+			if err := p.SetLearningRateScale(scale); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 3 {
+			if _, err := p.Update(randomBatch(newRNG(uint64(i)), 70, 5, 3)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return mustMarshal(t, p)
+	}
+	plain := run(0)
+	requireSameBytes(t, "scale 1 against no scale", plain, run(1))
+	moved := func(b []byte) float64 {
+		t.Helper()
+		p0, err := NewPPOFromCheckpoint(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p1, err := NewPPOFromCheckpoint(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d float64
+		for i, q := range p1.ps.all {
+			for j, v := range q.data {
+				d += math.Abs(v - p0.ps.all[i].data[j])
+			}
+		}
+		return d
+	}
+	full, tenth := moved(plain), moved(run(0.1))
+	if !(tenth < 0.5*full) {
+		t.Errorf("weights moved %v at a tenth of the rate, %v at the full rate: want much less", tenth, full)
+	}
+	for _, s := range []float64{0, -0.5, 1.5, math.NaN()} {
+		p := mustPPO(t, cfg)
+		if err := p.SetLearningRateScale(s); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("scale %v: error %v, want ErrInvalidInput", s, err)
+		}
+	}
+}
+
 // TestConcurrentUse exercises acting during training under the race detector.
 func TestConcurrentUse(t *testing.T) {
 	p := mustPPO(t, smallConfig(3, 4, 1))

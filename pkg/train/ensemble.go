@@ -171,6 +171,9 @@ func (e *Ensemble) BehaviourClone([]policy.MetaDemonstration) (policy.BCStats, e
 	return policy.BCStats{}, errEnsembleTrains
 }
 
+// SetLearningRateScale implements Learner: an ensemble does not train.
+func (e *Ensemble) SetLearningRateScale(float64) error { return errEnsembleTrains }
+
 // MarshalBinary implements Learner: an ensemble is its members'
 // checkpoints, written one by one.
 func (e *Ensemble) MarshalBinary() ([]byte, error) {

@@ -36,6 +36,9 @@ type Learner interface {
 	BehaviourClone(batch []policy.MetaDemonstration) (policy.BCStats, error)
 	// MarshalBinary returns the learner's checkpoint (policy format).
 	MarshalBinary() ([]byte, error)
+	// SetLearningRateScale scales the configured learning rate by s in
+	// (0, 1] for the updates that follow (Options.LearningRateEnd).
+	SetLearningRateScale(s float64) error
 	// PolicyConfig is the learner's configuration (of Meta-PPO: its PPO
 	// part), which says what it reads and chooses among (learn.ShapeOf).
 	PolicyConfig() policy.Config
@@ -135,6 +138,8 @@ func (l ppoLearner) BehaviourClone(batch []policy.MetaDemonstration) (policy.BCS
 
 func (l ppoLearner) MarshalBinary() ([]byte, error) { return l.p.MarshalBinary() }
 
+func (l ppoLearner) SetLearningRateScale(s float64) error { return l.p.SetLearningRateScale(s) }
+
 type metaLearner struct{ m *policy.MetaPPO }
 
 func (l metaLearner) Kind() string   { return PolicyMetaPPO }
@@ -153,6 +158,8 @@ func (l metaLearner) BehaviourClone(batch []policy.MetaDemonstration) (policy.BC
 }
 
 func (l metaLearner) MarshalBinary() ([]byte, error) { return l.m.MarshalBinary() }
+
+func (l metaLearner) SetLearningRateScale(s float64) error { return l.m.SetLearningRateScale(s) }
 
 func (l ppoLearner) PolicyConfig() policy.Config    { return l.p.Config() }
 func (l metaLearner) PolicyConfig() policy.Config   { return l.m.Config().Config }
@@ -211,3 +218,5 @@ func (l frozenLearner) BehaviourClone([]policy.MetaDemonstration) (policy.BCStat
 }
 
 func (l frozenLearner) MarshalBinary() ([]byte, error) { return l.f.MarshalBinary() }
+
+func (l frozenLearner) SetLearningRateScale(float64) error { return errFrozen }

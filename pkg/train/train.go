@@ -108,10 +108,15 @@ type Options struct {
 
 	// Hidden, LearningRate, Epochs and MinibatchSize override the PPO
 	// defaults (policy.DefaultConfig).
-	Hidden        []int
-	LearningRate  float64
-	Epochs        int
-	MinibatchSize int
+	Hidden       []int
+	LearningRate float64
+	// LearningRateEnd, when not 0, decays the learning rate linearly over
+	// the run: each update (bootstrap and online) uses the rate at the
+	// fraction of episodes rolled out so far, from LearningRate at the
+	// first to LearningRateEnd after the last. 0 keeps it constant.
+	LearningRateEnd float64
+	Epochs          int
+	MinibatchSize   int
 	// EntropyCoef weighs the entropy bonus.
 	EntropyCoef float64
 	// BCRounds is how many BehaviourClone calls (of Epochs passes each)
@@ -341,6 +346,11 @@ func (o *Options) Validate() error {
 		if !(c.v >= 0) || math.IsInf(c.v, 0) {
 			bad("%s cost must be finite and >= 0, got %v", c.name, c.v)
 		}
+	}
+	if !(o.LearningRateEnd >= 0) || math.IsInf(o.LearningRateEnd, 0) {
+		bad("final learning rate must be finite and >= 0 (0: constant), got %v", o.LearningRateEnd)
+	} else if cfg, err := o.policyConfig(); o.Init == nil && err == nil && o.LearningRateEnd > cfg.LearningRate {
+		bad("final learning rate %v must not exceed the learning rate %v", o.LearningRateEnd, cfg.LearningRate)
 	}
 	if o.TraceSteps < 0 {
 		bad("trace steps must be >= 0, got %d", o.TraceSteps)
@@ -740,6 +750,9 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 			}
 		}
 		e = end
+		if err := scheduleRate(learner, o, e); err != nil {
+			return nil, fmt.Errorf("train: %w", err)
+		}
 		if len(demos) > 0 {
 			if err := bootstrap(learner, demos, boot, o, res); err != nil {
 				return nil, err
@@ -765,6 +778,17 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// scheduleRate sets the learner's learning rate for the updates after the
+// first done episodes (Options.LearningRateEnd).
+func scheduleRate(l Learner, o Options, done int) error {
+	if o.LearningRateEnd == 0 {
+		return nil
+	}
+	start := l.PolicyConfig().LearningRate
+	frac := float64(done) / float64(o.Episodes)
+	return l.SetLearningRateScale((start + (o.LearningRateEnd-start)*frac) / start)
 }
 
 // bootstrap clones the default's demonstrations of one batch, then runs

@@ -207,6 +207,30 @@ func TestDeterministic(t *testing.T) {
 	}
 }
 
+// TestLearningRateSchedule: a decaying rate is deterministic, changes the
+// weights against the constant rate, and keeps the configured rate in the
+// checkpoint; a schedule that ends at the start rate is the constant one.
+func TestLearningRateSchedule(t *testing.T) {
+	constant := mustTrain(t, tiny())
+	o := tiny()
+	o.LearningRateEnd = 1e-5
+	a, b := mustTrain(t, o), mustTrain(t, o)
+	if !bytes.Equal(marshal(t, a.Learner), marshal(t, b.Learner)) {
+		t.Error("same seed and schedule, different checkpoints")
+	}
+	if bytes.Equal(marshal(t, a.Learner), marshal(t, constant.Learner)) {
+		t.Error("a decaying learning rate gave the constant rate's checkpoint")
+	}
+	if got, want := a.Learner.PolicyConfig().LearningRate, constant.Learner.PolicyConfig().LearningRate; got != want {
+		t.Errorf("checkpointed learning rate %v, want the configured %v", got, want)
+	}
+	o = tiny()
+	o.LearningRateEnd = constant.Learner.PolicyConfig().LearningRate
+	if flat := mustTrain(t, o); !bytes.Equal(marshal(t, flat.Learner), marshal(t, constant.Learner)) {
+		t.Error("a schedule from the rate to itself is not the constant rate")
+	}
+}
+
 func TestCheckpointWrittenAndReloadable(t *testing.T) {
 	dir := t.TempDir()
 	o := tiny()
@@ -349,6 +373,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"NaN vertical cost", func(o *Options) { o.VerticalCost = math.NaN() }, "vertical cost"},
 		{"infinite slo cost", func(o *Options) { o.SLOCost = math.Inf(1) }, "slo cost"},
 		{"negative trace steps", func(o *Options) { o.TraceSteps = -1 }, "trace steps"},
+		{"decaying learning rate", func(o *Options) { o.LearningRateEnd = 1e-5 }, ""},
+		{"negative final learning rate", func(o *Options) { o.LearningRateEnd = -1e-5 }, "final learning rate must be finite"},
+		{"NaN final learning rate", func(o *Options) { o.LearningRateEnd = math.NaN() }, "final learning rate must be finite"},
+		{"final learning rate above the start", func(o *Options) { o.LearningRateEnd = 1 }, "must not exceed the learning rate"},
 		{"unknown features", func(o *Options) { o.FeaturesOff = 0x80 }, "unknown state features"},
 		{"retraining min above max", func(o *Options) { o.Retraining.Min, o.Retraining.Max = 5, 4 }, "retraining min 5 must not exceed max 4"},
 		{"negative retraining cap", func(o *Options) { o.Retraining.Max = -1 }, "retraining bounds must be >= 0"},

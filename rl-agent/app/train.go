@@ -43,6 +43,7 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.IntVar(&o.BatchEpisodes, prefix+"batch-episodes", o.BatchEpisodes, "episodes rolled out in parallel per PPO update")
 	fs.IntSliceVar(&o.Hidden, prefix+"hidden", o.Hidden, "widths of the actor's and critic's hidden layers")
 	fs.Float64Var(&o.LearningRate, prefix+"learning-rate", o.LearningRate, "Adam step size")
+	fs.Float64Var(&o.LearningRateEnd, prefix+"learning-rate-end", o.LearningRateEnd, "decay the Adam step size linearly over the run, from --learning-rate at the first episode to this after the last; 0 keeps it constant")
 	fs.BoolVar(&o.FreezeServing, prefix+"freeze-serving", o.FreezeServing, "freeze an app's learning once the lifecycle gate promotes it to Serving, as in the cluster; false keeps every app exploring and training the shared policy after bootstrapping")
 	fs.Float64Var(&o.VerticalCost, prefix+"vertical-cost", o.VerticalCost, "reward the learner is charged per decision that changes the pods' requests (the reported reward and the gates are unchanged); 0 charges nothing")
 	fs.Float64Var(&o.ScalingCost, prefix+"scaling-cost", o.ScalingCost, "reward the learner is charged per replica added or removed (the reported reward and the gates are unchanged); 0 charges nothing")
