@@ -268,7 +268,20 @@ const (
 	PolicyFusedPaper     = "fused-paper"
 	PolicyResidualPrefix = "residual:"
 	PolicyOracleResidual = "oracle-residual"
+	// PolicyTargetPrefix names the fused default with another HPA target
+	// CPU utilisation, e.g. fused:target=0.8 (the default's is
+	// hpa.DefaultTargetCPUUtilization).
+	PolicyTargetPrefix = "fused:target="
 )
+
+// parseTarget reads the utilisation of a PolicyTargetPrefix name.
+func parseTarget(rest string) (float64, error) {
+	t, err := strconv.ParseFloat(rest, 64)
+	if err != nil || !(t > 0 && t <= 1) {
+		return 0, fmt.Errorf("%s%s: want a target CPU utilisation in (0, 1]", PolicyTargetPrefix, rest)
+	}
+	return t, nil
+}
 
 // validPolicy reports whether name is a built-in or derived policy.
 func validPolicy(name string) error {
@@ -276,15 +289,23 @@ func validPolicy(name string) error {
 		_, err := learn.ParseResidual(rest)
 		return err
 	}
+	if rest, ok := strings.CutPrefix(name, PolicyTargetPrefix); ok {
+		_, err := parseTarget(rest)
+		return err
+	}
 	if name == PolicyFusedPaper || name == PolicyOracleResidual || slices.Contains(DefaultPolicies(), name) {
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %sSPEC)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyResidualPrefix)
+	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %sSPEC, %sT)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyResidualPrefix, PolicyTargetPrefix)
 }
 
 // contender builds the named built-in policy.
 func contender(name string) eval.Contender {
 	fused := fusion.NewPolicyFactory(fusion.Options{})
+	if rest, ok := strings.CutPrefix(name, PolicyTargetPrefix); ok {
+		t, _ := parseTarget(rest) // validPolicy checked it
+		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: t}}))
+	}
 	if rest, ok := strings.CutPrefix(name, PolicyResidualPrefix); ok {
 		ch, _ := learn.ParseResidual(rest) // validPolicy checked it
 		return eval.FromFactory(name, func(c workload.Constraints) (workload.Policy, error) {

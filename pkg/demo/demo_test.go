@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/train"
 )
@@ -381,13 +383,14 @@ func TestRunsAzureMeasured(t *testing.T) {
 // dimension is the fused default, run for run; a constant residual and the
 // paper-restricted default run and differ from it.
 func TestDerivedPolicies(t *testing.T) {
+	ownTarget := PolicyTargetPrefix + strconv.FormatFloat(hpa.DefaultTargetCPUUtilization, 'g', -1, 64)
 	o := tinyOptions()
 	o.Apps, o.Steps = 3, 240
 	runs, err := Runs(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{PolicyFused, PolicyResidualPrefix, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual}
+	names := []string{PolicyFused, PolicyResidualPrefix, ownTarget, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual, PolicyTargetPrefix + "0.9"}
 	var cs []eval.Contender
 	for _, n := range names {
 		if err := validPolicy(n); err != nil {
@@ -408,13 +411,18 @@ func TestDerivedPolicies(t *testing.T) {
 	if !reflect.DeepEqual(byPolicy[PolicyFused], byPolicy[PolicyResidualPrefix]) {
 		t.Error("following the default in every dimension is not the fused default")
 	}
-	for _, n := range names[2:] {
+	if !reflect.DeepEqual(byPolicy[PolicyFused], byPolicy[ownTarget]) {
+		t.Error("the fused default with its own target utilisation is not the fused default")
+	}
+	for _, n := range names[3:] {
 		if reflect.DeepEqual(byPolicy[PolicyFused], byPolicy[n]) {
 			t.Errorf("%s ran exactly as the fused default", n)
 		}
 	}
-	if err := validPolicy(PolicyResidualPrefix + "cpu=x0"); err == nil {
-		t.Error("a zero factor was accepted")
+	for _, bad := range []string{PolicyResidualPrefix + "cpu=x0", PolicyTargetPrefix + "0", PolicyTargetPrefix + "1.5", PolicyTargetPrefix + "NaN", PolicyTargetPrefix + "high"} {
+		if err := validPolicy(bad); err == nil {
+			t.Errorf("%s was accepted", bad)
+		}
 	}
 }
 

@@ -31,7 +31,7 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Steps, "steps", o.Steps, "windows simulated per app")
 	fs.DurationVar(&o.Step, "step", o.Step, "window length (the policies' decision interval)")
 	fs.StringSliceVar(&o.Traces, "traces", o.Traces, "trace kinds; every app runs under each")
-	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "policies to compare, in table order: hpa, vpa, hpa+vpa, fused, oracle, fused-paper (the fused default through the paper's one-step actions), oracle-residual (the fused default steered within the residual action space towards the oracle's allocation: what that space allows a policy that knew the future) or residual:SPEC (the fused default with a constant residual, e.g. residual:replicas=+1/memory=x0.85)")
+	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "policies to compare, in table order: hpa, vpa, hpa+vpa, fused, oracle, fused-paper (the fused default through the paper's one-step actions), oracle-residual (the fused default steered within the residual action space towards the oracle's allocation: what that space allows a policy that knew the future) residual:SPEC (the fused default with a constant residual, e.g. residual:replicas=+1/memory=x0.85) or fused:target=T (the fused default with HPA target CPU utilisation T in (0, 1] instead of 0.7)")
 	addAzureFlags(fs, &o.Azure, "each evaluated app also runs under one of its functions")
 	fs.StringVar(&o.OutDir, "out", o.OutDir, "folder for report.json and the plots (default a fresh ./aware-demo-<seed>)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "parallel simulations (0 = GOMAXPROCS)")
