@@ -75,8 +75,7 @@ func TestRLAgent(t *testing.T) {
 
 	agentAddr := freeAddr(t)
 	// Mutual TLS as the manifests set it: a CA shared through a Secret.
-	agent := startProcess(t, processSpec{Binary: "rl-agent", ServiceAccount: "aware-rl-agent", Args: append([]string{
-		"serve",
+	agent := startProcess(t, processSpec{Binary: "rl-agent", Args: []string{
 		"--listen-address=" + agentAddr,
 		"--state-dir=" + t.TempDir(),
 		// The paper's actions: a fresh residual policy follows the
@@ -85,8 +84,8 @@ func TestRLAgent(t *testing.T) {
 		// Persist often: the restart below must find what was learnt
 		// before the kill.
 		"--checkpoint-interval=1s",
-	}, agentTLSArgs()...)})
-	rec := startProcess(t, processSpec{Binary: "recommender", ServiceAccount: "aware-recommender", Args: append(recommenderTLSArgs(), recommenderArgs(ns,
+	}})
+	rec := startProcess(t, processSpec{Binary: "recommender", Args: recommenderArgs(ns,
 		"--leader-elect=false",
 		"--checkpoints-interval=1m",
 		"--rl-agent-endpoint="+agentAddr,
@@ -96,7 +95,7 @@ func TestRLAgent(t *testing.T) {
 		// again within 15s.
 		"--rl-agent-failure-threshold=2",
 		"--rl-agent-cooldown=15s",
-	)...)})
+	)})
 
 	// The test reads the agent as a tool of another identity would: it
 	// may read, not report.

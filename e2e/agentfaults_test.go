@@ -166,17 +166,16 @@ func TestAgentFaults(t *testing.T) {
 	w := startPinnedWorkload(t, ns, "steady", rlOnFastGates, "")
 
 	agentAddr := freeAddr(t)
-	agent := startProcess(t, processSpec{Binary: "rl-agent", ServiceAccount: "aware-rl-agent", Args: append([]string{
-		"serve",
+	agent := startProcess(t, processSpec{Binary: "rl-agent", Args: []string{
 		"--listen-address=" + agentAddr,
 		"--state-dir=" + stateDir,
 		"--checkpoint-interval=1s",
 		// The paper's actions: a fresh residual policy follows the
 		// default, and these cases need the agent's own answers applied.
 		"--action-space=paper",
-	}, agentTLSArgs()...)})
+	}})
 	proxy := startAgentProxy(t, pb.NewAgentServiceClient(agentConn(t, agentAddr, "aware-recommender")))
-	rec := startProcess(t, processSpec{Binary: "recommender", ServiceAccount: "aware-recommender", Args: append([]string{
+	rec := startProcess(t, processSpec{Binary: "recommender", Args: append([]string{
 		"--namespace=" + ns,
 		"--checkpoints-interval=1m",
 		"--rl-agent-endpoint=" + proxy.addr,

@@ -18,30 +18,12 @@ import (
 )
 
 // agentLinkSecret is the Secret the shipped manifests share the agent
-// link's CA through (deploy/rl-agent).
+// link's CA through (deploy/rl-agent). The agent and the recommender run
+// with deploy/'s link flags (self-managed mutual TLS, this Secret in
+// aware-system, only aware-recommender may report); the agent's
+// certificate names 127.0.0.1 among its defaults, which is where the e2e
+// reaches it.
 const agentLinkSecret = "aware-rl-agent-tls"
-
-// agentTLSArgs are the rl-agent's flags for mutual TLS as the manifests
-// set it (self-managed, the Secret in aware-system), with a certificate
-// for the loopback address it is reached at.
-func agentTLSArgs() []string {
-	return []string{
-		"--tls-mode=self-managed",
-		"--tls-secret-namespace=aware-system",
-		"--tls-secret-name=" + agentLinkSecret,
-		"--tls-server-names=127.0.0.1",
-		"--authorized-client-identities=aware-recommender",
-	}
-}
-
-// recommenderTLSArgs are the recommender's flags for the same link.
-func recommenderTLSArgs() []string {
-	return []string{
-		"--rl-agent-tls-mode=self-managed",
-		"--rl-agent-tls-secret-namespace=aware-system",
-		"--rl-agent-tls-secret-name=" + agentLinkSecret,
-	}
-}
 
 // agentConn dials the agent at addr with a client certificate for
 // identity, issued by the link's CA read from its Secret, as an operator's

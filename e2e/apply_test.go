@@ -36,7 +36,8 @@ var transientKinds = map[string]bool{"ConfigMap": true, "Service": true, "Deploy
 	"PodDisruptionBudget": true, "PersistentVolumeClaim": true, "NetworkPolicy": true, "MutatingWebhookConfiguration": true}
 
 // TestInstallServerSideApply applies the two install paths a user takes,
-// `kustomize build deploy/` and the rendered Helm chart, to the API server
+// `kustomize build deploy/` and the rendered Helm chart (each also with the
+// rl-agent serving an ensemble), to the API server
 // with server-side apply, as `kubectl apply --server-side` would: every
 // object must be accepted (schema, defaulting and admission included) and
 // then be readable as applied. Each install's workloads are removed before
@@ -55,6 +56,12 @@ func TestInstallServerSideApply(t *testing.T) {
 	}{
 		{"kustomize", []string{kubectl, "kustomize", filepath.Join(repoRoot, "deploy")}},
 		{"helm", []string{helm, "template", "aware", filepath.Join(repoRoot, "deploy/helm/aware"), "--include-crds"}},
+		// The rl-agent as a frozen ensemble: a user's overlay with
+		// components/rl-agent-ensemble, and the chart's values for it.
+		{"kustomize-ensemble", []string{kubectl, "kustomize", ensembleOverlay(t)}},
+		{"helm-ensemble", []string{helm, "template", "aware", filepath.Join(repoRoot, "deploy/helm/aware"), "--include-crds",
+			"--set", "rlAgent.ensemble.checkpoints={seed1.ckpt,seed2.ckpt,seed3.ckpt}", "--set", "rlAgent.ensemble.quorum=2",
+			"--set", "rlAgent.ensemble.volume.configMap.name=aware-rl-agent-ensemble"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -104,6 +111,23 @@ func TestInstallServerSideApply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ensembleOverlay writes the overlay README "Serve an ensemble" has a
+// user write, outside deploy/ (kustomize refuses an overlay inside its
+// base, and absolute paths), and returns its directory.
+func ensembleOverlay(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, filepath.Join(repoRoot, "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fmt.Sprintf("resources:\n- %s\ncomponents:\n- %s\n", rel, filepath.Join(rel, "components/rl-agent-ensemble"))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // checkApplied reads o back and compares the fields a user sets that the

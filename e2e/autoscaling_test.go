@@ -311,15 +311,15 @@ func startRecommender(t *testing.T, ns string, args ...string) *component {
 	tb.GrantRenamed(t, "aware-system", "aware:recommender", "aware-system", "aware-recommender", "aware-e2e:recommender:"+ns,
 		map[string]string{"aware-recommender": lease})
 	deleteLeaseAtEnd(t, lease)
-	return startComponent(t, "recommender", "aware-recommender", append([]string{
+	// Leader election in aware-system as deploy/ has it, on the Lease of
+	// this test.
+	return startComponent(t, "recommender", append([]string{
 		"--namespace=" + ns,
 		"--recommender-interval=10s",
 		"--checkpoints-interval=1m",
 		// TestRivalAutoscalers waits a minute for a deleted rival to be
 		// noticed; the default scans once a minute.
 		"--rival-scan-interval=5s",
-		"--leader-elect=true",
-		"--leader-elect-resource-namespace=aware-system",
 		"--leader-elect-resource-name=" + lease,
 	}, args...)...)
 }
@@ -334,12 +334,11 @@ func startUpdater(t *testing.T, ns, admissionLease string, args ...string) *comp
 	tb.GrantRenamed(t, "aware-system", "aware:updater", "aware-system", "aware-updater", "aware-e2e:updater:"+ns,
 		map[string]string{"aware-updater": lease, "aware-admission-controller": admissionLease})
 	deleteLeaseAtEnd(t, lease)
-	return startComponent(t, "updater", "aware-updater", append([]string{
+	// Leader election and the heartbeat Lease in aware-system as deploy/
+	// has them, on the Leases of this test.
+	return startComponent(t, "updater", append([]string{
 		"--namespace=" + ns,
-		"--leader-elect=true",
-		"--leader-elect-resource-namespace=aware-system",
 		"--leader-elect-resource-name=" + lease,
-		"--admission-lease-namespace=aware-system",
 		"--admission-lease-name=" + admissionLease,
 	}, args...)...)
 }

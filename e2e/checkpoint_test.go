@@ -32,7 +32,7 @@ func TestRecommenderCheckpoints(t *testing.T) {
 	checkpoints := w.client.AutoscalingV1alpha1().MultidimPodAutoscalerCheckpoints(ns)
 	const cpName = "hamster-hamster" // <mpa>-<container>
 
-	spec := processSpec{Binary: "recommender", ServiceAccount: "aware-recommender", Args: recommenderArgs(ns,
+	spec := processSpec{Binary: "recommender", Args: recommenderArgs(ns,
 		"--leader-elect=false",
 		"--checkpoints-interval=15s",
 	)}

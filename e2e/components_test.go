@@ -84,71 +84,86 @@ func requireAWARE(t *testing.T) {
 	}
 }
 
-// rbacManifests are the component manifests whose non-workload objects the
-// e2e applies: the components themselves run as local processes, so their
-// Deployments, Services, PodDisruptionBudgets and PVCs are skipped.
-var rbacManifests = []string{
-	"deploy/namespace.yaml",
-	"deploy/recommender/recommender.yaml",
-	"deploy/updater/updater.yaml",
-	"deploy/admission-controller/admission-controller.yaml",
-	"deploy/rl-agent/rl-agent.yaml",
-}
+// rendered is deploy/ as `kubectl apply -k deploy/` renders it (the
+// kustomize built into kubectl), once per run: the e2e installs its RBAC
+// and runs its components from it.
+var rendered = sync.OnceValues(func() ([]byte, error) {
+	bin := tb.Env["AWARE_TESTBED_BIN"]
+	if bin == "" {
+		return nil, errors.New("the testbed env sets no AWARE_TESTBED_BIN")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return runCommand(ctx, nil, filepath.Join(bin, "kubectl"), "kustomize", filepath.Join(repoRoot, "deploy"))
+})
+
+// workloads are the components' containers in the rendered install: the
+// ServiceAccount, arguments and environment each process runs with.
+var workloads = sync.OnceValues(func() (map[string]framework.Workload, error) {
+	raw, err := rendered()
+	if err != nil {
+		return nil, err
+	}
+	return framework.Workloads(raw)
+})
 
 // skippedKinds are not installed by the e2e: the workloads run as local
-// processes, and the shipped MutatingWebhookConfiguration points at a
-// Service that does not exist here (each test that runs the admission
-// controller creates its own, see startAdmissionController).
+// processes (from the Deployments' args, see startProcess), the
+// ConfigMap's one value reaches them through their environment, the
+// NetworkPolicies have no pod to apply to, and the shipped
+// MutatingWebhookConfiguration points at a Service that does not exist
+// here (each test that runs the admission controller creates its own, see
+// startAdmissionController).
 var skippedKinds = map[string]bool{"Deployment": true, "Service": true, "PodDisruptionBudget": true, "PersistentVolumeClaim": true,
-	"MutatingWebhookConfiguration": true}
+	"MutatingWebhookConfiguration": true, "ConfigMap": true, "NetworkPolicy": true}
+
+// installObjects are the objects of the rendered install the e2e applies:
+// CRDs, the namespace, ServiceAccounts and RBAC.
+func installObjects() ([]any, error) {
+	raw, err := rendered()
+	if err != nil {
+		return nil, err
+	}
+	return decodeObjects(raw)
+}
 
 func installAWARE() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	crds, _ := filepath.Glob(filepath.Join(repoRoot, "deploy/crd/*.yaml"))
-	if len(crds) == 0 {
-		return errors.New("no CRDs in deploy/crd")
-	}
 	ext, err := apiextensionsclient.NewForConfig(tb.Config)
 	if err != nil {
 		return err
 	}
-	for _, f := range crds {
-		objs, err := decodeManifest(f)
-		if err != nil {
-			return err
-		}
-		for _, o := range objs {
-			crd, ok := o.(*apiextensionsv1.CustomResourceDefinition)
-			if !ok {
-				return fmt.Errorf("%s: %T is not a CRD", f, o)
-			}
+	objs, err := installObjects()
+	if err != nil {
+		return err
+	}
+	crds := 0
+	for _, o := range objs {
+		if crd, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
 			if err := applyCRD(ctx, ext, crd); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
+				return err
 			}
+			crds++
 		}
 	}
-	for _, f := range rbacManifests {
-		objs, err := decodeManifest(filepath.Join(repoRoot, f))
-		if err != nil {
-			return err
+	if crds == 0 {
+		return errors.New("the install has no CRD")
+	}
+	for _, o := range objs {
+		if _, ok := o.(*apiextensionsv1.CustomResourceDefinition); ok {
+			continue
 		}
-		for _, o := range objs {
-			if err := applyObject(ctx, o); err != nil {
-				return fmt.Errorf("%s: %w", f, err)
-			}
+		if err := applyObject(ctx, o); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// decodeManifest decodes every document of a multi-document YAML file with
-// the client-go scheme plus apiextensions.
-func decodeManifest(path string) ([]any, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// decodeObjects decodes every document of a multi-document YAML stream
+// with the client-go scheme plus apiextensions, leaving out skippedKinds.
+func decodeObjects(raw []byte) ([]any, error) {
 	s := scheme.Scheme
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		return nil, err
@@ -162,14 +177,14 @@ func decodeManifest(path string) ([]any, error) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		if len(bytes.TrimSpace(doc)) == 0 || strings.TrimSpace(stripComments(doc)) == "" {
 			continue
 		}
 		obj, gvk, err := dec.Decode(doc, nil, nil)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, err
 		}
 		if skippedKinds[gvk.Kind] {
 			continue
@@ -264,6 +279,7 @@ type component struct {
 	name        string
 	binary      string
 	args        []string
+	env         []string
 	logPath     string
 	healthAddr  string
 	metricsAddr string
@@ -289,59 +305,86 @@ func freeAddr(t *testing.T) string {
 
 // processSpec describes a component process.
 type processSpec struct {
-	// Binary is one of componentNames.
+	// Binary is one of componentNames, the name of its container in
+	// deploy/.
 	Binary string
 	// Name tells several processes of one binary apart in log file names
 	// and messages; Binary when empty.
 	Name string
-	// ServiceAccount in aware-system the process authenticates as, with a
-	// kubeconfig holding a fresh token. Empty: the process gets no
-	// kubeconfig (the rl-agent needs none).
-	ServiceAccount string
-	// Args follow the common flags (kubeconfig, metrics and health
-	// addresses, verbosity).
+	// Args are the test's departures from the container's args in deploy/
+	// (--flag=value), each one listed in framework.Overrides.
 	Args []string
 }
 
-// startComponent runs binary name as ServiceAccount aware-system/sa, with
-// metrics and health on free loopback ports, waits for its /readyz, and
-// stops it (SIGTERM, then SIGKILL) when the test ends.
-func startComponent(t *testing.T, name, sa string, args ...string) *component {
+// startComponent runs binary name as deploy/ runs it, with the test's args
+// args, waits for its /readyz, and stops it (SIGTERM, then SIGKILL) when
+// the test ends.
+func startComponent(t *testing.T, name string, args ...string) *component {
 	t.Helper()
-	return startProcess(t, processSpec{Binary: name, ServiceAccount: sa, Args: args})
+	return startProcess(t, processSpec{Binary: name, Args: args})
 }
 
-// startProcess runs spec as a local process with metrics and health on free
-// loopback ports, waits for its /readyz, and stops it (SIGTERM, then
-// SIGKILL) when the test ends.
+// startProcess runs spec as a local process as the install runs its
+// container: the ServiceAccount (through a token in a kubeconfig),
+// arguments and environment of its Deployment in deploy/, with the
+// departures of framework.Overrides: loopback listeners on free ports, a
+// state directory of the test's, no agent unless the test names one, and
+// the test's spec.Args. It waits for the process's /readyz, and stops it
+// (SIGTERM, then SIGKILL) when the test ends.
 func startProcess(t *testing.T, spec processSpec) *component {
 	t.Helper()
 	if spec.Name == "" {
 		spec.Name = spec.Binary
 	}
+	ws, err := workloads()
+	if err != nil {
+		t.Fatalf("the install's workloads: %v", err)
+	}
+	w, ok := ws[spec.Binary]
+	if !ok {
+		t.Fatalf("no Deployment in deploy/ runs a %s container", spec.Binary)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), w.ServiceAccount+".kubeconfig")
+	if err := tb.WriteServiceAccountKubeconfig(context.Background(), w.Namespace, w.ServiceAccount, kubeconfig, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	addrs := map[string]string{}
+	args, err := framework.ProcessArgs(w, &framework.Loopback{
+		Kubeconfig: kubeconfig,
+		Addr: func(listener string) string {
+			if _, ok := addrs[listener]; !ok {
+				addrs[listener] = freeAddr(t)
+			}
+			return addrs[listener]
+		},
+		TempDir: t.TempDir,
+	}, spec.Args)
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := &component{
 		name:        spec.Name,
 		binary:      filepath.Join(binDir, spec.Binary),
+		args:        args,
+		env:         w.Env,
 		logPath:     filepath.Join(logDir, fmt.Sprintf("%s-%s.log", strings.ReplaceAll(t.Name(), "/", "_"), spec.Name)),
-		healthAddr:  freeAddr(t),
-		metricsAddr: freeAddr(t),
+		healthAddr:  flagValue(args, "health-bind-address"),
+		metricsAddr: flagValue(args, "metrics-bind-address"),
 	}
-	if spec.ServiceAccount != "" {
-		kubeconfig := filepath.Join(t.TempDir(), spec.ServiceAccount+".kubeconfig")
-		if err := tb.WriteServiceAccountKubeconfig(context.Background(), "aware-system", spec.ServiceAccount, kubeconfig, 2*time.Hour); err != nil {
-			t.Fatal(err)
-		}
-		c.args = append(c.args, "--kubeconfig="+kubeconfig)
-	}
-	c.args = append(c.args,
-		"--metrics-bind-address="+c.metricsAddr,
-		"--health-bind-address="+c.healthAddr,
-		"--v=2",
-	)
-	c.args = append(c.args, spec.Args...)
 	t.Cleanup(func() { c.stop(t) })
 	c.start(t)
 	return c
+}
+
+// flagValue returns the value of the last --name=value in args.
+func flagValue(args []string, name string) string {
+	v := ""
+	for _, a := range args {
+		if after, ok := strings.CutPrefix(a, "--"+name+"="); ok {
+			v = after
+		}
+	}
+	return v
 }
 
 // start runs the process (again) and waits for its /readyz. The log file is
@@ -355,9 +398,10 @@ func (c *component) start(t *testing.T) {
 	fmt.Fprintf(logf, "===== e2e: starting %s at %s\n", c.name, time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(c.binary, c.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// Only loopback: the components must not find an in-cluster config.
-	cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
-	t.Logf("starting %s: %s %s", c.name, filepath.Base(c.binary), strings.Join(c.args, " "))
+	// The container's environment from deploy/; only loopback: the
+	// components must not find an in-cluster config.
+	cmd.Env = append(append(os.Environ(), c.env...), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
+	t.Logf("starting %s: %s %s %s", c.name, strings.Join(c.env, " "), filepath.Base(c.binary), strings.Join(c.args, " "))
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		t.Fatalf("start %s: %v", c.name, err)

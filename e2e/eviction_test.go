@@ -237,12 +237,11 @@ func startAdmissionController(t *testing.T, ns string) (*component, admissionNam
 			t.Errorf("Lease %s still there after cleanup: %v", n.lease, err)
 		}
 	})
-	ac := startComponent(t, "admission-controller", "aware-admission-controller",
-		"--namespace=aware-system",
+	// The self-managed certificate, the self-registration and the
+	// heartbeat of deploy/, under this test's names and reached by URL.
+	ac := startComponent(t, "admission-controller",
 		"--webhook-bind-address="+addr,
-		"--cert-mode=self-managed",
 		"--cert-secret-name="+n.secret,
-		"--register-webhook",
 		"--webhook-config-name="+n.webhookConfig,
 		"--webhook-url="+n.url,
 		"--webhook-namespace-selector=kubernetes.io/metadata.name="+ns,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
@@ -48,8 +47,8 @@ func TestRecommenderLeaderElection(t *testing.T) {
 		"--leader-elect-retry-period=1s",
 	)
 	recs := []*component{
-		startProcess(t, processSpec{Binary: "recommender", Name: "recommender-a", ServiceAccount: "aware-recommender", Args: args}),
-		startProcess(t, processSpec{Binary: "recommender", Name: "recommender-b", ServiceAccount: "aware-recommender", Args: args}),
+		startProcess(t, processSpec{Binary: "recommender", Name: "recommender-a", Args: args}),
+		startProcess(t, processSpec{Binary: "recommender", Name: "recommender-b", Args: args}),
 	}
 
 	var leader, follower *component
@@ -120,7 +119,7 @@ func TestRecommenderLeaderElection(t *testing.T) {
 func grantLeaderElection(t *testing.T, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	objs, err := decodeManifest(filepath.Join(repoRoot, "deploy/recommender/recommender.yaml"))
+	objs, err := installObjects()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,13 +128,17 @@ func grantLeaderElection(t *testing.T, ns string) {
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *rbacv1.Role:
-			role = o.DeepCopy()
+			if o.Name == "aware:recommender" {
+				role = o.DeepCopy()
+			}
 		case *rbacv1.RoleBinding:
-			binding = o.DeepCopy()
+			if o.Name == "aware:recommender" {
+				binding = o.DeepCopy()
+			}
 		}
 	}
 	if role == nil || binding == nil {
-		t.Fatal("deploy/recommender/recommender.yaml has no leader-election Role and RoleBinding")
+		t.Fatal("deploy/ has no Role and RoleBinding aware:recommender (leader election)")
 	}
 	role.Namespace, binding.Namespace = ns, ns
 	if _, err := tb.Client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {

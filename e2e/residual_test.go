@@ -89,17 +89,15 @@ func TestRLAgentResidual(t *testing.T) {
 			ns := tb.CreateNamespace(t, "residual-"+tc.name)
 			w := startMPAWorkload(t, ns, "hamster", residualGates)
 			agentAddr := freeAddr(t)
-			agent := startProcess(t, processSpec{Binary: "rl-agent", ServiceAccount: "aware-rl-agent", Args: append(append([]string{
-				"serve",
+			agent := startProcess(t, processSpec{Binary: "rl-agent", Args: append([]string{
 				"--listen-address=" + agentAddr,
-				"--state-dir=" + t.TempDir(),
-			}, tc.args(t)...), agentTLSArgs()...)})
-			rec := startProcess(t, processSpec{Binary: "recommender", ServiceAccount: "aware-recommender", Args: append(recommenderTLSArgs(), recommenderArgs(ns,
+			}, tc.args(t)...)})
+			rec := startProcess(t, processSpec{Binary: "recommender", Args: recommenderArgs(ns,
 				"--leader-elect=false",
 				"--checkpoints-interval=1m",
 				"--rl-agent-endpoint="+agentAddr,
 				"--rl-agent-timeout=2s",
-			)...)})
+			)})
 
 			m := w.waitRecommendation(t, 3*time.Minute, "status.rl: a residual choice applied in Serving", time.Time{}, func(m *v1alpha1.MultidimPodAutoscaler) error {
 				rl := m.Status.RL

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -115,29 +116,73 @@ func keys(m map[string]object) []string {
 	return ks
 }
 
+// ensembleValues are the chart's values that say what
+// components/rl-agent-ensemble does.
+var ensembleValues = []string{
+	"rlAgent.ensemble.checkpoints={seed1.ckpt,seed2.ckpt,seed3.ckpt}",
+	"rlAgent.ensemble.quorum=0",
+	"rlAgent.ensemble.volume.configMap.name=aware-rl-agent-ensemble",
+}
+
+// overlay writes a kustomization of deploy/ with components, as a user's
+// overlay outside deploy/ would be (kustomize refuses an overlay inside the
+// base it builds on, and absolute paths), and returns its directory.
+func overlay(t *testing.T, components ...string) string {
+	t.Helper()
+	dir := t.TempDir()
+	deploy, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := filepath.Rel(dir, deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := "resources:\n- " + rel + "\ncomponents:\n"
+	for _, c := range components {
+		k += "- " + filepath.Join(rel, c) + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 // TestChartMatchesKustomize: with its default values the chart installs
-// exactly what `kustomize build deploy/` does.
+// exactly what `kustomize build deploy/` does, and with the ensemble's
+// values what an overlay with components/rl-agent-ensemble does.
 func TestChartMatchesKustomize(t *testing.T) {
-	k, err := render(t, tool(t, "AWARE_KUSTOMIZE"), "build", "../")
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		dir  func(t *testing.T) string
+		set  []string
+	}{
+		{"defaults", func(*testing.T) string { return "../" }, nil},
+		{"rl-agent ensemble", func(t *testing.T) string { return overlay(t, "components/rl-agent-ensemble") }, ensembleValues},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k, err := render(t, tool(t, "AWARE_KUSTOMIZE"), "build", tc.dir(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, err := helmTemplate(t, tc.set...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, got := parse(t, k), parse(t, h)
+			if !slices.Equal(keys(got), keys(want)) {
+				t.Fatalf("the chart renders\n  %v\nkustomize builds\n  %v", keys(got), keys(want))
+			}
+			for _, key := range keys(want) {
+				if !reflect.DeepEqual(got[key], want[key]) {
+					g, _ := json.MarshalIndent(got[key], "", "  ")
+					w, _ := json.MarshalIndent(want[key], "", "  ")
+					t.Errorf("%s differs:\nchart:\n%s\nkustomize:\n%s", key, g, w)
+				}
+			}
+			t.Logf("%d objects alike", len(want))
+		})
 	}
-	h, err := helmTemplate(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, got := parse(t, k), parse(t, h)
-	if !slices.Equal(keys(got), keys(want)) {
-		t.Fatalf("the chart renders\n  %v\nkustomize builds\n  %v", keys(got), keys(want))
-	}
-	for _, key := range keys(want) {
-		if !reflect.DeepEqual(got[key], want[key]) {
-			g, _ := json.MarshalIndent(got[key], "", "  ")
-			w, _ := json.MarshalIndent(want[key], "", "  ")
-			t.Errorf("%s differs:\nchart:\n%s\nkustomize:\n%s", key, g, w)
-		}
-	}
-	t.Logf("%d objects alike", len(want))
 }
 
 // dig returns the value at path in o (map keys, or indexes of lists).
@@ -276,6 +321,46 @@ func TestChartValues(t *testing.T) {
 					t.Errorf("webhook Service namespace %v", got)
 				}
 			}},
+		{name: "ensemble of a PersistentVolumeClaim with a majority", set: []string{
+			"rlAgent.ensemble.checkpoints={a.ckpt,/data/b.ckpt,c.ckpt}", "rlAgent.ensemble.quorum=2",
+			"rlAgent.ensemble.volume.persistentVolumeClaim.claimName=members", "rlAgent.ensemble.mountPath=/members/"},
+			check: func(t *testing.T, objs map[string]object) {
+				d := objs["Deployment/"+ns+"/aware-rl-agent"]
+				a := args(d)
+				if !slices.Contains(a, "--ensemble-checkpoints=/members/a.ckpt,/data/b.ckpt,/members/c.ckpt") || !slices.Contains(a, "--ensemble-quorum=2") {
+					t.Errorf("args %v", a)
+				}
+				if got := dig(container(d), "volumeMounts", 1); !reflect.DeepEqual(got, map[string]any{"name": "ensemble", "mountPath": "/members/", "readOnly": true}) {
+					t.Errorf("volume mount %v", got)
+				}
+				if got := dig(d, "spec", "template", "spec", "volumes", 1, "persistentVolumeClaim", "claimName"); got != "members" {
+					t.Errorf("ensemble volume from %v", got)
+				}
+			}},
+		{name: "ensemble of absolute paths needs no volume", set: []string{"rlAgent.ensemble.checkpoints={/var/lib/aware-rl-agent/a.ckpt,/var/lib/aware-rl-agent/b.ckpt}"},
+			check: func(t *testing.T, objs map[string]object) {
+				d := objs["Deployment/"+ns+"/aware-rl-agent"]
+				if a := args(d); !slices.Contains(a, "--ensemble-quorum=0") {
+					t.Errorf("args %v", a)
+				}
+				if n := len(dig(d, "spec", "template", "spec", "volumes").([]any)); n != 1 {
+					t.Errorf("%d volumes, want only the state volume", n)
+				}
+			}},
+		{name: "ensemble quorum above its members", set: append(slices.Clone(ensembleValues), "rlAgent.ensemble.quorum=4"),
+			wantErr: "rlAgent.ensemble.quorum must be in [0, 3] (0: all 3 members), got 4"},
+		{name: "ensemble quorum negative", set: append(slices.Clone(ensembleValues), "rlAgent.ensemble.quorum=-1"),
+			wantErr: "rlAgent.ensemble.quorum must be in [0, 3] (0: all 3 members), got -1"},
+		{name: "ensemble quorum not a number", set: append(slices.Clone(ensembleValues), "rlAgent.ensemble.quorum=two"),
+			wantErr: "rlAgent.ensemble.quorum must be a whole number, got two"},
+		{name: "ensemble quorum a fraction", set: append(slices.Clone(ensembleValues), "rlAgent.ensemble.quorum=1.5"),
+			wantErr: "rlAgent.ensemble.quorum must be a whole number, got 1.5"},
+		{name: "ensemble of one", set: []string{"rlAgent.ensemble.checkpoints={a.ckpt}", "rlAgent.ensemble.volume.configMap.name=x"},
+			wantErr: "rlAgent.ensemble.checkpoints needs at least 2 checkpoints, got 1"},
+		{name: "ensemble quorum without members", set: []string{"rlAgent.ensemble.quorum=2"},
+			wantErr: "rlAgent.ensemble.quorum=2 needs rlAgent.ensemble.checkpoints"},
+		{name: "ensemble without a volume", set: []string{"rlAgent.ensemble.checkpoints={a.ckpt,b.ckpt}"},
+			wantErr: `"a.ckpt" is relative to rlAgent.ensemble.mountPath, but rlAgent.ensemble.volume names no volume`},
 		{name: "resources", set: []string{"rlAgent.resources.limits.memory=4Gi"},
 			check: func(t *testing.T, objs map[string]object) {
 				if got := dig(container(objs["Deployment/"+ns+"/aware-rl-agent"]), "resources", "limits", "memory"); got != "4Gi" {

@@ -298,8 +298,10 @@ func rlAgentStateVolume(t *testing.T, env nodeEnv) []byte {
 // ClusterIP. The agent's Service name resolves to 127.0.0.1 through the pod's
 // /etc/hosts, and the webhook's Service becomes an ExternalName for
 // localhost, so its certificate names stay those of the manifests.
-// Everything else (ServiceAccounts, RBAC, images, the remaining arguments,
-// probes, security contexts) is what deploy/ says.
+// The listener flags rewritten are those of framework.Overrides with a
+// Listener, shared with the process-based e2e. Everything else
+// (ServiceAccounts, RBAC, images, the remaining arguments, probes, security
+// contexts) is what deploy/ says.
 func nodeOverrides(o *unstructured.Unstructured, env nodeEnv) error {
 	switch {
 	case o.GetKind() == "Deployment":
@@ -386,38 +388,13 @@ func deploymentOverrides(d *appsv1.Deployment, env nodeEnv) error {
 		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
 		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: env.apiserverPort},
 	)
-	// flag -> (listener, value format); each must be in the manifest, so
-	// that a renamed flag fails here rather than being silently added.
-	rewrites := map[string]struct{ listener, format string }{
-		"--metrics-bind-address": {"metrics", "127.0.0.1:%d"},
-		"--health-bind-address":  {"health", "127.0.0.1:%d"},
-		"--webhook-bind-address": {"webhook", "127.0.0.1:%d"},
-		"--webhook-service-port": {"webhook", "%d"},
-		"--listen-address":       {"grpc", "127.0.0.1:%d"},
+	// The listener flags, rewritten as framework.Overrides says (the same
+	// list the process-based e2e uses); nothing else.
+	args, err := framework.NodeArgs(c.Name, c.Args, func(component, listener string) int { return portFor(env, component, listener) })
+	if err != nil {
+		return err
 	}
-	seen := map[string]bool{}
-	for i, a := range c.Args {
-		flag, _, ok := strings.Cut(a, "=")
-		if !ok {
-			continue
-		}
-		if r, ok := rewrites[flag]; ok {
-			c.Args[i] = flag + "=" + fmt.Sprintf(r.format, portFor(env, component, r.listener))
-			seen[flag] = true
-		}
-		if flag == "--rl-agent-endpoint" {
-			host, _, err := net.SplitHostPort(strings.TrimPrefix(a, flag+"="))
-			if err != nil {
-				return err
-			}
-			c.Args[i] = flag + "=" + net.JoinHostPort(host, strconv.Itoa(portFor(env, "rl-agent", "grpc")))
-		}
-	}
-	for _, f := range []string{"--metrics-bind-address", "--health-bind-address"} {
-		if !seen[f] {
-			return fmt.Errorf("no %s in args %v", f, c.Args)
-		}
-	}
+	c.Args = args
 	for i := range c.Ports {
 		p := &c.Ports[i]
 		p.ContainerPort = int32(portFor(env, component, p.Name))

@@ -44,3 +44,37 @@ prometheus-address: {{ .Values.prometheusAddress | quote }}
 {{- define "aware.configName" -}}
 {{- printf "aware-config-%s" (include "aware.configData" . | sha256sum | trunc 10) -}}
 {{- end }}
+
+{{/* aware.ensembleArgs: the rl-agent's --ensemble-* flags from rlAgent.ensemble, validated as the agent validates them; empty for a learner. */}}
+{{- define "aware.ensembleArgs" -}}
+{{- $e := .Values.rlAgent.ensemble -}}
+{{- $n := len $e.checkpoints -}}
+{{- if not (or (kindIs "int" $e.quorum) (kindIs "int64" $e.quorum) (and (kindIs "float64" $e.quorum) (eq (floor $e.quorum) $e.quorum))) -}}
+{{- fail (printf "rlAgent.ensemble.quorum must be a whole number, got %v" $e.quorum) -}}
+{{- end -}}
+{{- $q := int $e.quorum -}}
+{{- if eq $n 0 -}}
+{{- if ne $q 0 -}}
+{{- fail (printf "rlAgent.ensemble.quorum=%d needs rlAgent.ensemble.checkpoints" $q) -}}
+{{- end -}}
+{{- else -}}
+{{- if lt $n 2 -}}
+{{- fail (printf "rlAgent.ensemble.checkpoints needs at least 2 checkpoints, got %d" $n) -}}
+{{- end -}}
+{{- if or (lt $q 0) (gt $q $n) -}}
+{{- fail (printf "rlAgent.ensemble.quorum must be in [0, %d] (0: all %d members), got %d" $n $n $q) -}}
+{{- end -}}
+{{- $paths := list -}}
+{{- range $e.checkpoints -}}
+{{- if hasPrefix "/" . -}}
+{{- $paths = append $paths . -}}
+{{- else if not $e.volume -}}
+{{- fail (printf "rlAgent.ensemble.checkpoints: %q is relative to rlAgent.ensemble.mountPath, but rlAgent.ensemble.volume names no volume to mount there (e.g. configMap: {name: aware-rl-agent-ensemble})" .) -}}
+{{- else -}}
+{{- $paths = append $paths (printf "%s/%s" (trimSuffix "/" $e.mountPath) .) -}}
+{{- end -}}
+{{- end -}}
+- --ensemble-checkpoints={{ join "," $paths }}
+- --ensemble-quorum={{ $q }}
+{{- end -}}
+{{- end }}
