@@ -178,6 +178,7 @@ func run(ctx context.Context, o *Options) error {
 		Registerer:         reg,
 		Metrics:            cm,
 		Advisor:            advisor,
+		StatusWriter:       controller.RESTStatusWriter{Client: mpaClient.AutoscalingV1alpha1().RESTClient()},
 	}
 	if err := wirePrometheus(o, &deps); err != nil {
 		return err
