@@ -706,6 +706,11 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		if running > 2*n*h.o.replicas {
+			// BENCH_VPA_USE_RUNNING with a larger earlier run's objects still
+			// in the namespace: both sides watch all of it.
+			h.note(fmt.Sprintf("%d targets: the namespace holds %d running pods, more than this scale's %d (an earlier run's targets): this point measures more targets than its label", n, running, 2*n*h.o.replicas))
+		}
 		logf("%d targets, %d pods running: starting both recommenders and updaters", n, running)
 		ps, err := h.loopProcs(ctx, "AWARE", "VPA")
 		if err != nil {
