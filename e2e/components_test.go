@@ -58,7 +58,8 @@ func buildComponents() (cleanup func(), err error) {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return cleanup, err
 	}
-	args := []string{"build", "-o", binDir + string(filepath.Separator)}
+	// The tags make build uses (the Makefile's GOTAGS).
+	args := []string{"build", "-tags", "grpcnotrace", "-o", binDir + string(filepath.Separator)}
 	for _, c := range componentNames {
 		args = append(args, "./"+c)
 	}

@@ -53,8 +53,9 @@ else
 fi
 
 mkdir -p "${OUT}/bin"
-# Built as VPA's are (and as make build does): trimmed paths, stripped.
-(cd "${ROOT}" && go build -trimpath -ldflags '-s -w' -o "${OUT}/bin/" ./recommender ./updater ./admission-controller)
+# Built as make build does (and VPA's are): trimmed paths, stripped, and
+# without gRPC's request tracing (-tags grpcnotrace, see the Makefile).
+(cd "${ROOT}" && go build -trimpath -tags grpcnotrace -ldflags '-s -w' -o "${OUT}/bin/" ./recommender ./updater ./admission-controller)
 
 # shellcheck source=testbed/lib.sh
 source "${ROOT}/hack/testbed/lib.sh"

@@ -127,6 +127,7 @@ type harness struct {
 	results  results
 	certFile string
 	keyFile  string
+	notesMu  sync.Mutex
 }
 
 // results is what results.json holds.
@@ -268,6 +269,9 @@ func (h *harness) start(ctx context.Context, name, side, bin, namespace, sa stri
 		return nil, err
 	}
 	p := &proc{name: name, side: side, proxy: proxy}
+	// Loop components are measured between the loop starts their proxy
+	// sees (measureOne).
+	proxy.marker, proxy.sample = bench.LoopMarker(name), p.sample
 	h.procs = append(h.procs, p)
 	return p, startProc(ctx, p, h.logDir, bin, args(p, kc)...)
 }
@@ -604,67 +608,76 @@ func (h *harness) measureLoops(ctx context.Context, ps []*proc, targets int) (ma
 	return out, errors.Join(errs...)
 }
 
-// loopPoll is how often the loop counters are read. Each read is a /metrics
-// scrape that costs the component CPU inside its window, so it is slow; a
-// window boundary is then late by up to loopPoll of idle time.
-const loopPoll = 2 * time.Second
+// loopPoll is how often the harness looks at the loop starts its proxy
+// has seen: an in-memory read that costs the component nothing.
+const loopPoll = 250 * time.Millisecond
 
-// measureOne measures p between loop boundaries (measureLoops); opened is
+// warmupLoops are the loops before a window opens: the first lists
+// everything and loads history, the second still writes most statuses.
+const warmupLoops = 2
+
+// measureOne measures p between loop starts (measureLoops); opened is
 // called as its window opens.
+//
+// The boundaries are the request each loop component makes once as each
+// loop starts (bench.LoopMarker), seen by its counting proxy, which samples
+// the process's CPU, RSS and requests from /proc and its own counters right
+// then. So nothing inside the window costs either side CPU: the harness
+// scraped each side's /metrics every 2 s before, which was 16% of our
+// recommender's CPU per loop at 100 targets (docs/performance.md). The
+// window from the start of loop warmupLoops+1 to the start of loop
+// warmupLoops+1+loops holds whole loops and the idle time after each.
+// After the window (outside it) the loop counter is read once from
+// /metrics to check that the markers were one per loop.
 func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time, opened func()) (loopCost, error) {
-	type snap struct {
-		u     usage
-		loops float64
-		at    time.Time
-	}
-	// wait polls the loop counter until it reaches at least n, and samples
-	// the process right then.
-	wait := func(n float64) (snap, bool, error) {
+	// wait returns the n-th loop start (1-based) once the proxy has seen
+	// it; ok is false if the deadline passed first.
+	wait := func(n int) (mark, bool, error) {
 		for {
-			c, err := loops(ctx, p)
-			if err != nil {
-				return snap{}, false, err
-			}
-			if c >= n {
-				u, err := p.sample()
-				return snap{u, c, time.Now()}, true, err
+			ms := p.proxy.markers()
+			if len(ms) >= n {
+				return ms[n-1], true, ms[n-1].err
 			}
 			if err := p.alive(); err != nil {
-				return snap{}, false, err
+				return mark{}, false, err
 			}
 			if time.Now().After(deadline) {
-				return snap{}, false, nil
+				return mark{}, false, nil
 			}
 			select {
 			case <-time.After(loopPoll):
 			case <-ctx.Done():
-				return snap{}, false, ctx.Err()
+				return mark{}, false, ctx.Err()
 			}
 		}
 	}
-	// Warm-up: the first loop, then the boundary that opens the window.
-	if _, ok, err := wait(1); err != nil || !ok {
-		return loopCost{}, errors.Join(err, fmt.Errorf("%s finished no loop by the deadline", p.name))
-	}
-	first, ok, err := wait(2)
+	open := warmupLoops + 1
+	first, ok, err := wait(open)
 	if err != nil || !ok {
-		return loopCost{}, errors.Join(err, fmt.Errorf("%s finished one loop only by the deadline", p.name))
+		return loopCost{}, errors.Join(err, fmt.Errorf("%s started %d loops only by the deadline", p.name, len(p.proxy.markers())))
 	}
 	opened()
-	last := first
-	for last.loops < first.loops+float64(h.o.loops) {
-		s, ok, err := wait(last.loops + 1)
+	last, lastN := first, open
+	for lastN < open+h.o.loops {
+		m, ok, err := wait(lastN + 1)
 		if err != nil {
 			return loopCost{}, err
 		}
 		if !ok {
 			break
 		}
-		last = s
+		last, lastN = m, lastN+1
 	}
-	n := last.loops - first.loops
+	n := float64(lastN - open)
 	if n == 0 {
 		return loopCost{}, fmt.Errorf("%s finished no loop inside the window by the deadline", p.name)
+	}
+	// The check, outside the window: markers seen up to the window's end
+	// against the loops the component counts.
+	if counted, err := loops(ctx, p); err != nil {
+		h.note(fmt.Sprintf("%s: loop counter not read after the window: %v", p.name, err))
+	} else if !bench.MarkersMatchLoops(int64(lastN), counted) {
+		h.note(fmt.Sprintf("%s: %d loop-start requests but %.0f loops counted by its metrics: the window is not %0.f whole loops", p.name, lastN, counted, n))
 	}
 	c := loopCost{Loops: n, WindowSeconds: last.at.Sub(first.at).Seconds(),
 		CPUInWindowSec: last.u.cpu - first.u.cpu, CPUTicksInWindowSec: last.u.cpuTicks - first.u.cpuTicks,
@@ -672,6 +685,14 @@ func (h *harness) measureOne(ctx context.Context, p *proc, deadline time.Time, o
 	c.CPUPerLoop = c.CPUInWindowSec / n
 	c.RequestsPerLp = float64(last.u.requests-first.u.requests) / n
 	return c, nil
+}
+
+// note adds a note to the results (safe from the measuring goroutines).
+func (h *harness) note(s string) {
+	h.notesMu.Lock()
+	defer h.notesMu.Unlock()
+	h.results.Notes = append(h.results.Notes, s)
+	logf("%s", s)
 }
 
 func (h *harness) scalePhase(ctx context.Context) error {
@@ -684,6 +705,11 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		running, err := runningPods(ctx, h.tb.Client)
 		if err != nil {
 			return err
+		}
+		if running > 2*n*h.o.replicas {
+			// BENCH_VPA_USE_RUNNING with a larger earlier run's objects still
+			// in the namespace: both sides watch all of it.
+			h.note(fmt.Sprintf("%d targets: the namespace holds %d running pods, more than this scale's %d (an earlier run's targets): this point measures more targets than its label", n, running, 2*n*h.o.replicas))
 		}
 		logf("%d targets, %d pods running: starting both recommenders and updaters", n, running)
 		ps, err := h.loopProcs(ctx, "AWARE", "VPA")

@@ -305,8 +305,17 @@ func waitRunning(ctx context.Context, kc kubernetes.Interface, want int, log fun
 	last := -1
 	for {
 		n, err := runningPods(ctx, kc)
-		if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil && time.Now().After(deadline):
 			return err
+		case err != nil:
+			// An API server loaded by thousands of pod creations drops a
+			// list now and then (an HTTP/2 stream reset): try again.
+			log("counting running pods: %v; retrying", err)
+			time.Sleep(5 * time.Second)
+			continue
 		}
 		if n >= want {
 			return nil

@@ -16,8 +16,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,6 +48,8 @@ type proc struct {
 	// proxy counts the process's requests to the API server.
 	proxy   *countingProxy
 	logPath string
+	// pid is the process's id once started (read by the proxy's handler).
+	pid atomic.Int64
 }
 
 // start runs bin with args, logging to dir/name.log, and waits until it is
@@ -62,11 +66,12 @@ func startProc(ctx context.Context, p *proc, dir, bin string, args ...string) er
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// Only loopback: no in-cluster config may be found.
 	p.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
+	p.done = make(chan struct{})
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
-	p.done = make(chan struct{})
+	p.pid.Store(int64(p.cmd.Process.Pid))
 	go func() {
 		p.exitErr = p.cmd.Wait()
 		logf.Close()
@@ -107,7 +112,7 @@ func (p *proc) ready(ctx context.Context) bool {
 
 // stop sends SIGTERM, then SIGKILL after 15 s, and waits.
 func (p *proc) stop() {
-	if p.cmd == nil || p.cmd.Process == nil {
+	if p.cmd == nil || p.cmd.Process == nil || p.done == nil {
 		return
 	}
 	select {
@@ -144,10 +149,13 @@ type usage struct {
 }
 
 func (p *proc) sample() (usage, error) {
+	if p.pid.Load() == 0 {
+		return usage{}, fmt.Errorf("%s: not started", p.name)
+	}
 	if err := p.alive(); err != nil {
 		return usage{}, err
 	}
-	pid := strconv.Itoa(p.cmd.Process.Pid)
+	pid := strconv.FormatInt(p.pid.Load(), 10)
 	stat, err := os.ReadFile("/proc/" + pid + "/stat")
 	if err != nil {
 		return usage{}, err
@@ -270,6 +278,28 @@ type countingProxy struct {
 	srv               *http.Server
 	addr              string
 	requests, watches atomic.Int64
+	// marker, if set, recognises the request the component makes once at
+	// the start of every loop (bench.LoopMarker); at each such request the
+	// proxy samples the process with sample, before forwarding it, so the
+	// loop boundaries cost the component nothing.
+	marker func(method, path string, watch bool) bool
+	sample func() (usage, error)
+	mu     sync.Mutex
+	marks  []mark
+}
+
+// mark is a sample of a process taken as one of its loops started.
+type mark struct {
+	u   usage
+	at  time.Time
+	err error
+}
+
+// markers returns the loop starts seen so far.
+func (p *countingProxy) markers() []mark {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.marks)
 }
 
 func newCountingProxy(apiserver *url.URL, caFile, certFile, keyFile string) (*countingProxy, error) {
@@ -290,10 +320,17 @@ func newCountingProxy(apiserver *url.URL, caFile, certFile, keyFile string) (*co
 	rp.ErrorLog = log.New(io.Discard, "", 0)
 	p.srv = &http.Server{
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1" {
+			watch := r.URL.Query().Get("watch") == "true" || r.URL.Query().Get("watch") == "1"
+			if watch {
 				p.watches.Add(1)
 			} else {
 				p.requests.Add(1)
+			}
+			if p.marker != nil && p.sample != nil && p.marker(r.Method, r.URL.Path, watch) {
+				u, err := p.sample()
+				p.mu.Lock()
+				p.marks = append(p.marks, mark{u, time.Now(), err})
+				p.mu.Unlock()
 			}
 			rp.ServeHTTP(w, r)
 		}),

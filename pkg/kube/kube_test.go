@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,8 +11,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
 func TestValidate(t *testing.T) {
@@ -83,5 +88,95 @@ func TestRecorderOutlivesContext(t *testing.T) {
 			t.Fatalf("event after cancel never recorded: %d events", len(evs.Items))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// The built-in API groups are asked for protobuf, with JSON as a fallback;
+// MultidimPodAutoscalers (a CRD, no protobuf encoding) stay JSON, and so
+// does the shared Config other clients are built from.
+func TestContentTypes(t *testing.T) {
+	accept := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		accept <- r.Header.Get("Accept")
+		http.Error(w, "no", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	cfg := "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"" + srv.URL + "\"}}]\n" +
+		"users: [{name: u, user: {}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewClients(Options{Kubeconfig: path, QPS: 100, Burst: 100}, "aware-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, err := metricsclient.NewForConfig(Protobuf(c.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const protobufFirst = "application/vnd.kubernetes.protobuf,application/json"
+	for _, tc := range []struct {
+		name string
+		call func() error
+		want string
+	}{
+		{"pods through Kube", func() error {
+			_, err := c.Kube.CoreV1().Pods("ns").Get(ctx, "p", metav1.GetOptions{})
+			return err
+		}, protobufFirst},
+		{"deployments through Kube", func() error {
+			_, err := c.Kube.AppsV1().Deployments("ns").List(ctx, metav1.ListOptions{})
+			return err
+		}, protobufFirst},
+		{"pod metrics through a Protobuf config", func() error {
+			_, err := metrics.MetricsV1beta1().PodMetricses("ns").List(ctx, metav1.ListOptions{})
+			return err
+		}, protobufFirst},
+		{"autoscalers through MPA", func() error {
+			_, err := c.MPA.AutoscalingV1alpha1().MultidimPodAutoscalers("ns").Get(ctx, "m", metav1.GetOptions{})
+			return err
+		}, "application/json, */*"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); err == nil {
+				t.Fatal("the server answers 404; want an error")
+			}
+			if got := <-accept; got != tc.want {
+				t.Fatalf("Accept %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if c.Config.ContentType == "application/vnd.kubernetes.protobuf" {
+		t.Fatal("the shared Config was switched to protobuf")
+	}
+}
+
+func TestDropManagedFields(t *testing.T) {
+	withFields := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"app": "a"},
+			Annotations: map[string]string{"a": "b"}, ResourceVersion: "7",
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}}}
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: withFields()}
+	for _, tc := range []struct {
+		name string
+		in   any
+		want any
+	}{
+		{"managed fields dropped, the rest kept", withFields(), func() *corev1.Pod { p := withFields(); p.ManagedFields = nil; return p }()},
+		{"an object without them is unchanged", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q"}}, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "q"}}},
+		{"a tombstone passes through", tomb, tomb},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DropManagedFields(tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Fatalf("got %#v, want %#v", got, tc.want)
+			}
+		})
 	}
 }

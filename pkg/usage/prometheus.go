@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -44,8 +43,10 @@ func problem(x float64) string {
 	return ""
 }
 
-// Queries are PromQL text/template templates. Each is executed with a
-// QueryData; a zero field means its default (DefaultQueries).
+// Queries are PromQL templates in Go's text/template syntax (the part of
+// it query.go executes: fields, if/else/with, pipelines and the functions
+// of QueryFuncNames). Each is executed with a QueryData; a zero field means
+// its default (DefaultQueries).
 type Queries struct {
 	// CPU returns per-pod, per-container CPU usage in cores; its result
 	// must carry the labels namespace, pod and container.
@@ -175,14 +176,6 @@ type QueryObserver interface {
 	ObservePrometheusQuery(name string, err error)
 }
 
-// TemplateFuncs are the functions query templates may call besides the
-// text/template built-ins: trimSuffix SUFFIX S and trimPrefix PREFIX S (so
-// that {{.Metric | trimSuffix "_seconds"}} works in a pipeline).
-var TemplateFuncs = template.FuncMap{
-	"trimSuffix": func(suffix, s string) string { return strings.TrimSuffix(s, suffix) },
-	"trimPrefix": func(prefix, s string) string { return strings.TrimPrefix(s, prefix) },
-}
-
 // Prometheus reads usage, latency, request rate, goal metrics and usage
 // history from the Prometheus HTTP API. It is safe for concurrent use.
 type Prometheus struct {
@@ -190,7 +183,7 @@ type Prometheus struct {
 	timeout time.Duration
 	window  time.Duration
 	now     func() time.Time
-	tmpl    map[string]*template.Template
+	tmpl    map[string]*queryTemplate
 	obs     QueryObserver
 	// clusterWide: namespaces whose External goals are not scoped.
 	clusterWide map[string]bool
@@ -235,7 +228,7 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 		}
 		return v
 	}
-	p := &Prometheus{api: promv1.NewAPI(c), timeout: o.Timeout, window: o.Window, now: o.Now, tmpl: map[string]*template.Template{}, obs: o.Observer}
+	p := &Prometheus{api: promv1.NewAPI(c), timeout: o.Timeout, window: o.Window, now: o.Now, tmpl: map[string]*queryTemplate{}, obs: o.Observer}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -253,14 +246,14 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 		qErrorRate: pick(o.Queries.ErrorRate, def.ErrorRate), qPods: pick(o.Queries.Pods, def.Pods),
 		qObject: pick(o.Queries.Object, def.Object), qExternal: pick(o.Queries.External, def.External),
 	} {
-		t, err := template.New(name).Option("missingkey=error").Funcs(TemplateFuncs).Parse(text)
+		t, err := parseQuery(name, text)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s query template: %w", name, err))
 			continue
 		}
 		// Execute once with sample data so a template referring to an
 		// unknown field fails at start-up, not at the first query.
-		if err := t.Execute(&strings.Builder{}, QueryData{}); err != nil {
+		if _, err := t.execute(QueryData{}); err != nil {
 			errs = append(errs, fmt.Errorf("%s query template: %w", name, err))
 			continue
 		}
@@ -279,11 +272,11 @@ func (p *Prometheus) Render(name string, d QueryData) (string, error) {
 	if t == nil {
 		return "", fmt.Errorf("no query template %q", name)
 	}
-	var b strings.Builder
-	if err := t.Execute(&b, d); err != nil {
+	q, err := t.execute(d)
+	if err != nil {
 		return "", fmt.Errorf("rendering the %s query: %w", name, err)
 	}
-	return b.String(), nil
+	return q, nil
 }
 
 // Window formats d as a PromQL duration.

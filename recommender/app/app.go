@@ -104,8 +104,8 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	kube, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
-	metrics, err := metricsclient.NewForConfig(clients.Config)
+	metrics, err := metricsclient.NewForConfig(kube.Protobuf(clients.Config))
+	kubeClient, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
 	if err != nil {
 		return fmt.Errorf("metrics.k8s.io client: %w", err)
 	}
@@ -113,8 +113,9 @@ func run(ctx context.Context, o *Options) error {
 	reg := serve.NewRegistry()
 	endpoints := serve.New(reg)
 
-	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace))
-	kubeInf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(o.Namespace))
+	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace),
+		mpainformers.WithTransform(kube.DropManagedFields))
+	kubeInf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(o.Namespace))
 	podInf := kubeInf.Core().V1().Pods()
 	if err := podInf.Informer().SetTransform(controller.TrimPod); err != nil {
 		return fmt.Errorf("pod cache transform: %w", err)
@@ -141,7 +142,7 @@ func run(ctx context.Context, o *Options) error {
 	var advisor controller.Advisor
 	var link *certs.Link
 	if o.RLAgentEndpoint != "" {
-		creds, l, err := agentCredentials(ctx, o, kube.CoreV1())
+		creds, l, err := agentCredentials(ctx, o, kubeClient.CoreV1())
 		if err != nil {
 			return err
 		}
@@ -177,6 +178,7 @@ func run(ctx context.Context, o *Options) error {
 		Registerer:         reg,
 		Metrics:            cm,
 		Advisor:            advisor,
+		StatusWriter:       controller.RESTStatusWriter{Client: mpaClient.AutoscalingV1alpha1().RESTClient()},
 	}
 	if err := wirePrometheus(o, &deps); err != nil {
 		return err
@@ -215,7 +217,7 @@ func run(ctx context.Context, o *Options) error {
 		g.Go(func() error { link.Run(gctx); return nil })
 	}
 	o.Endpoints.Start(gctx, g, endpoints)
-	g.Go(func() error { return leader.Run(gctx, o.Leader, kube, recorder, endpoints, c.Ready, lead) })
+	g.Go(func() error { return leader.Run(gctx, o.Leader, kubeClient, recorder, endpoints, c.Ready, lead) })
 	return g.Wait()
 }
 

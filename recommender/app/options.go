@@ -104,7 +104,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.PrometheusWindow, "prometheus-window", o.PrometheusWindow, "Range of rate() in the SLO and current-usage queries ({{.Window}}); should cover at least two scrapes.")
 	fs.IntVar(&o.PrometheusConcurrency, "prometheus-concurrency", o.PrometheusConcurrency, "Concurrent SLO and goal-metric queries per loop; all of a loop's queries share a budget of half --recommender-interval.")
 	q := &o.PrometheusQueries
-	const tmplHelp = " PromQL text/template over .Namespace .PodRegex .Container .Metric .Selector .Percentile .Quantile .Window .ObjectKind .ObjectName, with functions trimSuffix and trimPrefix."
+	const tmplHelp = " PromQL template in Go's text/template syntax over .Namespace .PodRegex .Container .Metric .Selector .Percentile .Quantile .Window .ObjectKind .ObjectName, with if/else/with, pipelines and the functions trimSuffix, trimPrefix, printf, print, println, len, not, and, or, eq, ne, lt, le, gt, ge (range, variables and define are refused at start)."
 	fs.StringVar(&q.CPU, "prometheus-query-cpu", q.CPU, "Per-pod, per-container CPU usage in cores, with labels namespace, pod, container."+tmplHelp)
 	fs.StringVar(&q.Memory, "prometheus-query-memory", q.Memory, "Per-pod, per-container memory working set in bytes, with labels namespace, pod, container."+tmplHelp)
 	fs.StringVar(&q.Latency, "prometheus-query-latency", q.Latency, "Latency in seconds at .Quantile of the histogram spec.rl.slo.metric."+tmplHelp)

@@ -165,12 +165,17 @@ type Deps struct {
 	// Metrics, if set, is used instead of registering new ones (so the
 	// agent advisor can share them).
 	Metrics *Metrics
+	// StatusWriter writes a status through the status subresource; nil
+	// writes through Client (which decodes the object the API server
+	// returns). The binary uses RESTStatusWriter, which does not.
+	StatusWriter StatusWriter
 }
 
 // Controller is the recommender loop.
 type Controller struct {
 	cfg         Config
 	client      versioned.Interface
+	writer      StatusWriter
 	mpas        listers.MultidimPodAutoscalerLister
 	checkpoints listers.MultidimPodAutoscalerCheckpointLister
 	pods        *podindex.Lister
@@ -274,9 +279,13 @@ func New(cfg Config, d Deps) (*Controller, error) {
 	if err := podindex.Add(d.PodInformer.Informer()); err != nil {
 		return nil, err
 	}
+	if d.StatusWriter == nil {
+		d.StatusWriter = typedStatusWriter{d.Client}
+	}
 	c := &Controller{
 		cfg:         cfg,
 		client:      d.Client,
+		writer:      d.StatusWriter,
 		mpas:        d.MPAInformer.Lister(),
 		checkpoints: d.CheckpointInformer.Lister(),
 		pods:        podindex.New(d.PodInformer.Informer().GetIndexer()),

@@ -66,7 +66,7 @@ func run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	kube, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
+	kubeClient, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
 
 	reg := serve.NewRegistry()
 	metrics, err := controller.NewMetrics(reg)
@@ -75,8 +75,9 @@ func run(ctx context.Context, o *Options) error {
 	}
 	endpoints := serve.New(reg)
 
-	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace))
-	kubeInf := kubeinformers.NewSharedInformerFactoryWithOptions(kube, 0, kubeinformers.WithNamespace(o.Namespace))
+	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace),
+		mpainformers.WithTransform(kube.DropManagedFields))
+	kubeInf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(o.Namespace))
 	podInf := kubeInf.Core().V1().Pods()
 	if err := podInf.Informer().SetTransform(trimPod); err != nil {
 		return fmt.Errorf("pod cache transform: %w", err)
@@ -104,7 +105,7 @@ func run(ctx context.Context, o *Options) error {
 	if ctrlCfg.AdmissionLeaseName == "" {
 		logger.Info("Admission heartbeat guard disabled: evicted pods may come back without their recommendation")
 	}
-	c := controller.New(ctrlCfg, kube, mpaClient, mpaInformer.Lister(), podindex.New(podInf.Informer().GetIndexer()), resolver, recorder, metrics, nil)
+	c := controller.New(ctrlCfg, kubeClient, mpaClient, mpaInformer.Lister(), podindex.New(podInf.Informer().GetIndexer()), resolver, recorder, metrics, nil)
 
 	var synced atomic.Bool
 	ready := func() error {
@@ -130,6 +131,6 @@ func run(ctx context.Context, o *Options) error {
 
 	g, gctx := errgroup.WithContext(ctx)
 	o.Endpoints.Start(gctx, g, endpoints)
-	g.Go(func() error { return leader.Run(gctx, o.Leader, kube, recorder, endpoints, ready, lead) })
+	g.Go(func() error { return leader.Run(gctx, o.Leader, kubeClient, recorder, endpoints, ready, lead) })
 	return g.Wait()
 }
