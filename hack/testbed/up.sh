@@ -499,8 +499,8 @@ node_names() {
 # without --node-name, so it has no Hostname to add, and a node with an
 # InternalIP and no Hostname got the patch `addresses: null`, which deletes
 # both. metrics-server then had no address to scrape (no PodMetrics, so no
-# recommendation) until KWOK's heartbeat stage put the InternalIP back, 0 to
-# 20 minutes later.
+# recommendation) until KWOK's heartbeat stage put the InternalIP back,
+# about 10 minutes later.
 create_nodes() {
 	local n
 	for n in $(node_names); do
