@@ -18,6 +18,7 @@ package controller
 //     APIReadRecovered after reads that had failed for Config.FailureWarning.
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,7 +113,7 @@ func (c *Controller) noteReadSuccess(handled []*v1alpha1.MultidimPodAutoscaler, 
 // write that succeeds after it can say what happened (writeRecovered), and
 // records StatusWriteFailing on the autoscaler once its writes have failed
 // for Config.FailureWarning.
-func (c *Controller) noteWriteFailure(key string, err error) {
+func (c *Controller) noteWriteFailure(ctx context.Context, key string, err error) {
 	now := c.clock.Now()
 	c.mu.Lock()
 	f := c.writeFailures[key]
@@ -129,7 +130,7 @@ func (c *Controller) noteWriteFailure(key string, err error) {
 	}
 	obj, gerr := c.mpasByKey(key)
 	if gerr != nil || obj == nil {
-		klog.Background().V(2).Info("No autoscaler to record StatusWriteFailing on", "mpa", key, "err", gerr)
+		klog.FromContext(ctx).V(2).Info("No autoscaler to record StatusWriteFailing on", "mpa", key, "err", gerr)
 		return
 	}
 	c.recorder.Eventf(obj, corev1.EventTypeWarning, ReasonStatusWriteFailing,

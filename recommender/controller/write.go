@@ -27,7 +27,7 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	if err := c.writeStatus(ctx, key); err != nil {
 		klog.FromContext(ctx).Error(err, "Writing status; will retry", "mpa", key)
-		c.noteWriteFailure(key, err)
+		c.noteWriteFailure(ctx, key, err)
 		c.queue.AddRateLimited(key)
 		return true
 	}
