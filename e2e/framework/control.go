@@ -47,18 +47,9 @@ func (tb *Testbed) StopComponent(t testing.TB, name string) *StoppedComponent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &StoppedComponent{tb: tb, name: name}
-	if s.argv, err = procStrings(pid, "cmdline"); err != nil {
-		t.Fatalf("%s (pid %d): %v", name, pid, err)
-	}
-	if s.env, err = procStrings(pid, "environ"); err != nil {
-		t.Fatalf("%s (pid %d): %v", name, pid, err)
-	}
-	if s.dir, err = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil {
-		t.Fatalf("%s (pid %d): %v", name, pid, err)
-	}
-	if len(s.argv) == 0 || s.argv[0] == "" {
-		t.Fatalf("%s (pid %d): empty command line", name, pid)
+	s, err := tb.captureComponent(name, pid)
+	if err != nil {
+		t.Fatal(err)
 	}
 	t.Logf("stopping testbed component %s (pid %d)", name, pid)
 	if err := stopPID(pid, stopGrace); err != nil {
@@ -72,6 +63,26 @@ func (tb *Testbed) StopComponent(t testing.TB, name string) *StoppedComponent {
 		}
 	})
 	return s
+}
+
+// captureComponent reads what starts the running process pid of component
+// name again: its command line, environment and working directory.
+func (tb *Testbed) captureComponent(name string, pid int) (*StoppedComponent, error) {
+	s := &StoppedComponent{tb: tb, name: name}
+	var err error
+	if s.argv, err = procStrings(pid, "cmdline"); err != nil {
+		return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
+	}
+	if s.env, err = procStrings(pid, "environ"); err != nil {
+		return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
+	}
+	if s.dir, err = os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil {
+		return nil, fmt.Errorf("%s (pid %d): %w", name, pid, err)
+	}
+	if len(s.argv) == 0 || s.argv[0] == "" {
+		return nil, fmt.Errorf("%s (pid %d): empty command line", name, pid)
+	}
+	return s, nil
 }
 
 // Start runs the component again; the caller waits for it to be ready

@@ -385,6 +385,48 @@ write_resize_stage() {
 	EOF
 }
 
+# A kubelet posts its pods' readiness again when it reaches the API server
+# after an outage; KWOK's bundled pod-ready stage only readies Pending pods.
+# After an API or etcd outage longer than the node lease's grace,
+# kube-controller-manager marks the node NodeStatusUnknown and its Running
+# pods Ready=False, and without this stage they stayed unready for good (a
+# workload emulator then served no requests from them). It marks such a pod
+# Ready again, as its kubelet would.
+write_ready_again_stage() {
+	cat >"${CONF}/kwok/stage/aware-pod-ready-again.yaml" <<-'EOF'
+		apiVersion: kwok.x-k8s.io/v1alpha1
+		kind: Stage
+		metadata:
+		  name: aware-pod-ready-again
+		spec:
+		  resourceRef:
+		    apiGroup: v1
+		    kind: Pod
+		  selector:
+		    matchExpressions:
+		    - key: '.metadata.deletionTimestamp'
+		      operator: 'DoesNotExist'
+		    - key: '.status.phase'
+		      operator: 'In'
+		      values:
+		      - 'Running'
+		    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
+		      operator: 'NotIn'
+		      values:
+		      - 'True'
+		  next:
+		    statusTemplate: |
+		      {{ $now := Now }}
+		      conditions:
+		      - lastTransitionTime: {{ $now | Quote }}
+		        status: "True"
+		        type: Ready
+		      - lastTransitionTime: {{ $now | Quote }}
+		        status: "True"
+		        type: ContainersReady
+	EOF
+}
+
 # Pod CPU/memory usage for KWOK's kubelet-style metrics, read from annotations
 # so that a workload emulator can drive it with a plain pod PATCH. A
 # per-container annotation (suffix ".<container>") wins over the pod-wide one,
@@ -421,6 +463,7 @@ start_kwok() {
 	cp "${SHARE}/kwok/stage/"*.yaml "${CONF}/kwok/stage/"
 	cp "${SHARE}/kwok/metrics/metrics-resource.yaml" "${CONF}/kwok/"
 	write_resize_stage
+	write_ready_again_stage
 	write_usage
 	local configs=() f
 	for f in "${CONF}/kwok/stage/"*.yaml "${CONF}/kwok/metrics-resource.yaml" "${CONF}/kwok/usage.yaml"; do
@@ -448,6 +491,16 @@ node_names() {
 	done
 }
 
+# The nodes are created with both addresses a kubelet reports, InternalIP
+# (KWOK's --node-ip) and Hostname. KWOK's bundled node-initialize stage,
+# which plays again whenever the node is not Ready (as after an API server
+# or etcd outage, when kube-controller-manager marks it NodeStatusUnknown
+# for a lease not renewed), adds the addresses a node lacks; but it is run
+# without --node-name, so it has no Hostname to add, and a node with an
+# InternalIP and no Hostname got the patch `addresses: null`, which deletes
+# both. metrics-server then had no address to scrape (no PodMetrics, so no
+# recommendation) until KWOK's heartbeat stage put the InternalIP back,
+# about 10 minutes later.
 create_nodes() {
 	local n
 	for n in $(node_names); do
@@ -467,6 +520,11 @@ create_nodes() {
 			    kubernetes.io/os: linux
 			    type: kwok
 			status:
+			  addresses:
+			  - type: InternalIP
+			    address: 127.0.0.1
+			  - type: Hostname
+			    address: ${n}
 			  allocatable:
 			    cpu: "${NODE_CPU}"
 			    memory: ${NODE_MEMORY}

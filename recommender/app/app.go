@@ -188,6 +188,7 @@ func run(ctx context.Context, o *Options) error {
 		Interval:              o.Interval,
 		StatusRefreshInterval: o.StatusRefreshInterval,
 		StatusWriteTimeout:    o.StatusWriteTimeout,
+		FailureWarning:        o.FailureWarning,
 		CheckpointInterval:    o.CheckpointInterval,
 		RivalScanInterval:     o.RivalScanInterval,
 		Namespace:             o.Namespace,

@@ -26,6 +26,7 @@ type Options struct {
 	Interval              time.Duration
 	StatusRefreshInterval time.Duration
 	StatusWriteTimeout    time.Duration
+	FailureWarning        time.Duration
 	CheckpointInterval    time.Duration
 	RivalScanInterval     time.Duration
 	Namespace             string
@@ -64,6 +65,7 @@ func NewOptions() *Options {
 		Interval:                time.Minute,
 		StatusRefreshInterval:   5 * time.Minute,
 		StatusWriteTimeout:      controller.DefaultStatusWriteTimeout,
+		FailureWarning:          controller.DefaultFailureWarning,
 		CheckpointInterval:      10 * time.Minute,
 		RivalScanInterval:       time.Minute,
 		Workers:                 4,
@@ -92,6 +94,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window.")
 	fs.DurationVar(&o.StatusWriteTimeout, "status-write-timeout", o.StatusWriteTimeout, "Abandon a status write after this long and retry it with backoff, so a request the API server holds (e.g. while etcd is unreachable; its own timeout is 60s) does not block a worker. A write that succeeds after failed ones records a StatusWriteRecovered event.")
 	fs.DurationVar(&o.StatusRefreshInterval, "status-refresh-interval", o.StatusRefreshInterval, "Rewrite status.recommendationTime at least this often while recommendations are being made, even if nothing changed, so the updater can tell a live recommender from a dead one.")
+	fs.DurationVar(&o.FailureWarning, "api-failure-warning", o.FailureWarning, "Record a Warning event (StatusWriteFailing, APIReadFailing) on the autoscalers concerned once their status writes, or the list of other autoscalers, have failed for this long; the call's success after it records StatusWriteRecovered or APIReadRecovered. aware_recommender_api_failing_seconds shows the current run of failures meanwhile.")
 	fs.DurationVar(&o.RivalScanInterval, "rival-scan-interval", o.RivalScanInterval, "How often the other autoscalers (HPA, VPA, KEDA ScaledObject, Knative PodAutoscaler) of the targets are listed; loops in between use the last complete scan, so an autoscaler created or deleted on a target is noticed within this much time. 0 lists them every loop (each list reads every such object in --namespace).")
 	fs.DurationVar(&o.CheckpointInterval, "checkpoints-interval", o.CheckpointInterval, "How often each autoscaler's usage histograms are saved in MultidimPodAutoscalerCheckpoint objects, and checkpoints of deleted autoscalers are deleted.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only watch this namespace (autoscalers, pods, checkpoints, metrics). Empty means all namespaces.")
@@ -133,7 +136,7 @@ func (o *Options) Validate() error {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"--recommender-interval", o.Interval}, {"--status-refresh-interval", o.StatusRefreshInterval}, {"--status-write-timeout", o.StatusWriteTimeout}, {"--checkpoints-interval", o.CheckpointInterval}, {"--low-confidence-history", o.LowConfidenceHistory}} {
+	}{{"--recommender-interval", o.Interval}, {"--status-refresh-interval", o.StatusRefreshInterval}, {"--status-write-timeout", o.StatusWriteTimeout}, {"--api-failure-warning", o.FailureWarning}, {"--checkpoints-interval", o.CheckpointInterval}, {"--low-confidence-history", o.LowConfidenceHistory}} {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}

@@ -111,6 +111,10 @@ type Config struct {
 	// retried with backoff, and the write that succeeds says so
 	// (StatusWriteRecovered).
 	StatusWriteTimeout time.Duration
+	// FailureWarning is how long status writes of an autoscaler, or the
+	// list of other autoscalers, must have been failing before a Warning
+	// event says so (outage.go); zero means DefaultFailureWarning.
+	FailureWarning time.Duration
 	// CheckpointInterval is how often each autoscaler's histograms are
 	// saved, and how often orphaned checkpoints are collected.
 	CheckpointInterval time.Duration
@@ -206,8 +210,12 @@ type Controller struct {
 
 	mu      sync.Mutex
 	pending map[string]*v1alpha1.MultidimPodAutoscalerStatus
-	// writeFailures are the autoscalers whose status writes fail (write.go).
-	writeFailures map[string]*writeFailure
+	// writeFailures are the autoscalers whose status writes fail
+	// (outage.go).
+	writeFailures map[string]*failures
+	// readFailures is the current run of failed scans of other
+	// autoscalers (loop goroutine only; outage.go).
+	readFailures failures
 
 	ready atomic.Bool
 
@@ -248,7 +256,10 @@ func New(cfg Config, d Deps) (*Controller, error) {
 	if cfg.StatusWriteTimeout == 0 {
 		cfg.StatusWriteTimeout = DefaultStatusWriteTimeout
 	}
-	if cfg.Interval <= 0 || cfg.StatusRefreshInterval <= 0 || cfg.CheckpointInterval <= 0 || cfg.StatusWriteTimeout < 0 {
+	if cfg.FailureWarning == 0 {
+		cfg.FailureWarning = DefaultFailureWarning
+	}
+	if cfg.Interval <= 0 || cfg.StatusRefreshInterval <= 0 || cfg.CheckpointInterval <= 0 || cfg.StatusWriteTimeout < 0 || cfg.FailureWarning < 0 {
 		return nil, errors.New("intervals must be positive")
 	}
 	if cfg.RecommenderName == "" {
@@ -306,7 +317,7 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		states:  map[string]*state{},
 		pending: map[string]*v1alpha1.MultidimPodAutoscalerStatus{},
 
-		writeFailures: map[string]*writeFailure{},
+		writeFailures: map[string]*failures{},
 
 		historySlots: make(chan struct{}, max(cfg.History.Concurrency, 1)),
 	}
@@ -394,7 +405,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		}
 	}
 	ext := c.readExternal(ctx, handled)
-	rivals := c.scanRivals(readCtx, len(handled) > 0, now)
+	rivals := c.scanRivals(readCtx, handled, now)
 	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	// Over every autoscaler, handled or not: one of another recommender

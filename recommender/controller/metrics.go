@@ -19,13 +19,16 @@ type Metrics struct {
 	statusWrites    *prometheus.CounterVec
 	// statusWriteOutages counts status writes that succeeded after failures.
 	statusWriteOutages prometheus.Counter
-	checkpoints        *prometheus.CounterVec
-	autoscalers        prometheus.Gauge
-	agentDuration      *prometheus.HistogramVec
-	agentErrors        *prometheus.CounterVec
-	breakerState       prometheus.Gauge
-	promQueries        *prometheus.CounterVec
-	rlStages           *prometheus.CounterVec
+	// apiFailing is how long the current run of failures of an API call
+	// has lasted (outage.go).
+	apiFailing    *prometheus.GaugeVec
+	checkpoints   *prometheus.CounterVec
+	autoscalers   prometheus.Gauge
+	agentDuration *prometheus.HistogramVec
+	agentErrors   *prometheus.CounterVec
+	breakerState  prometheus.Gauge
+	promQueries   *prometheus.CounterVec
+	rlStages      *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -52,6 +55,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "aware_recommender_status_write_recoveries_total",
 			Help: "Autoscaler statuses written again after one or more failed writes (the API server or etcd was unavailable); each also records a StatusWriteRecovered event.",
 		}),
+		apiFailing: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "aware_recommender_api_failing_seconds",
+			Help: "How long the current run of failures of an API call (status-write: the longest over the autoscalers; rival-scan: the list of other autoscalers) has lasted; 0 once it succeeds.",
+		}, []string{"call"}),
 		checkpoints: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_recommender_checkpoint_operations_total",
 			Help: "Checkpoint operations (save, delete, restore) by result (success, error).",
@@ -82,7 +89,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Changes of an autoscaler's RL stage (status.rl.stage) as the agent reported it, by previous and new stage: the agent taking control (OnlineTraining, Serving) or retraining starting (Retraining).",
 		}, []string{"from", "to"}),
 	}
-	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites, m.statusWriteOutages,
+	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites, m.statusWriteOutages, m.apiFailing,
 		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState, m.promQueries, m.rlStages} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -94,6 +101,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	}
 	for _, r := range []string{dropNaN, dropInfinite, dropNegative} {
 		m.invalidSamples.WithLabelValues(r)
+	}
+	for _, c := range []string{callStatusWrite, callRivalScan} {
+		m.apiFailing.WithLabelValues(c)
 	}
 	for _, q := range usage.QueryNames() {
 		m.promQueries.WithLabelValues(q, "error")

@@ -21,9 +21,11 @@ const ReasonConflictingAutoscaler = mpa.ReasonConflictingAutoscaler
 // is handled, at most once per Config.RivalScanInterval: in between it
 // answers the last complete scan. A failed scan keeps the rivals of the last
 // complete one besides what it read (a rival is never forgotten because a
-// list failed), and the next loop scans again.
-func (c *Controller) scanRivals(ctx context.Context, any bool, now time.Time) map[mpa.Target][]rival.Rival {
-	if c.rivals == nil || !any {
+// list failed), and the next loop scans again. A run of failed scans is
+// reported on the handled autoscalers once sustained, and its end then too
+// (outage.go).
+func (c *Controller) scanRivals(ctx context.Context, handled []*v1alpha1.MultidimPodAutoscaler, now time.Time) map[mpa.Target][]rival.Rival {
+	if c.rivals == nil || len(handled) == 0 {
 		return nil
 	}
 	if iv := c.cfg.RivalScanInterval; iv > 0 && !c.lastRivalScan.IsZero() && now.Sub(c.lastRivalScan) < iv {
@@ -32,9 +34,11 @@ func (c *Controller) scanRivals(ctx context.Context, any bool, now time.Time) ma
 	got, err := c.rivals.Scan(ctx, c.cfg.Namespace)
 	if err == nil {
 		c.lastRivals, c.lastRivalScan = got, now
+		c.noteReadSuccess(handled, now)
 		return got
 	}
 	klog.FromContext(ctx).Error(err, "Listing other autoscalers of the targets; keeping the rivals found before")
+	c.noteReadFailure(handled, now, err)
 	merged := make(map[mpa.Target][]rival.Rival, len(got)+len(c.lastRivals))
 	for t, rs := range c.lastRivals {
 		merged[t] = rs

@@ -29,56 +29,12 @@ func (c *Controller) processNext(ctx context.Context) bool {
 	defer c.queue.Done(key)
 	if err := c.writeStatus(ctx, key); err != nil {
 		klog.FromContext(ctx).Error(err, "Writing status; will retry", "mpa", key)
-		c.noteWriteFailure(key, err)
+		c.noteWriteFailure(ctx, key, err)
 		c.queue.AddRateLimited(key)
 		return true
 	}
 	c.queue.Forget(key)
 	return true
-}
-
-// writeFailure is an autoscaler whose status could not be written since
-// first, attempts times, last with err.
-type writeFailure struct {
-	first    time.Time
-	attempts int
-	err      error
-}
-
-// noteWriteFailure remembers a failed status write of key, so the write
-// that succeeds after it can say what happened (writeRecovered).
-func (c *Controller) noteWriteFailure(key string, err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	f := c.writeFailures[key]
-	if f == nil {
-		f = &writeFailure{first: c.clock.Now()}
-		c.writeFailures[key] = f
-	}
-	f.attempts++
-	f.err = err
-}
-
-// writeRecovered records a Normal event StatusWriteRecovered on obj when
-// its status was written after failed attempts (the API server or etcd
-// was down or restarting): while they fail nothing can be written to the
-// cluster, so this event, once it can be written, is what tells the
-// operator how long the autoscaler's status was stale and why.
-func (c *Controller) writeRecovered(key string, obj *v1alpha1.MultidimPodAutoscaler) {
-	c.mu.Lock()
-	f := c.writeFailures[key]
-	delete(c.writeFailures, key)
-	c.mu.Unlock()
-	if f == nil {
-		return
-	}
-	c.metrics.statusWriteOutages.Inc()
-	if c.recorder == nil || obj == nil {
-		return
-	}
-	c.recorder.Eventf(obj, corev1.EventTypeNormal, ReasonStatusWriteRecovered,
-		"the status is written again after %d failed attempts over %s; the last error: %v",
-		f.attempts, c.clock.Since(f.first).Round(time.Second), f.err)
 }
 
 // DefaultStatusWriteTimeout is Config.StatusWriteTimeout's default.
@@ -131,9 +87,7 @@ func (c *Controller) writeStatus(ctx context.Context, key string) error {
 	})
 	if apierrors.IsNotFound(err) {
 		c.dropPending(key, ours)
-		c.mu.Lock()
-		delete(c.writeFailures, key)
-		c.mu.Unlock()
+		c.forgetWriteFailures(key)
 		return nil
 	}
 	if err != nil {
@@ -145,6 +99,15 @@ func (c *Controller) writeStatus(ctx context.Context, key string) error {
 	c.writeRecovered(key, sent)
 	c.emitEvents(sent, before, ours)
 	return nil
+}
+
+// mpasByKey reads the autoscaler of key from the informer's cache.
+func (c *Controller) mpasByKey(key string) (*v1alpha1.MultidimPodAutoscaler, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return c.mpas.MultidimPodAutoscalers(ns).Get(name)
 }
 
 // dropPending forgets ours unless a newer status replaced it meanwhile.

@@ -1,0 +1,136 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/aware-k8s/aware/pkg/mpa"
+	"github.com/aware-k8s/aware/pkg/rival"
+)
+
+// eventsWith returns the events among evs whose reason is reason.
+func eventsWith(evs []string, reason string) []string {
+	var out []string
+	for _, e := range evs {
+		if f := strings.Fields(e); len(f) > 1 && f[1] == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// TestAPIReadFailures: the list of other autoscalers failing loop after
+// loop (etcd down) is reported once the run has lasted FailureWarning, by a
+// Warning APIReadFailing event on the handled autoscaler, and its success
+// after such a run by APIReadRecovered; a shorter run records neither. The
+// gauge shows the current run meanwhile.
+func TestAPIReadFailures(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// failed is the number of failed scans, a loop (a minute) apart,
+		// before one succeeds.
+		failed                   int
+		wantWarning, wantRecover []string
+		// wantGauge is the gauge after the last failure.
+		wantGauge float64
+	}{
+		{"one failure", 1, nil, nil, 0},
+		{"two minutes of failures, under the warning's three", 3, nil, nil, 120},
+		{"four minutes of failures", 5,
+			[]string{"Warning APIReadFailing the API server has failed 4 lists of the other autoscalers of the targets over 3m0s (the rivals found before are used); the last error: list: connection refused"},
+			[]string{"Normal APIReadRecovered the other autoscalers of the targets are listed again after 5 failed attempts over 5m0s; the last error: list: connection refused"},
+			240},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, twoPodWorkload()...)
+			f.cfg.FailureWarning = 3 * time.Minute
+			f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+			src := &fakeRivals{}
+			src.set(nil, errors.New("list: connection refused"))
+			f.deps = func(d *Deps) { d.Rivals = src }
+			f.start()
+			var evs []string
+			for range tc.failed {
+				f.tick()
+				evs = append(evs, drainEvents(f.recorder)...)
+				f.clock.Step(time.Minute)
+			}
+			gauge := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callRivalScan))
+			if gauge != tc.wantGauge {
+				t.Errorf("aware_recommender_api_failing_seconds{call=rival-scan} %g during the failures, want %g", gauge, tc.wantGauge)
+			}
+			if got := eventsWith(evs, ReasonAPIReadFailing); !slices.Equal(got, tc.wantWarning) {
+				t.Errorf("warnings %q, want %q", got, tc.wantWarning)
+			}
+			src.set(map[mpa.Target][]rival.Rival{}, nil)
+			f.tick()
+			if got := eventsWith(drainEvents(f.recorder), ReasonAPIReadRecovered); !slices.Equal(got, tc.wantRecover) {
+				t.Errorf("recoveries %q, want %q", got, tc.wantRecover)
+			}
+			if g := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callRivalScan)); g != 0 {
+				t.Errorf("gauge %g after the scan succeeded, want 0", g)
+			}
+			// Succeeding again is not news.
+			f.clock.Step(time.Minute)
+			f.tick()
+			if got := eventsWith(drainEvents(f.recorder), ReasonAPIReadRecovered); len(got) > 0 {
+				t.Errorf("a second recovery: %q", got)
+			}
+		})
+	}
+}
+
+// TestStatusWriteFailing: status writes failing for FailureWarning record
+// one Warning StatusWriteFailing event, the gauge shows for how long they
+// have failed, and the write that succeeds records StatusWriteRecovered and
+// zeroes the gauge.
+func TestStatusWriteFailing(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.cfg.FailureWarning = 20 * time.Second
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20))
+	f.start()
+	down := true
+	f.client.PrependReactor("update", "multidimpodautoscalers", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if down && a.GetSubresource() == "status" {
+			return true, nil, apierrors.NewTimeoutError("request did not complete within the allowed duration", 0)
+		}
+		return false, nil, nil
+	})
+	ctx := context.Background()
+	f.c.RunOnce(ctx)
+	var evs []string
+	for range 4 { // attempts at 0, 10, 20 and 30s
+		f.c.processNext(ctx)
+		evs = append(evs, drainEvents(f.recorder)...)
+		f.clock.Step(10 * time.Second)
+		f.c.queue.Forget("ns/web")
+		f.c.queue.Add("ns/web")
+	}
+	want := []string{"Warning StatusWriteFailing the status cannot be written: 3 attempts over 20s failed (the status is as old as that); the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration"}
+	if got := eventsWith(evs, ReasonStatusWriteFailing); !slices.Equal(got, want) {
+		t.Errorf("warnings %q, want %q", got, want)
+	}
+	// The gauge was set at the last failure, 30s after the first.
+	if g := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callStatusWrite)); g != 30 {
+		t.Errorf("aware_recommender_api_failing_seconds{call=status-write} %g, want 30", g)
+	}
+	down = false
+	f.c.processNext(ctx)
+	wantRecovered := "Normal StatusWriteRecovered the status is written again after 4 failed attempts over 40s; the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration"
+	if got := drainEvents(f.recorder); !slices.Contains(got, wantRecovered) {
+		t.Errorf("events %q, want %q", got, wantRecovered)
+	}
+	if g := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callStatusWrite)); g != 0 {
+		t.Errorf("gauge %g after the write succeeded, want 0", g)
+	}
+	f.c.queue.ShutDown()
+}
