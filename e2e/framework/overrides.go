@@ -104,6 +104,7 @@ var Overrides = []Override{
 	{Component: "recommender", Flag: "rival-scan-interval", Why: "a deleted rival autoscaler noticed within the test"},
 	{Component: "recommender", Flag: "status-refresh-interval", Why: "a live recommender told from a dead one within seconds"},
 	{Component: "recommender", Flag: "status-write-timeout", Why: "a status write abandoned within an injected outage"},
+	{Component: "recommender", Flag: "api-failure-warning", Why: "APIReadFailing and StatusWriteFailing recorded within an injected outage"},
 	{Component: "recommender", Flag: "prometheus-window", Why: "an SLO read from the few minutes a test runs"},
 	{Component: "recommender", Flag: "history-length", Why: "history fetched from the few minutes a test runs"},
 	{Component: "recommender", Flag: "history-resolution", Why: "history fetched from the few minutes a test runs"},
