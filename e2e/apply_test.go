@@ -3,12 +3,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,8 +15,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/aware-k8s/aware/e2e/framework"
 )
 
 // installKinds are the kinds the install path is made of; the test fails
@@ -181,15 +179,11 @@ func groupOf(o *unstructured.Unstructured) string {
 // sorted by kind and name for stable messages.
 func decodeUnstructured(raw []byte) ([]*unstructured.Unstructured, error) {
 	var objs []*unstructured.Unstructured
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	docs, err := framework.Documents(raw)
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range docs {
 		var m map[string]any
 		if err := yaml.Unmarshal(doc, &m); err != nil {
 			return nil, err

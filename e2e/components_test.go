@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -29,7 +28,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/aware-k8s/aware/e2e/framework"
@@ -170,16 +168,12 @@ func decodeObjects(raw []byte) ([]any, error) {
 		return nil, err
 	}
 	dec := serializer.NewCodecFactory(s).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	docs, err := framework.Documents(raw)
+	if err != nil {
+		return nil, err
+	}
 	var out []any
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	for _, doc := range docs {
 		if len(bytes.TrimSpace(doc)) == 0 || strings.TrimSpace(stripComments(doc)) == "" {
 			continue
 		}
@@ -192,6 +186,7 @@ func decodeObjects(raw []byte) ([]any, error) {
 		}
 		out = append(out, obj)
 	}
+	return out, nil
 }
 
 func stripComments(doc []byte) string {

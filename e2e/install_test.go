@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -18,8 +15,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/aware-k8s/aware/e2e/framework"
 )
 
 // TestInstallManifests renders deploy/ with the kustomize built into
@@ -44,18 +42,14 @@ func TestInstallManifests(t *testing.T) {
 		t.Fatal(err)
 	}
 	dec := serializer.NewCodecFactory(scheme.Scheme).UniversalDeserializer()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	docs, err := framework.Documents(out)
+	if err != nil {
+		t.Fatal(err)
+	}
 	configMaps := map[string]*corev1.ConfigMap{}
 	var recommender *appsv1.Deployment
 	var webhooks []string
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, doc := range docs {
 		obj, _, err := dec.Decode(doc, nil, nil)
 		if err != nil {
 			continue // CRDs and our own kinds: not what this test reads

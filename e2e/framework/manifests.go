@@ -29,6 +29,22 @@ type Workload struct {
 	Args []string
 }
 
+// Documents splits a multi-document YAML stream into its documents.
+func Documents(raw []byte) ([][]byte, error) {
+	var docs [][]byte
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(raw)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading YAML documents: %w", err)
+		}
+		docs = append(docs, doc)
+	}
+}
+
 // Workloads reads a rendered install (`kubectl kustomize deploy/` or the
 // chart's `helm template`) and returns the container of each Deployment by
 // its name. A Deployment with more than one container, or a variable the
@@ -40,15 +56,11 @@ func Workloads(rendered []byte) (map[string]Workload, error) {
 	}
 	var deployments []appsv1.Deployment
 	configMaps := map[string]map[string]string{} // namespace/name -> data
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(rendered)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
+	docs, err := Documents(rendered)
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range docs {
 		var m meta
 		if err := yaml.Unmarshal(doc, &m); err != nil {
 			return nil, err

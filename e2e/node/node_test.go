@@ -7,10 +7,8 @@
 package node
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,7 +28,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 )
 
@@ -206,16 +203,12 @@ func render(t *testing.T) []*unstructured.Unstructured {
 		t.Fatal(err)
 	}
 	out := kubectl(t, nil, "kustomize", filepath.Join(root, "deploy"))
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+	docs, err := framework.Documents(out)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var objs []*unstructured.Unstructured
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return objs
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, doc := range docs {
 		o := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc, &o.Object); err != nil {
 			t.Fatal(err)
@@ -224,6 +217,7 @@ func render(t *testing.T) []*unstructured.Unstructured {
 			objs = append(objs, o)
 		}
 	}
+	return objs
 }
 
 func kubectl(t *testing.T, stdin io.Reader, args ...string) []byte {

@@ -51,7 +51,6 @@ const (
 // failures is a run of consecutive failures of one API call.
 type failures struct {
 	first    time.Time
-	last     time.Time
 	attempts int
 	err      error
 	// warned: the run was reported as sustained (its Warning event).
@@ -66,7 +65,7 @@ func (f *failures) add(now time.Time, err error, warnAfter time.Duration) bool {
 		f.first = now
 	}
 	f.attempts++
-	f.last, f.err = now, err
+	f.err = err
 	if f.warned || now.Sub(f.first) < warnAfter {
 		return false
 	}
