@@ -272,6 +272,16 @@ const (
 	// CPU utilisation, e.g. fused:target=0.8 (the default's is
 	// hpa.DefaultTargetCPUUtilization).
 	PolicyTargetPrefix = "fused:target="
+	// PolicyLimitTargetPrefix names the fused default whose HPA target CPU
+	// utilisation is a fraction of the pods' CPU limit, e.g.
+	// fused:limit-target=0.7: with limits twice the requests its pods run
+	// at 140% of their requests (fusion.Options.TargetOfLimit).
+	PolicyLimitTargetPrefix = "fused:limit-target="
+	// PolicyOracleRequests is the oracle planning every pod within its
+	// requests (oracle.Options.WithinRequests): the cheapest allocation that
+	// meets the SLO knowing the future, without counting on capacity above
+	// the requests, which the cost does not charge.
+	PolicyOracleRequests = "oracle-requests"
 )
 
 // parseTarget reads the utilisation of a PolicyTargetPrefix name.
@@ -293,10 +303,14 @@ func validPolicy(name string) error {
 		_, err := parseTarget(rest)
 		return err
 	}
-	if name == PolicyFusedPaper || name == PolicyOracleResidual || slices.Contains(DefaultPolicies(), name) {
+	if rest, ok := strings.CutPrefix(name, PolicyLimitTargetPrefix); ok {
+		_, err := parseTarget(rest)
+		return err
+	}
+	if name == PolicyFusedPaper || name == PolicyOracleResidual || name == PolicyOracleRequests || slices.Contains(DefaultPolicies(), name) {
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %sSPEC, %sT)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyResidualPrefix, PolicyTargetPrefix)
+	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %sSPEC, %sT, %sT)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyOracleRequests, PolicyResidualPrefix, PolicyTargetPrefix, PolicyLimitTargetPrefix)
 }
 
 // contender builds the named built-in policy.
@@ -305,6 +319,10 @@ func contender(name string) eval.Contender {
 	if rest, ok := strings.CutPrefix(name, PolicyTargetPrefix); ok {
 		t, _ := parseTarget(rest) // validPolicy checked it
 		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: t}}))
+	}
+	if rest, ok := strings.CutPrefix(name, PolicyLimitTargetPrefix); ok {
+		t, _ := parseTarget(rest) // validPolicy checked it
+		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: t}, TargetOfLimit: true}))
 	}
 	if rest, ok := strings.CutPrefix(name, PolicyResidualPrefix); ok {
 		ch, _ := learn.ParseResidual(rest) // validPolicy checked it
@@ -346,8 +364,8 @@ func contender(name string) eval.Contender {
 	case PolicyFused:
 		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{}))
 	}
-	return eval.Contender{Name: PolicyOracle, New: func(r eval.Run, cfg sim.Config) (workload.Policy, error) {
-		return oracle.New(r.App, r.Trace, cfg, oracle.Options{})
+	return eval.Contender{Name: name, New: func(r eval.Run, cfg sim.Config) (workload.Policy, error) {
+		return oracle.New(r.App, r.Trace, cfg, oracle.Options{WithinRequests: name == PolicyOracleRequests})
 	}}
 }
 

@@ -390,7 +390,7 @@ func TestDerivedPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{PolicyFused, PolicyResidualPrefix, ownTarget, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual, PolicyTargetPrefix + "0.9"}
+	names := []string{PolicyFused, PolicyResidualPrefix, ownTarget, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual, PolicyTargetPrefix + "0.9", PolicyLimitTargetPrefix + "0.7", PolicyOracleRequests}
 	var cs []eval.Contender
 	for _, n := range names {
 		if err := validPolicy(n); err != nil {
@@ -419,7 +419,7 @@ func TestDerivedPolicies(t *testing.T) {
 			t.Errorf("%s ran exactly as the fused default", n)
 		}
 	}
-	for _, bad := range []string{PolicyResidualPrefix + "cpu=x0", PolicyTargetPrefix + "0", PolicyTargetPrefix + "1.5", PolicyTargetPrefix + "NaN", PolicyTargetPrefix + "high"} {
+	for _, bad := range []string{PolicyResidualPrefix + "cpu=x0", PolicyTargetPrefix + "0", PolicyTargetPrefix + "1.5", PolicyTargetPrefix + "NaN", PolicyTargetPrefix + "high", PolicyLimitTargetPrefix + "0", PolicyLimitTargetPrefix + "1.5", "oracle-limits"} {
 		if err := validPolicy(bad); err == nil {
 			t.Errorf("%s was accepted", bad)
 		}

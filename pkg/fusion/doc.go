@@ -84,6 +84,14 @@
 //     the CPU and request-rate factor to the vertical side: bigger pods
 //     need not answer a goal such as a queue length.
 //
+// Options.TargetOfLimit (off by default; a measurement aid of the
+// simulator's evidence) reads the target utilisation of rules 2, 3 and 7 as
+// a fraction of the pods' CPU limit: with limit/request ratio q the request
+// is sized for, and the HPA holds, utilisation q·τ of it, so pods with
+// limits above their requests run above their requests. That is cheaper by
+// the requests' measure but counts on CPU the scheduler did not reserve,
+// which a node shared with other workloads may not have.
+//
 // Everything is computed from workload.Observation fields (usage, peaks,
 // request rate, latency, SLO, replicas, requests and limits): the same rule
 // runs on real metrics. Without a request rate (or without an SLO) rules 3

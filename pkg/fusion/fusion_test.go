@@ -3,6 +3,7 @@ package fusion
 import (
 	"context"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -292,5 +293,49 @@ func TestUpperBandResizesOversizedPods(t *testing.T) {
 	rec = warm(t, p, 40, 4, 0.7, 1.2)
 	if c, _ := rec.Container("app"); c.Target.CPU != 1.2 {
 		t.Errorf("cpu target %g, want the current 1.2 (within [%g, %g])", c.Target.CPU, c.LowerBound.CPU, c.UpperBound.CPU)
+	}
+}
+
+func TestTargetOfLimit(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		limitRatio float64
+		want       float64 // CPU target, cores
+	}{
+		// 4 pods using 0.7 cores each: at 70% of the request the request is
+		// 1 core; at 70% of a limit twice the request it is half that.
+		{"limit twice the request", 2, 0.5},
+		{"limit equal to the request", 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			recs := map[bool]workload.Recommendation{}
+			for _, ofLimit := range []bool{false, true} {
+				p, _ := NewPolicyFactory(Options{TargetOfLimit: ofLimit})(workload.Constraints{MaxReplicas: 20})
+				for i := range 100 {
+					obs := observation(t0.Add(time.Duration(i)*15*time.Second), 4, 0.7, 2)
+					obs.Containers[0].Limits.CPU = tc.limitRatio * obs.Containers[0].Requests.CPU
+					rec, err := p.Recommend(context.Background(), obs)
+					if err != nil {
+						t.Fatal(err)
+					}
+					recs[ofLimit] = rec
+				}
+			}
+			got := recs[true]
+			c, _ := got.Container("app")
+			if c.Target.CPU < tc.want || c.Target.CPU > 1.1*tc.want {
+				t.Errorf("cpu target %g, want about %g cores", c.Target.CPU, tc.want)
+			}
+			def := recs[false]
+			if c, _ := def.Container("app"); c.Target.CPU < 1 || c.Target.CPU > 1.1 {
+				t.Errorf("the target of the request sized the pods at %g cores, want about 1", c.Target.CPU)
+			}
+			if got.Replicas != 4 {
+				t.Errorf("replicas %d: a vertical resize must not move replicas", got.Replicas)
+			}
+			if tc.limitRatio == 1 && !reflect.DeepEqual(got, def) {
+				t.Errorf("with limits equal to requests the target of the limit is the target of the request:\n%+v\n%+v", got, def)
+			}
+		})
 	}
 }

@@ -14,6 +14,12 @@ import (
 // end (the fight of naive HPA+VPA, see the package documentation).
 func (f *Fused) cpuTarget(obs *workload.Observation) float64 {
 	t := f.target
+	if f.ofLimit {
+		_, request, limit := podCPU(obs, 1)
+		if request > 0 && limit > request {
+			t *= limit / request
+		}
+	}
 	found := false
 	for i := range obs.Goals {
 		if g := &obs.Goals[i]; isCPUUtilization(g) && g.Problem == "" {

@@ -23,6 +23,10 @@ const (
 type Options struct {
 	HPA hpa.PolicyOptions
 	VPA vpa.Options
+	// TargetOfLimit makes the HPA target CPU utilisation a fraction of the
+	// pods' CPU limit instead of their request: with limit/request ratio q
+	// the utilisation of the request is held at q times the target.
+	TargetOfLimit bool
 }
 
 // Validate rejects unusable options.
@@ -53,7 +57,7 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 		if err != nil {
 			return nil, fmt.Errorf("fused: %w", err)
 		}
-		return &Fused{c: c, target: h.TargetCPUUtilization, decider: d, rec: r, slo: sloState{gain: 1}}, nil
+		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, decider: d, rec: r, slo: sloState{gain: 1}}, nil
 	}
 }
 
@@ -61,6 +65,7 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 type Fused struct {
 	c       workload.Constraints
 	target  float64
+	ofLimit bool
 	decider *hpa.Decider
 	rec     *vpa.Recommender
 	pods    []hpa.PodMetric

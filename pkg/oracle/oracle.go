@@ -27,6 +27,12 @@
 //     (the pods of the user's initial size may still be killed while the
 //     oracle's first rollout replaces them).
 //
+// The plan counts on each pod's CPU and memory limits and requests the
+// limits' fraction the app's limit/request ratios give, so its pods run
+// above their requests. Options.WithinRequests plans on the requests
+// instead: the cheapest allocation, knowing the future, that never counts on
+// capacity the scheduler did not reserve.
+//
 // The oracle is the cheapest allocation of this family; it is not a proof
 // that no policy can be cheaper outside it (for instance by resizing in
 // place every window).
@@ -57,6 +63,13 @@ type Options struct {
 	MemoryZ float64
 	// Prices weigh CPU against memory (default sim.DefaultPrices).
 	Prices sim.Prices
+	// WithinRequests plans every pod's CPU and memory on its requests, as if
+	// limits equalled them: the pods keep the app's limit/request ratios
+	// (the simulator scales limits with requests), but the plan
+	// never counts on using more than it requested. Without it the oracle
+	// plans on the limits and requests a fraction of them, so that its pods
+	// run above their requests on capacity the cost does not charge.
+	WithinRequests bool
 }
 
 func (o Options) withDefaults() Options {
@@ -149,6 +162,9 @@ func Compute(app sim.App, trace *sim.Trace, cfg sim.Config, o Options) (Plan, er
 	}
 	dt := cfg.Step.Seconds()
 	ratio := app.LimitRatio()
+	if o.WithinRequests {
+		ratio = workload.Resources{CPU: 1, Memory: 1}
+	}
 	if ratio.CPU == 0 {
 		ratio.CPU = 1 // no CPU limit: the pod may use a node, but plan on its request
 	}

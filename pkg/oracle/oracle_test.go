@@ -3,6 +3,7 @@ package oracle
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -152,5 +153,57 @@ func TestRecommendFollowsPlan(t *testing.T) {
 	}
 	if p.Plan().Replicas[0] >= p.Plan().Replicas[99] {
 		t.Errorf("replicas do not follow a ramp: %d → %d", p.Plan().Replicas[0], p.Plan().Replicas[99])
+	}
+}
+
+func TestWithinRequests(t *testing.T) {
+	apps, err := sim.GenerateApps(3, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tested := 0
+	for _, app := range apps {
+		r := app.LimitRatio()
+		if tested == 3 || r.CPU < 1.5 || r.Memory < 1.25 {
+			continue
+		}
+		tested++
+		t.Run(app.Name, func(t *testing.T) {
+			tr, err := sim.GenerateTrace(sim.Diurnal, sim.TraceOptions{Mean: app.BaseRate, Steps: steps, Step: 15 * time.Second, Seed: 9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			onLimits, err := Compute(app, &tr, sim.Config{}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := New(app, &tr, sim.Config{}, Options{WithinRequests: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan := p.Plan()
+			if plan.Infeasible != 0 {
+				t.Fatalf("plan infeasible in %d windows", plan.Infeasible)
+			}
+			// The requests alone carry every planned window: n pods of
+			// request c serve λ·s with the spare c0 each.
+			o := Options{}.withDefaults()
+			c0 := math.Log(20) * app.CPUSeconds / (app.SLO*(1-o.SLOMargin) - app.IOWait)
+			for i, lam := range tr.Rates {
+				if need := lam * app.CPUSeconds; float64(plan.Replicas[i])*(plan.Requests.CPU-c0) < need {
+					t.Fatalf("window %d: %d pods of %.3g cores requested cannot serve %.3g cores with spare %.3g each",
+						i, plan.Replicas[i], plan.Requests.CPU, need, c0)
+				}
+			}
+			if !(plan.Cost > onLimits.Cost) {
+				t.Errorf("planning within requests costs %.4g, planning on limits %g: requests above a limit ratio %v must cost more", plan.Cost, onLimits.Cost, r)
+			}
+			if got := play(t, app, &tr, p); got.ooms != 0 || float64(got.violations) > 0.01*(steps-warmup) {
+				t.Errorf("%d SLO violations, %d OOM kills after warm-up", got.violations, got.ooms)
+			}
+		})
+	}
+	if tested == 0 {
+		t.Fatal("no generated app has limits above its requests: the test is vacuous")
 	}
 }
