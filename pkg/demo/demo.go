@@ -83,6 +83,9 @@ type Options struct {
 	Workers int
 	// Resize is how vertical changes reach pods (Restart or InPlace).
 	Resize string
+	// Tenants is the fraction of each node's CPU beyond the app's requests
+	// that other workloads use (sim.Config.Tenants).
+	Tenants float64
 	// SeriesApp is the index, among the evaluated apps, of the app whose
 	// time series is plotted, under trace kind SeriesTrace; an empty
 	// SeriesTrace follows Traces: flash-crowd if it is among them, else the
@@ -216,6 +219,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		errs = append(errs, fmt.Errorf("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize))
+	}
+	if !(o.Tenants >= 0 && o.Tenants <= 1) {
+		errs = append(errs, fmt.Errorf("tenants must be in [0, 1], got %g", o.Tenants))
 	}
 	if o.SeriesApp < 0 || o.SeriesApp >= max(o.Apps, 1) {
 		errs = append(errs, fmt.Errorf("series app must be in [0, %d), got %d", o.Apps, o.SeriesApp))
@@ -424,10 +430,10 @@ func readAzure(o Options) ([]sim.AzureWorkload, error) {
 }
 
 // trainOptions are agent k's training options with the demo's seed (plus
-// k), window, resize mode and trace kinds.
+// k), window, resize mode, tenants and trace kinds.
 func (o *Options) trainOptions(k int) train.Options {
 	t := o.Agent.Train
-	t.Seed, t.Step, t.Resize = o.Seed+uint64(k), o.Step, o.Resize
+	t.Seed, t.Step, t.Resize, t.Tenants = o.Seed+uint64(k), o.Step, o.Resize, o.Tenants
 	t.Traces = slices.Clone(o.Traces)
 	t.Azure = o.Azure
 	return t
@@ -548,6 +554,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	cfg := sim.DefaultConfig()
 	cfg.Step = o.Step
 	cfg.Resize = sim.ResizeMode(o.Resize)
+	cfg.Tenants = o.Tenants
 	hours := float64(o.Steps) * o.Step.Hours()
 	traces := slices.Clone(o.Traces)
 	if o.Azure.Invocations != "" {

@@ -224,6 +224,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"series trace not run", func(o *Options) { o.Traces, o.SeriesTrace = []string{"steady"}, "bursty" }, `series trace "bursty" is not among`},
 		{"default series trace follows the traces", func(o *Options) { o.Traces = []string{"steady"} }, ""},
 		{"bad resize", func(o *Options) { o.Resize = "Sometimes" }, "resize must be"},
+		{"tenants above 1", func(o *Options) { o.Tenants = 1.5 }, "tenants must be in [0, 1]"},
+		{"packed nodes", func(o *Options) { o.Tenants = 1 }, ""},
 		{"series app out of range", func(o *Options) { o.SeriesApp = o.Apps }, "series app"},
 		{"bad agent training", func(o *Options) { o.Agent.Train.Episodes = 0 }, "agent training: episodes must be > 0"},
 		{"agent checkpoint skips training options", func(o *Options) { o.Agent = &AgentOptions{Checkpoints: []string{"x.ckpt"}} }, ""},

@@ -162,6 +162,7 @@ type reportConfig struct {
 	NodeCPU        float64 `json:"nodeCPU"`
 	NodeMemory     float64 `json:"nodeMemory"`
 	Resize         string  `json:"resize"`
+	Tenants        float64 `json:"tenants,omitempty"`
 	MaxUnavailable float64 `json:"maxUnavailable"`
 	TimeoutSeconds float64 `json:"timeoutSeconds"`
 }
@@ -278,7 +279,7 @@ func reduce(runs []Run, contenders []Contender, jobs []job, results []jobResult,
 		Prices:      o.Prices,
 		Config: reportConfig{
 			Nodes: cfg.Nodes, NodeCPU: cfg.NodeCapacity.CPU, NodeMemory: cfg.NodeCapacity.Memory,
-			Resize: string(cfg.Resize), MaxUnavailable: cfg.MaxUnavailable, TimeoutSeconds: cfg.Timeout.Seconds(),
+			Resize: string(cfg.Resize), Tenants: cfg.Tenants, MaxUnavailable: cfg.MaxUnavailable, TimeoutSeconds: cfg.Timeout.Seconds(),
 		},
 	}
 	type acc struct {

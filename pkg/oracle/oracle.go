@@ -20,7 +20,9 @@
 //     cheapest over a 1%-step grid, because under ResizeRestart every
 //     vertical change costs a rolling restart (the size is still chosen per
 //     app and trace, knowing the whole future);
-//   - no node is oversubscribed (no CFS throttling) and every pod fits;
+//   - no node is oversubscribed (no CFS throttling) and every pod fits; on
+//     nodes shared with other tenants (sim.Config.Tenants) a plan that
+//     counts on the limits may be throttled, which it does not foresee;
 //   - memory is sized so that, even with one replica down, the peak working
 //     set stays below the limit for normal deviates up to MemoryZ; so OOM
 //     kills are practically absent and a restart cannot cascade into more

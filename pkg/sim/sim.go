@@ -34,6 +34,14 @@ type Config struct {
 	Nodes int
 	// NodeCapacity is each node's allocatable (default 16 cores, 64 GiB).
 	NodeCapacity workload.Resources
+	// Tenants is the fraction of each node's CPU beyond the app's requests
+	// on it that other workloads request and use, every window (default 0:
+	// the app runs alone). With 1 the nodes are packed and busy: a pod that
+	// wants more than its request gets only its CFS share, its request. The
+	// app's pods are scheduled as before (the others fill what they leave),
+	// so a policy that keeps usage within its requests sees no difference;
+	// one that counts on capacity above them does.
+	Tenants float64
 	// Resize defaults to ResizeRestart.
 	Resize ResizeMode
 	// MaxUnavailable is the fraction of replicas a restart rollout may take
@@ -94,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nodes must be > 0, got %d", c.Nodes)
 	case !(c.NodeCapacity.CPU > 0) || !(c.NodeCapacity.Memory > 0):
 		return fmt.Errorf("node capacity must be positive, got %+v", c.NodeCapacity)
+	case !(c.Tenants >= 0 && c.Tenants <= 1):
+		return fmt.Errorf("tenants must be in [0, 1], got %g", c.Tenants)
 	case c.Resize != ResizeRestart && c.Resize != ResizeInPlace:
 		return fmt.Errorf("unknown resize mode %q", c.Resize)
 	case !(c.MaxUnavailable > 0 && c.MaxUnavailable <= 1):
@@ -161,8 +171,9 @@ type pod struct {
 
 type node struct {
 	alloc  workload.Resources
-	demand float64 // CPU cores the node's pods want this window
-	shares float64 // sum of their CPU requests
+	demand float64 // CPU cores the node's pods and other tenants want this window
+	shares float64 // sum of the app's running pods' CPU requests
+	others float64 // CPU cores the other tenants request and use (Config.Tenants)
 }
 
 // latGroup is a set of pods with the same latency distribution.
@@ -348,7 +359,11 @@ func (s *Simulator) Step() StepMetrics {
 	}
 	cpuSec := s.app.CPUSeconds
 	for i := range s.nodes {
-		s.nodes[i].demand, s.nodes[i].shares = 0, 0
+		// The other tenants request and use their share of what the app's
+		// pods did not request.
+		n := &s.nodes[i]
+		n.others = s.cfg.Tenants * math.Max(s.cfg.NodeCapacity.CPU-n.alloc.CPU, 0)
+		n.demand, n.shares = n.others, 0
 	}
 	for i := range s.pods {
 		p := &s.pods[i]
@@ -381,7 +396,9 @@ func (s *Simulator) Step() StepMetrics {
 		c := s.cpuCap(p)
 		if n := &s.nodes[p.node]; n.demand > nodeCPU {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
-			c = math.Min(c, nodeCPU*math.Max(p.req.CPU, 1e-6)/n.shares)
+			// The other tenants use no more than they request, so the app's
+			// pods share what they leave.
+			c = math.Min(c, (nodeCPU-n.others)*math.Max(p.req.CPU, 1e-6)/n.shares)
 		}
 		w := s.app.ServePod(PodInput{
 			Rate: lam, Arrived: arrived, Backlog: p.backlog,

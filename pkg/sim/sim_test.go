@@ -454,3 +454,42 @@ func BenchmarkPodStep(b *testing.B) {
 		})
 	}
 }
+
+// TestTenants: other workloads on the nodes take their share of the CPU the
+// app's pods did not request, so a pod that wants more than its request gets
+// less of its limit, and on packed, busy nodes (1) exactly its request.
+// Within its request a pod sees no difference.
+func TestTenants(t *testing.T) {
+	const cpuSec = 0.01
+	for _, tc := range []struct {
+		name     string
+		tenants  float64
+		rate     float64 // requests/s to one pod of request 1, limit 2
+		wantUsed float64 // cores
+	}{
+		{"alone, above the request", 0, 180, 1.8},
+		{"packed, above the request", 1, 180, 1},
+		// 16 cores, the pod requests 1: the others use 14.4 of the 15 left,
+		// and leave the pod 1.6.
+		{"busy, above the request", 0.96, 195, 1.6},
+		{"busy, within the free CPU", 0.96, 150, 1.5},
+		{"packed, within the request", 1, 60, 0.6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(cpuSec, 0, 1)
+			app.Limits.CPU = 2
+			app.Limits.Memory = 16 * gib // an overload's backlog is not OOM-killed
+			s := newSim(t, Config{Tenants: tc.tenants}, app, steadyTrace(t, tc.rate, 100), 1)
+			warm(t, s)
+			var used float64
+			const n = 40
+			for range n {
+				used += s.Step().Used.CPU / n
+			}
+			within(t, "CPU used", used, math.Min(tc.wantUsed, tc.rate*cpuSec), 0.03)
+		})
+	}
+	if err := (Config{Tenants: 1.5}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "tenants") {
+		t.Errorf("tenants 1.5: err = %v", err)
+	}
+}

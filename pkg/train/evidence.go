@@ -441,8 +441,7 @@ func RunAfter(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AfterRe
 	if err != nil {
 		return nil, err
 	}
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize = e.Base.Step, sim.ResizeMode(e.Base.Resize)
+	cfg := e.Base.SimConfig()
 	var runs []eval.Run
 	for i, a := range apps {
 		for k, kind := range e.EvalTraces {

@@ -125,8 +125,7 @@ func RunEmbedding(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*Emb
 	if len(apps) < 3 {
 		return nil, fmt.Errorf("embedding experiment: needs at least 3 apps, got %d", len(apps))
 	}
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize = e.Base.Step, sim.ResizeMode(e.Base.Resize)
+	cfg := e.Base.SimConfig()
 	kind := sim.TraceKind(e.AdaptTraces[0])
 	full := pre.Meta.WindowLen()
 	out := &EmbeddingResult{Seed: e.Seed}

@@ -294,8 +294,7 @@ func retrainReference(ctx context.Context, e EvidenceOptions, pre *Pretrained, c
 // experiment's episodes [from, to) of app, each episode the trace and
 // arrivals the trainer gives it (runEpisode) and scored as it scores them.
 func oracleReward(ctx context.Context, e EvidenceOptions, app sim.App, from, to int) (float64, error) {
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize = e.Base.Step, sim.ResizeMode(e.Base.Resize)
+	cfg := e.Base.SimConfig()
 	alpha := e.Base.Alpha
 	var rs []float64
 	for i := from; i < to; i++ {

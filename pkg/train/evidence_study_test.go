@@ -193,8 +193,7 @@ func TestAdaptFusedArmIsTheDefault(t *testing.T) {
 	}
 	app := apps[0]
 	app.StartupDelay *= 4
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize = e.Base.Step, sim.ResizeMode(e.Base.Resize)
+	cfg := e.Base.SimConfig()
 	var fused *AdaptRun
 	best := math.Inf(-1)
 	for i, r := range res.Runs {

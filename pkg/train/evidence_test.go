@@ -154,8 +154,7 @@ func TestPolicyEpisodeScoresAsTheTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize = o.Step, sim.ResizeMode(o.Resize)
+	cfg := o.SimConfig()
 	for i, ep := range res.Episodes {
 		if ep.Phase != PhaseBootstrap {
 			t.Fatalf("episode %+v: the default should act", ep)

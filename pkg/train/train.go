@@ -105,6 +105,9 @@ type Options struct {
 	Alpha float64
 	// Resize is how vertical changes reach pods (Restart or InPlace).
 	Resize string
+	// Tenants is the fraction of each node's CPU beyond the app's requests
+	// that other workloads use (sim.Config.Tenants).
+	Tenants float64
 
 	// Hidden, LearningRate, Epochs and MinibatchSize override the PPO
 	// defaults (policy.DefaultConfig).
@@ -278,6 +281,14 @@ func PaperOptions() Options {
 }
 
 // Validate reports every problem at once.
+// SimConfig is the simulator configuration of o's window, resize mode and
+// tenants.
+func (o Options) SimConfig() sim.Config {
+	cfg := sim.DefaultConfig()
+	cfg.Step, cfg.Resize, cfg.Tenants = o.Step, sim.ResizeMode(o.Resize), o.Tenants
+	return cfg
+}
+
 func (o *Options) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -338,6 +349,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		bad("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize)
+	}
+	if !(o.Tenants >= 0 && o.Tenants <= 1) {
+		bad("tenants must be in [0, 1], got %g", o.Tenants)
 	}
 	for _, c := range []struct {
 		name string
@@ -626,9 +640,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 			pinned[a] = freeze(learner)
 		}
 	}
-	simCfg := sim.DefaultConfig()
-	simCfg.Step = o.Step
-	simCfg.Resize = sim.ResizeMode(o.Resize)
+	simCfg := o.SimConfig()
 	workers := o.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)

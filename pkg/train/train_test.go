@@ -361,6 +361,7 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"defaults", func(*Options) {}, ""},
 		{"no apps", func(o *Options) { o.Apps = 0 }, "apps must be > 0"},
+		{"negative tenants", func(o *Options) { o.Tenants = -0.1 }, "tenants must be in [0, 1]"},
 		{"negative bootstrap cap", func(o *Options) { o.BootstrapEpisodes = -1 }, "bootstrap episodes"},
 		{"bad gates", func(o *Options) { o.Gates.Window = 1 }, "gates: window"},
 		{"unknown policy", func(o *Options) { o.Policy = "a3c" }, `unknown policy "a3c"`},

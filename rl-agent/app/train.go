@@ -98,6 +98,7 @@ func (o *trainOptions) AddFlags(fs *pflag.FlagSet) {
 	addAzureFlags(fs, &o.Azure, `episodes also cycle through the kind "azure": a training app under one of its functions`)
 	fs.DurationVar(&o.Step, "step", o.Step, "window length (the agent's decision interval)")
 	fs.StringVar(&o.Resize, "resize", o.Resize, "how vertical changes reach pods: Restart or InPlace")
+	fs.Float64Var(&o.Tenants, "tenants", o.Tenants, "fraction of each node's CPU beyond the app's requests on it that other workloads request and use, in [0, 1] (0: the app runs alone; 1: packed, busy nodes, where a pod gets no CPU beyond its request)")
 	fs.StringVar(&o.Checkpoint, "checkpoint", o.Checkpoint, "file the trained policy is written to (atomically, also during training)")
 	fs.IntVar(&o.CheckpointEvery, "checkpoint-every", o.CheckpointEvery, "write the checkpoint every this many PPO updates (0: only at the end)")
 	fs.StringVar(&o.curve, "curve", o.curve, "reward-curve plot (SVG); its data goes beside it as JSON (default <checkpoint>-reward.svg)")
