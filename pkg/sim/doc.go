@@ -27,7 +27,9 @@
 //  4. Serve each Ready pod as an M/G/1 processor-sharing queue whose capacity
 //     c is its CPU limit in cores (a request's work may use all of it). On a
 //     node whose pods want more CPU than it has, each pod gets at most its
-//     request's share of the node (CFS shares). With W the I/O wait and
+//     request's share of the node (CFS shares); with Config.Tenants, other
+//     workloads first take that fraction of what the app's pods did not
+//     request, and the pods share the rest. With W the I/O wait and
 //     ρmax = 0.98:
 //
 //     S  = cpuSeconds / c                      service time alone
