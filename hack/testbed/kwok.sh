@@ -246,14 +246,14 @@ write_pod_ready_stage() {
 
 # KWOK plays pod stages with podPlayStageParallelism workers (4 by default),
 # each waiting for its status patch to come back. On this shared 2-core
-# machine a patch took 0.2-1 s under load, so 4 workers brought at most a few
-# pods per second to Running: at 5,000 targets (10,000 pods) KWOK patched 4.1
-# pods per second with 3,000 pods bound and waiting, and 51.5 per second on
-# the same testbed a minute after a restart with 32 workers
-# (docs/performance.md). KWOK v0.8.0 does not default the fields of a
-# KwokConfiguration it is given (without nodeLeaseParallelism it refuses to
-# start), so every option that has a default is stated, at that default
-# except the pod workers.
+# machine, under load, 4 workers brought 2-4 pods per second to Running: at
+# 5,000 targets (10,000 pods) KWOK made 4.1 pod status patches per second
+# with 3,200 pods bound and waiting, its workers blocked on their requests
+# and the CPU not saturated, and 51.5 per second on the same testbed a minute
+# after a restart with 32 workers (docs/performance.md). KWOK v0.8.0 does
+# not default the fields of a KwokConfiguration it is given (without
+# nodeLeaseParallelism it refuses to start), so every option that has a
+# default is stated, at that default except the pod workers.
 write_kwok_config() {
 	cat >"${CONF}/kwok/kwok.yaml" <<-EOF
 		apiVersion: config.kwok.x-k8s.io/v1alpha1
