@@ -72,6 +72,8 @@ else
 	export AWARE_TESTBED_NODE_CPU="${AWARE_TESTBED_NODE_CPU:-1000}"
 	export AWARE_TESTBED_NODE_MEMORY="${AWARE_TESTBED_NODE_MEMORY:-4Ti}"
 	export AWARE_TESTBED_CLIENT_QPS="${AWARE_TESTBED_CLIENT_QPS:-200}"
+	# Neither side reads Prometheus; its scrapes of KWOK cost CPU per pod.
+	export AWARE_TESTBED_KUBELET_SCRAPE_INTERVAL="${AWARE_TESTBED_KUBELET_SCRAPE_INTERVAL:-1m}"
 	# shellcheck disable=SC2317 # called through the trap
 	cleanup() { "${ROOT}/hack/testbed/down.sh" || echo "bench-vpa.sh: down.sh failed" >&2; }
 	trap cleanup EXIT

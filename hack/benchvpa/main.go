@@ -66,7 +66,7 @@ func main() {
 	flag.StringVar(&o.vpaDir, "vpa-module-dir", "", "VPA's module directory (its deploy/ holds the CRD and RBAC).")
 	flag.StringVar(&o.repo, "repo", ".", "This repository (its deploy/ holds our CRDs and RBAC).")
 	flag.StringVar(&o.out, "out", "bench-vpa-out", "Directory for results.md, results.json, the SVG and the components' logs.")
-	flag.StringVar(&scales, "scales", "100,1000,5000", "Numbers of targets (a Deployment with an MPA and one with a VPA each), measured in turn with both sides.")
+	flag.StringVar(&scales, "scales", "100,1000,5000", "Numbers of targets (a Deployment with an MPA and one with a VPA each), measured in turn with both sides; empty: none (only --aware-only-scale).")
 	flag.IntVar(&o.awareOnlyScale, "aware-only-scale", 10000, "After the shared scales, grow to this many MPAs and measure AWARE's recommender alone (0: skip).")
 	flag.IntVar(&o.replicas, "pods-per-target", 1, "Pods of each Deployment (a target has two: one under an MPA, one under a VPA).")
 	flag.DurationVar(&o.interval, "interval", 15*time.Second, "Loop interval of both recommenders and both updaters.")
@@ -92,7 +92,9 @@ func main() {
 		}
 		return
 	}
-	for _, s := range strings.Split(scales, ",") {
+	// An empty --scales measures no shared scale: with --aware-only-scale
+	// on a namespace already grown by an earlier run, only that step runs.
+	for _, s := range strings.FieldsFunc(scales, func(r rune) bool { return r == ',' }) {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "bench-vpa: --scales: %q is not a positive number\n", s)
@@ -495,18 +497,8 @@ func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, erro
 	for _, side := range sides {
 		switch side {
 		case "AWARE":
-			for _, c := range []struct{ name, flag string }{{"recommender", "--recommender-interval=" + iv}, {"updater", "--update-interval=" + iv}} {
-				p, err := h.start(ctx, "aware-"+c.name, side, filepath.Join(h.o.awareBin, c.name), "aware-system", "aware-"+c.name,
-					func(p *proc, kc string) []string {
-						m, hl := ports()
-						p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
-						args := []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl, c.flag, "--leader-elect=false", "--v=1"}
-						if h.o.profile > 0 {
-							p.profileURL = "http://" + m + "/debug/pprof/profile"
-							args = append(args, "--profiling")
-						}
-						return append(args, h.qpsArgs()...)
-					})
+			for _, c := range []string{"recommender", "updater"} {
+				p, err := h.awareLoop(ctx, c)
 				if err != nil {
 					return out, err
 				}
@@ -528,6 +520,25 @@ func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, erro
 		}
 	}
 	return out, nil
+}
+
+// awareLoop starts our loop component c, "recommender" or "updater".
+func (h *harness) awareLoop(ctx context.Context, c string) (*proc, error) {
+	flag := "--recommender-interval=" + h.o.interval.String()
+	if c == "updater" {
+		flag = "--update-interval=" + h.o.interval.String()
+	}
+	return h.start(ctx, "aware-"+c, "AWARE", filepath.Join(h.o.awareBin, c), "aware-system", "aware-"+c,
+		func(p *proc, kc string) []string {
+			m, hl := ports()
+			p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"
+			args := []string{"--kubeconfig=" + kc, "--metrics-bind-address=" + m, "--health-bind-address=" + hl, flag, "--leader-elect=false", "--v=1"}
+			if h.o.profile > 0 {
+				p.profileURL = "http://" + m + "/debug/pprof/profile"
+				args = append(args, "--profiling")
+			}
+			return append(args, h.qpsArgs()...)
+		})
 }
 
 // qpsArgs give every component the same client rate limit. The defaults
@@ -737,20 +748,25 @@ func (h *harness) scalePhase(ctx context.Context) error {
 		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), false, (n+prev)*h.o.replicas, logf); err != nil {
 			return fmt.Errorf("%d MPAs: %w", n, err)
 		}
-		logf("%d MPAs: starting AWARE's recommender alone", n)
-		ps, err := h.loopProcs(ctx, "AWARE")
+		running, err := runningPods(ctx, h.tb.Client)
 		if err != nil {
 			return err
 		}
-		rec := ps[:1] // the updater is not part of this measure
-		h.stopProc(ps[1])
+		// The recommender alone: the updater is not part of this measure,
+		// and at 10,000 MPAs and 15,000 pods it did not sync its caches
+		// within the 90 s a component has to become ready.
+		logf("%d MPAs, %d pods running: starting AWARE's recommender alone", n, running)
+		rec, err := h.awareLoop(ctx, "recommender")
+		if err != nil {
+			return err
+		}
 		load0 := loadAvg()
-		cost, err := h.measureLoops(ctx, rec, n)
-		h.stopProc(ps[0])
+		cost, err := h.measureLoops(ctx, []*proc{rec}, n)
+		h.stopProc(rec)
 		if err != nil {
 			return fmt.Errorf("%d MPAs: %w", n, err)
 		}
-		h.results.AwareOnly = append(h.results.AwareOnly, scalePoint{Targets: n, Pods: (n + prev) * h.o.replicas, Load: (load0 + loadAvg()) / 2, Cost: cost})
+		h.results.AwareOnly = append(h.results.AwareOnly, scalePoint{Targets: n, Pods: (n + prev) * h.o.replicas, RunningPods: running, Load: (load0 + loadAvg()) / 2, Cost: cost})
 	}
 	return nil
 }

@@ -84,11 +84,18 @@ func writeMarkdown(w io.Writer, r results) error {
 	if len(r.AwareOnly) > 0 {
 		fmt.Fprintln(w, "### AWARE's recommender alone")
 		fmt.Fprintln(w)
-		fmt.Fprintln(w, "| MPAs | pods | CPU per loop | API requests per loop | RSS | loops in window | load (1 min) |")
+		fmt.Fprintln(w, "| MPAs | pods running | CPU per loop | API requests per loop | RSS | loops in window | load (1 min) |")
 		fmt.Fprintln(w, "|---:|---:|---:|---:|---:|---:|---:|")
 		for _, sp := range r.AwareOnly {
 			c := sp.Cost["aware-recommender"]
-			fmt.Fprintf(w, "| %d | %d | %s ms | %s | %s MiB | %v | %.2f |\n", sp.Targets, sp.Pods, bench.Num(c.CPUPerLoop*1e3), bench.Num(c.RequestsPerLp), bench.Num(c.RSSBytes/mib), c.Loops, sp.Load)
+			// The namespace's pods, all watched: the MPAs' and, from the
+			// shared scales, the VPAs' (results before 2026-11-27 noon
+			// recorded only the number expected).
+			pods := sp.Pods
+			if sp.RunningPods > 0 {
+				pods = sp.RunningPods
+			}
+			fmt.Fprintf(w, "| %d | %d | %s ms | %s | %s MiB | %v | %.2f |\n", sp.Targets, pods, bench.Num(c.CPUPerLoop*1e3), bench.Num(c.RequestsPerLp), bench.Num(c.RSSBytes/mib), c.Loops, sp.Load)
 		}
 		fmt.Fprintln(w)
 	}

@@ -57,6 +57,13 @@ EMULATOR_ADDR="${AWARE_EMULATOR_ADDR:-127.0.0.1:9400}"
 # ReplicaSet controller and the scheduler would otherwise create and bind
 # thousands of pods at 20 and 50 per second.
 CLIENT_QPS="${AWARE_TESTBED_CLIENT_QPS:-}"
+# How often Prometheus scrapes each fake node's kubelet metrics from KWOK.
+# KWOK renders every pod's series on each scrape (0.1-0.2 ms of CPU per pod
+# here), so at thousands of pods the default 5 s costs a good part of a core;
+# scale runs that do not read Prometheus (make bench-vpa) set it longer.
+KUBELET_SCRAPE_INTERVAL="${AWARE_TESTBED_KUBELET_SCRAPE_INTERVAL:-5s}"
+# KWOK's pod stage workers (kwok.sh: write_kwok_config says why not its 4).
+KWOK_POD_WORKERS="${AWARE_TESTBED_KWOK_POD_WORKERS:-32}"
 READY_TIMEOUT="${AWARE_TESTBED_TIMEOUT:-180}"
 
 ETCD_PORT=$((BASE_PORT + 0))

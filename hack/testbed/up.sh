@@ -11,6 +11,8 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=lib.sh source-path=SCRIPTDIR
 source "${HERE}/lib.sh"
+# shellcheck source=kwok.sh source-path=SCRIPTDIR
+source "${HERE}/kwok.sh"
 
 # Service ClusterIPs come from loopback: nothing here runs kube-proxy, so a
 # ClusterIP is only ever dialled by the apiserver itself (aggregated APIs and
@@ -67,6 +69,8 @@ preflight() {
 	# Ending in .0 with a /16../24 prefix keeps SERVICE_FIRST_IP right.
 	[[ "${SERVICE_CIDR}" =~ ^127(\.[0-9]{1,3}){2}\.0/(1[6-9]|2[0-4])$ ]] ||
 		die "AWARE_TESTBED_SERVICE_CIDR=${SERVICE_CIDR}: must be a /16../24 inside 127.0.0.0/8 ending in .0"
+	[[ "${KWOK_POD_WORKERS}" =~ ^[1-9][0-9]*$ ]] ||
+		die "AWARE_TESTBED_KWOK_POD_WORKERS=${KWOK_POD_WORKERS}: must be a positive integer"
 	case "${EMULATOR_ADDR}" in
 	127.* | localhost:*) ;;
 	*) die "AWARE_EMULATOR_ADDR=${EMULATOR_ADDR}: only loopback targets are allowed" ;;
@@ -255,6 +259,11 @@ etcd_healthy() {
 	curl -sS --max-time 2 "http://127.0.0.1:${ETCD_PORT}/health" | grep -q '"health":"true"'
 }
 
+# No ResourceQuota admission: nothing here sets a quota, and its evaluator
+# queues every create of a namespace behind one worker. Bringing up 5,000
+# targets (15,000 pods) it accounted for 1,332 s of the 1,344 s that create
+# admission took, and at a load of 14-18 creates failed with "resource quota
+# evaluation timed out" (docs/performance.md).
 start_apiserver() {
 	start kube-apiserver -- "${BIN}/kube-apiserver" \
 		--etcd-servers "http://127.0.0.1:${ETCD_PORT}" \
@@ -283,6 +292,7 @@ start_apiserver() {
 		--proxy-client-cert-file "${CERTS}/front-proxy-client.crt" \
 		--proxy-client-key-file "${CERTS}/front-proxy-client.key" \
 		--enable-aggregator-routing=false \
+		--disable-admission-plugins ResourceQuota \
 		--profiling=false
 	wait_for kube-apiserver curl_ok "https://127.0.0.1:${APISERVER_PORT}/readyz" \
 		--cacert "${CERTS}/ca.crt" --cert "${CERTS}/admin.crt" --key "${CERTS}/admin.key"
@@ -326,147 +336,17 @@ start_scheduler() {
 
 # ---------------------------------------------------------------- KWOK
 
-# Containers in KWOK's bundled stages report no resources and no
-# observedGeneration, and the apiserver refuses a resize of a running pod
-# whose statuses lack resources (it takes that as a kubelet without resize
-# support). This stage acts as the kubelet's side of a resize: whenever a
-# running pod's spec generation is ahead of what its status has observed, it
-# reports the spec's resources as allocated and applied, keeping each
-# container's restart count and start time.
-write_resize_stage() {
-	cat >"${CONF}/kwok/stage/aware-pod-resources.yaml" <<-'EOF'
-		apiVersion: kwok.x-k8s.io/v1alpha1
-		kind: Stage
-		metadata:
-		  name: aware-pod-resources
-		spec:
-		  resourceRef:
-		    apiGroup: v1
-		    kind: Pod
-		  selector:
-		    matchExpressions:
-		    - key: '.metadata.deletionTimestamp'
-		      operator: 'DoesNotExist'
-		    - key: '.status.phase'
-		      operator: 'In'
-		      values:
-		      - 'Running'
-		    - key: '(.status.observedGeneration // 0) == (.metadata.generation // 0)'
-		      operator: 'In'
-		      values:
-		      - 'false'
-		  next:
-		    statusTemplate: |
-		      {{ $now := Now }}
-		      {{ $statuses := .status.containerStatuses }}
-		      observedGeneration: {{ .metadata.generation }}
-		      containerStatuses:
-		      {{ range $c := .spec.containers }}
-		      {{ $restarts := 0 }}
-		      {{ $started := $now }}
-		      {{ range $s := $statuses }}
-		      {{ if eq $s.name $c.name }}
-		      {{ $restarts = $s.restartCount }}
-		      {{ with $s.state }}{{ with .running }}{{ $started = .startedAt }}{{ end }}{{ end }}
-		      {{ end }}
-		      {{ end }}
-		      {{ $res := $c.resources | default dict }}
-		      - image: {{ $c.image | Quote }}
-		        name: {{ $c.name | Quote }}
-		        ready: true
-		        started: true
-		        restartCount: {{ $restarts }}
-		        state:
-		          running:
-		            startedAt: {{ $started | Quote }}
-		        allocatedResources: {{ get $res "requests" | default dict | toJson }}
-		        resources: {{ $res | toJson }}
-		      {{ end }}
-	EOF
-}
-
-# A kubelet posts its pods' readiness again when it reaches the API server
-# after an outage; KWOK's bundled pod-ready stage only readies Pending pods.
-# After an API or etcd outage longer than the node lease's grace,
-# kube-controller-manager marks the node NodeStatusUnknown and its Running
-# pods Ready=False, and without this stage they stayed unready for good (a
-# workload emulator then served no requests from them). It marks such a pod
-# Ready again, as its kubelet would.
-write_ready_again_stage() {
-	cat >"${CONF}/kwok/stage/aware-pod-ready-again.yaml" <<-'EOF'
-		apiVersion: kwok.x-k8s.io/v1alpha1
-		kind: Stage
-		metadata:
-		  name: aware-pod-ready-again
-		spec:
-		  resourceRef:
-		    apiGroup: v1
-		    kind: Pod
-		  selector:
-		    matchExpressions:
-		    - key: '.metadata.deletionTimestamp'
-		      operator: 'DoesNotExist'
-		    - key: '.status.phase'
-		      operator: 'In'
-		      values:
-		      - 'Running'
-		    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-		      operator: 'NotIn'
-		      values:
-		      - 'True'
-		  next:
-		    statusTemplate: |
-		      {{ $now := Now }}
-		      conditions:
-		      - lastTransitionTime: {{ $now | Quote }}
-		        status: "True"
-		        type: Ready
-		      - lastTransitionTime: {{ $now | Quote }}
-		        status: "True"
-		        type: ContainersReady
-	EOF
-}
-
-# Pod CPU/memory usage for KWOK's kubelet-style metrics, read from annotations
-# so that a workload emulator can drive it with a plain pod PATCH. A
-# per-container annotation (suffix ".<container>") wins over the pod-wide one,
-# which, as in KWOK's own example, applies to every container.
-write_usage() {
-	local r q
-	{
-		cat <<-'EOF'
-			apiVersion: kwok.x-k8s.io/v1alpha1
-			kind: ClusterResourceUsage
-			metadata:
-			  name: aware-usage-from-annotation
-			spec:
-			  usages:
-			  - usage:
-		EOF
-		for r in cpu memory; do
-			if [[ "${r}" == cpu ]]; then q=1m; else q=1Mi; fi
-			cat <<-EOF
-				      ${r}:
-				        expression: |
-				          ("kwok.x-k8s.io/usage-${r}." + container.name) in pod.metadata.annotations
-				          ? Quantity(pod.metadata.annotations["kwok.x-k8s.io/usage-${r}." + container.name])
-				          : "kwok.x-k8s.io/usage-${r}" in pod.metadata.annotations
-				          ? Quantity(pod.metadata.annotations["kwok.x-k8s.io/usage-${r}"])
-				          : Quantity("${q}")
-			EOF
-		done
-	} >"${CONF}/kwok/usage.yaml"
-}
-
 start_kwok() {
 	mkdir -p "${CONF}/kwok/stage" "${TESTBED_DIR}/kwok-home"
 	cp "${SHARE}/kwok/stage/"*.yaml "${CONF}/kwok/stage/"
 	cp "${SHARE}/kwok/metrics/metrics-resource.yaml" "${CONF}/kwok/"
+	write_pod_ready_stage
 	write_resize_stage
 	write_ready_again_stage
 	write_usage
+	write_kwok_config
 	local configs=() f
-	for f in "${CONF}/kwok/stage/"*.yaml "${CONF}/kwok/metrics-resource.yaml" "${CONF}/kwok/usage.yaml"; do
+	for f in "${CONF}/kwok/kwok.yaml" "${CONF}/kwok/stage/"*.yaml "${CONF}/kwok/metrics-resource.yaml" "${CONF}/kwok/usage.yaml"; do
 		configs+=(--config "${f}")
 	done
 	# A private HOME, because kwok also reads ~/.kwok/kwok.yaml.
@@ -662,6 +542,7 @@ write_prometheus_config() {
 			# (container_cpu_usage_seconds_total, container_memory_working_set_bytes,
 			# ...) on one port, one path per node.
 			- job_name: kubelet
+			  scrape_interval: ${KUBELET_SCRAPE_INTERVAL}
 			  scheme: https
 			  tls_config:
 			    ca_file: ${CERTS}/ca.crt
