@@ -11,14 +11,13 @@ import (
 // are several: it asks for the most replicas). The goal does not become a
 // second CPU metric: measured against the request the vertical loop sizes
 // for another target, it would never be met and would scale out without
-// end (the fight of naive HPA+VPA, see the package documentation).
-func (f *Fused) cpuTarget(obs *workload.Observation) float64 {
+// end (the fight of naive HPA+VPA, see the package documentation). With
+// Options.TargetOfLimit the policy's own target is of the limit: limitRatio
+// (the pods' CPU limit over their request) times it, of the request.
+func (f *Fused) cpuTarget(obs *workload.Observation, limitRatio float64) float64 {
 	t := f.target
 	if f.ofLimit {
-		_, request, limit := podCPU(obs, 1)
-		if request > 0 && limit > request {
-			t *= limit / request
-		}
+		t *= limitRatio
 	}
 	found := false
 	for i := range obs.Goals {

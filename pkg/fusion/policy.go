@@ -105,7 +105,12 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 
 	// 2. Vertical first, with the HPA target as the CPU headroom (a
 	// Resource CPU goal with a Utilization target replaces the default).
-	target := f.cpuTarget(&obs)
+	// q is the pods' CPU limit over their request (1 without a higher limit).
+	q := 1.0
+	if limit > request {
+		q = limit / request
+	}
+	target := f.cpuTarget(&obs, q)
 	containers := f.vertical(&obs, target)
 
 	// 3. SLO floor on the per-pod CPU request, and vertical growth when the
@@ -119,10 +124,6 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		// Grow only once the last change has taken effect, and not for a
 		// window whose violation is an OOM kill's lost requests.
 		grow := sizeBound && !anyOOM(&obs) && rolledOut(&obs, request)
-		q := 1.0
-		if limit > request {
-			q = limit / request
-		}
 		base := baseFloor(s, obs.SLO, q, maxUtil)
 		if grow {
 			f.slo.gain = min(maxGain, max(f.slo.gain*growStep, growStep*request/base))
