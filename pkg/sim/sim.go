@@ -38,9 +38,11 @@ type Config struct {
 	// on it that other workloads request and use, every window (default 0:
 	// the app runs alone). With 1 the nodes are packed and busy: a pod that
 	// wants more than its request gets only its CFS share, its request. The
-	// app's pods are scheduled as before (the others fill what they leave),
-	// so a policy that keeps usage within its requests sees no difference;
-	// one that counts on capacity above them does.
+	// app's pods are scheduled as before (the others fill what they leave).
+	// While a node's app pods together want no more than they request, they
+	// keep their limits; beyond, each is cut to its share, which slows even
+	// a pod within its request. So a policy that keeps usage within its
+	// requests is barely affected; one that counts on capacity above them is.
 	Tenants float64
 	// Resize defaults to ResizeRestart.
 	Resize ResizeMode
