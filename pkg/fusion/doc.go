@@ -40,7 +40,9 @@
 //     is kept and the target is set to it, so the target is always the
 //     request that will be in effect (and what new pods get).
 //  6. Memory: a window whose p95 exceeds the SLO or whose pods are
-//     CPU-saturated (usage or peak ≥ 90% of the CPU limit) adds no memory
+//     CPU-saturated (usage or peak ≥ 90% of the CPU limit, or a CPU
+//     pressure of at least 5%: starved below the limit by the node's other
+//     pods, ContainerObservation.CPUPressure) adds no memory
 //     sample, and an OOM kill of CPU-saturated pods records no OOM bump: in
 //     such windows the working set is the backlog of requests queued for
 //     CPU (each holding memory), a symptom the horizontal loop removes, not

@@ -250,8 +250,16 @@ func TestOverloadDoesNotSizeMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		saturated bool
+		pressure  float64 // the share of the window the pods waited for CPU
 		wantBump  bool
-	}{{"oom while cpu-saturated", true, false}, {"oom at moderate load", false, true}} {
+	}{
+		{"oom while cpu-saturated", true, 0, false},
+		{"oom at moderate load", false, 0, true},
+		// Below the limit, but the node's other pods take the CPU the pods
+		// want: a backlog holds the memory, as at the limit.
+		{"oom while starved by the node", false, 0.3, false},
+		{"oom under pressure below the starved mark", false, 0.02, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
 			for i := range 100 {
@@ -266,6 +274,7 @@ func TestOverloadDoesNotSizeMemory(t *testing.T) {
 			o := served(t0.Add(time.Hour), 4, rate, 0.1, 1)
 			o.Containers[0].Peak.Memory = 1 << 30
 			o.Containers[0].OOMKills = 1
+			o.Containers[0].CPUPressure = tc.pressure
 			rec, err := p.Recommend(context.Background(), o)
 			if err != nil {
 				t.Fatal(err)

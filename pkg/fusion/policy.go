@@ -94,7 +94,8 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	// at the operating point.
 	scale, ok := perReadyPodScale(&obs)
 	usage, request, limit := podCPU(&obs, scale)
-	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit
+	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit ||
+		maxCPUPressure(&obs) >= starvedPressure
 	violated := obs.SLO > 0 && obs.Latency.P95 > obs.SLO
 	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
 		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)
@@ -450,6 +451,15 @@ func anyOOM(obs *workload.Observation) bool {
 }
 
 // peakPodCPU sums the containers' peak per-pod CPU usage of the window.
+// maxCPUPressure is the highest CPU pressure of the pod's containers.
+func maxCPUPressure(obs *workload.Observation) float64 {
+	p := 0.0
+	for _, co := range obs.Containers {
+		p = max(p, co.CPUPressure)
+	}
+	return p
+}
+
 func peakPodCPU(obs *workload.Observation) float64 {
 	sum := 0.0
 	for _, co := range obs.Containers {

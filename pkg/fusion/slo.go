@@ -20,6 +20,14 @@ const (
 	// usage is capped, a backlog forms, and neither its usage per request
 	// nor its working set describe the workload at its operating point.
 	saturatedUtilisation = 0.9
+	// starvedPressure of CPU pressure marks a pod as CPU-bound below its
+	// limit: its node did not give it the CPU it wanted for at least this
+	// share of the window, so, as at the limit, a backlog forms. Measured on
+	// packed simulated nodes (docs/evidence.md), 0.01 removes nearly all the
+	// memory that starved pods' OOM bumps added and 0.1 a little more than
+	// half; 0.05 leaves room for the pressure a busy node shows without
+	// starving anyone (PSI counts any wait of any of the pod's threads).
+	starvedPressure = 0.05
 	// growStep is the vertical step taken when the SLO is violated at a
 	// utilisation the horizontal loop is content with.
 	growStep = 1.25

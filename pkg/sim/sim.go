@@ -166,7 +166,11 @@ type pod struct {
 	req        workload.Resources
 	lim        workload.Resources
 	backlog    float64 // requests queued beyond what the stationary queue holds
-	usage      workload.Resources
+	// pressure is the share of the CPU the pod wanted (up to its limit) that
+	// its node did not give it in the window: the simulator's cgroup CPU
+	// pressure (PSI), 0 unless the node is oversubscribed.
+	pressure float64
+	usage    workload.Resources
 	peak       workload.Resources
 	remove     bool
 }
@@ -382,7 +386,7 @@ func (s *Simulator) Step() StepMetrics {
 	nodeCPU := s.cfg.NodeCapacity.CPU
 	for i := range s.pods {
 		p := &s.pods[i]
-		p.usage, p.peak = workload.Resources{}, workload.Resources{}
+		p.usage, p.peak, p.pressure = workload.Resources{}, workload.Resources{}, 0
 		switch p.phase {
 		case podPending:
 			m.Pending++
@@ -400,7 +404,11 @@ func (s *Simulator) Step() StepMetrics {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
 			// The other tenants use no more than they request, so the app's
 			// pods share what they leave.
+			want := math.Min((lam+p.backlog/s.dt)*cpuSec, c)
 			c = math.Min(c, (nodeCPU-n.others)*math.Max(p.req.CPU, 1e-6)/n.shares)
+			if want > c {
+				p.pressure = 1 - c/want
+			}
 		}
 		w := s.app.ServePod(PodInput{
 			Rate: lam, Arrived: arrived, Backlog: p.backlog,
@@ -668,7 +676,7 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 	o.Latency = m.Latency
 	c := &s.containers[0]
 	c.Requests, c.Limits, c.OOMKills = s.tmplReq, s.tmplLim, m.OOMKills
-	c.Usage, c.Peak = workload.Resources{}, workload.Resources{}
+	c.Usage, c.Peak, c.CPUPressure = workload.Resources{}, workload.Resources{}, 0
 	s.samples = s.samples[:0]
 	var ready int32
 	var withMetrics int
@@ -683,6 +691,7 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 			withMetrics++
 			started = s.cfg.Start.Add(time.Duration(p.started * float64(time.Second)))
 			c.Usage = c.Usage.Add(p.usage)
+			c.CPUPressure += p.pressure
 			c.Peak.CPU = math.Max(c.Peak.CPU, p.peak.CPU)
 			c.Peak.Memory = math.Max(c.Peak.Memory, p.peak.Memory)
 		}
@@ -694,6 +703,7 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 	}
 	if withMetrics > 0 {
 		c.Usage = c.Usage.Scale(1 / float64(withMetrics))
+		c.CPUPressure /= float64(withMetrics)
 	}
 	m.Ready = ready
 	o.ReadyReplicas = ready

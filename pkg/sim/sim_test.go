@@ -458,22 +458,25 @@ func BenchmarkPodStep(b *testing.B) {
 // TestTenants: other workloads on the nodes take their share of the CPU the
 // app's pods did not request, so a pod that wants more than its request gets
 // less of its limit, and on packed, busy nodes (1) exactly its request.
-// Within its request a pod sees no difference.
+// Within its request a pod sees no difference. A starved pod reports CPU
+// pressure: the share of the CPU it wanted, up to its limit, that it did
+// not get (its backlog grows, so it wants its whole limit).
 func TestTenants(t *testing.T) {
 	const cpuSec = 0.01
 	for _, tc := range []struct {
-		name     string
-		tenants  float64
-		rate     float64 // requests/s to one pod of request 1, limit 2
-		wantUsed float64 // cores
+		name         string
+		tenants      float64
+		rate         float64 // requests/s to one pod of request 1, limit 2
+		wantUsed     float64 // cores
+		wantPressure float64
 	}{
-		{"alone, above the request", 0, 180, 1.8},
-		{"packed, above the request", 1, 180, 1},
+		{"alone, above the request", 0, 180, 1.8, 0},
+		{"packed, above the request", 1, 180, 1, 0.5},
 		// 16 cores, the pod requests 1: the others use 14.4 of the 15 left,
 		// and leave the pod 1.6.
-		{"busy, above the request", 0.96, 195, 1.6},
-		{"busy, within the free CPU", 0.96, 150, 1.5},
-		{"packed, within the request", 1, 60, 0.6},
+		{"busy, above the request", 0.96, 195, 1.6, 0.2},
+		{"busy, within the free CPU", 0.96, 150, 1.5, 0},
+		{"packed, within the request", 1, 60, 0.6, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := testApp(cpuSec, 0, 1)
@@ -487,6 +490,9 @@ func TestTenants(t *testing.T) {
 				used += s.Step().Used.CPU / n
 			}
 			within(t, "CPU used", used, math.Min(tc.wantUsed, tc.rate*cpuSec), 0.03)
+			if got := s.Observation().Containers[0].CPUPressure; math.Abs(got-tc.wantPressure) > 0.01 {
+				t.Errorf("CPU pressure %.3f, want %.3f", got, tc.wantPressure)
+			}
 		})
 	}
 	if err := (Config{Tenants: 1.5}).WithDefaults().Validate(); err == nil || !strings.Contains(err.Error(), "tenants") {

@@ -106,6 +106,13 @@ type ContainerObservation struct {
 	// OOMKills counts OOM kills of this container since the previous
 	// observation.
 	OOMKills int
+	// CPUPressure is the mean over pods with metrics of the share of the
+	// window in which the container's runnable work waited for CPU (the
+	// cgroup's PSI "some" CPU pressure), in [0, 1]. It tells a pod starved by
+	// its neighbours on the node, whose usage stays below both its limit and
+	// its demand, from one that is idle. 0 also when it is not measured, so
+	// policies read it only as evidence of pressure, never of its absence.
+	CPUPressure float64
 }
 
 // Observation is what a policy sees of one workload at one tick.
@@ -218,6 +225,9 @@ func (o *Observation) Validate() error {
 		}
 		if c.OOMKills < 0 {
 			errs = append(errs, fmt.Errorf("containers[%d] %q: oomKills must be >= 0", i, c.Name))
+		}
+		if !(c.CPUPressure >= 0 && c.CPUPressure <= 1) {
+			errs = append(errs, fmt.Errorf("containers[%d] %q: cpuPressure must be in [0, 1], got %g", i, c.Name, c.CPUPressure))
 		}
 	}
 	for i, g := range o.Goals {

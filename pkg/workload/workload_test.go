@@ -28,6 +28,8 @@ func TestObservationValidate(t *testing.T) {
 		{"NaN memory request", func(o *Observation) { o.Containers[0].Requests.Memory = math.NaN() }, "memory is NaN"},
 		{"unnamed container", func(o *Observation) { o.Containers[0].Name = "" }, "name is empty"},
 		{"negative OOM count", func(o *Observation) { o.Containers[0].OOMKills = -1 }, "oomKills"},
+		{"CPU pressure above 1", func(o *Observation) { o.Containers[0].CPUPressure = 1.5 }, "cpuPressure"},
+		{"NaN CPU pressure", func(o *Observation) { o.Containers[0].CPUPressure = math.NaN() }, "cpuPressure"},
 		{"NaN pod usage", func(o *Observation) { o.Pods[0].Usage.CPU = math.NaN() }, `pods[0] "p" usage`},
 		{"valid goals", func(o *Observation) {
 			o.Goals = []Goal{
