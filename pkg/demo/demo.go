@@ -281,7 +281,10 @@ const (
 	// PolicyLimitTargetPrefix names the fused default whose HPA target CPU
 	// utilisation is a fraction of the pods' CPU limit, e.g.
 	// fused:limit-target=0.7: with limits twice the requests its pods run
-	// at 140% of their requests (fusion.Options.TargetOfLimit).
+	// at 140% of their requests (fusion.Options.TargetOfLimit). A suffix
+	// "/hold=D" (a Go duration) reads the target of the request again for
+	// D after the pods were starved of CPU by their node
+	// (fusion.Options.PressureHold), e.g. fused:limit-target=0.7/hold=1h.
 	PolicyLimitTargetPrefix = "fused:limit-target="
 	// PolicyOracleRequests is the oracle planning every pod within its
 	// requests (oracle.Options.WithinRequests): the cheapest allocation that
@@ -290,13 +293,14 @@ const (
 	PolicyOracleRequests = "oracle-requests"
 )
 
-// parseTarget reads the utilisation of a PolicyTargetPrefix name.
-func parseTarget(rest string) (float64, error) {
-	t, err := strconv.ParseFloat(rest, 64)
-	if err != nil || !(t > 0 && t <= 1) {
-		return 0, fmt.Errorf("%s%s: want a target CPU utilisation in (0, 1]", PolicyTargetPrefix, rest)
+// fusedVariant reads the fused default's variant of a PolicyTargetPrefix
+// or PolicyLimitTargetPrefix name (ok false for other names).
+func fusedVariant(name string) (o fusion.Options, ok bool, err error) {
+	if !strings.HasPrefix(name, PolicyTargetPrefix) && !strings.HasPrefix(name, PolicyLimitTargetPrefix) {
+		return fusion.Options{}, false, nil
 	}
-	return t, nil
+	o, err = fusion.ParseVariant(strings.TrimPrefix(name, "fused:"))
+	return o, true, err
 }
 
 // validPolicy reports whether name is a built-in or derived policy.
@@ -305,12 +309,7 @@ func validPolicy(name string) error {
 		_, err := learn.ParseResidual(rest)
 		return err
 	}
-	if rest, ok := strings.CutPrefix(name, PolicyTargetPrefix); ok {
-		_, err := parseTarget(rest)
-		return err
-	}
-	if rest, ok := strings.CutPrefix(name, PolicyLimitTargetPrefix); ok {
-		_, err := parseTarget(rest)
+	if _, ok, err := fusedVariant(name); ok {
 		return err
 	}
 	if name == PolicyFusedPaper || name == PolicyOracleResidual || name == PolicyOracleRequests || slices.Contains(DefaultPolicies(), name) {
@@ -322,13 +321,8 @@ func validPolicy(name string) error {
 // contender builds the named built-in policy.
 func contender(name string) eval.Contender {
 	fused := fusion.NewPolicyFactory(fusion.Options{})
-	if rest, ok := strings.CutPrefix(name, PolicyTargetPrefix); ok {
-		t, _ := parseTarget(rest) // validPolicy checked it
-		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: t}}))
-	}
-	if rest, ok := strings.CutPrefix(name, PolicyLimitTargetPrefix); ok {
-		t, _ := parseTarget(rest) // validPolicy checked it
-		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: t}, TargetOfLimit: true}))
+	if o, ok, _ := fusedVariant(name); ok { // validPolicy checked it
+		return eval.FromFactory(name, fusion.NewPolicyFactory(o))
 	}
 	if rest, ok := strings.CutPrefix(name, PolicyResidualPrefix); ok {
 		ch, _ := learn.ParseResidual(rest) // validPolicy checked it

@@ -392,7 +392,7 @@ func TestDerivedPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{PolicyFused, PolicyResidualPrefix, ownTarget, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual, PolicyTargetPrefix + "0.9", PolicyLimitTargetPrefix + "0.7", PolicyOracleRequests}
+	names := []string{PolicyFused, PolicyResidualPrefix, ownTarget, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual, PolicyTargetPrefix + "0.9", PolicyLimitTargetPrefix + "0.7", PolicyLimitTargetPrefix + "0.7/hold=24h", PolicyOracleRequests}
 	var cs []eval.Contender
 	for _, n := range names {
 		if err := validPolicy(n); err != nil {
@@ -421,7 +421,7 @@ func TestDerivedPolicies(t *testing.T) {
 			t.Errorf("%s ran exactly as the fused default", n)
 		}
 	}
-	for _, bad := range []string{PolicyResidualPrefix + "cpu=x0", PolicyTargetPrefix + "0", PolicyTargetPrefix + "1.5", PolicyTargetPrefix + "NaN", PolicyTargetPrefix + "high", PolicyLimitTargetPrefix + "0", PolicyLimitTargetPrefix + "1.5", "oracle-limits"} {
+	for _, bad := range []string{PolicyResidualPrefix + "cpu=x0", PolicyTargetPrefix + "0", PolicyTargetPrefix + "1.5", PolicyTargetPrefix + "NaN", PolicyTargetPrefix + "high", PolicyLimitTargetPrefix + "0", PolicyLimitTargetPrefix + "1.5", PolicyLimitTargetPrefix + "0.7/hold=0s", PolicyLimitTargetPrefix + "0.7/hold=soon", PolicyLimitTargetPrefix + "0.7/wait=1h", "oracle-limits"} {
 		if err := validPolicy(bad); err == nil {
 			t.Errorf("%s was accepted", bad)
 		}

@@ -348,3 +348,42 @@ func TestTargetOfLimit(t *testing.T) {
 		})
 	}
 }
+
+// TestPressureHold: with the target of the limit and a hold, a window whose
+// pods were starved of CPU by their node puts the target back on the
+// request for the hold, after which the limit counts again.
+func TestPressureHold(t *testing.T) {
+	const q = 2 // limit over request
+	for _, tc := range []struct {
+		name     string
+		hold     time.Duration
+		pressure float64
+		after    time.Duration // since the pressured window
+		want     float64       // target utilisation of the request
+	}{
+		{"starved, within the hold", time.Hour, 0.2, 30 * time.Minute, 0.7},
+		{"starved, hold over", time.Hour, 0.2, time.Hour, 1.4},
+		{"pressure below the starved mark", time.Hour, 0.02, time.Minute, 1.4},
+		{"no hold: the limit whatever the pressure", 0, 0.9, time.Minute, 1.4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicyFactory(Options{TargetOfLimit: true, PressureHold: tc.hold})(workload.Constraints{MaxReplicas: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := served(t0, 4, 24, 0.1, 1)
+			o.Containers[0].Limits.CPU = q
+			o.Containers[0].CPUPressure = tc.pressure
+			if _, err := p.Recommend(context.Background(), o); err != nil {
+				t.Fatal(err)
+			}
+			later := served(t0.Add(tc.after), 4, 24, 0.1, 1)
+			if got := p.(*Fused).cpuTarget(&later, q); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("target utilisation %g of the request, want %g", got, tc.want)
+			}
+		})
+	}
+	if _, err := NewPolicyFactory(Options{PressureHold: -time.Second})(workload.Constraints{}); err == nil {
+		t.Error("a negative hold was accepted")
+	}
+}

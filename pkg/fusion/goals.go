@@ -16,7 +16,7 @@ import (
 // (the pods' CPU limit over their request) times it, of the request.
 func (f *Fused) cpuTarget(obs *workload.Observation, limitRatio float64) float64 {
 	t := f.target
-	if f.ofLimit {
+	if f.ofLimit && (f.hold == 0 || f.starvedAt.IsZero() || obs.Time.Sub(f.starvedAt) >= f.hold) {
 		t *= limitRatio
 	}
 	found := false

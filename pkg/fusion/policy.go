@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/vpa"
@@ -27,11 +28,21 @@ type Options struct {
 	// pods' CPU limit instead of their request: with limit/request ratio q
 	// the utilisation of the request is held at q times the target.
 	TargetOfLimit bool
+	// PressureHold, with TargetOfLimit, reads the target as a fraction of
+	// the request again for this long after a window in which the pods
+	// were starved of CPU by their node (CPU pressure of at least 5%): the
+	// CPU above the requests is counted on only while the node has shown
+	// that it gives it. 0 keeps the target on the limit whatever the
+	// pressure.
+	PressureHold time.Duration
 }
 
 // Validate rejects unusable options.
 func (o Options) Validate() error {
 	var errs []error
+	if o.PressureHold < 0 {
+		errs = append(errs, fmt.Errorf("pressure hold must be >= 0, got %v", o.PressureHold))
+	}
 	if err := o.HPA.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("hpa: %w", err))
 	}
@@ -57,7 +68,7 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 		if err != nil {
 			return nil, fmt.Errorf("fused: %w", err)
 		}
-		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, decider: d, rec: r, slo: sloState{gain: 1}}, nil
+		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, hold: opts.PressureHold, decider: d, rec: r, slo: sloState{gain: 1}}, nil
 	}
 }
 
@@ -66,11 +77,15 @@ type Fused struct {
 	c       workload.Constraints
 	target  float64
 	ofLimit bool
-	decider *hpa.Decider
-	rec     *vpa.Recommender
-	pods    []hpa.PodMetric
-	metrics []hpa.Metric
-	slo     sloState
+	hold    time.Duration
+	// starvedAt is the end of the last window whose pods were starved of
+	// CPU by their node (zero: none yet).
+	starvedAt time.Time
+	decider   *hpa.Decider
+	rec       *vpa.Recommender
+	pods      []hpa.PodMetric
+	metrics   []hpa.Metric
+	slo       sloState
 }
 
 var _ workload.Policy = (*Fused)(nil)
@@ -94,8 +109,11 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	// at the operating point.
 	scale, ok := perReadyPodScale(&obs)
 	usage, request, limit := podCPU(&obs, scale)
-	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit ||
-		maxCPUPressure(&obs) >= starvedPressure
+	starved := maxCPUPressure(&obs) >= starvedPressure
+	if starved {
+		f.starvedAt = obs.Time
+	}
+	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit || starved
 	violated := obs.SLO > 0 && obs.Latency.P95 > obs.SLO
 	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
 		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)

@@ -461,6 +461,9 @@ type PolicyShape struct {
 	// FeaturesOff are the optional features the policy was trained
 	// without; states read them as 0.
 	FeaturesOff Features
+	// Anchor is the variant of the default the policy was trained beside
+	// (policy.Config.Anchor); empty: the fused default.
+	Anchor string
 }
 
 // ShapeOf checks that a policy of configuration c reads this package's
@@ -476,6 +479,7 @@ func ShapeOf(c policy.Config) (PolicyShape, error) {
 		return sh, fmt.Errorf("%w: state features: %w", policy.ErrIncompatibleCheckpoint, err)
 	}
 	sh.FeaturesOff = AllFeatures &^ on
+	sh.Anchor = c.Anchor
 	if len(c.Heads) <= 1 {
 		if c.NumActions != int(NumActions) {
 			return sh, fmt.Errorf("%w: the policy has %d actions, the paper's action space %d", policy.ErrIncompatibleCheckpoint, c.NumActions, NumActions)

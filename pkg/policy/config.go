@@ -39,6 +39,12 @@ type Config struct {
 	// learn.Features); the policy never reads it, it only travels with the
 	// weights so that whoever serves them encodes states the same way.
 	StateFeatures string `json:"stateFeatures,omitempty"`
+	// Anchor names the variant of the default recommendation the learner
+	// was trained beside (its residual actions are relative to it, and it
+	// is part of the state), in its consumer's words (the rl-agent's
+	// fusion.ParseVariant); empty: the default itself. Like StateFeatures
+	// it only travels with the weights.
+	Anchor string `json:"anchor,omitempty"`
 	// Hidden lists the widths of the tanh hidden layers, used by both the
 	// actor and the (separate) critic network.
 	Hidden []int `json:"hidden"`
@@ -132,6 +138,9 @@ func (c Config) Validate() error {
 	}
 	if len(c.StateFeatures) > maxLabel {
 		bad("stateFeatures must be at most %d bytes, got %d", maxLabel, len(c.StateFeatures))
+	}
+	if len(c.Anchor) > maxLabel {
+		bad("anchor must be at most %d bytes, got %d", maxLabel, len(c.Anchor))
 	}
 	if c.InitBias != nil && len(c.InitBias) != c.NumActions {
 		bad("initBias must have numActions (%d) entries, got %d", c.NumActions, len(c.InitBias))

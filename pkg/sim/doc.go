@@ -29,7 +29,9 @@
 //     node whose pods want more CPU than it has, each pod gets at most its
 //     request's share of the node (CFS shares); with Config.Tenants, other
 //     workloads first take that fraction of what the app's pods did not
-//     request, and the pods share the rest. With W the I/O wait and
+//     request, and the pods share the rest (a pod cut below what it wants,
+//     up to its limit, reports the share it did not get as its CPU
+//     pressure). With W the I/O wait and
 //     ρmax = 0.98:
 //
 //     S  = cpuSeconds / c                      service time alone

@@ -28,9 +28,6 @@ type AgentOptions struct {
 	// Steps are the sizes of the vertical actions (default
 	// learn.DefaultSteps).
 	Steps learn.Steps
-	// Default configures the fused default, whose recommendation is part
-	// of the state and is the teacher's.
-	Default fusion.Options
 	// Alpha weighs utilisation against SLO preservation in the rewards of
 	// the trajectory a Meta-PPO learner reads (default 0.5, as spec.rl).
 	Alpha *float64
@@ -80,7 +77,14 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	if o.Steps == (learn.Steps{}) {
 		o.Steps = learn.DefaultSteps()
 	}
-	t, err := fusion.NewPolicyFactory(o.Default)(c)
+	// The default whose recommendation is part of the state, the residual
+	// actions' anchor and the teacher's: the variant the learner was
+	// trained beside.
+	anchor, err := fusion.ParseVariant(l.PolicyConfig().Anchor)
+	if err != nil {
+		return nil, fmt.Errorf("agent: the learner's anchor: %w", err)
+	}
+	t, err := fusion.NewPolicyFactory(anchor)(c)
 	if err != nil {
 		return nil, fmt.Errorf("agent: default policy: %w", err)
 	}

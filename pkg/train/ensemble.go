@@ -67,6 +67,10 @@ func NewEnsemble(members []Learner, quorum int) (*Ensemble, error) {
 		if sh.FeaturesOff != first.FeaturesOff {
 			return nil, fmt.Errorf("ensemble: member %d was trained with other state features (%q) than member 1 (%q)", i+1, m.PolicyConfig().StateFeatures, members[0].PolicyConfig().StateFeatures)
 		}
+		// ... and act on the same default.
+		if a, b := m.PolicyConfig().Anchor, members[0].PolicyConfig().Anchor; a != b {
+			return nil, fmt.Errorf("ensemble: member %d was trained beside another default (anchor %q) than member 1 (%q)", i+1, a, b)
+		}
 	}
 	return &Ensemble{members: members, quorum: quorum, sizes: first.Residual.Sizes(), cfg: members[0].PolicyConfig()}, nil
 }

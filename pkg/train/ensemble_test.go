@@ -85,6 +85,12 @@ func TestEnsembleRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ao := residualOptions()
+	ao.Anchor = "limit-target=0.7"
+	anchored, err := NewLearner(ao)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name    string
 		members []Learner
@@ -96,6 +102,7 @@ func TestEnsembleRefuses(t *testing.T) {
 		{"negative quorum", []Learner{res, res}, -1, "quorum -1"},
 		{"paper actions", []Learner{res, paper}, 0, "paper's action space"},
 		{"other features", []Learner{res, noFeatures}, 0, "other state features"},
+		{"other default", []Learner{res, anchored}, 0, `another default (anchor "limit-target=0.7")`},
 		{"nil member", []Learner{res, nil}, 0, "nil"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

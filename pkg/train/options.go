@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/eval"
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/policy"
@@ -69,6 +70,12 @@ type Options struct {
 	// FollowBias is the residual space's initial bias towards following
 	// the default (ResidualConfig); 0 means DefaultFollowBias.
 	FollowBias float64
+	// Anchor is the variant of the fused default (fusion.ParseVariant) the
+	// learner is trained beside: its recommendation is part of the state,
+	// the residual actions are relative to it, and it bootstraps. The
+	// checkpoint records it (policy.Config.Anchor), so that eval, the demo
+	// and serve anchor the agent on the same one. Empty: the fused default.
+	Anchor string
 	// Azure, when its invocations file is set, adds the kind "azure" to
 	// the cycle: such an episode runs its app with the measured demand of
 	// one of the trace's usable functions (app i takes function i, round
@@ -295,6 +302,9 @@ func (o *Options) Validate() error {
 	if o.EpisodeSteps < 2 {
 		bad("episode steps must be >= 2, got %d", o.EpisodeSteps)
 	}
+	if _, err := fusion.ParseVariant(o.Anchor); err != nil {
+		bad("anchor: %w", err)
+	}
 	if o.Step <= 0 {
 		bad("step must be > 0, got %s", o.Step)
 	}
@@ -414,6 +424,7 @@ func (o *Options) policyConfig() (policy.Config, error) {
 	if o.FeaturesOff != 0 {
 		c.StateFeatures = (learn.AllFeatures &^ o.FeaturesOff).String()
 	}
+	c.Anchor = o.Anchor
 	if len(o.Hidden) > 0 {
 		c.Hidden = slices.Clone(o.Hidden)
 	}

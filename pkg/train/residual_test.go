@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,11 +28,6 @@ func residualOptions() Options {
 // is the fused default, run for run: "follow" starts as every head's most
 // likely choice.
 func TestResidualUntrainedFollowsDefault(t *testing.T) {
-	o := residualOptions()
-	l, err := NewLearner(o)
-	if err != nil {
-		t.Fatal(err)
-	}
 	apps, err := sim.GenerateApps(5, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -44,19 +40,50 @@ func TestResidualUntrainedFollowsDefault(t *testing.T) {
 		}
 		runs = append(runs, eval.Run{App: app, Trace: &tr, Seed: uint64(i)})
 	}
-	rep, err := eval.Evaluate(context.Background(), runs, []eval.Contender{
-		eval.FromFactory("fused", fusion.NewPolicyFactory(fusion.Options{})),
-		Contender(l, AgentOptions{}),
-	}, eval.Options{Workers: 2, SeriesRun: -1})
-	if err != nil {
-		t.Fatal(err)
+	// With an anchor the agent follows that variant of the default, which
+	// the checkpoint records; the variant runs differently from the
+	// default (checked below), so following the wrong one would show.
+	for _, anchor := range []string{"", "limit-target=0.7/hold=24h"} {
+		t.Run("anchor "+anchor, func(t *testing.T) {
+			o := residualOptions()
+			o.Anchor = anchor
+			l, err := NewLearner(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := l.PolicyConfig().Anchor; got != anchor {
+				t.Fatalf("the learner records the anchor %q, want %q", got, anchor)
+			}
+			def, err := fusion.ParseVariant(anchor)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := eval.Evaluate(context.Background(), runs, []eval.Contender{
+				eval.FromFactory("fused", fusion.NewPolicyFactory(def)),
+				Contender(l, AgentOptions{}),
+				eval.FromFactory("plain", fusion.NewPolicyFactory(fusion.Options{})),
+			}, eval.Options{Workers: 2, SeriesRun: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			differs := false
+			for i := 0; i < len(rep.Results); i += 3 {
+				a, b, plain := rep.Results[i], rep.Results[i+1], rep.Results[i+2]
+				a.Policy, b.Policy, plain.Policy = "", "", ""
+				if !reflect.DeepEqual(a, b) {
+					t.Errorf("run %d: untrained residual agent %+v, its anchor %+v", i/3, b, a)
+				}
+				differs = differs || !reflect.DeepEqual(a, plain)
+			}
+			if anchor != "" && !differs {
+				t.Errorf("the anchor %q ran as the plain default in every run: the test cannot tell them apart", anchor)
+			}
+		})
 	}
-	for i := 0; i < len(rep.Results); i += 2 {
-		a, b := rep.Results[i], rep.Results[i+1]
-		a.Policy, b.Policy = "", ""
-		if !reflect.DeepEqual(a, b) {
-			t.Errorf("run %d: untrained residual agent %+v, fused %+v", i/2, b, a)
-		}
+	o := residualOptions()
+	o.Anchor = "limit-target=2"
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "anchor") {
+		t.Errorf("anchor limit-target=2: err = %v", err)
 	}
 }
 

@@ -97,7 +97,10 @@ func newEnsemble(e *Ensemble) (*ensemble, learn.PolicyShape, error) {
 		}
 		if i == 0 {
 			shape = sh
-		} else if sh.FeaturesOff != shape.FeaturesOff {
+		} else if sh.Anchor != shape.Anchor {
+			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained beside another default (anchor %q) than member 1 (%q)", i+1, policy.ErrIncompatibleCheckpoint, sh.Anchor, shape.Anchor)
+		}
+		if i > 0 && sh.FeaturesOff != shape.FeaturesOff {
 			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained with other state features (%q) than member 1 (%q)", i+1, policy.ErrIncompatibleCheckpoint,
 				m.Config().StateFeatures, e.Members[0].Config().StateFeatures)
 		}

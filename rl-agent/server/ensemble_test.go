@@ -184,6 +184,12 @@ func TestEnsembleRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	anchoredCfg := learn.ResidualConfig(learn.DefaultFollowBias)
+	anchoredCfg.Anchor = "limit-target=0.7"
+	anchored, err := policy.NewPPO(anchoredCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ms := ensembleMembers(t)
 	for _, tc := range []struct {
 		name string
@@ -197,6 +203,8 @@ func TestEnsembleRefused(t *testing.T) {
 		{"nil member", &Ensemble{Members: []*policy.Frozen{ms[0], nil}}, nil, "member 2 is nil"},
 		{"paper action space", &Ensemble{Members: []*policy.Frozen{ms[0], paper.Freeze()}}, nil, "paper's action space"},
 		{"other features", &Ensemble{Members: []*policy.Frozen{ms[0], other.Freeze()}}, nil, "other state features"},
+		{"other default", &Ensemble{Members: []*policy.Frozen{ms[0], anchored.Freeze()}}, nil, "another default"},
+		{"all beside another default", &Ensemble{Members: []*policy.Frozen{anchored.Freeze(), anchored.Freeze()}}, nil, "default variant"},
 		{"and a learner", &Ensemble{Members: ms}, func(o *Options) { o.Learner = newResidualPPO(t, 1) }, "exactly one of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -67,17 +69,30 @@ func TestResidualServing(t *testing.T) {
 	}
 }
 
-// The server refuses a policy that reads another state or acts in another
-// space than its agents.
+// The server refuses a policy that reads another state, acts in another
+// space than its agents, or was trained beside another default than the
+// fused one the recommender sends.
 func TestServerRefusesOtherShapes(t *testing.T) {
-	cfg := policy.DefaultConfig(learn.StateDim-3, int(learn.NumActions))
-	p, err := policy.NewPPO(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o := DefaultOptions()
-	o.Learner, o.Registerer = p, prometheus.NewRegistry()
-	if _, err := New(o); err == nil {
-		t.Fatal("a policy of an older state was served")
+	anchored := learn.ResidualConfig(learn.DefaultFollowBias)
+	anchored.Anchor = "limit-target=0.7"
+	for _, tc := range []struct {
+		name string
+		cfg  policy.Config
+		want string
+	}{
+		{"an older state", policy.DefaultConfig(learn.StateDim-3, int(learn.NumActions)), "state features"},
+		{"another default", anchored, `default variant "limit-target=0.7"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := policy.NewPPO(tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := DefaultOptions()
+			o.Learner, o.Registerer = p, prometheus.NewRegistry()
+			if _, err := New(o); !errors.Is(err, policy.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrIncompatibleCheckpoint naming %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -300,6 +300,12 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 		}
 	}
+	if s.shape.Anchor != "" {
+		// The recommender sends the fused default's recommendation; a
+		// policy trained beside another variant would act on a default it
+		// never learned from.
+		return nil, fmt.Errorf("invalid server options: the policy: %w: it was trained beside the default variant %q, and the recommender sends the fused default's recommendation; serve a policy trained without an anchor", policy.ErrIncompatibleCheckpoint, s.shape.Anchor)
+	}
 	if err := s.restore(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,56 @@
+package fusion
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/hpa"
+)
+
+// VariantHelp says what ParseVariant reads, for flag help.
+const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisation T in (0, 1] instead of 0.7), limit-target=T (the same target as a fraction of the pods' CPU limit, so pods with limits above requests run above their requests) or limit-target=T/hold=D (of the request again for the duration D after the pods were starved of CPU by their node)`
+
+// ParseVariant reads a variant of the fused default, as the demo's
+// "fused:SPEC" policies, a residual agent's anchor and the recommender name
+// it: "" is the default, "target=T" sets the HPA target CPU utilisation,
+// "limit-target=T" makes it a fraction of the CPU limit
+// (Options.TargetOfLimit), with an optional "/hold=D" (Options.PressureHold).
+// The options it returns are valid.
+func ParseVariant(spec string) (Options, error) {
+	if spec == "" {
+		return Options{}, nil
+	}
+	bad := func(why string) (Options, error) {
+		return Options{}, fmt.Errorf("fused variant %q: %s (want %s)", spec, why, VariantHelp)
+	}
+	key, rest, _ := strings.Cut(spec, "=")
+	value, hold, withHold := strings.Cut(rest, "/")
+	var o Options
+	switch key {
+	case "target":
+		if withHold {
+			return bad("hold applies only to limit-target")
+		}
+	case "limit-target":
+		o.TargetOfLimit = true
+	default:
+		return bad("unknown setting " + strconv.Quote(key))
+	}
+	t, err := strconv.ParseFloat(value, 64)
+	if err != nil || !(t > 0 && t <= 1) {
+		return bad("the target CPU utilisation must be in (0, 1]")
+	}
+	o.HPA = hpa.PolicyOptions{TargetCPUUtilization: t}
+	if withHold {
+		d, ok := strings.CutPrefix(hold, "hold=")
+		if o.PressureHold, err = time.ParseDuration(d); !ok || err != nil || o.PressureHold <= 0 {
+			return bad("hold must be a positive duration, e.g. hold=24h")
+		}
+	}
+	if err := o.Validate(); err != nil {
+		return bad(err.Error())
+	}
+	return o, nil
+}
