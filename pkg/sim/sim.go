@@ -171,8 +171,8 @@ type pod struct {
 	// pressure (PSI), 0 unless the node is oversubscribed.
 	pressure float64
 	usage    workload.Resources
-	peak       workload.Resources
-	remove     bool
+	peak     workload.Resources
+	remove   bool
 }
 
 type node struct {
