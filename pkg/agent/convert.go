@@ -41,6 +41,7 @@ func ToObservation(o *workload.Observation) *pb.Observation {
 		out.Containers = append(out.Containers, &pb.ContainerObservation{
 			Name: c.Name, Requests: toResources(c.Requests), Limits: toResources(c.Limits),
 			Usage: toResources(c.Usage), Peak: toResources(c.Peak), OomKills: int32(min(c.OOMKills, math.MaxInt32)),
+			CpuPressure: c.CPUPressure,
 		})
 	}
 	return out

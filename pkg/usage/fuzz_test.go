@@ -38,13 +38,13 @@ func validReading(t *testing.T, what string, r Reading) {
 }
 
 // readers is how many readers FuzzPrometheusResponse chooses from.
-const readers = 4
+const readers = 5
 
 // FuzzPrometheusResponse feeds arbitrary Prometheus HTTP API answers to
-// the readers of the Prometheus source (SLO, pod usage, history, goals; one
-// per input): none may panic, and a value they mark valid (SLO and goal
-// readings, history points) is finite and non-negative, as the
-// recommender relies on.
+// the readers of the Prometheus source (SLO, pod usage, history, goals, CPU
+// pressure; one per input): none may panic, and a value they mark valid
+// (SLO and goal readings, history points, pressures) is finite and
+// non-negative, as the recommender relies on; a pressure is also at most 1.
 func FuzzPrometheusResponse(f *testing.F) {
 	for _, seed := range []string{
 		`{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a","container":"app","namespace":"shop"},"value":[1772366400,"0.5"]}]}}`,
@@ -107,6 +107,17 @@ func FuzzPrometheusResponse(f *testing.F) {
 					for _, pt := range pts {
 						validReading(t, "history point", Reading{Value: pt.Value, OK: true})
 					}
+				}
+			}
+		case 4:
+			r, err := p.CPUPressure(ctx, "shop")
+			if err != nil {
+				return
+			}
+			for k, v := range r.Containers {
+				validReading(t, fmt.Sprintf("pressure of %+v", k), Reading{Value: v, OK: true})
+				if v > 1 {
+					t.Fatalf("pressure of %+v is %v, above 1", k, v)
 				}
 			}
 		default:

@@ -54,6 +54,10 @@ type Queries struct {
 	// Memory returns per-pod, per-container working set in bytes, with
 	// the same labels.
 	Memory string
+	// CPUPressure returns per-pod, per-container CPU pressure, the share
+	// of the window in which some of the container's runnable work waited
+	// for CPU (0 to 1), with the same labels.
+	CPUPressure string
 	// Latency returns the .Quantile latency (seconds) of the histogram
 	// .Metric.
 	Latency string
@@ -76,8 +80,13 @@ type Queries struct {
 // DefaultQueries are the templates used when none is configured. CPU and
 // memory follow cAdvisor's metric names as scraped from the kubelet
 // (container="" is the pod cgroup and "POD" the pause container, both
-// excluded). Latency and request rate read a classic Prometheus histogram
-// named by spec.rl.slo.metric.name (<name>_bucket, <name>_count). The
+// excluded). CPU pressure is the rate of cAdvisor's PSI counter
+// container_pressure_cpu_waiting_seconds_total (seconds in which some task
+// of the container waited for CPU), which kubelets export on cgroup v2
+// with the KubeletPSI feature (Kubernetes 1.34 and later); elsewhere the
+// query returns nothing and pressure is not measured. Latency and request
+// rate read a classic Prometheus histogram named by
+// spec.rl.slo.metric.name (<name>_bucket, <name>_count). The
 // error rate reads the counter of failed requests that goes with it by
 // name: <prefix>_failed_requests_total for a histogram named
 // <prefix>_request_duration_seconds (as the e2e workload emulator serves
@@ -91,6 +100,8 @@ func DefaultQueries() Queries {
 		CPU: `sum by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{pod=~"{{.PodRegex}}"` +
 			`{{if .Namespace}}, namespace="{{.Namespace}}"{{end}}, container!="", container!="POD"}[{{.Window}}]))`,
 		Memory: `max by (namespace, pod, container) (max_over_time(container_memory_working_set_bytes{pod=~"{{.PodRegex}}"` +
+			`{{if .Namespace}}, namespace="{{.Namespace}}"{{end}}, container!="", container!="POD"}[{{.Window}}]))`,
+		CPUPressure: `sum by (namespace, pod, container) (rate(container_pressure_cpu_waiting_seconds_total{pod=~"{{.PodRegex}}"` +
 			`{{if .Namespace}}, namespace="{{.Namespace}}"{{end}}, container!="", container!="POD"}[{{.Window}}]))`,
 		Latency: `histogram_quantile({{.Quantile}}, sum by (le) (rate({{.Metric}}_bucket{namespace="{{.Namespace}}"` +
 			`{{with .Selector}}, {{.}}{{end}}}[{{.Window}}])))`,
@@ -109,7 +120,7 @@ func DefaultQueries() Queries {
 // Selector are validated to be safe where the defaults put them.
 type QueryData struct {
 	// Namespace is the autoscaler's namespace; empty for "all namespaces"
-	// (CPU and Memory only).
+	// (CPU, Memory and CPUPressure only).
 	Namespace string
 	// PodRegex matches the pod names of interest (RE2, fully anchored by
 	// PromQL).
@@ -167,17 +178,18 @@ type PrometheusOptions struct {
 }
 
 // QueryObserver is told the outcome of every Prometheus query, e.g. to
-// count failures: name is the template (cpu, memory, latency, requestRate,
-// errorRate, pods, object, external), err nil for an answer Prometheus
-// gave (possibly empty) and the failure otherwise (unreachable, an error
-// status, a malformed or unexpected answer). It must be safe for
+// count failures: name is the template (cpu, memory, cpuPressure, latency,
+// requestRate, errorRate, pods, object, external), err nil for an answer
+// Prometheus gave (possibly empty) and the failure otherwise (unreachable,
+// an error status, a malformed or unexpected answer). It must be safe for
 // concurrent use.
 type QueryObserver interface {
 	ObservePrometheusQuery(name string, err error)
 }
 
-// Prometheus reads usage, latency, request rate, goal metrics and usage
-// history from the Prometheus HTTP API. It is safe for concurrent use.
+// Prometheus reads usage, CPU pressure, latency, request rate, goal
+// metrics and usage history from the Prometheus HTTP API. It is safe for
+// concurrent use.
 type Prometheus struct {
 	api     promv1.API
 	timeout time.Duration
@@ -195,6 +207,7 @@ var _ Source = (*Prometheus)(nil)
 const (
 	qCPU         = "cpu"
 	qMemory      = "memory"
+	qCPUPressure = "cpuPressure"
 	qLatency     = "latency"
 	qRequestRate = "requestRate"
 	qErrorRate   = "errorRate"
@@ -205,7 +218,7 @@ const (
 
 // QueryNames lists the template names, as QueryObserver receives them.
 func QueryNames() []string {
-	return []string{qCPU, qMemory, qLatency, qRequestRate, qErrorRate, qPods, qObject, qExternal}
+	return []string{qCPU, qMemory, qCPUPressure, qLatency, qRequestRate, qErrorRate, qPods, qObject, qExternal}
 }
 
 // NewPrometheus validates the options and parses the templates. It does
@@ -245,6 +258,7 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 		qLatency: pick(o.Queries.Latency, def.Latency), qRequestRate: pick(o.Queries.RequestRate, def.RequestRate),
 		qErrorRate: pick(o.Queries.ErrorRate, def.ErrorRate), qPods: pick(o.Queries.Pods, def.Pods),
 		qObject: pick(o.Queries.Object, def.Object), qExternal: pick(o.Queries.External, def.External),
+		qCPUPressure: pick(o.Queries.CPUPressure, def.CPUPressure),
 	} {
 		t, err := parseQuery(name, text)
 		if err != nil {
@@ -265,8 +279,8 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 	return p, nil
 }
 
-// Render executes the named template (cpu, memory, latency, requestRate,
-// errorRate, pods, object, external) with d.
+// Render executes the named template (cpu, memory, cpuPressure, latency,
+// requestRate, errorRate, pods, object, external) with d.
 func (p *Prometheus) Render(name string, d QueryData) (string, error) {
 	t := p.tmpl[name]
 	if t == nil {

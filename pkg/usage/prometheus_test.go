@@ -101,6 +101,7 @@ func TestDefaultTemplatesRender(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
 		{qCPU, `sum by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{pod=~"web-.+", namespace="shop", container!="", container!="POD"}[2m]))`},
 		{qMemory, `max by (namespace, pod, container) (max_over_time(container_memory_working_set_bytes{pod=~"web-.+", namespace="shop", container!="", container!="POD"}[2m]))`},
+		{qCPUPressure, `sum by (namespace, pod, container) (rate(container_pressure_cpu_waiting_seconds_total{pod=~"web-.+", namespace="shop", container!="", container!="POD"}[2m]))`},
 		{qLatency, `histogram_quantile(0.95, sum by (le) (rate(http_request_duration_seconds_bucket{namespace="shop", route="/api"}[2m])))`},
 		{qRequestRate, `sum(rate(http_request_duration_seconds_count{namespace="shop", route="/api"}[2m]))`},
 		{qErrorRate, `sum(rate(http_failed_requests_total{namespace="shop", route="/api"}[2m]))`},
@@ -129,8 +130,9 @@ func TestDefaultTemplatesRender(t *testing.T) {
 	// Without a namespace or selector the optional matchers disappear.
 	d = QueryData{PodRegex: ".+", Metric: "queue_depth", Window: "1m"}
 	for name, want := range map[string]string{
-		qCPU:      `sum by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{pod=~".+", container!="", container!="POD"}[1m]))`,
-		qExternal: `sum(queue_depth{})`,
+		qCPU:         `sum by (namespace, pod, container) (rate(container_cpu_usage_seconds_total{pod=~".+", container!="", container!="POD"}[1m]))`,
+		qCPUPressure: `sum by (namespace, pod, container) (rate(container_pressure_cpu_waiting_seconds_total{pod=~".+", container!="", container!="POD"}[1m]))`,
+		qExternal:    `sum(queue_depth{})`,
 	} {
 		if got, _ := p.Render(name, d); got != want {
 			t.Errorf("%s:\n got %s\nwant %s", name, got, want)

@@ -10,12 +10,13 @@
 // the recommender's current-usage source. Prometheus reads the Prometheus
 // HTTP API with configurable PromQL templates: current usage (it also
 // implements Source), usage history (range queries, for autoscalers
-// without a checkpoint), the request rate, error rate and latency
-// percentiles of the SLO histogram, and goals.metrics of type Pods, Object
-// and External, with ToGoal converting a goal and its reading into a
-// policy's input (workload.Goal). Prometheus drops NaN, infinite and negative values of the SLO,
-// goal and history readings itself (counting them by reason) because it
-// aggregates them; PodUsage passes them through like MetricsAPI.
+// without a checkpoint), containers' CPU pressure (PSI), the request rate,
+// error rate and latency percentiles of the SLO histogram, and
+// goals.metrics of type Pods, Object and External, with ToGoal converting a
+// goal and its reading into a policy's input (workload.Goal). Prometheus
+// drops NaN, infinite and negative values of the SLO, goal, pressure and
+// history readings itself (counting them by reason) because it aggregates
+// them; PodUsage passes them through like MetricsAPI.
 package usage
 
 import (

@@ -249,8 +249,8 @@ func endpointHost(target string) string {
 }
 
 // wirePrometheus sets the Prometheus-backed sources (SLO, goal metrics,
-// history) when --prometheus-address is set; current usage stays with
-// metrics.k8s.io.
+// history, CPU pressure) when --prometheus-address is set; current usage
+// stays with metrics.k8s.io.
 func wirePrometheus(o *Options, d *controller.Deps) error {
 	if o.PrometheusAddress == "" {
 		return nil
@@ -270,6 +270,6 @@ func wirePrometheus(o *Options, d *controller.Deps) error {
 	if err != nil {
 		return fmt.Errorf("prometheus source: %w", err)
 	}
-	d.SLO, d.Goals, d.History = p, p, p
+	d.SLO, d.Goals, d.History, d.Pressure = p, p, p, p
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -160,11 +161,11 @@ func TestRunFailsWithoutCluster(t *testing.T) {
 func TestWirePrometheus(t *testing.T) {
 	o := NewOptions()
 	var d controller.Deps
-	if err := wirePrometheus(o, &d); err != nil || d.SLO != nil || d.Goals != nil || d.History != nil {
+	if err := wirePrometheus(o, &d); err != nil || d.SLO != nil || d.Goals != nil || d.History != nil || d.Pressure != nil {
 		t.Fatalf("no address must leave the sources unset: %v %+v", err, d)
 	}
 	o.PrometheusAddress = "http://127.0.0.1:9090"
-	if err := wirePrometheus(o, &d); err != nil || d.SLO == nil || d.Goals == nil || d.History == nil {
+	if err := wirePrometheus(o, &d); err != nil || d.SLO == nil || d.Goals == nil || d.History == nil || d.Pressure == nil {
 		t.Fatalf("an address must set every source: %v", err)
 	}
 	o.PrometheusQueries.Latency = "{{.NoSuchField}}"
@@ -175,6 +176,21 @@ func TestWirePrometheus(t *testing.T) {
 	o.PrometheusQueries.ErrorRate = `{{.Metric | nosuchfunc}}`
 	if err := wirePrometheus(o, &controller.Deps{}); err == nil || !strings.Contains(err.Error(), "errorRate query template") {
 		t.Fatalf("a bad error-rate template must fail at start-up: %v", err)
+	}
+	o.PrometheusQueries.ErrorRate = ""
+	o.PrometheusQueries.CPUPressure = "{{.Pressure}}"
+	if err := wirePrometheus(o, &controller.Deps{}); err == nil || !strings.Contains(err.Error(), "cpuPressure query template") {
+		t.Fatalf("a bad CPU-pressure template must fail at start-up: %v", err)
+	}
+	// The flag sets the template.
+	fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+	o = NewOptions()
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--prometheus-query-cpu-pressure=max by (namespace, pod, container) (psi{})"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := o.PrometheusQueries.CPUPressure; got != "max by (namespace, pod, container) (psi{})" {
+		t.Fatalf("--prometheus-query-cpu-pressure set %q", got)
 	}
 }
 

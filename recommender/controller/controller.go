@@ -158,6 +158,9 @@ type Deps struct {
 	SLO     SLOSource
 	Goals   GoalSource
 	History HistorySource
+	// Pressure reads the containers' CPU pressure; nil, or a container
+	// without a series, leaves it 0 (not measured).
+	Pressure PressureSource
 	// Rivals finds other autoscalers of the targets (HPA, VPA, KEDA,
 	// Knative); nil looks for none.
 	Rivals     RivalSource
@@ -189,6 +192,7 @@ type Controller struct {
 	slo         SLOSource
 	goals       GoalSource
 	history     HistorySource
+	pressure    PressureSource
 	rivals      RivalSource
 	newPolicy   workload.PolicyFactory
 	advisor     Advisor
@@ -306,6 +310,7 @@ func New(cfg Config, d Deps) (*Controller, error) {
 		slo:         d.SLO,
 		goals:       d.Goals,
 		history:     d.History,
+		pressure:    d.Pressure,
 		rivals:      d.Rivals,
 		newPolicy:   d.NewPolicy,
 		advisor:     d.Advisor,
@@ -404,9 +409,13 @@ func (c *Controller) RunOnce(ctx context.Context) {
 			logger.Error(useErr, "Reading pod metrics; keeping the last recommendations")
 		}
 	}
+	dropped := map[string]int{}
+	var pressure map[usage.ContainerKey]float64
+	if len(handled) > 0 && useErr == nil {
+		pressure = c.readPressure(readCtx, dropped)
+	}
 	ext := c.readExternal(ctx, handled)
 	rivals := c.scanRivals(readCtx, handled, now)
-	dropped := map[string]int{}
 	seen := make(map[string]bool, len(handled))
 	// Over every autoscaler, handled or not: one of another recommender
 	// can still be the one governing a target.
@@ -430,7 +439,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 		if t, ok := mpa.TargetOf(m); ok {
 			rs = rivals[t]
 		}
-		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, e, rs, dropped)
+		status, fresh := c.recommend(ctx, key, m, now, use[m.Namespace], useErr, pressure, e, rs, dropped)
 		// Whatever path recommend took, a contested dimension is left to
 		// the rival: the updater and the webhook find nothing to apply.
 		leaveContested(status, m, rs)
@@ -617,7 +626,7 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 // advance: a recommendation kept while metrics are missing must age so the
 // updater's staleness guard can act).
 func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.MultidimPodAutoscaler, now time.Time,
-	use map[string]*usage.PodUsage, useErr error, ext *external, rivals []rival.Rival, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
+	use map[string]*usage.PodUsage, useErr error, pressure map[usage.ContainerKey]float64, ext *external, rivals []rival.Rival, dropped map[string]int) (*v1alpha1.MultidimPodAutoscalerStatus, bool) {
 	s := m.Status.DeepCopy()
 	s.ObservedGeneration = m.Generation
 	st := c.stateFor(ctx, key, m)
@@ -681,7 +690,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	if since.IsZero() {
 		since = now.Add(-c.cfg.Interval)
 	}
-	obs := observation(now, c.cfg.Interval, since, pods, use, dropped)
+	obs := observation(now, c.cfg.Interval, since, pods, use, pressure, dropped)
 	// The current scale is the target's, as for the HPA; the pods only
 	// give the per-pod values.
 	obs.Replicas = tgt.Replicas

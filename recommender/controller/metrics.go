@@ -45,7 +45,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"source"}),
 		invalidSamples: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_recommender_invalid_samples_total",
-			Help: "Usage values dropped because they were NaN, infinite or negative, by reason.",
+			Help: "Usage and CPU-pressure values dropped because they were NaN, infinite or negative, by reason.",
 		}, []string{"reason"}),
 		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_recommender_status_writes_total",
@@ -82,7 +82,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		promQueries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_recommender_prometheus_queries_total",
-			Help: "Prometheus queries by template (cpu, memory, latency, requestRate, errorRate, pods, object, external) and result: success (an answer, possibly empty) or error (unreachable, an error status, a malformed or unexpected answer).",
+			Help: "Prometheus queries by template (cpu, memory, cpuPressure, latency, requestRate, errorRate, pods, object, external) and result: success (an answer, possibly empty) or error (unreachable, an error status, a malformed or unexpected answer).",
 		}, []string{"query", "result"}),
 		rlStages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_recommender_rl_stage_transitions_total",

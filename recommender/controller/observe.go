@@ -49,12 +49,15 @@ func activePods(pods []*corev1.Pod) []*corev1.Pod {
 // observation builds what the policy sees of one workload: requests and
 // limits from the newest pod (it reflects the current template and what the
 // admission controller last applied), usage as the mean over pods with
-// valid samples, peak as their maximum, OOM kills that finished after since.
-// dropped counts invalid values by reason. A pod with any invalid value is
+// valid samples, peak as their maximum, OOM kills that finished after since,
+// CPU pressure as the mean over the same pods (a pod with usage but no
+// pressure series counts 0, not measured, as the whole observation does
+// without a pressure source). dropped counts invalid values by reason. A pod with any invalid value is
 // treated as a pod without metrics: keeping its other containers would
 // understate the pod's usage in the replica arithmetic, and the HPA rules
 // for pods without metrics are the conservative, defined path.
-func observation(now time.Time, window time.Duration, since time.Time, pods []*corev1.Pod, use map[string]*usage.PodUsage, dropped map[string]int) workload.Observation {
+func observation(now time.Time, window time.Duration, since time.Time, pods []*corev1.Pod, use map[string]*usage.PodUsage,
+	pressure map[usage.ContainerKey]float64, dropped map[string]int) workload.Observation {
 	obs := workload.Observation{Time: now, Window: window, Replicas: int32(len(pods))}
 	newest := pods[0]
 	for _, p := range pods[1:] {
@@ -108,6 +111,7 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 				co := &obs.Containers[i]
 				co.Usage = co.Usage.Add(v)
 				co.Peak = workload.Resources{CPU: max(co.Peak.CPU, v.CPU), Memory: max(co.Peak.Memory, v.Memory)}
+				co.CPUPressure += podPressure(pressure, usage.ContainerKey{Namespace: p.Namespace, Pod: p.Name, Container: cu.Name}, dropped)
 				counts[i]++
 				s.Usage = s.Usage.Add(v)
 				s.HasMetrics = true
@@ -121,6 +125,8 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 	for i := range obs.Containers {
 		if counts[i] > 0 {
 			obs.Containers[i].Usage = obs.Containers[i].Usage.Scale(1 / float64(counts[i]))
+			// A mean of values in [0, 1]; min only absorbs rounding.
+			obs.Containers[i].CPUPressure = min(obs.Containers[i].CPUPressure/float64(counts[i]), 1)
 		}
 	}
 	return obs
@@ -139,4 +145,20 @@ func validSample(pu *usage.PodUsage, dropped map[string]int) bool {
 		}
 	}
 	return ok
+}
+
+// podPressure is k's CPU pressure, 0 when it was not measured. The source
+// keeps values in [0, 1]; one that is not a number in that range is
+// dropped (counted) or brought down to 1 rather than trusted, so that the
+// observation stays valid whatever the source.
+func podPressure(pressure map[usage.ContainerKey]float64, k usage.ContainerKey, dropped map[string]int) float64 {
+	x, ok := pressure[k]
+	if !ok {
+		return 0
+	}
+	if r := sampleProblem(x); r != "" {
+		dropped[r]++
+		return 0
+	}
+	return min(x, 1)
 }

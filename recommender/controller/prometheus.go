@@ -37,11 +37,38 @@ type HistorySource interface {
 	History(ctx context.Context, q usage.HistoryQuery) (usage.History, error)
 }
 
+// PressureSource reads the CPU pressure of every container in a namespace
+// ("" = all).
+type PressureSource interface {
+	CPUPressure(ctx context.Context, namespace string) (usage.PressureReading, error)
+}
+
 var (
-	_ SLOSource     = (*usage.Prometheus)(nil)
-	_ GoalSource    = (*usage.Prometheus)(nil)
-	_ HistorySource = (*usage.Prometheus)(nil)
+	_ SLOSource      = (*usage.Prometheus)(nil)
+	_ GoalSource     = (*usage.Prometheus)(nil)
+	_ HistorySource  = (*usage.Prometheus)(nil)
+	_ PressureSource = (*usage.Prometheus)(nil)
 )
+
+// readPressure reads the containers' CPU pressure once per loop, adding
+// the values the source dropped to dropped. A failed read is no failure of
+// the loop: usage comes from the metrics source, and a pressure not read
+// is 0, "not measured", which no policy reads as the absence of pressure.
+// The failure is counted in aware_recommender_prometheus_queries_total.
+func (c *Controller) readPressure(ctx context.Context, dropped map[string]int) map[usage.ContainerKey]float64 {
+	if c.pressure == nil {
+		return nil
+	}
+	r, err := c.pressure.CPUPressure(ctx, c.cfg.Namespace)
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("CPU pressure not read; it is not measured this loop", "err", err)
+		return nil
+	}
+	for k, v := range r.Dropped {
+		dropped[k] += v
+	}
+	return r.Containers
+}
 
 // HistoryConfig bounds the history loaded at start-up for autoscalers
 // without a checkpoint.

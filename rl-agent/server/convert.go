@@ -123,6 +123,21 @@ func (c *checker) number(field path, x float64) float64 {
 	return x
 }
 
+// share checks that x is a share of a window: in [0, 1]. Beyond 1 is
+// malformed rather than out of bounds (bounds.go) because no measurement of
+// a share can give it, as config.alpha beyond 1 is no weight; it is refused
+// here so that every observation the conversion accepts passes
+// workload.Observation.Validate.
+func (c *checker) share(field path, x float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		c.add(field, "must be a number, got NaN")
+	case x < 0 || x > 1:
+		c.add(field, "must be in [0, 1], got %v", x)
+	}
+	return x
+}
+
 func (c *checker) count(field path, n int32) int32 {
 	if n < 0 {
 		c.add(field, "must be >= 0, got %d", n)
@@ -240,12 +255,13 @@ func (c *checker) observation(field path, o *pb.Observation) workload.Observatio
 			c.add(f.dot("name"), "duplicate container %q", n)
 		}
 		out.Containers = append(out.Containers, workload.ContainerObservation{
-			Name:     n,
-			Requests: c.resources(f.dot("requests"), ct.GetRequests()),
-			Limits:   c.resources(f.dot("limits"), ct.GetLimits()),
-			Usage:    c.resources(f.dot("usage"), ct.GetUsage()),
-			Peak:     c.resources(f.dot("peak"), ct.GetPeak()),
-			OOMKills: int(c.count(f.dot("oom_kills"), ct.GetOomKills())),
+			Name:        n,
+			Requests:    c.resources(f.dot("requests"), ct.GetRequests()),
+			Limits:      c.resources(f.dot("limits"), ct.GetLimits()),
+			Usage:       c.resources(f.dot("usage"), ct.GetUsage()),
+			Peak:        c.resources(f.dot("peak"), ct.GetPeak()),
+			OOMKills:    int(c.count(f.dot("oom_kills"), ct.GetOomKills())),
+			CPUPressure: c.share(f.dot("cpu_pressure"), ct.GetCpuPressure()),
 		})
 	}
 	return out

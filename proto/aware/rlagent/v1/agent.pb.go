@@ -483,7 +483,17 @@ type ContainerObservation struct {
 	// peak is the highest per-pod usage in the window.
 	Peak *Resources `protobuf:"bytes,5,opt,name=peak,proto3" json:"peak,omitempty"`
 	// oom_kills counts OOM kills since the previous observation.
-	OomKills      int32 `protobuf:"varint,6,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
+	OomKills int32 `protobuf:"varint,6,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
+	// cpu_pressure is the mean over pods with metrics of the share of the
+	// window in which the container's runnable work waited for CPU (the
+	// cgroup's PSI "some" CPU pressure, as cAdvisor exports it in
+	// container_pressure_cpu_waiting_seconds_total), in [0, 1]. It tells a
+	// pod starved by its node's other pods, whose usage stays below its limit
+	// and its demand, from an idle one. 0 also means not measured (cgroup v1,
+	// kubelets without PSI, no Prometheus, or a client that predates the
+	// field), so it is evidence of pressure only, never of its absence. The
+	// agent refuses a value outside [0, 1] or not finite.
+	CpuPressure   float64 `protobuf:"fixed64,7,opt,name=cpu_pressure,json=cpuPressure,proto3" json:"cpu_pressure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +566,13 @@ func (x *ContainerObservation) GetPeak() *Resources {
 func (x *ContainerObservation) GetOomKills() int32 {
 	if x != nil {
 		return x.OomKills
+	}
+	return 0
+}
+
+func (x *ContainerObservation) GetCpuPressure() float64 {
+	if x != nil {
+		return x.CpuPressure
 	}
 	return 0
 }
@@ -1773,14 +1790,15 @@ const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
 	"targetKind\"K\n" +
 	"\tResources\x12\x1b\n" +
 	"\tcpu_cores\x18\x01 \x01(\x01R\bcpuCores\x12!\n" +
-	"\fmemory_bytes\x18\x02 \x01(\x01R\vmemoryBytes\"\x99\x02\n" +
+	"\fmemory_bytes\x18\x02 \x01(\x01R\vmemoryBytes\"\xbc\x02\n" +
 	"\x14ContainerObservation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x127\n" +
 	"\brequests\x18\x02 \x01(\v2\x1b.aware.rlagent.v1.ResourcesR\brequests\x123\n" +
 	"\x06limits\x18\x03 \x01(\v2\x1b.aware.rlagent.v1.ResourcesR\x06limits\x121\n" +
 	"\x05usage\x18\x04 \x01(\v2\x1b.aware.rlagent.v1.ResourcesR\x05usage\x12/\n" +
 	"\x04peak\x18\x05 \x01(\v2\x1b.aware.rlagent.v1.ResourcesR\x04peak\x12\x1b\n" +
-	"\toom_kills\x18\x06 \x01(\x05R\boomKills\"l\n" +
+	"\toom_kills\x18\x06 \x01(\x05R\boomKills\x12!\n" +
+	"\fcpu_pressure\x18\a \x01(\x01R\vcpuPressure\"l\n" +
 	"\aLatency\x12\x1f\n" +
 	"\vp50_seconds\x18\x01 \x01(\x01R\n" +
 	"p50Seconds\x12\x1f\n" +

@@ -1,0 +1,39 @@
+package agent
+
+import (
+	"testing"
+
+	"github.com/aware-k8s/aware/pkg/workload"
+)
+
+// TestToObservationContainers: every per-container measurement reaches the
+// wire, each container its own, CPU pressure included.
+func TestToObservationContainers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   []workload.ContainerObservation
+	}{
+		{"no pressure", []workload.ContainerObservation{{Name: "app", Usage: workload.Resources{CPU: 0.4, Memory: 1 << 20}}}},
+		{"starved", []workload.ContainerObservation{{Name: "app", Usage: workload.Resources{CPU: 0.4}, CPUPressure: 0.3, OOMKills: 2}}},
+		{"the whole window", []workload.ContainerObservation{{Name: "app", CPUPressure: 1}}},
+		{"one container of two", []workload.ContainerObservation{
+			{Name: "app", CPUPressure: 0.07, Peak: workload.Resources{CPU: 0.9}},
+			{Name: "sidecar", Requests: workload.Resources{CPU: 0.1}},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := ToObservation(&workload.Observation{Replicas: 1, Containers: tc.in})
+			if len(out.GetContainers()) != len(tc.in) {
+				t.Fatalf("%d containers on the wire, want %d", len(out.GetContainers()), len(tc.in))
+			}
+			for i, c := range tc.in {
+				w := out.GetContainers()[i]
+				if w.GetName() != c.Name || w.GetCpuPressure() != c.CPUPressure || int(w.GetOomKills()) != c.OOMKills ||
+					w.GetUsage().GetCpuCores() != c.Usage.CPU || w.GetUsage().GetMemoryBytes() != c.Usage.Memory ||
+					w.GetPeak().GetCpuCores() != c.Peak.CPU || w.GetRequests().GetCpuCores() != c.Requests.CPU {
+					t.Errorf("container %d: %+v on the wire, want %+v", i, w, c)
+				}
+			}
+		})
+	}
+}
