@@ -301,6 +301,11 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 		}
 	}
+	if _, err := fusion.ParseVariant(s.shape.Anchor); err != nil {
+		// No recommender can send that default: every request would be
+		// refused.
+		return nil, fmt.Errorf("invalid server options: the policy: %w: its anchor: %w", policy.ErrIncompatibleCheckpoint, err)
+	}
 	// A residual policy acts on the default recommendation of the variant
 	// it was trained beside; requests from a recommender that computes
 	// another are refused one by one (checkVariant), so that fixing either

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -167,5 +169,29 @@ func TestDefaultVariantInvalid(t *testing.T) {
 	h.srv.metrics.variantMismatches.WithLabelValues("Recommend")
 	if problems, err := testutil.GatherAndLint(h.reg, "aware_rlagent_default_variant_mismatches_total"); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// TestServerRefusesUnknownAnchor: a policy whose anchor names no variant
+// (a checkpoint from a later version, or edited) could answer no request,
+// so the server does not start with it, for a learner or an ensemble.
+func TestServerRefusesUnknownAnchor(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(*Options)
+	}{
+		{"learner", func(o *Options) { o.Learner = anchoredPPO(t, 1, "burst=2") }},
+		{"ensemble", func(o *Options) {
+			o.Ensemble = &Ensemble{Members: []*policy.Frozen{anchoredPPO(t, 1, "burst=2").Freeze(), anchoredPPO(t, 2, "burst=2").Freeze()}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultOptions()
+			o.Registerer = prometheus.NewRegistry()
+			tc.opts(&o)
+			if _, err := New(o); !errors.Is(err, policy.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), `unknown setting "burst"`) {
+				t.Fatalf("New: %v, want ErrIncompatibleCheckpoint naming the anchor's fault", err)
+			}
+		})
 	}
 }
