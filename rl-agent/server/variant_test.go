@@ -4,13 +4,17 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/aware-k8s/aware/pkg/agent"
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
@@ -191,6 +195,59 @@ func TestServerRefusesUnknownAnchor(t *testing.T) {
 			tc.opts(&o)
 			if _, err := New(o); !errors.Is(err, policy.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), `unknown setting "burst"`) {
 				t.Fatalf("New: %v, want ErrIncompatibleCheckpoint naming the anchor's fault", err)
+			}
+		})
+	}
+}
+
+// TestAdvisorAgainstAnchoredServer runs the recommender's side
+// (agent.Advisor) against a server whose policy was trained beside a
+// variant: told the same variant it gets the agent's answers and reports
+// outcomes that the agent learns from; told another, it applies its
+// default with reason AgentRefusedDefault and the agent's words, its
+// breaker stays closed, and the agent keeps nothing of it.
+func TestAdvisorAgainstAnchoredServer(t *testing.T) {
+	var c checker
+	obs := c.observation(root("observation"), observation(0))
+	cons := c.constraints(root("constraints"), recommendReq("web", 0).GetConstraints())
+	def := c.recommendation(root("default_recommendation"), defaultRec())
+	if err := c.err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, variant string
+		wantReason    string
+	}{
+		{"same variant", anchor, "AgentBootstrapping"},
+		{"the fused default", "", "AgentRefusedDefault"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := start(t, func(o *Options) { o.Learner = anchoredPPO(t, 1, anchor) })
+			a := agent.NewAdvisor(h.client, agent.Options{Timeout: 5 * time.Second, Breaker: agent.NewBreaker(1, time.Hour), DefaultVariant: tc.variant})
+			m := &v1alpha1.MultidimPodAutoscaler{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web"},
+				Spec:       v1alpha1.MultidimPodAutoscalerSpec{RL: &v1alpha1.RLSpec{Mode: v1alpha1.RLModeOn}},
+			}
+			for i := range 3 {
+				o := obs
+				o.Time = obs.Time.Add(time.Duration(i) * time.Minute)
+				rec, rl := a.Advise(ctx(t), m, &o, &cons, def)
+				if rl.Reason != tc.wantReason || rl.Source != v1alpha1.SourceDefault || rec.Replicas != def.Replicas {
+					t.Fatalf("advice %d: %s/%s (%s), %d replicas; want Default/%s and the default's %d", i, rl.Source, rl.Reason, rl.Message, rec.Replicas, tc.wantReason, def.Replicas)
+				}
+				if tc.wantReason == "AgentRefusedDefault" && !strings.Contains(rl.Message, variantName(anchor)) {
+					t.Fatalf("message %q does not name the policy's anchor", rl.Message)
+				}
+			}
+			st, err := h.client.GetPolicyStatus(ctx(t), &pb.GetPolicyStatusRequest{Workload: ref("web")})
+			switch {
+			case tc.wantReason == "AgentRefusedDefault" && status.Code(err) != codes.NotFound:
+				t.Errorf("a refused recommender left state: %v, %v", st, err)
+			case tc.wantReason != "AgentRefusedDefault" && (err != nil || st.GetStatus().GetTransitions() != 2):
+				t.Errorf("status %v, %v; want the 2 outcomes reported", st, err)
+			}
+			if got := testutil.ToFloat64(h.srv.metrics.variantMismatches.WithLabelValues("Recommend")); (got > 0) != (tc.wantReason == "AgentRefusedDefault") {
+				t.Errorf("%v mismatches counted", got)
 			}
 		})
 	}
