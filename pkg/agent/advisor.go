@@ -35,6 +35,12 @@ type Options struct {
 	Now func() time.Time
 	// Observer may be nil.
 	Observer Observer
+	// DefaultVariant is the variant of the fused default (fusion.ParseVariant)
+	// the recommender computes the default recommendations it sends with;
+	// empty: the fused default. Every request carries it
+	// (config.default_variant), so that an agent whose policy was trained
+	// beside another variant refuses to act on them.
+	DefaultVariant string
 }
 
 // Advisor asks the agent for each workload whose spec.rl.mode is Shadow or
@@ -110,8 +116,8 @@ func (a *Advisor) observe(method string, start time.Time, err error) {
 	a.opts.Observer.ObserveBreaker(a.opts.Breaker.State())
 }
 
-func config(m *v1alpha1.MultidimPodAutoscaler) *pb.Config {
-	cfg := &pb.Config{Mode: pb.RLMode_RL_MODE_OFF, Alpha: 0.5}
+func config(m *v1alpha1.MultidimPodAutoscaler, variant string) *pb.Config {
+	cfg := &pb.Config{Mode: pb.RLMode_RL_MODE_OFF, Alpha: 0.5, DefaultVariant: variant}
 	rl := m.Spec.RL
 	if rl == nil {
 		return cfg
@@ -148,7 +154,7 @@ func (a *Advisor) Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler,
 	if m.Spec.ScaleTargetRef != nil {
 		ref.TargetKind = m.Spec.ScaleTargetRef.Kind
 	}
-	cfg := config(m)
+	cfg := config(m, a.opts.DefaultVariant)
 	pobs := ToObservation(obs)
 	fallback := func(reason, msg string, rl *v1alpha1.RLStatus) (workload.Recommendation, *v1alpha1.RLStatus) {
 		// Outcomes are reported only for steps the agent answered: after
@@ -185,6 +191,15 @@ func (a *Advisor) Advise(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler,
 		// so the breaker, which guards every workload, does not count it.
 		a.observe("Recommend", start, err)
 		return fallback("AgentRefusedInput", fmt.Sprintf("the agent refused the observation: %s", status.Convert(err).Message()), nil)
+	}
+	if err != nil && status.Code(err) == codes.FailedPrecondition {
+		// The agent is up and its policy cannot act on this recommender's
+		// default (trained beside another --default-variant): a fault of
+		// the deployment that no retry mends. The breaker is not moved, so
+		// that the agent's own words, naming both variants, stay in
+		// status.rl instead of CircuitOpen.
+		a.observe("Recommend", start, err)
+		return fallback("AgentRefusedDefault", fmt.Sprintf("the agent cannot act on this recommender's default: %s", truncate(status.Convert(err).Message(), maxAgentMessage)), nil)
 	}
 	if err != nil {
 		a.opts.Breaker.Failure(a.opts.Now())

@@ -54,3 +54,24 @@ func ParseVariant(spec string) (Options, error) {
 	}
 	return o, nil
 }
+
+// SameVariant reports whether the specs a and b name the same default,
+// however spelt: "" and "target=0.7" (the default target), or
+// "limit-target=0.70/hold=24h" and "limit-target=0.7/hold=1440m" are each
+// one default.
+// Different specs are never the same when either does not parse.
+func SameVariant(a, b string) bool {
+	if a == b {
+		return true
+	}
+	oa, err := ParseVariant(a)
+	if err != nil {
+		return false
+	}
+	ob, err := ParseVariant(b)
+	if err != nil {
+		return false
+	}
+	oa.HPA, ob.HPA = oa.HPA.WithDefaults(), ob.HPA.WithDefaults()
+	return oa == ob
+}

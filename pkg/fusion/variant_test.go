@@ -48,3 +48,28 @@ func TestParseVariant(t *testing.T) {
 		})
 	}
 }
+
+func TestSameVariant(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a, b string
+		want bool
+	}{
+		{"both the default", "", "", true},
+		{"the default's target spelt out", "", "target=0.7", true},
+		{"another target", "", "target=0.8", false},
+		{"a target of the limit is not of the request", "target=0.7", "limit-target=0.7", false},
+		{"trailing zero", "limit-target=0.70", "limit-target=0.7", true},
+		{"hold in other units", "limit-target=0.7/hold=24h", "limit-target=0.7/hold=1440m", true},
+		{"with and without hold", "limit-target=0.7/hold=24h", "limit-target=0.7", false},
+		{"another hold", "limit-target=0.7/hold=24h", "limit-target=0.7/hold=1h", false},
+		{"unparseable", "", "target=high", false},
+		{"unparseable on the left", "bogus", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, back := SameVariant(tc.a, tc.b), SameVariant(tc.b, tc.a); got != tc.want || back != tc.want {
+				t.Fatalf("SameVariant(%q, %q) = %v, reversed %v, want %v", tc.a, tc.b, got, back, tc.want)
+			}
+		})
+	}
+}

@@ -33,6 +33,11 @@ type Config struct {
 	Mode  Mode
 	Alpha float64
 	Gates lifecycle.Gates
+	// DefaultVariant is the variant of the fused default (fusion.ParseVariant)
+	// the request's default recommendation came from; empty: the fused
+	// default. The server refuses a request whose variant is not its
+	// policy's anchor (PolicyShape.Anchor); the agent does not read it.
+	DefaultVariant string
 }
 
 // DefaultConfig is spec.rl's defaults, except Mode On: a workload that

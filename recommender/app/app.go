@@ -98,6 +98,11 @@ func (t targets) Target(ctx context.Context, ns string, ref *autoscalingv1.Cross
 
 func run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx).WithName("recommender")
+	def, err := o.defaultPolicy()
+	if err != nil {
+		return err // validated
+	}
+	logger.Info("Computing the default recommendations with a variant of the fused default (empty: the fused default)", "defaultVariant", o.DefaultVariant)
 	ctx = klog.NewContext(ctx, logger)
 
 	clients, err := kube.NewClients(o.Kube, "aware-recommender")
@@ -153,9 +158,10 @@ func run(ctx context.Context, o *Options) error {
 		}
 		defer conn.Close()
 		advisor = agent.NewAdvisor(rlagentv1.NewAgentServiceClient(conn), agent.Options{
-			Timeout:  o.RLAgentTimeout,
-			Breaker:  agent.NewBreaker(o.RLAgentFailureThreshold, o.RLAgentCooldown),
-			Observer: cm,
+			Timeout:        o.RLAgentTimeout,
+			Breaker:        agent.NewBreaker(o.RLAgentFailureThreshold, o.RLAgentCooldown),
+			Observer:       cm,
+			DefaultVariant: o.DefaultVariant,
 		})
 	}
 
@@ -172,7 +178,7 @@ func run(ctx context.Context, o *Options) error {
 		Targets:            targets{r: resolver},
 		Rivals:             rival.NewScanner(dyn, nil),
 		Usage:              usage.NewMetricsAPI(metrics.MetricsV1beta1()),
-		NewPolicy:          fusion.NewPolicyFactory(fusion.Options{}),
+		NewPolicy:          fusion.NewPolicyFactory(def),
 		Recorder:           recorder,
 		Clock:              clock.RealClock{},
 		Registerer:         reg,

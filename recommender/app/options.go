@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/aware-k8s/aware/pkg/certs"
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/leader"
 	"github.com/aware-k8s/aware/pkg/serve"
@@ -46,6 +47,10 @@ type Options struct {
 	HistoryResolution     time.Duration
 	HistoryConcurrency    int
 	HistoryTimeout        time.Duration
+
+	// DefaultVariant is the variant of the fused default the recommender
+	// computes (fusion.ParseVariant); empty: the fused default.
+	DefaultVariant string
 
 	RLAgentEndpoint string
 	// RLAgentTLS is the mutual TLS of the agent link.
@@ -121,6 +126,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.HistoryResolution, "history-resolution", o.HistoryResolution, "Step of the history range queries.")
 	fs.IntVar(&o.HistoryConcurrency, "history-concurrency", o.HistoryConcurrency, "History loads running at once.")
 	fs.DurationVar(&o.HistoryTimeout, "history-timeout", o.HistoryTimeout, "How long an autoscaler waits for its history (queueing included) before it starts without; FetchingHistory is True meanwhile.")
+	fs.StringVar(&o.DefaultVariant, "default-variant", o.DefaultVariant, "The variant of the fused default the recommender computes: "+fusion.VariantHelp+". The RL agent is told it with every request, and refuses to act (FAILED_PRECONDITION, status.rl.reason AgentRefusedDefault) unless its policy was trained beside the same variant (rl-agent train --anchor).")
 	fs.StringVar(&o.RLAgentEndpoint, "rl-agent-endpoint", o.RLAgentEndpoint, "gRPC address (host:port) of the RL agent, for autoscalers with spec.rl.mode Shadow or On. Empty means defaults only. The connection uses mutual TLS (--rl-agent-tls-*) unless --rl-agent-tls-mode=plaintext.")
 	o.RLAgentTLS.AddFlags(fs)
 	fs.DurationVar(&o.RLAgentTimeout, "rl-agent-timeout", o.RLAgentTimeout, "Deadline of each call to the RL agent.")
@@ -167,8 +173,21 @@ func (o *Options) Validate() error {
 	if o.RLAgentEndpoint != "" {
 		errs = append(errs, o.RLAgentTLS.Validate())
 	}
+	if _, err := o.defaultPolicy(); err != nil {
+		errs = append(errs, err)
+	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
 	return errors.Join(errs...)
+}
+
+// defaultPolicy returns the options of the fused default --default-variant
+// names.
+func (o *Options) defaultPolicy() (fusion.Options, error) {
+	f, err := fusion.ParseVariant(o.DefaultVariant)
+	if err != nil {
+		return fusion.Options{}, fmt.Errorf("--default-variant: %w", err)
+	}
+	return f, nil
 }

@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/workload"
@@ -393,7 +394,25 @@ func (c *checker) config(field path, in *pb.Config) learn.Config {
 			c.add(f, "%v", err)
 		}
 	}
+	out.DefaultVariant = c.variant(field.dot("default_variant"), in.GetDefaultVariant())
 	return out
+}
+
+// maxVariantLength bounds config.default_variant before it is parsed (and
+// quoted in the error): a real variant is a few dozen characters.
+const maxVariantLength = 128
+
+// variant checks the fused default's variant the recommender computed its
+// default with; "" is the fused default.
+func (c *checker) variant(field path, s string) string {
+	if len(s) > maxVariantLength {
+		c.add(field, "must be at most %d characters", maxVariantLength)
+		return s
+	}
+	if _, err := fusion.ParseVariant(s); err != nil {
+		c.add(field, "%v", err)
+	}
+	return s
 }
 
 // recommendInput is a validated RecommendRequest.

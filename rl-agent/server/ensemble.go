@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
 )
@@ -97,7 +98,7 @@ func newEnsemble(e *Ensemble) (*ensemble, learn.PolicyShape, error) {
 		}
 		if i == 0 {
 			shape = sh
-		} else if sh.Anchor != shape.Anchor {
+		} else if !fusion.SameVariant(sh.Anchor, shape.Anchor) {
 			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained beside another default (anchor %q) than member 1 (%q)", i+1, policy.ErrIncompatibleCheckpoint, sh.Anchor, shape.Anchor)
 		}
 		if i > 0 && sh.FeaturesOff != shape.FeaturesOff {

@@ -204,7 +204,6 @@ func TestEnsembleRefused(t *testing.T) {
 		{"paper action space", &Ensemble{Members: []*policy.Frozen{ms[0], paper.Freeze()}}, nil, "paper's action space"},
 		{"other features", &Ensemble{Members: []*policy.Frozen{ms[0], other.Freeze()}}, nil, "other state features"},
 		{"other default", &Ensemble{Members: []*policy.Frozen{ms[0], anchored.Freeze()}}, nil, "another default"},
-		{"all beside another default", &Ensemble{Members: []*policy.Frozen{anchored.Freeze(), anchored.Freeze()}}, nil, "default variant"},
 		{"and a learner", &Ensemble{Members: ms}, func(o *Options) { o.Learner = newResidualPPO(t, 1) }, "exactly one of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

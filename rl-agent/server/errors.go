@@ -25,6 +25,12 @@ var (
 	// ErrCannotPersist makes the server unready, and refuse the calls
 	// that act or learn, while it cannot write its state directory.
 	ErrCannotPersist = errors.New("cannot persist agent state")
+	// ErrVariantMismatch refuses a request whose default recommendation
+	// came from another variant of the fused default than the one the
+	// served policy was trained beside: its residual actions would move a
+	// default it never learnt from. The recommender, or the policy, must be
+	// redeployed; a retry cannot succeed.
+	ErrVariantMismatch = errors.New("default variant mismatch")
 )
 
 // errorCodes is the one place where domain errors become gRPC status codes;
@@ -41,6 +47,7 @@ var errorCodes = []struct {
 	{ErrCannotPersist, codes.Unavailable},
 	{ErrUnknownWorkload, codes.NotFound},
 	{ErrTooManyWorkloads, codes.ResourceExhausted},
+	{ErrVariantMismatch, codes.FailedPrecondition},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
 	{context.Canceled, codes.Canceled},
 }

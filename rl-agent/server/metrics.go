@@ -23,6 +23,8 @@ type metrics struct {
 	// capacity and forgotten follow how full the agent is (forget.go).
 	capacity  prometheus.Gauge
 	forgotten *prometheus.CounterVec
+	// variantMismatches counts requests refused with ErrVariantMismatch.
+	variantMismatches *prometheus.CounterVec
 }
 
 func newMetrics(r prometheus.Registerer) (*metrics, error) {
@@ -78,8 +80,12 @@ func newMetrics(r prometheus.Registerer) (*metrics, error) {
 			Namespace: ns, Subsystem: sub, Name: "workloads_forgotten_total",
 			Help: "Workloads whose state the agent dropped, by reason: removed (ForgetWorkload, the autoscaler was deleted) or expired (no call for --workload-ttl).",
 		}, []string{"reason"}),
+		variantMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "default_variant_mismatches_total",
+			Help: "Requests refused with FAILED_PRECONDITION because their config.default_variant (the recommender's --default-variant) is not the variant of the fused default the policy was trained beside, by method.",
+		}, []string{"method"}),
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.latency, m.batchSize, m.transitions, m.workloads, m.training, m.persist, m.policyVersion, m.frozenPolicies, m.frozenCapShares, m.capacity, m.forgotten} {
+	for _, c := range []prometheus.Collector{m.requests, m.latency, m.batchSize, m.transitions, m.workloads, m.training, m.persist, m.policyVersion, m.frozenPolicies, m.frozenCapShares, m.capacity, m.forgotten, m.variantMismatches} {
 		if err := r.Register(c); err != nil {
 			return nil, fmt.Errorf("register metrics: %w", err)
 		}

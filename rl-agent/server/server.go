@@ -53,6 +53,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/agent"
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/policy"
@@ -300,12 +301,16 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 		}
 	}
-	if s.shape.Anchor != "" {
-		// The recommender sends the fused default's recommendation; a
-		// policy trained beside another variant would act on a default it
-		// never learned from.
-		return nil, fmt.Errorf("invalid server options: the policy: %w: it was trained beside the default variant %q, and the recommender sends the fused default's recommendation; serve a policy trained without an anchor", policy.ErrIncompatibleCheckpoint, s.shape.Anchor)
+	if _, err := fusion.ParseVariant(s.shape.Anchor); err != nil {
+		// No recommender can send that default: every request would be
+		// refused.
+		return nil, fmt.Errorf("invalid server options: the policy: %w: its anchor: %w", policy.ErrIncompatibleCheckpoint, err)
 	}
+	// A residual policy acts on the default recommendation of the variant
+	// it was trained beside; requests from a recommender that computes
+	// another are refused one by one (checkVariant), so that fixing either
+	// side needs no restart of the other.
+	klog.InfoS("Serving requests whose default recommendation comes from the policy's anchor (empty: the fused default)", "anchor", s.shape.Anchor)
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
@@ -430,6 +435,9 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkVariant("Recommend", in.cfg.DefaultVariant); err != nil {
+		return nil, err
+	}
 	if err := s.bounds.checkRecommend(&in); err != nil {
 		return nil, err
 	}
@@ -494,6 +502,11 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	if err != nil {
 		return nil, err
 	}
+	// Nothing is learnt from a mismatched outcome: its applied step was
+	// made beside a default the policy does not act on.
+	if err := s.checkVariant("ReportOutcome", in.outcome.Config.DefaultVariant); err != nil {
+		return nil, err
+	}
 	if err := s.bounds.checkOutcome(&in); err != nil {
 		return nil, err
 	}
@@ -552,6 +565,30 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 		PolicyVersion:   s.versionFor(in.key, res.Stage),
 		EpisodeComplete: res.EpisodeComplete,
 	}, nil
+}
+
+// checkVariant refuses, with ErrVariantMismatch, a request of method
+// whose default recommendation came from another variant of the fused
+// default (fusion.SameVariant) than the served policy's anchor. It runs
+// before the request touches any state: no agent is created, no bound or
+// call time recorded, nothing learnt.
+func (s *Server) checkVariant(method, variant string) error {
+	if fusion.SameVariant(variant, s.shape.Anchor) {
+		return nil
+	}
+	s.metrics.variantMismatches.WithLabelValues(method).Inc()
+	// Short enough for status.rl.message (the recommender keeps 256
+	// characters of it) with variants of usual length.
+	return fmt.Errorf("%w: config.default_variant %s, the policy's anchor %s: run the recommender with --default-variant=%q or serve a policy trained with --anchor=%q",
+		ErrVariantMismatch, variantName(variant), variantName(s.shape.Anchor), s.shape.Anchor, variant)
+}
+
+// variantName names a variant of the fused default in a message.
+func variantName(v string) string {
+	if v == "" {
+		return `"" (the fused default)`
+	}
+	return fmt.Sprintf("%q", v)
 }
 
 // GetPolicyStatus reports one workload's agent.

@@ -614,6 +614,7 @@ func TestErrorTable(t *testing.T) {
 		{fmt.Errorf("x: %w", ErrShuttingDown), codes.Unavailable},
 		{ErrUnknownWorkload, codes.NotFound},
 		{ErrTooManyWorkloads, codes.ResourceExhausted},
+		{fmt.Errorf("x: %w", ErrVariantMismatch), codes.FailedPrecondition},
 		{fmt.Errorf("wait: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
 		{context.Canceled, codes.Canceled},
 		{errors.New("disk on fire"), codes.Internal},

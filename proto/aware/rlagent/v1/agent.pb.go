@@ -1114,10 +1114,17 @@ type Config struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Mode  RLMode                 `protobuf:"varint,1,opt,name=mode,proto3,enum=aware.rlagent.v1.RLMode" json:"mode,omitempty"`
 	// alpha weighs utilisation against SLO performance in the reward.
-	Alpha         float64 `protobuf:"fixed64,2,opt,name=alpha,proto3" json:"alpha,omitempty"`
-	Gates         *Gates  `protobuf:"bytes,3,opt,name=gates,proto3" json:"gates,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Alpha float64 `protobuf:"fixed64,2,opt,name=alpha,proto3" json:"alpha,omitempty"`
+	Gates *Gates  `protobuf:"bytes,3,opt,name=gates,proto3" json:"gates,omitempty"`
+	// default_variant is the variant of the fused default the recommender's
+	// default_recommendation came from (its --default-variant, e.g.
+	// "limit-target=0.7/hold=24h"); empty is the fused default itself. A
+	// residual policy acts relative to that recommendation, so the agent
+	// refuses a request whose variant is not the one its policy was trained
+	// beside with FAILED_PRECONDITION.
+	DefaultVariant string `protobuf:"bytes,4,opt,name=default_variant,json=defaultVariant,proto3" json:"default_variant,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Config) Reset() {
@@ -1169,6 +1176,13 @@ func (x *Config) GetGates() *Gates {
 		return x.Gates
 	}
 	return nil
+}
+
+func (x *Config) GetDefaultVariant() string {
+	if x != nil {
+		return x.DefaultVariant
+	}
+	return ""
 }
 
 type RecommendRequest struct {
@@ -1855,11 +1869,12 @@ const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
 	"\x10promote_min_mean\x18\x03 \x01(\x01R\x0epromoteMinMean\x12-\n" +
 	"\x13promote_max_std_dev\x18\x04 \x01(\x01R\x10promoteMaxStdDev\x12,\n" +
 	"\x12retrain_below_mean\x18\x05 \x01(\x01R\x10retrainBelowMean\x121\n" +
-	"\x15retrain_above_std_dev\x18\x06 \x01(\x01R\x12retrainAboveStdDev\"{\n" +
+	"\x15retrain_above_std_dev\x18\x06 \x01(\x01R\x12retrainAboveStdDev\"\xa4\x01\n" +
 	"\x06Config\x12,\n" +
 	"\x04mode\x18\x01 \x01(\x0e2\x18.aware.rlagent.v1.RLModeR\x04mode\x12\x14\n" +
 	"\x05alpha\x18\x02 \x01(\x01R\x05alpha\x12-\n" +
-	"\x05gates\x18\x03 \x01(\v2\x17.aware.rlagent.v1.GatesR\x05gates\"\xda\x02\n" +
+	"\x05gates\x18\x03 \x01(\v2\x17.aware.rlagent.v1.GatesR\x05gates\x12'\n" +
+	"\x0fdefault_variant\x18\x04 \x01(\tR\x0edefaultVariant\"\xda\x02\n" +
 	"\x10RecommendRequest\x129\n" +
 	"\bworkload\x18\x01 \x01(\v2\x1d.aware.rlagent.v1.WorkloadRefR\bworkload\x12?\n" +
 	"\vobservation\x18\x02 \x01(\v2\x1d.aware.rlagent.v1.ObservationR\vobservation\x12?\n" +
