@@ -30,10 +30,13 @@ func newMeta(t testing.TB, seed uint64, window int) *policy.MetaPPO {
 	return m
 }
 
+// waitVersion waits until the policy reached version v and the copy that
+// promotions pin is of it: the trainer raises the version a moment before
+// it stores that copy.
 func waitVersion(t *testing.T, s *Server, v int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.version.Load() < v {
+	for s.version.Load() < v || s.live.Load() == nil || s.live.Load().version < v {
 		if time.Now().After(deadline) {
 			t.Fatalf("training did not run: version %s, want v%d", s.PolicyVersion(), v)
 		}
