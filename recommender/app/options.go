@@ -173,8 +173,13 @@ func (o *Options) Validate() error {
 	if o.RLAgentEndpoint != "" {
 		errs = append(errs, o.RLAgentTLS.Validate())
 	}
-	if _, err := o.defaultPolicy(); err != nil {
+	if f, err := o.defaultPolicy(); err != nil {
 		errs = append(errs, err)
+	} else if f.PressureHold > 0 && o.PrometheusAddress == "" {
+		// The hold starts on the pods' CPU pressure, which only Prometheus
+		// provides: without it the pods would count on their limits
+		// whatever their nodes' load.
+		errs = append(errs, fmt.Errorf("--default-variant %q holds on the pods' CPU pressure, which is read from Prometheus: set --prometheus-address", o.DefaultVariant))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
