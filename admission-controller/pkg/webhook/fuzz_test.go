@@ -10,6 +10,7 @@ import (
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	kjson "sigs.k8s.io/json"
 )
 
 // FuzzServeAdmission feeds arbitrary bodies to the handler. Whatever the
@@ -41,9 +42,12 @@ func FuzzServeAdmission(f *testing.F) {
 			t.Fatalf("patch does not decode: %v: %s", err, resp.Patch)
 		}
 		// The API server applies the patch to its own encoding of the
-		// decoded pod, not to the bytes it sent.
+		// decoded pod, not to the bytes it sent. It decodes field names
+		// case-sensitively (sigs.k8s.io/json), as the handler does:
+		// encoding/json would also match "resourCes" to resources, and
+		// fail on or read a pod the API server never had.
 		var pod corev1.Pod
-		if err := json.Unmarshal(in.Request.Object.Raw, &pod); err != nil {
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(in.Request.Object.Raw, &pod); err != nil {
 			t.Fatalf("patch for an object that is not a pod: %s", resp.Patch)
 		}
 		doc, err := json.Marshal(&pod)
