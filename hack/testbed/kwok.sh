@@ -3,19 +3,15 @@
 # kubelet, and the usage its resource metrics report. Sourced by up.sh, which
 # sets CONF; never run.
 
-# Containers in KWOK's bundled stages report no resources and no
-# observedGeneration, and the apiserver refuses a resize of a running pod
-# whose statuses lack resources (it takes that as a kubelet without resize
-# support). This stage acts as the kubelet's side of a resize: whenever a
-# running pod's spec generation is ahead of what its status has observed, it
-# reports the spec's resources as allocated and applied, keeping each
-# container's restart count and start time.
-write_resize_stage() {
-	cat >"${CONF}/kwok/stage/aware-pod-resources.yaml" <<-'EOF'
+# pod_stage NAME PHASE writes what the testbed's Pod stages share: a Stage
+# named NAME for the pods in PHASE that are not being deleted. Each stage
+# goes on with its own selector expressions and its next status.
+pod_stage() {
+	cat <<-EOF
 		apiVersion: kwok.x-k8s.io/v1alpha1
 		kind: Stage
 		metadata:
-		  name: aware-pod-resources
+		  name: $1
 		spec:
 		  resourceRef:
 		    apiGroup: v1
@@ -27,7 +23,21 @@ write_resize_stage() {
 		    - key: '.status.phase'
 		      operator: 'In'
 		      values:
-		      - 'Running'
+		      - '$2'
+	EOF
+}
+
+# Containers in KWOK's bundled stages report no resources and no
+# observedGeneration, and the apiserver refuses a resize of a running pod
+# whose statuses lack resources (it takes that as a kubelet without resize
+# support). This stage acts as the kubelet's side of a resize: whenever a
+# running pod's spec generation is ahead of what its status has observed, it
+# reports the spec's resources as allocated and applied, keeping each
+# container's restart count and start time.
+write_resize_stage() {
+	{
+		pod_stage aware-pod-resources Running
+		cat <<-'EOF'
 		    - key: '(.status.observedGeneration // 0) == (.metadata.generation // 0)'
 		      operator: 'In'
 		      values:
@@ -60,6 +70,7 @@ write_resize_stage() {
 		        resources: {{ $res | toJson }}
 		      {{ end }}
 	EOF
+	} >"${CONF}/kwok/stage/aware-pod-resources.yaml"
 }
 
 # A kubelet posts its pods' readiness again when it reaches the API server
@@ -70,23 +81,9 @@ write_resize_stage() {
 # workload emulator then served no requests from them). It marks such a pod
 # Ready again, as its kubelet would.
 write_ready_again_stage() {
-	cat >"${CONF}/kwok/stage/aware-pod-ready-again.yaml" <<-'EOF'
-		apiVersion: kwok.x-k8s.io/v1alpha1
-		kind: Stage
-		metadata:
-		  name: aware-pod-ready-again
-		spec:
-		  resourceRef:
-		    apiGroup: v1
-		    kind: Pod
-		  selector:
-		    matchExpressions:
-		    - key: '.metadata.deletionTimestamp'
-		      operator: 'DoesNotExist'
-		    - key: '.status.phase'
-		      operator: 'In'
-		      values:
-		      - 'Running'
+	{
+		pod_stage aware-pod-ready-again Running
+		cat <<-'EOF'
 		    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
 		      operator: 'NotIn'
 		      values:
@@ -102,6 +99,7 @@ write_ready_again_stage() {
 		        status: "True"
 		        type: ContainersReady
 	EOF
+	} >"${CONF}/kwok/stage/aware-pod-ready-again.yaml"
 }
 
 # Pod CPU/memory usage for KWOK's kubelet-style metrics, read from annotations
@@ -145,23 +143,9 @@ write_usage() {
 # stage's template as KWOK v0.8.0 ships it.
 write_pod_ready_stage() {
 	rm -f "${CONF}/kwok/stage/pod-ready.yaml"
-	cat >"${CONF}/kwok/stage/aware-pod-ready.yaml" <<-'EOF'
-		apiVersion: kwok.x-k8s.io/v1alpha1
-		kind: Stage
-		metadata:
-		  name: aware-pod-ready
-		spec:
-		  resourceRef:
-		    apiGroup: v1
-		    kind: Pod
-		  selector:
-		    matchExpressions:
-		    - key: '.metadata.deletionTimestamp'
-		      operator: 'DoesNotExist'
-		    - key: '.status.phase'
-		      operator: 'In'
-		      values:
-		      - 'Pending'
+	{
+		pod_stage aware-pod-ready Pending
+		cat <<-'EOF'
 		    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
 		      operator: 'NotIn'
 		      values:
@@ -242,6 +226,7 @@ write_pod_ready_stage() {
 		      phase: Running
 		      startTime: {{ $now | Quote }}
 	EOF
+	} >"${CONF}/kwok/stage/aware-pod-ready.yaml"
 }
 
 # KWOK plays pod stages with podPlayStageParallelism workers (4 by default),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
 )
@@ -68,7 +69,7 @@ func NewEnsemble(members []Learner, quorum int) (*Ensemble, error) {
 			return nil, fmt.Errorf("ensemble: member %d was trained with other state features (%q) than member 1 (%q)", i+1, m.PolicyConfig().StateFeatures, members[0].PolicyConfig().StateFeatures)
 		}
 		// ... and act on the same default.
-		if a, b := m.PolicyConfig().Anchor, members[0].PolicyConfig().Anchor; a != b {
+		if a, b := m.PolicyConfig().Anchor, members[0].PolicyConfig().Anchor; !fusion.SameVariant(a, b) {
 			return nil, fmt.Errorf("ensemble: member %d was trained beside another default (anchor %q) than member 1 (%q)", i+1, a, b)
 		}
 	}

@@ -96,12 +96,12 @@ func newEnsemble(e *Ensemble) (*ensemble, learn.PolicyShape, error) {
 		if sh.Residual == nil {
 			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: it acts in the paper's action space; an ensemble needs residual policies, whose choices can agree on following the default", i+1, policy.ErrIncompatibleCheckpoint)
 		}
-		if i == 0 {
+		switch {
+		case i == 0:
 			shape = sh
-		} else if !fusion.SameVariant(sh.Anchor, shape.Anchor) {
+		case !fusion.SameVariant(sh.Anchor, shape.Anchor):
 			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained beside another default (anchor %q) than member 1 (%q)", i+1, policy.ErrIncompatibleCheckpoint, sh.Anchor, shape.Anchor)
-		}
-		if i > 0 && sh.FeaturesOff != shape.FeaturesOff {
+		case sh.FeaturesOff != shape.FeaturesOff:
 			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained with other state features (%q) than member 1 (%q)", i+1, policy.ErrIncompatibleCheckpoint,
 				m.Config().StateFeatures, e.Members[0].Config().StateFeatures)
 		}
