@@ -284,7 +284,10 @@ const (
 	// at 140% of their requests (fusion.Options.TargetOfLimit). A suffix
 	// "/hold=D" (a Go duration) reads the target of the request again for
 	// D after the pods were starved of CPU by their node
-	// (fusion.Options.PressureHold), e.g. fused:limit-target=0.7/hold=1h.
+	// (fusion.Options.PressureHold), e.g. fused:limit-target=0.7/hold=1h; a
+	// suffix "/burst=R" reads it of the request while the request rate's
+	// decayed peak is at least R times its decayed mean
+	// (fusion.Options.BurstRatio), e.g. fused:limit-target=0.7/hold=24h/burst=3.
 	PolicyLimitTargetPrefix = "fused:limit-target="
 	// PolicyOracleRequests is the oracle planning every pod within its
 	// requests (oracle.Options.WithinRequests): the cheapest allocation that

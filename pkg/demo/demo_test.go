@@ -392,7 +392,7 @@ func TestDerivedPolicies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{PolicyFused, PolicyResidualPrefix, ownTarget, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual, PolicyTargetPrefix + "0.9", PolicyLimitTargetPrefix + "0.7", PolicyLimitTargetPrefix + "0.7/hold=24h", PolicyOracleRequests}
+	names := []string{PolicyFused, PolicyResidualPrefix, ownTarget, PolicyResidualPrefix + "memory=x0.85/replicas=+1", PolicyFusedPaper, PolicyOracleResidual, PolicyTargetPrefix + "0.9", PolicyLimitTargetPrefix + "0.7", PolicyLimitTargetPrefix + "0.7/hold=24h", PolicyLimitTargetPrefix + "0.7/hold=24h/burst=3.5", PolicyOracleRequests}
 	var cs []eval.Contender
 	for _, n := range names {
 		if err := validPolicy(n); err != nil {

@@ -92,7 +92,12 @@
 // is sized for, and the HPA holds, utilisation q·τ of it, so pods with
 // limits above their requests run above their requests. That is cheaper by
 // the requests' measure but counts on CPU the scheduler did not reserve,
-// which a node shared with other workloads may not have.
+// which a node shared with other workloads may not have. Two gates put the
+// target back on the request: Options.PressureHold, for a while after the
+// pods were starved of CPU by their node, and Options.BurstRatio, while the
+// request rate is bursty (its decayed peak at least that many times its
+// decayed mean), where a pod running above its request has too little room
+// below its limit for the windows it takes to add pods.
 //
 // Everything is computed from workload.Observation fields (usage, peaks,
 // request rate, latency, SLO, replicas, requests and limits): the same rule

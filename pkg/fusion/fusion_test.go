@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -385,5 +386,59 @@ func TestPressureHold(t *testing.T) {
 	}
 	if _, err := NewPolicyFactory(Options{PressureHold: -time.Second})(workload.Constraints{}); err == nil {
 		t.Error("a negative hold was accepted")
+	}
+}
+
+// TestBurstGate: with the target of the limit and a burst ratio, the target
+// is of the request while the request rate's decayed peak is at least the
+// ratio times its decayed mean, and of the limit again once the peak has
+// decayed; steady or slowly moving load keeps it on the limit.
+func TestBurstGate(t *testing.T) {
+	const q = 2 // limit over request
+	step := 15 * time.Second
+	calm := func(n int) []float64 { return slices.Repeat([]float64{10}, n) }
+	for _, tc := range []struct {
+		name  string
+		ratio float64
+		rates []float64 // one per window, the last one's target is checked
+		want  float64   // target utilisation of the request
+	}{
+		{"steady", 3, calm(240), 1.4},
+		{"off: bursts change nothing", 0, append(calm(240), 50, 50, 10), 1.4},
+		{"a burst of 5x", 3, append(calm(240), 50, 50, 10), 0.7},
+		{"a burst below the ratio", 3, append(calm(240), 20, 20, 10), 1.4},
+		// ln(5/3)/ln(2) ≈ 0.74 half-lives: 45 minutes after the burst its peak
+		// is below 3 times the mean again.
+		{"two hours after a burst", 3, append(append(calm(240), 50, 50), calm(480)...), 1.4},
+		{"a slow doubling over an hour", 3, func() []float64 {
+			r := calm(240)
+			for i := range 240 {
+				r = append(r, 10+10*float64(i)/240)
+			}
+			return r
+		}(), 1.4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicyFactory(Options{TargetOfLimit: true, BurstRatio: tc.ratio})(workload.Constraints{MaxReplicas: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last workload.Observation
+			for i, r := range tc.rates {
+				last = served(t0.Add(time.Duration(i)*step), 4, r, 0.1, 1)
+				last.Containers[0].Limits.CPU = q
+				if _, err := p.Recommend(context.Background(), last); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := p.(*Fused).cpuTarget(&last, q); math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("target utilisation %g of the request, want %g (peak/mean %.3g)", got, tc.want, p.(*Fused).burst.ratio())
+			}
+		})
+	}
+	for _, r := range []float64{-1, 0.5, 1, math.NaN(), math.Inf(1)} {
+		if _, err := NewPolicyFactory(Options{TargetOfLimit: true, BurstRatio: r})(workload.Constraints{}); err == nil {
+			t.Errorf("burst ratio %v was accepted", r)
+		}
 	}
 }

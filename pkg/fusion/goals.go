@@ -16,7 +16,9 @@ import (
 // (the pods' CPU limit over their request) times it, of the request.
 func (f *Fused) cpuTarget(obs *workload.Observation, limitRatio float64) float64 {
 	t := f.target
-	if f.ofLimit && (f.hold == 0 || f.starvedAt.IsZero() || obs.Time.Sub(f.starvedAt) >= f.hold) {
+	held := f.hold > 0 && !f.starvedAt.IsZero() && obs.Time.Sub(f.starvedAt) < f.hold
+	bursty := f.burstRatio > 0 && f.burst.ratio() >= f.burstRatio
+	if f.ofLimit && !held && !bursty {
 		t *= limitRatio
 	}
 	found := false

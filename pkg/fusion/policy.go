@@ -35,6 +35,13 @@ type Options struct {
 	// that it gives it. 0 keeps the target on the limit whatever the
 	// pressure.
 	PressureHold time.Duration
+	// BurstRatio, with TargetOfLimit, reads the target as a fraction of the
+	// request while the request rate's decayed peak is at least this many
+	// times its decayed mean (both with half-life burstHalfLife): a pod
+	// already running above its request has less room below its limit for
+	// a burst, and on bursty load the windows it takes to add pods are
+	// violations. 0 keeps the target on the limit whatever the load's shape.
+	BurstRatio float64
 }
 
 // Validate rejects unusable options.
@@ -42,6 +49,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.PressureHold < 0 {
 		errs = append(errs, fmt.Errorf("pressure hold must be >= 0, got %v", o.PressureHold))
+	}
+	if !(o.BurstRatio == 0 || o.BurstRatio > 1) || math.IsInf(o.BurstRatio, 0) {
+		errs = append(errs, fmt.Errorf("burst ratio must be 0 (off) or finite and > 1, got %v", o.BurstRatio))
 	}
 	if err := o.HPA.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("hpa: %w", err))
@@ -68,7 +78,7 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 		if err != nil {
 			return nil, fmt.Errorf("fused: %w", err)
 		}
-		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, hold: opts.PressureHold, decider: d, rec: r, slo: sloState{gain: 1}}, nil
+		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, hold: opts.PressureHold, burstRatio: opts.BurstRatio, decider: d, rec: r, slo: sloState{gain: 1}}, nil
 	}
 }
 
@@ -78,6 +88,9 @@ type Fused struct {
 	target  float64
 	ofLimit bool
 	hold    time.Duration
+	// burstRatio is Options.BurstRatio; burst the rate's peak and mean.
+	burstRatio float64
+	burst      burstState
 	// starvedAt is the end of the last window whose pods were starved of
 	// CPU by their node (zero: none yet).
 	starvedAt time.Time
@@ -115,6 +128,9 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	}
 	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit || starved
 	violated := obs.SLO > 0 && obs.Latency.P95 > obs.SLO
+	if f.burstRatio > 0 && obs.Samples > 0 {
+		f.burst.observe(obs.Time, obs.RequestRate)
+	}
 	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
 		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)
 	}

@@ -124,3 +124,34 @@ func rolledOut(obs *workload.Observation, podRequest float64) bool {
 	}
 	return true
 }
+
+// burstHalfLife weighs the request rate's peak and mean for the burst gate.
+const burstHalfLife = time.Hour
+
+// burstState tracks the request rate's exponentially decayed peak and mean.
+type burstState struct {
+	peak, mean float64
+	last       time.Time
+}
+
+func (b *burstState) observe(now time.Time, rate float64) {
+	if b.last.IsZero() {
+		b.peak, b.mean, b.last = rate, rate, now
+		return
+	}
+	d := 1.0
+	if now.After(b.last) {
+		d = math.Exp2(-float64(now.Sub(b.last)) / float64(burstHalfLife))
+		b.last = now
+	}
+	b.peak = max(rate, b.peak*d)
+	b.mean = d*b.mean + (1-d)*rate
+}
+
+// ratio is the decayed peak over the decayed mean (1 before any rate).
+func (b *burstState) ratio() float64 {
+	if !(b.mean > 0) {
+		return 1
+	}
+	return b.peak / b.mean
+}

@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -10,13 +11,15 @@ import (
 )
 
 // VariantHelp says what ParseVariant reads, for flag help.
-const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisation T in (0, 1] instead of 0.7), limit-target=T (the same target as a fraction of the pods' CPU limit, so pods with limits above requests run above their requests) or limit-target=T/hold=D (of the request again for the duration D after the pods were starved of CPU by their node)`
+const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisation T in (0, 1] instead of 0.7), limit-target=T (the same target as a fraction of the pods' CPU limit, so pods with limits above requests run above their requests), with the optional settings /hold=D (of the request again for the duration D after the pods were starved of CPU by their node) and /burst=R (of the request while the request rate's decayed peak is at least R times its decayed mean), e.g. limit-target=0.7/hold=24h/burst=3`
 
 // ParseVariant reads a variant of the fused default, as the demo's
 // "fused:SPEC" policies, a residual agent's anchor and the recommender name
 // it: "" is the default, "target=T" sets the HPA target CPU utilisation,
 // "limit-target=T" makes it a fraction of the CPU limit
-// (Options.TargetOfLimit), with an optional "/hold=D" (Options.PressureHold).
+// (Options.TargetOfLimit), with optional settings "/hold=D"
+// (Options.PressureHold) and "/burst=R" (Options.BurstRatio), each at most
+// once, in any order.
 // The options it returns are valid.
 func ParseVariant(spec string) (Options, error) {
 	if spec == "" {
@@ -26,12 +29,12 @@ func ParseVariant(spec string) (Options, error) {
 		return Options{}, fmt.Errorf("fused variant %q: %s (want %s)", spec, why, VariantHelp)
 	}
 	key, rest, _ := strings.Cut(spec, "=")
-	value, hold, withHold := strings.Cut(rest, "/")
+	value, settings, withSettings := strings.Cut(rest, "/")
 	var o Options
 	switch key {
 	case "target":
-		if withHold {
-			return bad("hold applies only to limit-target")
+		if withSettings {
+			return bad("hold and burst apply only to limit-target")
 		}
 	case "limit-target":
 		o.TargetOfLimit = true
@@ -43,10 +46,26 @@ func ParseVariant(spec string) (Options, error) {
 		return bad("the target CPU utilisation must be in (0, 1]")
 	}
 	o.HPA = hpa.PolicyOptions{TargetCPUUtilization: t}
-	if withHold {
-		d, ok := strings.CutPrefix(hold, "hold=")
-		if o.PressureHold, err = time.ParseDuration(d); !ok || err != nil || o.PressureHold <= 0 {
-			return bad("hold must be a positive duration, e.g. hold=24h")
+	if withSettings {
+		seen := map[string]bool{}
+		for _, kv := range strings.Split(settings, "/") {
+			k, v, _ := strings.Cut(kv, "=")
+			if seen[k] {
+				return bad(strconv.Quote(k) + " given twice")
+			}
+			seen[k] = true
+			switch k {
+			case "hold":
+				if o.PressureHold, err = time.ParseDuration(v); err != nil || o.PressureHold <= 0 {
+					return bad("hold must be a positive duration, e.g. hold=24h")
+				}
+			case "burst":
+				if o.BurstRatio, err = strconv.ParseFloat(v, 64); err != nil || !(o.BurstRatio > 1) || math.IsInf(o.BurstRatio, 0) {
+					return bad("burst must be a finite ratio > 1, e.g. burst=3")
+				}
+			default:
+				return bad("unknown setting " + strconv.Quote(k) + " after the target (hold or burst)")
+			}
 		}
 	}
 	if err := o.Validate(); err != nil {

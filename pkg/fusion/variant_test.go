@@ -28,7 +28,17 @@ func TestParseVariant(t *testing.T) {
 		{spec: "target=0.7/hold=1h", wantErr: "only to limit-target"},
 		{spec: "limit-target=0.7/hold=0s", wantErr: "positive duration"},
 		{spec: "limit-target=0.7/hold=soon", wantErr: "positive duration"},
-		{spec: "limit-target=0.7/wait=1h", wantErr: "positive duration"},
+		{spec: "limit-target=0.7/burst=3", want: Options{HPA: hpaTarget(0.7), TargetOfLimit: true, BurstRatio: 3}},
+		{spec: "limit-target=0.7/hold=24h/burst=3", want: Options{HPA: hpaTarget(0.7), TargetOfLimit: true, PressureHold: 24 * time.Hour, BurstRatio: 3}},
+		{spec: "limit-target=0.7/burst=2.5/hold=1h", want: Options{HPA: hpaTarget(0.7), TargetOfLimit: true, PressureHold: time.Hour, BurstRatio: 2.5}},
+		{spec: "limit-target=0.7/wait=1h", wantErr: `unknown setting "wait"`},
+		{spec: "limit-target=0.7/hold=1h/hold=2h", wantErr: "given twice"},
+		{spec: "limit-target=0.7/burst=1", wantErr: "ratio > 1"},
+		{spec: "limit-target=0.7/burst=NaN", wantErr: "ratio > 1"},
+		{spec: "limit-target=0.7/burst=+Inf", wantErr: "ratio > 1"},
+		{spec: "limit-target=0.7/burst", wantErr: "ratio > 1"},
+		{spec: "limit-target=0.7/", wantErr: "unknown setting"},
+		{spec: "target=0.7/burst=3", wantErr: "only to limit-target"},
 		{spec: "burst=0.7", wantErr: `unknown setting "burst"`},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
@@ -63,6 +73,8 @@ func TestSameVariant(t *testing.T) {
 		{"hold in other units", "limit-target=0.7/hold=24h", "limit-target=0.7/hold=1440m", true},
 		{"with and without hold", "limit-target=0.7/hold=24h", "limit-target=0.7", false},
 		{"another hold", "limit-target=0.7/hold=24h", "limit-target=0.7/hold=1h", false},
+		{"settings in another order", "limit-target=0.7/hold=24h/burst=3", "limit-target=0.7/burst=3.0/hold=1440m", true},
+		{"with and without burst", "limit-target=0.7/hold=24h/burst=3", "limit-target=0.7/hold=24h", false},
 		{"unparseable", "", "target=high", false},
 		{"unparseable on the left", "bogus", "", false},
 	} {

@@ -180,6 +180,11 @@ func (o *Options) Validate() error {
 		// provides: without it the pods would count on their limits
 		// whatever their nodes' load.
 		errs = append(errs, fmt.Errorf("--default-variant %q holds on the pods' CPU pressure, which is read from Prometheus: set --prometheus-address", o.DefaultVariant))
+	} else if f.BurstRatio > 0 && o.PrometheusAddress == "" {
+		// The burst gate reads the request rate, which only Prometheus
+		// provides (for MPAs with spec.rl.slo.metric): without it bursty
+		// workloads would count on their limits.
+		errs = append(errs, fmt.Errorf("--default-variant %q gates on the request rate's bursts, which is read from Prometheus: set --prometheus-address", o.DefaultVariant))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))

@@ -27,9 +27,12 @@ func TestDefaultVariant(t *testing.T) {
 		{"target", []string{"--default-variant=target=0.8"}, fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: 0.8}}, ""},
 		{"limit target with hold", []string{"--default-variant=limit-target=0.7/hold=24h", "--prometheus-address=http://127.0.0.1:9090"},
 			fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: 0.7}, TargetOfLimit: true, PressureHold: 24 * time.Hour}, ""},
+		{"limit target with burst gate", []string{"--default-variant=limit-target=0.7/burst=3", "--prometheus-address=http://127.0.0.1:9090"},
+			fusion.Options{HPA: hpa.PolicyOptions{TargetCPUUtilization: 0.7}, TargetOfLimit: true, BurstRatio: 3}, ""},
+		{"burst gate without a request rate source", []string{"--default-variant=limit-target=0.7/burst=3"}, fusion.Options{}, "gates on the request rate's bursts"},
 		{"unknown setting", []string{"--default-variant=burst=2"}, fusion.Options{}, `--default-variant: fused variant "burst=2": unknown setting "burst"`},
 		{"target out of range", []string{"--default-variant=limit-target=1.5"}, fusion.Options{}, "(0, 1]"},
-		{"hold without limit", []string{"--default-variant=target=0.7/hold=1h"}, fusion.Options{}, "hold applies only to limit-target"},
+		{"hold without limit", []string{"--default-variant=target=0.7/hold=1h"}, fusion.Options{}, "hold and burst apply only to limit-target"},
 		{"hold without a pressure source", []string{"--default-variant=limit-target=0.7/hold=24h"}, fusion.Options{}, "set --prometheus-address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

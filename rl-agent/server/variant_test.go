@@ -88,6 +88,9 @@ func TestDefaultVariant(t *testing.T) {
 				if r, err := h.client.Recommend(ctx(t), withVariant(recommendReq("web", 2), sv.anchor)); err != nil || r.Stage != pb.Stage_STAGE_ONLINE_TRAINING {
 					t.Fatalf("after two good outcomes: %v, %v; want OnlineTraining", r, err)
 				}
+				// The outcomes above may have queued training, whose end
+				// moves the policy version: let it finish first.
+				waitTrainerIdle(h.srv)
 				before, err := h.client.GetPolicyStatus(ctx(t), &pb.GetPolicyStatusRequest{Workload: ref("web")})
 				if err != nil {
 					t.Fatal(err)
