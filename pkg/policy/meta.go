@@ -54,11 +54,6 @@ func (c MetaConfig) Validate() error {
 	if err := c.Config.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(c.Heads) > 1 {
-		// The encoder reads each step's action one-hot over NumActions,
-		// which a factored action does not fit yet.
-		errs = append(errs, fmt.Errorf("meta-ppo does not support factored heads (got %v)", c.Heads))
-	}
 	if c.Window < 1 || c.Window > maxWindow {
 		errs = append(errs, fmt.Errorf("window must be in [1, %d], got %d", maxWindow, c.Window))
 	}
@@ -97,7 +92,8 @@ func (c MetaConfig) actorCritic() Config {
 	return ac
 }
 
-// stepDim is the width of one GRU input: state, one-hot action, reward.
+// stepDim is the width of one GRU input: state, the action as one one-hot
+// per head (NumActions entries in all), reward.
 func (c MetaConfig) stepDim() int { return c.StateDim + c.NumActions + 1 }
 
 // Step is one step of a workload's trajectory as the encoder reads it.
@@ -208,7 +204,7 @@ func (m *MetaPPO) checkWindow(what string, w []Step) error {
 		if err := checkState("state", st.State, m.cfg.StateDim); err != nil {
 			return fmt.Errorf("%s[%d]: %w", what, i, err)
 		}
-		if err := checkAction("action", st.Action, nil, m.cfg.NumActions); err != nil {
+		if err := checkHeadsAction("action", st.Action, nil, m.cfg.heads()); err != nil {
 			return fmt.Errorf("%s[%d]: %w", what, i, err)
 		}
 		if !isFinite(st.Reward) {
@@ -237,7 +233,7 @@ func (m *MetaPPO) EmbedBatch(windows [][]Step) ([][]float64, error) {
 		}
 	}
 	m.inferMu.RLock()
-	flat := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.NumActions)
+	flat := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
 	m.inferMu.RUnlock()
 	return split(flat, len(windows), m.cfg.EmbedDim), nil
 }
@@ -264,7 +260,7 @@ func (m *MetaPPO) PredictAux(windows [][]Step) ([][]float64, error) {
 	e, k := m.cfg.EmbedDim, m.cfg.AuxDim
 	m.inferMu.RLock()
 	defer m.inferMu.RUnlock()
-	emb := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.NumActions)
+	emb := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
 	out := make([][]float64, len(windows))
 	for n := range out {
 		out[n] = slices.Clone(m.aux.b.infer)
@@ -293,7 +289,7 @@ func (m *MetaPPO) ActWindow(state []float64, window []Step, mask []bool, greedy 
 		return Decision{}, err
 	}
 	m.inferMu.RLock()
-	e := m.enc.forward(true, [][]Step{window}, m.cfg.Window, m.cfg.StateDim, m.cfg.NumActions)
+	e := m.enc.forward(true, [][]Step{window}, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
 	logits, values := actorCriticForward(m.ac, true, [][]float64{slices.Concat(state, e)}, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
 	return decide(logits, values[0], mask, m.cfg.heads(), greedy, rng)
@@ -332,7 +328,7 @@ func (m *MetaPPO) checkActInput(state, embedding []float64, mask []bool, greedy 
 			return err
 		}
 	}
-	if err := checkMask("mask", mask, m.cfg.NumActions); err != nil {
+	if err := m.cfg.checkMask("mask", mask); err != nil {
 		return err
 	}
 	if !greedy && rng == nil {

@@ -18,18 +18,19 @@ func (m *MetaPPO) MarshalBinary() ([]byte, error) {
 }
 
 // UnmarshalBinary restores a checkpoint taken by MarshalBinary. The
-// architecture (StateDim, NumActions, Hidden, Window, EmbedDim) must match,
-// otherwise an error wrapping ErrIncompatibleCheckpoint is returned;
-// training hyperparameters stay this learner's. Nothing changes on error.
+// architecture (StateDim, NumActions, Heads, Hidden, Window, EmbedDim,
+// AuxDim) must match, otherwise an error wrapping ErrIncompatibleCheckpoint
+// is returned; training hyperparameters stay this learner's. Nothing
+// changes on error.
 func (m *MetaPPO) UnmarshalBinary(data []byte) error {
 	cfg, ck, err := decodeMetaCheckpoint(data)
 	if err != nil {
 		return err
 	}
 	if !m.cfg.sameArchitecture(cfg) {
-		return fmt.Errorf("%w: checkpoint has stateDim=%d numActions=%d hidden=%v window=%d embedDim=%d, learner has stateDim=%d numActions=%d hidden=%v window=%d embedDim=%d",
-			ErrIncompatibleCheckpoint, cfg.StateDim, cfg.NumActions, cfg.Hidden, cfg.Window, cfg.EmbedDim,
-			m.cfg.StateDim, m.cfg.NumActions, m.cfg.Hidden, m.cfg.Window, m.cfg.EmbedDim)
+		return fmt.Errorf("%w: checkpoint has stateDim=%d numActions=%d heads=%v hidden=%v window=%d embedDim=%d auxDim=%d, learner has stateDim=%d numActions=%d heads=%v hidden=%v window=%d embedDim=%d auxDim=%d",
+			ErrIncompatibleCheckpoint, cfg.StateDim, cfg.NumActions, cfg.heads(), cfg.Hidden, cfg.Window, cfg.EmbedDim, cfg.AuxDim,
+			m.cfg.StateDim, m.cfg.NumActions, m.cfg.heads(), m.cfg.Hidden, m.cfg.Window, m.cfg.EmbedDim, m.cfg.AuxDim)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

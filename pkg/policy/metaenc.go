@@ -69,7 +69,11 @@ func sigmoid(x float64) float64 { return 0.5 + 0.5*math.Tanh(0.5*x) }
 //
 // Padding steps are skipped: in the graph they have mask 0, which makes the
 // update h + 0·(…) = h exactly, so skipping computes the same function.
-func (g *gru) forward(useInfer bool, windows [][]Step, window, stateDim, numActions int) []float64 {
+//
+// heads are the action's heads (Config.heads): the action part of a step is
+// one one-hot per head, concatenated (the heads' choices of the factored
+// action), which with one head is the plain one-hot of the action.
+func (g *gru) forward(useInfer bool, windows [][]Step, window, stateDim int, heads []int) []float64 {
 	e := g.uz.rows
 	w := func(p *param) []float64 {
 		if useInfer {
@@ -85,25 +89,38 @@ func (g *gru) forward(useInfer bool, windows [][]Step, window, stateDim, numActi
 	r := make([]float64, e)
 	rh := make([]float64, e)
 	cand := make([]float64, e)
+	hot := make([]int, len(heads)) // each head's one-hot row, times e
 	for n, win := range windows {
 		h := out[n*e : (n+1)*e]
 		for _, st := range tail(win, window) {
 			copy(z, bz)
 			copy(r, br)
 			copy(cand, bh)
-			// x = [state, one-hot action, reward]: the one-hot part selects
-			// one row of each W.
+			// x = [state, one-hot action per head, reward]: each head's
+			// one-hot selects one row of each W.
 			addRowTimes(z, h, uz, e)
 			addRowTimes(r, h, ur, e)
 			addRowTimes(z, st.State, wz, e)
 			addRowTimes(r, st.State, wr, e)
 			addRowTimes(cand, st.State, wh, e)
-			oneHotRow := stateDim + st.Action
-			rewardRow := stateDim + numActions
+			off, a := stateDim, st.Action
+			for h, n := range heads {
+				hot[h] = (off + a%n) * e
+				a /= n
+				off += n
+			}
+			rewardRow := off * e
+			// With one head this is the sum the plain one-hot gave before
+			// heads existed, operation for operation, so paper-space
+			// embeddings are bit-identical to theirs.
 			for j := 0; j < e; j++ {
-				z[j] += wz[oneHotRow*e+j] + st.Reward*wz[rewardRow*e+j]
-				r[j] += wr[oneHotRow*e+j] + st.Reward*wr[rewardRow*e+j]
-				cand[j] += wh[oneHotRow*e+j] + st.Reward*wh[rewardRow*e+j]
+				vz, vr, vh := wz[hot[0]+j], wr[hot[0]+j], wh[hot[0]+j]
+				for _, row := range hot[1:] {
+					vz, vr, vh = vz+wz[row+j], vr+wr[row+j], vh+wh[row+j]
+				}
+				z[j] += vz + st.Reward*wz[rewardRow+j]
+				r[j] += vr + st.Reward*wr[rewardRow+j]
+				cand[j] += vh + st.Reward*wh[rewardRow+j]
 			}
 			for j := 0; j < e; j++ {
 				z[j] = sigmoid(z[j])
@@ -175,7 +192,7 @@ func (b *builder) sigmoid(x *G.Node) *G.Node {
 // encoder's step inputs, right-aligned so that the most recent step is
 // step Window-1; padding rows and padding steps stay zero.
 func fillWindows(steps, stepMask [][]float64, rows []int, window func(i int) []Step, cfg MetaConfig) {
-	s, e, d, T, a := cfg.StateDim, cfg.EmbedDim, cfg.stepDim(), cfg.Window, cfg.NumActions
+	s, e, d, T, a, heads := cfg.StateDim, cfg.EmbedDim, cfg.stepDim(), cfg.Window, cfg.NumActions, cfg.heads()
 	for t := range T {
 		clear(steps[t])
 		clear(stepMask[t])
@@ -186,7 +203,7 @@ func fillWindows(steps, stepMask [][]float64, rows []int, window func(i int) []S
 			t := T - len(win) + j
 			row := steps[t][r*d : (r+1)*d]
 			copy(row, st.State)
-			row[s+st.Action] = 1
+			setOneHot(row[s:s+a], st.Action, heads)
 			row[s+a] = st.Reward
 			m := stepMask[t][r*e : (r+1)*e]
 			for k := range m {

@@ -156,7 +156,7 @@ func (m *MetaPPO) update(batch []MetaTransition) (Stats, error) {
 		w := t.Window[:len(t.Window):len(t.Window)]
 		windows = append(windows, append(w, Step{State: t.State, Action: t.Action, Reward: t.Reward}))
 	}
-	emb := split(m.enc.forward(false, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.NumActions), 2*n, m.cfg.EmbedDim)
+	emb := split(m.enc.forward(false, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.heads()), 2*n, m.cfg.EmbedDim)
 	aug := make([]Transition, n)
 	for i, t := range batch {
 		aug[i] = t.Transition
