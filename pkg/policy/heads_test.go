@@ -184,11 +184,6 @@ func TestFactoredConfig(t *testing.T) {
 			}
 		})
 	}
-	meta := DefaultMetaConfig(4, 9)
-	meta.Heads = []int{3, 2, 4}
-	if err := meta.Validate(); err == nil || !strings.Contains(err.Error(), "factored heads") {
-		t.Errorf("meta-ppo with heads: error %v", err)
-	}
 	// A checkpoint keeps the heads, and a single-head learner refuses it.
 	p := mustPPO(t, factoredConfig(1))
 	data := mustMarshal(t, p)

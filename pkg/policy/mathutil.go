@@ -192,17 +192,6 @@ func checkMask(what string, mask []bool, n int) error {
 	return fmt.Errorf("%w: %s: %w", ErrInvalidInput, what, ErrAllActionsMasked)
 }
 
-// checkAction validates an action taken (by us or a teacher) under mask.
-func checkAction(what string, a int, mask []bool, n int) error {
-	if a < 0 || a >= n {
-		return fmt.Errorf("%w: %s %d out of range [0, %d)", ErrInvalidInput, what, a, n)
-	}
-	if mask != nil && !mask[a] {
-		return fmt.Errorf("%w: %s %d is masked", ErrInvalidInput, what, a)
-	}
-	return nil
-}
-
 // maskAt is row i of a batch's masks; nil masks mean every action is legal
 // in every row.
 func maskAt(masks [][]bool, i int) []bool {

@@ -71,7 +71,7 @@ func metaFixture(t *testing.T, m *MetaPPO, rng *rand.Rand) (batch []MetaTransiti
 		rows[i] = i
 		windows[i] = batch[i].Window
 	}
-	emb = m.enc.forward(false, windows, cfg.Window, cfg.StateDim, cfg.NumActions)
+	emb = m.enc.forward(false, windows, cfg.Window, cfg.StateDim, cfg.heads())
 	for i, tr := range batch {
 		in := slices.Concat(tr.State, emb[i*cfg.EmbedDim:(i+1)*cfg.EmbedDim])
 		lp := make([]float64, cfg.NumActions)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/eval"
 	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/oracle"
 	"github.com/aware-k8s/aware/pkg/reward"
@@ -55,9 +56,9 @@ type EvidenceOptions struct {
 	// optimiser, episode length, gates, workers, action space); the
 	// experiments set the apps, episodes, seed and stages. Base.AuxWeight
 	// applies to the Meta-PPO pre-training only (on training apps, whose
-	// parameters the simulator knows). Meta-PPO always
-	// acts in the paper's action space (it has no residual heads), so the
-	// adapt experiment needs Base in the paper's space (ValidateExperiment).
+	// parameters the simulator knows). Meta-PPO acts in the action space
+	// PPO acts in under Base (PPOSpace), so that the adapt experiment's
+	// arms are compared like for like.
 	Base Options
 
 	// PretrainApps and PretrainEpisodes size the training, on training
@@ -249,16 +250,35 @@ func (e *EvidenceOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ValidateExperiment reports whether experiment x can run with e: adapt
-// compares Meta-PPO, which acts only in the paper's action space, with PPO
-// arms, which would otherwise act in Base's; in the residual space that
-// would measure the action space, not the embedding, so it is refused.
+// ValidateExperiment reports whether experiment x can run with e.
 func (e *EvidenceOptions) ValidateExperiment(x string) error {
 	if !slices.Contains(Experiments, x) {
 		return fmt.Errorf("unknown experiment %q (known: %v)", x, Experiments)
 	}
-	if x == ExperimentAdapt && e.Base.Space() != ActionSpacePaper {
-		return fmt.Errorf("the %s experiment needs the %s action space (Meta-PPO has no %s heads), got %s", x, ActionSpacePaper, e.Base.Space(), e.Base.Space())
+	return nil
+}
+
+// PPOSpace is the action space every learner of the experiments acts in:
+// PPO's under Base. Meta-PPO is pre-trained in it too, so that the adapt
+// experiment measures the embedding, not the action space.
+func (e *EvidenceOptions) PPOSpace() string {
+	b := e.Base
+	b.Policy, b.Init = PolicyPPO, nil
+	return b.Space()
+}
+
+// checkSpace reports whether the pre-trained learners act in PPOSpace
+// (e.g. checkpoints of an earlier run read with --pretrained).
+func (e *EvidenceOptions) checkSpace(pre *Pretrained) error {
+	want := e.PPOSpace()
+	for _, l := range []Learner{pre.PPO, pre.Meta} {
+		sh, err := learn.ShapeOf(l.PolicyConfig())
+		if err != nil {
+			return fmt.Errorf("the pre-trained %s: %w", l.Kind(), err)
+		}
+		if sh.String() != want {
+			return fmt.Errorf("the pre-trained %s acts in the %s action space, the experiment in the %s one", l.Kind(), sh, want)
+		}
 	}
 	return nil
 }
@@ -312,17 +332,18 @@ type Pretrained struct {
 	PPOSeconds, MetaSeconds float64
 }
 
-// Pretrain trains one PPO (in Base's action space) and one Meta-PPO (in the
-// paper's) on e.PretrainApps training apps for e.PretrainEpisodes episodes
-// each, bootstrapping as `rl-agent train`.
+// Pretrain trains one PPO and one Meta-PPO, both in PPOSpace, on
+// e.PretrainApps training apps for e.PretrainEpisodes episodes each,
+// bootstrapping as `rl-agent train`.
 func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 	p := &Pretrained{}
+	space := e.PPOSpace()
 	for _, kind := range []string{PolicyPPO, PolicyMetaPPO} {
 		t0 := time.Now()
 		res, err := e.run(ctx, func(o *Options) {
-			o.Policy, o.Apps, o.Episodes = kind, e.PretrainApps, e.PretrainEpisodes
+			o.Policy, o.Apps, o.Episodes, o.ActionSpace = kind, e.PretrainApps, e.PretrainEpisodes, space
 			if kind == PolicyMetaPPO {
-				o.ActionSpace, o.AuxWeight = ActionSpacePaper, e.Base.AuxWeight
+				o.AuxWeight = e.Base.AuxWeight
 			}
 		})
 		if err != nil {

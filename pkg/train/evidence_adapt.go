@@ -115,8 +115,9 @@ func defaultActs(o *Options) {
 // training apps (fine-tuned, its embedding reading the new app's
 // trajectory), PPO pre-trained on the same apps and fine-tuned (transfer
 // learning, no embedding), and a fresh PPO (scratch); the fused default
-// runs the same episodes as the floor. Every arm acts in the paper's
-// action space (ValidateExperiment).
+// runs the same episodes as the floor. Every arm acts in one action space,
+// e.PPOSpace: in the residual space each learner starts on the default and
+// deviates from it per dimension.
 func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptResult, error) {
 	apps, err := EvidenceApps(e.Seed, e.Apps)
 	if err != nil {
@@ -124,6 +125,9 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 	}
 	if err := e.ValidateExperiment(ExperimentAdapt); err != nil {
 		return nil, err
+	}
+	if err := e.checkSpace(pre); err != nil {
+		return nil, fmt.Errorf("adapt experiment: %w", err)
 	}
 	apps = apps[:e.AdaptApps]
 	for i := range apps {
@@ -152,6 +156,7 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 			}
 			res, err := e.run(ctx, func(o *Options) {
 				o.Policy, o.Init, o.AppList, o.Traces = PolicyPPO, init, []sim.App{app}, e.AdaptTraces
+				o.ActionSpace = e.PPOSpace()
 				o.Episodes, o.BatchEpisodes, o.BootstrapEpisodes = e.AdaptEpisodes, e.AdaptBatch, 0
 				if arm == ArmFused {
 					defaultActs(o)

@@ -229,8 +229,8 @@ func TestAdaptFusedArmIsTheDefault(t *testing.T) {
 }
 
 // TestEvidenceResidualSpace: in the residual space the pre-trained PPO
-// acts in it and Meta-PPO in the paper's; bootstrap and retrain run, adapt
-// is refused.
+// and Meta-PPO both act in it; adapt, bootstrap and retrain run, and adapt
+// refuses pre-trained learners of another space.
 func TestEvidenceResidualSpace(t *testing.T) {
 	e := tinyEvidence()
 	e.Base.ActionSpace = ActionSpaceResidual
@@ -243,11 +243,20 @@ func TestEvidenceResidualSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ppo.Residual == nil || meta.Residual != nil {
+	if ppo.Residual == nil || meta.Residual == nil {
 		t.Errorf("residual heads: PPO %v, Meta-PPO %v", ppo.Residual, meta.Residual)
 	}
-	if _, err := RunAdapt(context.Background(), e, pre); err == nil || !strings.Contains(err.Error(), "needs the paper action space") {
-		t.Errorf("adapt: error %v", err)
+	res, err := RunAdapt(context.Background(), e, pre)
+	if err != nil {
+		t.Fatalf("adapt: %v", err)
+	}
+	if len(res.Runs) != len(AdaptArms)*e.AdaptApps {
+		t.Errorf("adapt: %d runs, want %d", len(res.Runs), len(AdaptArms)*e.AdaptApps)
+	}
+	paper := e
+	paper.Base.ActionSpace = ActionSpacePaper
+	if _, err := RunAdapt(context.Background(), paper, pre); err == nil || !strings.Contains(err.Error(), "acts in the residual action space, the experiment in the paper one") {
+		t.Errorf("adapt with residual learners in the paper space: error %v", err)
 	}
 	if _, err := RunBootstrap(context.Background(), e); err != nil {
 		t.Errorf("bootstrap: %v", err)

@@ -62,10 +62,11 @@ type Options struct {
 	// Traces are the trace kinds episodes cycle through.
 	Traces []string
 	// ActionSpace is ActionSpaceResidual (one choice per dimension
-	// relative to the fused default's recommendation; PPO only) or
-	// ActionSpacePaper (the AWARE paper's one-step actions); empty, the
-	// default, is residual for PPO and paper for Meta-PPO, whose encoder
-	// has no factored heads (Space).
+	// relative to the fused default's recommendation) or ActionSpacePaper
+	// (the AWARE paper's one-step actions); empty, the default, is
+	// residual for PPO and paper for Meta-PPO, as Meta-PPO was measured
+	// before it had residual heads (Space). With Init set it must be empty
+	// or Init's.
 	ActionSpace string
 	// FollowBias is the residual space's initial bias towards following
 	// the default (ResidualConfig); 0 means DefaultFollowBias.
@@ -322,11 +323,17 @@ func (o *Options) Validate() error {
 	switch o.ActionSpace {
 	case "", ActionSpacePaper:
 	case ActionSpaceResidual:
-		if o.Policy == PolicyMetaPPO {
-			bad("the residual action space needs policy %s, not %s", PolicyPPO, PolicyMetaPPO)
-		}
 	default:
 		bad("action space must be %s or %s, got %q", ActionSpacePaper, ActionSpaceResidual, o.ActionSpace)
+	}
+	if o.Init != nil {
+		sh, err := learn.ShapeOf(o.Init.PolicyConfig())
+		switch {
+		case err != nil:
+			bad("the initial learner: %w", err)
+		case o.ActionSpace != "" && sh.String() != o.ActionSpace:
+			bad("the initial learner acts in the %s action space, the action space is %s", sh, o.ActionSpace)
+		}
 	}
 	if !(o.FollowBias >= 0) || math.IsInf(o.FollowBias, 0) {
 		bad("follow bias must be finite and >= 0, got %v", o.FollowBias)
@@ -395,9 +402,15 @@ const (
 	ActionSpaceResidual = "residual"
 )
 
-// Space is the action space the learner acts in: ActionSpace, or when it
-// is empty residual for PPO and paper for Meta-PPO.
+// Space is the action space the learner acts in: Init's when it is set,
+// else ActionSpace, or when that is empty residual for PPO and paper for
+// Meta-PPO.
 func (o *Options) Space() string {
+	if o.Init != nil {
+		if sh, err := learn.ShapeOf(o.Init.PolicyConfig()); err == nil {
+			return sh.String()
+		}
+	}
 	switch {
 	case o.ActionSpace != "":
 		return o.ActionSpace

@@ -43,16 +43,27 @@ func TestResidualUntrainedFollowsDefault(t *testing.T) {
 	// With an anchor the agent follows that variant of the default, which
 	// the checkpoint records; the variant runs differently from the
 	// default (checked below), so following the wrong one would show.
-	for _, anchor := range []string{"", "limit-target=0.7/hold=24h"} {
-		t.Run("anchor "+anchor, func(t *testing.T) {
+	//
+	// Meta-PPO's embedding joins the state at the actor's input; the
+	// follow bias must dominate whatever the untrained encoder makes of
+	// the trajectory.
+	for _, tc := range []struct{ policy, anchor string }{
+		{PolicyPPO, ""}, {PolicyPPO, "limit-target=0.7/hold=24h"},
+		{PolicyMetaPPO, ""}, {PolicyMetaPPO, "limit-target=0.7/hold=24h"},
+	} {
+		anchor := tc.anchor
+		t.Run(tc.policy+" anchor "+anchor, func(t *testing.T) {
 			o := residualOptions()
-			o.Anchor = anchor
+			o.Anchor, o.Policy = anchor, tc.policy
 			l, err := NewLearner(o)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := l.PolicyConfig().Anchor; got != anchor {
 				t.Fatalf("the learner records the anchor %q, want %q", got, anchor)
+			}
+			if l.Kind() != tc.policy {
+				t.Fatalf("a %s learner, want %s", l.Kind(), tc.policy)
 			}
 			def, err := fusion.ParseVariant(anchor)
 			if err != nil {
@@ -91,7 +102,14 @@ func TestResidualUntrainedFollowsDefault(t *testing.T) {
 // factored actions with their masks, and its checkpoint acts as a residual
 // agent again.
 func TestResidualTrains(t *testing.T) {
+	for _, kind := range []string{PolicyPPO, PolicyMetaPPO} {
+		t.Run(kind, func(t *testing.T) { testResidualTrains(t, kind) })
+	}
+}
+
+func testResidualTrains(t *testing.T, kind string) {
 	o := residualOptions()
+	o.Policy = kind
 	res, err := Train(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -117,8 +135,13 @@ func TestResidualTrains(t *testing.T) {
 	if a.residual == nil {
 		t.Fatal("a residual checkpoint made a paper-space agent")
 	}
-	if p, err := policy.NewPPOFromCheckpoint(b); err != nil || len(p.Config().Heads) != 3 {
-		t.Fatalf("checkpoint heads: %v", err)
+	if l.Kind() != kind || len(l.PolicyConfig().Heads) != 3 {
+		t.Fatalf("checkpoint of a %s with heads %v, want a %s with 3", l.Kind(), l.PolicyConfig().Heads, kind)
+	}
+	if kind == PolicyPPO {
+		if p, err := policy.NewPPOFromCheckpoint(b); err != nil || len(p.Config().Heads) != 3 {
+			t.Fatalf("checkpoint heads: %v", err)
+		}
 	}
 	space := learn.DefaultResidualSpace()
 	if !reflect.DeepEqual(space.Sizes(), learn.ResidualConfig(DefaultFollowBias).Heads) {
@@ -129,8 +152,31 @@ func TestResidualTrains(t *testing.T) {
 func TestResidualOptions(t *testing.T) {
 	o := residualOptions()
 	o.Policy = PolicyMetaPPO
-	if err := o.Validate(); err == nil {
-		t.Error("meta-ppo with the residual space was accepted")
+	if err := o.Validate(); err != nil {
+		t.Errorf("meta-ppo in the residual space: %v", err)
+	}
+	// An initial learner acts in its own space: another is refused, and
+	// empty means the learner's.
+	paper := residualOptions()
+	paper.ActionSpace = ActionSpacePaper
+	for _, tc := range []struct {
+		name, space, want string
+	}{{"paper learner, residual space", ActionSpaceResidual, "acts in the paper action space"}, {"paper learner, space unset", "", ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			init, err := NewLearner(paper)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := residualOptions()
+			o.Init, o.ActionSpace = init, tc.space
+			err = o.Validate()
+			if (err == nil) != (tc.want == "") || (err != nil && !strings.Contains(err.Error(), tc.want)) {
+				t.Errorf("error %v, want %q", err, tc.want)
+			}
+			if tc.want == "" && o.Space() != ActionSpacePaper {
+				t.Errorf("space %s, want the learner's %s", o.Space(), ActionSpacePaper)
+			}
+		})
 	}
 	o = residualOptions()
 	o.VerticalCost = -1

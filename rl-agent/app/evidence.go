@@ -35,7 +35,7 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.out, "out", o.out, "folder for <experiment>.json and the pre-trained checkpoints")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "first seed of training and evidence apps, traces, arrivals and weights; equal seeds give equal numbers")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "seeds to run: --seed .. --seed+N-1, each with its own pre-training, evidence apps and traces; every measure is summarised over the (app, seed) pairs with 95% confidence intervals")
-	fs.StringVar(&o.Base.ActionSpace, "action-space", o.Base.ActionSpace, "action space of the PPO agents: paper (the AWARE paper's seven one-step actions) or residual (one choice per dimension relative to the fused default); Meta-PPO always acts in paper, and adapt needs paper")
+	fs.StringVar(&o.Base.ActionSpace, "action-space", o.Base.ActionSpace, "action space of the agents, PPO and Meta-PPO alike: paper (the AWARE paper's seven one-step actions) or residual (one choice per dimension relative to the fused default)")
 	fs.IntVar(&o.Apps, "apps", o.Apps, "held-out evidence apps per seed (generated from a seed derived from the seed, never trained on before the experiment)")
 	fs.IntVar(&o.Base.EpisodeSteps, "episode-steps", o.Base.EpisodeSteps, "decisions (windows) per episode")
 	fs.IntVar(&o.Base.Workers, "workers", o.Base.Workers, "parallel rollouts (0 = GOMAXPROCS)")
@@ -116,7 +116,7 @@ included, to <experiment>.json in --out:
              differences and speed-ups with intervals.
              --adapt-cpu-factor, --adapt-memory-factor and
              --adapt-startup-factor move the new apps further from the
-             training ones. Needs --action-space=paper.
+             training ones. Every arm acts in --action-space.
   after      the pre-trained agents against the fused HPA+VPA default and
              the oracle (pkg/eval), paired per (app, trace, seed).
   retrain    a pre-trained agent serving each of --retrain-apps new apps,
@@ -143,8 +143,8 @@ included, to <experiment>.json in --out:
 
 adapt, after, retrain and embedding share one pre-training of PPO and Meta-PPO per
 seed, whose checkpoints are written to --out/seed-<N> (reuse them with
---pretrained). --action-space sets the PPO agents' action space (paper by
-default; Meta-PPO has only the paper's); with residual, "all" skips adapt.
+--pretrained, which must act in --action-space). --action-space sets the
+action space of PPO and Meta-PPO alike (paper by default).
 With the default options each experiment takes at most about ten minutes
 on two cores; the flags make them larger. Equal flags give equal numbers.`,
 		Args: cobra.NoArgs,

@@ -106,7 +106,6 @@ func TestEvidenceCommand(t *testing.T) {
 		{"bad start-up factor", []string{"--adapt-startup-factor=0"}, "adapt CPU, memory and start-up factors"},
 		{"no seeds", []string{"--seeds=0"}, "seeds must be > 0"},
 		{"unknown action space", []string{"--action-space=fancy"}, "action space must be"},
-		{"adapt in the residual space", []string{"--experiment=adapt", "--action-space=residual"}, "adapt experiment needs the paper action space"},
 		{"negative reference", []string{"--retrain-reference=-1"}, "reference fine-tuning episodes must be >= 0"},
 		{"negative auxiliary weight", []string{"--meta-aux-weight=-1"}, "auxiliary weight must be finite and >= 0"},
 	} {

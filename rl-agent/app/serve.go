@@ -63,7 +63,8 @@ type serveOptions struct {
 	Policy string
 	// ActionSpace is the action space of a fresh policy: "paper" or
 	// "residual"; empty means the checkpoint's, or without one residual
-	// (paper for Meta-PPO, which has no factored heads).
+	// for PPO and paper for Meta-PPO (as it was before it had residual
+	// heads).
 	ActionSpace string
 	// EnsembleCheckpoints are residual PPO checkpoints served as one
 	// frozen ensemble (server.Ensemble) instead of a learner;
@@ -138,7 +139,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.InitialCheckpoint, "initial-checkpoint", o.InitialCheckpoint, "A policy checkpoint written by `rl-agent train` (PPO, or Meta-PPO with --policy=meta-ppo) to start from instead of random weights. A Meta-PPO policy reads each workload's recent trajectory, which the agent then keeps. State already in --state-dir wins over it, but must hold the same kind and architecture of policy: keep the flag across restarts.")
 	fs.IntVar(&o.RetrainMin, "retrain-min-episodes", o.RetrainMin, "After the detector fires, the defaults act for at least this many episodes (spec.rl.gates.episodeSteps ticks each) while the agent relearns from them, before the promotion gate may return the workload to the agent; 0: no minimum.")
 	fs.IntVar(&o.RetrainMax, "retrain-max-episodes", o.RetrainMax, "After this many episodes in Retraining the workload returns to the agent (OnlineTraining) even if the defaults never pass the promotion gate, e.g. because the change lowered what they attain; 0: only the gate returns it, and a workload whose defaults stay below the gate stays on them.")
-	fs.StringVar(&o.ActionSpace, "action-space", o.ActionSpace, "Actions of the policy: \"paper\" (no-op, ±1 replica, ±CPU step, ±memory step) or \"residual\" (one choice per dimension relative to the recommender's default: follow, hold, offsets and factors; a fresh residual policy follows the default, ppo only). Empty: the --initial-checkpoint's, or residual (paper for --policy=meta-ppo). State already in --state-dir must hold the same: keep the flag across restarts.")
+	fs.StringVar(&o.ActionSpace, "action-space", o.ActionSpace, "Actions of the policy: \"paper\" (no-op, ±1 replica, ±CPU step, ±memory step) or \"residual\" (one choice per dimension relative to the recommender's default: follow, hold, offsets and factors; a fresh residual policy, ppo or meta-ppo, follows the default). Empty: the --initial-checkpoint's, or residual (paper for --policy=meta-ppo). State already in --state-dir must hold the same: keep the flag across restarts.")
 	fs.StringSliceVar(&o.EnsembleCheckpoints, "ensemble-checkpoints", o.EnsembleCheckpoints, "Serve these residual PPO checkpoints (at least 2, e.g. `rl-agent train --seed=1..3`) as one frozen ensemble instead of a learner: per dimension it deviates from the recommender's default only as far as --ensemble-quorum of them agree, and follows it otherwise. Nothing trains; workloads bootstrap, are promoted and handed back to the defaults by the lifecycle gates as usual, and OnlineTraining decides as greedily as Serving. The state directory keeps stages and experience, never weights: it cannot be shared with a learner.")
 	fs.IntVar(&o.EnsembleQuorum, "ensemble-quorum", o.EnsembleQuorum, "With --ensemble-checkpoints: how many members must deviate from the default the same way for the ensemble to deviate (it goes as far as that many go); 0 means all of them. A majority gives the members' median, which deviates more often.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
@@ -194,9 +195,6 @@ func (o *serveOptions) Validate() error {
 	switch o.ActionSpace {
 	case "", actionSpacePaper:
 	case actionSpaceResidual:
-		if o.Policy == policy.KindMetaPPO {
-			errs = append(errs, fmt.Errorf("--action-space=%s needs --policy=%s", actionSpaceResidual, policy.KindPPO))
-		}
 	default:
 		errs = append(errs, fmt.Errorf("--action-space must be %q or %q, got %q", actionSpacePaper, actionSpaceResidual, o.ActionSpace))
 	}

@@ -59,7 +59,7 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"retraining gate only", func(o *serveOptions) { o.RetrainMin, o.RetrainMax = 0, 0 }, ""},
 		{"residual", func(o *serveOptions) { o.ActionSpace = "residual" }, ""},
 		{"unknown action space", func(o *serveOptions) { o.ActionSpace = "joint" }, `--action-space must be "paper" or "residual", got "joint"`},
-		{"residual meta-ppo", func(o *serveOptions) { o.ActionSpace, o.Policy = "residual", "meta-ppo" }, "--action-space=residual needs --policy=ppo"},
+		{"residual meta-ppo", func(o *serveOptions) { o.ActionSpace, o.Policy = "residual", "meta-ppo" }, ""},
 		{"ensemble", func(o *serveOptions) { o.EnsembleCheckpoints, o.EnsembleQuorum = []string{"a", "b", "c"}, 2 }, ""},
 		{"ensemble of one", func(o *serveOptions) { o.EnsembleCheckpoints = []string{"a"} }, "--ensemble-checkpoints needs at least 2"},
 		{"ensemble and initial checkpoint", func(o *serveOptions) { o.EnsembleCheckpoints, o.InitialCheckpoint = []string{"a", "b"}, "c" }, "exclude each other"},
@@ -499,6 +499,12 @@ func TestInitialPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	trainedResidual := writePolicy(t, residualLearner)
+	ro.Policy, ro.Window = train.PolicyMetaPPO, 4
+	residualMeta, err := train.NewLearner(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainedResidualMeta := writePolicy(t, residualMeta)
 	for _, tc := range []struct {
 		name, path, policy string
 		hidden             []int
@@ -526,6 +532,11 @@ func TestInitialPolicy(t *testing.T) {
 		{"trained residual, --action-space=residual", trainedResidual, "", []int{8}, 0, "", "residual"},
 		{"trained residual, --action-space=paper", trainedResidual, "", nil, 0, `acts in the residual action space, --action-space is "paper"`, "paper"},
 		{"trained PPO, --action-space=residual", trainedPPO, "", nil, 0, `acts in the paper action space, --action-space is "residual"`, "residual"},
+		{"none, --policy=meta-ppo --action-space=residual: random residual Meta-PPO", "", policy.KindMetaPPO, defaults.Hidden, defaults.Window, "", "residual"},
+		{"trained residual meta-ppo", trainedResidualMeta, "", []int{8}, 4, "", ""},
+		{"trained residual meta-ppo, --action-space=residual", trainedResidualMeta, policy.KindMetaPPO, []int{8}, 4, "", "residual"},
+		{"trained residual meta-ppo, --action-space=paper", trainedResidualMeta, "", nil, 0, `acts in the residual action space, --action-space is "paper"`, "paper"},
+		{"trained meta-ppo, --action-space=residual", trainedMeta, "", nil, 0, `acts in the paper action space, --action-space is "residual"`, "residual"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, m, err := initialPolicy(&serveOptions{InitialCheckpoint: tc.path, Policy: tc.policy, Seed: 1, ActionSpace: tc.space})
@@ -551,10 +562,20 @@ func TestInitialPolicy(t *testing.T) {
 			if !slices.Equal(hidden, tc.hidden) || window != tc.window {
 				t.Fatalf("hidden %v window %d, want %v and %d", hidden, window, tc.hidden, tc.window)
 			}
-			if p != nil && (tc.space == "residual" || tc.path == trainedResidual) {
-				if sh, err := learn.ShapeOf(p.Config()); err != nil || sh.Residual == nil {
-					t.Fatalf("serving shape %v, %v; want residual", sh, err)
-				}
+			c := policy.Config{}
+			if m != nil {
+				c = m.Config().Config
+			} else {
+				c = p.Config()
+			}
+			sh, err := learn.ShapeOf(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantResidual := tc.space == "residual" || tc.path == trainedResidual || tc.path == trainedResidualMeta ||
+				(tc.space == "" && tc.path == "" && tc.policy != policy.KindMetaPPO)
+			if (sh.Residual != nil) != wantResidual {
+				t.Fatalf("serving shape %v, want residual: %v", sh, wantResidual)
 			}
 		})
 	}

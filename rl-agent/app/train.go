@@ -24,7 +24,7 @@ import (
 // prefixed with prefix (the demo uses "train-").
 func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.StringVar(&o.Policy, prefix+"policy", o.Policy, "learner: ppo, or meta-ppo (a GRU encoder reads the workload's recent trajectory; its embedding joins the state)")
-	fs.StringVar(&o.ActionSpace, prefix+"action-space", o.ActionSpace, "actions: residual (one choice per dimension relative to the fused default's recommendation: follow, hold, offsets and factors; an untrained agent follows the default; ppo only) or paper (the AWARE paper's no-op, ±1 replica, ±10% CPU, ±10% memory); empty: residual for ppo, paper for meta-ppo")
+	fs.StringVar(&o.ActionSpace, prefix+"action-space", o.ActionSpace, "actions: residual (one choice per dimension relative to the fused default's recommendation: follow, hold, offsets and factors; an untrained agent follows the default; ppo or meta-ppo) or paper (the AWARE paper's no-op, ±1 replica, ±10% CPU, ±10% memory); empty: residual for ppo, paper for meta-ppo")
 	fs.StringVar(&o.Anchor, prefix+"anchor", o.Anchor, "the variant of the fused default the learner acts beside (its recommendation is in the state, residual actions are relative to it, it bootstraps; the checkpoint records it): "+fusion.VariantHelp)
 	fs.Float64Var(&o.FollowBias, prefix+"follow-bias", o.FollowBias, "residual: initial output bias of each head's follow-the-default choice (0 = 3: greedy follows, sampling follows in about half the windows)")
 	fs.Float64Var(&o.EntropyCoef, prefix+"entropy-coef", o.EntropyCoef, "weight of PPO's entropy bonus")

@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -92,5 +94,79 @@ func TestServerRefusesOtherShapes(t *testing.T) {
 				t.Fatalf("err = %v, want ErrIncompatibleCheckpoint naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func newResidualMeta(t testing.TB, seed uint64, window int) *policy.MetaPPO {
+	t.Helper()
+	cfg := policy.MetaConfig{Config: learn.ResidualConfig(learn.DefaultFollowBias), Window: window, EmbedDim: 3}
+	cfg.Hidden, cfg.MinibatchSize, cfg.Seed = []int{16}, 8, seed
+	m, err := policy.NewMetaPPO(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestResidualMetaServing serves a residual Meta-PPO policy: its answers
+// are the default with the policy's choice per dimension, its agents keep
+// the trajectory of factored actions, and a restart on the same state
+// rebuilds each workload's window from the experience log and acts as the
+// checkpointed policy did.
+func TestResidualMetaServing(t *testing.T) {
+	const window = 4
+	dir := t.TempDir()
+	st, _, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	learner := newResidualMeta(t, 1, window)
+	h := start(t, func(o *Options) { o.Store, o.Learner, o.MetaLearner = st, nil, learner })
+	promote(t, h.client, "web")
+	sources := map[pb.Source]int{}
+	for tick := 2; tick < 40; tick++ {
+		r, err := h.client.Recommend(ctx(t), recommendReq("web", tick))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := learn.ParseResidual(r.Action); err != nil {
+			t.Fatalf("tick %d: action %q: %v", tick, r.Action, err)
+		}
+		sources[r.Source]++
+		if _, err := h.client.ReportOutcome(ctx(t), outcomeReq("web", tick)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sources[pb.Source_SOURCE_DEFAULT] == 0 {
+		t.Errorf("a residual Meta-PPO that starts on the default never followed it: %v", sources)
+	}
+	w := windowOf(t, h.srv, "web")
+	if len(w) != window {
+		t.Fatalf("window of %d steps, want %d", len(w), window)
+	}
+	deviated := false
+	for _, s := range w {
+		deviated = deviated || s.Action != learn.FollowAction
+	}
+	st2, _ := restartStore(t, h, st, dir)
+	fresh := newResidualMeta(t, 99, window)
+	h2 := start(t, func(o *Options) { o.Store, o.Learner, o.MetaLearner = st2, nil, fresh })
+	if got := windowOf(t, h2.srv, "web"); !reflect.DeepEqual(got, w) {
+		t.Errorf("window after restart %v, want %v (deviations in it: %v)", got, w, deviated)
+	}
+	state := make([]float64, learn.StateDim)
+	a, err := learner.ActWindow(state, w, nil, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := fresh.ActWindow(state, w, nil, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Errorf("restored policy %+v differs from the checkpointed one %+v", b, a)
+	}
+	if len(fresh.Config().Heads) != int(learn.NumDimensions) {
+		t.Errorf("restored heads %v", fresh.Config().Heads)
 	}
 }
