@@ -43,10 +43,13 @@ type options struct {
 	webhookRequests, webhookRounds      int
 	closedConns                         int
 	skipWebhook, skipScale              bool
-	webhookTogether                     bool
-	reportFrom                          string
-	maxWait                             time.Duration
-	kubeQPS                             int
+	// webhookAtScales measures the webhooks again at each shared scale,
+	// once its targets exist; skipLoops leaves out the loop measures there.
+	webhookAtScales, skipLoops bool
+	webhookTogether            bool
+	reportFrom                 string
+	maxWait                    time.Duration
+	kubeQPS                    int
 	// profile is how long a CPU profile of each of our loop components is
 	// taken for, from the start of each measurement window; 0 takes none.
 	profile time.Duration
@@ -75,7 +78,9 @@ func main() {
 	flag.DurationVar(&podsTimeout, "pods-timeout", podsTimeout, "How long to wait for a scale's pods to run. KWOK brought pods to Running at 4-30 per second on 2 busy cores.")
 	flag.BoolVar(&allowPending, "allow-pending", false, "Measure a scale even if not all its pods run by --pods-timeout (the report gives how many ran).")
 	flag.BoolVar(&o.skipWebhook, "skip-webhook", false, "Skip the webhook measures.")
-	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the loop measures at scale.")
+	flag.BoolVar(&o.skipScale, "skip-scale", false, "Skip the scale steps (no targets beyond the webhook's first).")
+	flag.BoolVar(&o.webhookAtScales, "webhook-at-scales", true, "Measure the webhooks again at each of --scales once its targets exist, beside the measure before the first step (with one target); not with --skip-webhook.")
+	flag.BoolVar(&o.skipLoops, "skip-loops", false, "At each of --scales, create the targets (and measure the webhooks there) but skip the recommender and updater measures; --aware-only-scale is skipped too.")
 	flag.DurationVar(&o.profile, "profile", 0, "Run our recommender and updater with --profiling and take a CPU profile of each for this long from the start of every measurement window, into --out as cpu-<component>-<targets>.pprof (read with go tool pprof -top). Sampling costs the profiled process a little CPU inside the window. 0: no profiles.")
 	flag.StringVar(&o.reportFrom, "report-from", "", "Comma-separated results.json files of earlier runs: merge them (webhook rows of the first that has any, scale points of all, by number of targets) into --out's results.md, results.json and SVG, without touching a cluster.")
 	flag.Parse()
@@ -114,12 +119,15 @@ func logf(format string, args ...any) {
 
 // harness holds what every phase needs.
 type harness struct {
-	o        options
-	tb       *framework.Testbed
-	dyn      dynamic.Interface
-	apiURL   *url.URL
-	logDir   string
-	procs    []*proc
+	o      options
+	tb     *framework.Testbed
+	dyn    dynamic.Interface
+	apiURL *url.URL
+	logDir string
+	procs  []*proc
+	// webhooks are both admission controllers, running from before the
+	// first scale step to the end.
+	webhooks []webhookTarget
 	results  results
 	certFile string
 	keyFile  string
@@ -184,8 +192,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	h.webhooks = webhooks
 	if !o.skipWebhook {
-		if err := h.webhookPhase(ctx, webhooks); err != nil {
+		if h.results.Webhook, err = h.webhookPhase(ctx, webhooks, 0); err != nil {
 			return err
 		}
 	}

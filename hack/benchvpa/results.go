@@ -15,13 +15,15 @@ import (
 
 // results is what results.json holds.
 type results struct {
-	Machine   string        `json:"machine"`
-	Started   time.Time     `json:"started"`
-	Webhook   []bench.Row   `json:"webhook"`
-	Scale     []scalePoint  `json:"scale"`
-	AwareOnly []scalePoint  `json:"awareOnly,omitempty"`
-	Notes     []string      `json:"notes,omitempty"`
-	Options   optionsReport `json:"options"`
+	Machine string      `json:"machine"`
+	Started time.Time   `json:"started"`
+	Webhook []bench.Row `json:"webhook"`
+	// WebhookAtScale is the webhook measured again at each scale step.
+	WebhookAtScale []webhookPoint `json:"webhookAtScale,omitempty"`
+	Scale          []scalePoint   `json:"scale"`
+	AwareOnly      []scalePoint   `json:"awareOnly,omitempty"`
+	Notes          []string       `json:"notes,omitempty"`
+	Options        optionsReport  `json:"options"`
 }
 
 type optionsReport struct {
@@ -108,11 +110,13 @@ func mergeReports(out string, files []string) error {
 		if len(merged.Webhook) == 0 {
 			merged.Webhook = r.Webhook
 		}
+		merged.WebhookAtScale = append(merged.WebhookAtScale, r.WebhookAtScale...)
 		merged.Scale = append(merged.Scale, r.Scale...)
 		merged.AwareOnly = append(merged.AwareOnly, r.AwareOnly...)
 		merged.Notes = append(merged.Notes, r.Notes...)
 	}
 	slices.SortStableFunc(merged.Scale, func(a, b scalePoint) int { return a.Targets - b.Targets })
+	slices.SortStableFunc(merged.WebhookAtScale, func(a, b webhookPoint) int { return a.Targets - b.Targets })
 	slices.SortStableFunc(merged.AwareOnly, func(a, b scalePoint) int { return a.Targets - b.Targets })
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err

@@ -187,6 +187,23 @@ func (h *harness) scalePhase(ctx context.Context) error {
 			// in the namespace: both sides watch all of it.
 			h.note(fmt.Sprintf("%d targets: the namespace holds %d running pods, more than this scale's %d (an earlier run's targets): this point measures more targets than its label", n, running, 2*n*h.o.replicas))
 		}
+		if h.o.webhookAtScales && !h.o.skipWebhook {
+			// Before the loop components start, so they do not share the
+			// machine with it: each admission controller now has n
+			// autoscalers and their Deployments and pods in its informers.
+			logf("%d targets, %d pods running: measuring both webhooks", n, running)
+			rows, err := h.webhookPhase(ctx, h.webhooks, n)
+			if err != nil {
+				return fmt.Errorf("%d targets: webhook: %w", n, err)
+			}
+			h.results.WebhookAtScale = append(h.results.WebhookAtScale, webhookPoint{Targets: n, Rows: rows})
+			if err := h.writeOutputs(); err != nil {
+				return err
+			}
+		}
+		if h.o.skipLoops {
+			continue
+		}
 		logf("%d targets, %d pods running: starting both recommenders and updaters", n, running)
 		ps, err := h.loopProcs(ctx, "AWARE", "VPA")
 		if err != nil {
@@ -207,7 +224,7 @@ func (h *harness) scalePhase(ctx context.Context) error {
 			return fmt.Errorf("%d targets: %w", n, err)
 		}
 	}
-	if h.o.awareOnlyScale > prev {
+	if h.o.awareOnlyScale > prev && !h.o.skipLoops {
 		n := h.o.awareOnlyScale
 		// Only MPAs beyond the shared scales: VPA does not run here.
 		if err := createTargets(ctx, h.tb.Client, h.dyn, prev, n, int32(h.o.replicas), false, (n+prev)*h.o.replicas, logf); err != nil {

@@ -20,7 +20,30 @@ import (
 // fixedRateConns bounds the requests in flight of an open-loop run.
 const fixedRateConns = 64
 
-func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) error {
+// webhookAgg sums one side's runs of one mode over the rounds.
+type webhookAgg struct {
+	lat     []float64 // ms
+	cpu     float64   // server CPU seconds
+	n, errs int
+	elapsed time.Duration
+	loadSum float64
+	loadN   int
+}
+
+// webhookPoint is the webhook measured with a given number of targets in
+// the namespace: each side's admission controller then holds that many
+// autoscalers, Deployments and pods in its informers while it finds the
+// one that governs the admitted pod.
+type webhookPoint struct {
+	Targets int         `json:"targets"`
+	Rows    []bench.Row `json:"rows"`
+}
+
+// webhookPhase measures both webhooks on target 0's pods and returns the
+// rows; nTargets > 0 is the number of targets then in the namespace, named
+// in every row (0: the measure before any scale step, whose rows keep the
+// names of earlier results).
+func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTargets int) ([]bench.Row, error) {
 	o := h.o
 	// Each side admits a pod of its own Deployment of target 0; the two
 	// pods differ only in their names.
@@ -32,10 +55,10 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 		}
 		pod, err := podTemplateFor(ctx, h.tb.Client, name)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if bodiesOf[t.side], err = reviewBodies(pod, o.webhookRequests); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	// One client per side: neither waits on the other's connection pool.
@@ -43,7 +66,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	for _, t := range targets {
 		c, err := webhookClient(h.tb.CAFile, max(fixedRateConns, o.closedConns))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		clients[t.side] = c
 	}
@@ -58,7 +81,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 			time.Sleep(time.Second)
 		}
 		if last != nil {
-			return last
+			return nil, last
 		}
 	}
 	logf("both webhooks patch the pod; %d rounds of %d requests per side, fixed rate %.0f/s and closed loop with %d clients",
@@ -68,22 +91,14 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	for _, t := range targets {
 		for _, rate := range []float64{o.webhookRate, 0} {
 			if _, err := runLoad(ctx, clients[t.side], t, bodiesOf[t.side][:min(1000, o.webhookRequests)], rate, fixedRateConns, 30*time.Second); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	type agg struct {
-		lat     []float64
-		cpu     float64
-		n, errs int
-		elapsed time.Duration
-		loadSum float64
-		loadN   int
-	}
-	fixed := map[string]*agg{}
-	closed := map[string]*agg{}
+	fixed := map[string]*webhookAgg{}
+	closed := map[string]*webhookAgg{}
 	for _, t := range targets {
-		fixed[t.side], closed[t.side] = &agg{}, &agg{}
+		fixed[t.side], closed[t.side] = &webhookAgg{}, &webhookAgg{}
 	}
 	budget := time.Duration(float64(o.webhookRequests)/o.webhookRate*float64(time.Second))*3 + 10*time.Second
 	for r := 0; r < o.webhookRounds; r++ {
@@ -93,7 +108,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 		}
 		for _, mode := range []struct {
 			rate float64
-			into map[string]*agg
+			into map[string]*webhookAgg
 		}{{o.webhookRate, fixed}, {0, closed}} {
 			conns := o.closedConns
 			if mode.rate > 0 {
@@ -120,7 +135,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 				}
 				wg.Wait()
 				if err := errors.Join(errs...); err != nil {
-					return err
+					return nil, err
 				}
 				for i, t := range order {
 					record(t, res[i])
@@ -130,14 +145,25 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 			for _, t := range order {
 				res, err := runLoad(ctx, clients[t.side], t, bodiesOf[t.side], mode.rate, conns, budget)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				record(t, res)
 			}
 		}
 		logf("webhook round %d/%d done", r+1, o.webhookRounds)
 	}
-	pcts := func(a *agg) []float64 {
+	rows, notes := webhookRows(fixed, closed, o.webhookRate, o.closedConns, nTargets)
+	for _, n := range notes {
+		h.note(n)
+	}
+	_ = bench.WriteTable(os.Stderr, rows)
+	return rows, nil
+}
+
+// webhookRows turns both sides' sums into the ratio table's rows (nTargets
+// as in webhookPhase) and notes of failed requests.
+func webhookRows(fixed, closed map[string]*webhookAgg, rate float64, clients, nTargets int) (rows []bench.Row, notes []string) {
+	pcts := func(a *webhookAgg) []float64 {
 		p, err := bench.Percentiles(a.lat, 50, 99, 99.9)
 		if err != nil {
 			return []float64{0, 0, 0}
@@ -146,31 +172,40 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget) err
 	}
 	fo, fv := pcts(fixed["AWARE"]), pcts(fixed["VPA"])
 	co, cv := pcts(closed["AWARE"]), pcts(closed["VPA"])
-	load := func(m map[string]*agg) float64 {
-		return (m["AWARE"].loadSum + m["VPA"].loadSum) / float64(m["AWARE"].loadN+m["VPA"].loadN)
+	load := func(m map[string]*webhookAgg) float64 {
+		return (m["AWARE"].loadSum + m["VPA"].loadSum) / float64(max(m["AWARE"].loadN+m["VPA"].loadN, 1))
 	}
-	perReq := func(a *agg) float64 { return a.cpu / float64(max(a.n, 1)) * 1e6 }
-	rate := fmt.Sprintf("%.0f req/s", o.webhookRate)
+	perReq := func(a *webhookAgg) float64 { return a.cpu / float64(max(a.n, 1)) * 1e6 }
+	perSec := func(a *webhookAgg) float64 {
+		if a.elapsed <= 0 {
+			return 0
+		}
+		return float64(a.n) / a.elapsed.Seconds()
+	}
+	at := ""
+	if nTargets > 0 {
+		at = fmt.Sprintf(", %d targets", nTargets)
+	}
+	fr := fmt.Sprintf("%.0f req/s", rate) + at
+	cl := fmt.Sprintf("closed loop, %d clients", clients) + at
 	lf, lc := load(fixed), load(closed)
-	h.results.Webhook = []bench.Row{
-		{Measure: "webhook p50, " + rate, Unit: "ms", Ours: fo[0], VPA: fv[0], Load: lf},
-		{Measure: "webhook p99, " + rate, Unit: "ms", Ours: fo[1], VPA: fv[1], Goal: 0.6, Load: lf},
-		{Measure: "webhook p99.9, " + rate, Unit: "ms", Ours: fo[2], VPA: fv[2], Load: lf},
-		{Measure: "webhook server CPU per request, " + rate, Unit: "µs", Ours: perReq(fixed["AWARE"]), VPA: perReq(fixed["VPA"]), Load: lf},
-		{Measure: fmt.Sprintf("webhook throughput, closed loop, %d clients", o.closedConns), Unit: "req/s",
-			Ours: float64(closed["AWARE"].n) / closed["AWARE"].elapsed.Seconds(), VPA: float64(closed["VPA"].n) / closed["VPA"].elapsed.Seconds(), Load: lc},
-		{Measure: fmt.Sprintf("webhook p50, closed loop, %d clients", o.closedConns), Unit: "ms", Ours: co[0], VPA: cv[0], Load: lc},
-		{Measure: fmt.Sprintf("webhook p99, closed loop, %d clients", o.closedConns), Unit: "ms", Ours: co[1], VPA: cv[1], Load: lc},
-		{Measure: fmt.Sprintf("webhook p99.9, closed loop, %d clients", o.closedConns), Unit: "ms", Ours: co[2], VPA: cv[2], Load: lc},
-		{Measure: "webhook server CPU per request, closed loop", Unit: "µs", Ours: perReq(closed["AWARE"]), VPA: perReq(closed["VPA"]), Load: lc},
+	rows = []bench.Row{
+		{Measure: "webhook p50, " + fr, Unit: "ms", Ours: fo[0], VPA: fv[0], Load: lf},
+		{Measure: "webhook p99, " + fr, Unit: "ms", Ours: fo[1], VPA: fv[1], Goal: 0.6, Load: lf},
+		{Measure: "webhook p99.9, " + fr, Unit: "ms", Ours: fo[2], VPA: fv[2], Load: lf},
+		{Measure: "webhook server CPU per request, " + fr, Unit: "µs", Ours: perReq(fixed["AWARE"]), VPA: perReq(fixed["VPA"]), Load: lf},
+		{Measure: "webhook throughput, " + cl, Unit: "req/s", Ours: perSec(closed["AWARE"]), VPA: perSec(closed["VPA"]), Load: lc},
+		{Measure: "webhook p50, " + cl, Unit: "ms", Ours: co[0], VPA: cv[0], Load: lc},
+		{Measure: "webhook p99, " + cl, Unit: "ms", Ours: co[1], VPA: cv[1], Load: lc},
+		{Measure: "webhook p99.9, " + cl, Unit: "ms", Ours: co[2], VPA: cv[2], Load: lc},
+		{Measure: "webhook server CPU per request, closed loop" + at, Unit: "µs", Ours: perReq(closed["AWARE"]), VPA: perReq(closed["VPA"]), Load: lc},
 	}
 	for _, side := range []string{"AWARE", "VPA"} {
 		if e := fixed[side].errs + closed[side].errs; e > 0 {
-			h.results.Notes = append(h.results.Notes, fmt.Sprintf("%s webhook: %d failed requests (not in the latencies)", side, e))
+			notes = append(notes, fmt.Sprintf("%s webhook%s: %d failed requests (not in the latencies)", side, at, e))
 		}
 	}
-	_ = bench.WriteTable(os.Stderr, h.results.Webhook)
-	return nil
+	return rows, notes
 }
 
 var authUser = authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:replicaset-controller",
