@@ -5,6 +5,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/aware-k8s/aware/hack/benchvpa/bench"
 )
@@ -59,6 +60,15 @@ func writeMarkdown(w io.Writer, r results) error {
 		fmt.Fprintln(w, "### Admission webhook")
 		fmt.Fprintln(w)
 		if err := bench.WriteTable(w, r.Webhook); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	if len(r.WebhookAtScale) > 0 {
+		fmt.Fprintln(w, "### Admission webhook at each scale")
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, webhookAtScaleSummary(r))
+		if err := bench.WriteTable(w, webhookAtScaleRows(r)); err != nil {
 			return err
 		}
 		fmt.Fprintln(w)
@@ -129,4 +139,42 @@ func costPlot(r results) bench.Plot {
 		}
 	}
 	return bench.Plot{Title: "CPU per loop against number of targets (lower is better)", XLabel: "targets (an MPA and a VPA, each on its own Deployment)", YLabel: "CPU per loop (ms)", Series: keep}
+}
+
+// webhookAtScaleRows are the rows of every webhook measure at a scale
+// step, by number of targets.
+func webhookAtScaleRows(r results) []bench.Row {
+	var rows []bench.Row
+	for _, p := range r.WebhookAtScale {
+		rows = append(rows, p.Rows...)
+	}
+	return rows
+}
+
+// webhookAtScaleSummary is one line per measure of the webhook's goal (the
+// fixed-rate p99): its ratio before the scale steps and at each, so how
+// the ratio moves with the number of targets reads at a glance.
+func webhookAtScaleSummary(r results) string {
+	ratio := func(rows []bench.Row) string {
+		for _, row := range rows {
+			if row.Goal > 0 {
+				return fmt.Sprintf("%s against %s ms, %.2f× (%s)", bench.Num(row.Ours), bench.Num(row.VPA), row.Ratio(), row.Verdict())
+			}
+		}
+		return "not measured"
+	}
+	var b strings.Builder
+	b.WriteString("Fixed-rate p99, AWARE against VPA:")
+	if len(r.Webhook) > 0 {
+		fmt.Fprintf(&b, " before the scale steps (1 target): %s;", ratio(r.Webhook))
+	}
+	for i, p := range r.WebhookAtScale {
+		sep := ";"
+		if i == len(r.WebhookAtScale)-1 {
+			sep = "."
+		}
+		fmt.Fprintf(&b, " %d targets: %s%s", p.Targets, ratio(p.Rows), sep)
+	}
+	b.WriteString("\n")
+	return b.String()
 }
