@@ -15,52 +15,28 @@ import (
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
-// Mode is spec.rl.mode.
-type Mode string
+// Mode is spec.rl.mode (workload.RLMode).
+type Mode = workload.RLMode
 
 const (
 	// ModeOff: the agent neither acts nor learns; the default is applied.
-	ModeOff Mode = "Off"
+	ModeOff = workload.RLModeOff
 	// ModeShadow: the agent learns from the defaults and moves through its
 	// stages, but the default is applied whatever the stage.
-	ModeShadow Mode = "Shadow"
+	ModeShadow = workload.RLModeShadow
 	// ModeOn: the agent acts once its lifecycle allows.
-	ModeOn Mode = "On"
+	ModeOn = workload.RLModeOn
 )
 
-// Config is one workload's spec.rl as the agent needs it.
-type Config struct {
-	Mode  Mode
-	Alpha float64
-	Gates lifecycle.Gates
-	// DefaultVariant is the variant of the fused default (fusion.ParseVariant)
-	// the request's default recommendation came from; empty: the fused
-	// default. The server refuses a request whose variant is not its
-	// policy's anchor (PolicyShape.Anchor); the agent does not read it.
-	DefaultVariant string
-}
+// Config is one workload's spec.rl as the agent needs it
+// (workload.RLConfig, which holds it so that a request can be converted
+// without linking the learners).
+type Config = workload.RLConfig
 
 // DefaultConfig is spec.rl's defaults, except Mode On: a workload that
 // reaches the agent has asked for it.
 func DefaultConfig() Config {
 	return Config{Mode: ModeOn, Alpha: 0.5, Gates: lifecycle.DefaultGates()}
-}
-
-// Validate checks c as it arrives over the wire.
-func (c Config) Validate() error {
-	var errs []error
-	switch c.Mode {
-	case ModeOff, ModeShadow, ModeOn:
-	default:
-		errs = append(errs, fmt.Errorf("mode must be Off, Shadow or On, got %q", c.Mode))
-	}
-	if !(c.Alpha >= 0 && c.Alpha <= 1) {
-		errs = append(errs, fmt.Errorf("alpha must be in [0, 1], got %v", c.Alpha))
-	}
-	if err := c.Gates.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("gates: %w", err))
-	}
-	return errors.Join(errs...)
 }
 
 // Buffer sizes per workload. Demonstrations are kept across episodes (the

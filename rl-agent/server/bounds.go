@@ -20,6 +20,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/rl-agent/request"
 )
 
 // Physical limits of a measurement or an allocation.
@@ -93,12 +94,12 @@ func newBounds(r prometheus.Registerer, maxWorkloads int, now func() time.Time) 
 
 // boundChecker collects violations and the bounds they broke.
 type boundChecker struct {
-	checker
+	request.Checker
 	broken []string
 }
 
-func (c *boundChecker) out(bound string, field path, format string, args ...any) {
-	c.add(field, format, args...)
+func (c *boundChecker) out(bound string, field request.Path, format string, args ...any) {
+	c.Add(field, format, args...)
 	for _, b := range c.broken {
 		if b == bound {
 			return
@@ -112,7 +113,7 @@ func (b *bounds) result(method string, c *boundChecker) error {
 	for _, bound := range c.broken {
 		b.rejected.WithLabelValues(method, bound).Inc()
 	}
-	return c.err()
+	return c.Err()
 }
 
 // checkRecommend checks a converted RecommendRequest and, when it is
@@ -120,9 +121,9 @@ func (b *bounds) result(method string, c *boundChecker) error {
 func (b *bounds) checkRecommend(in *recommendInput) error {
 	var c boundChecker
 	now := b.now()
-	c.observation(root("observation"), &in.obs, now)
-	c.constraints(root("constraints"), &in.constraints)
-	c.recommendation(root("default_recommendation"), &in.def, &in.constraints)
+	c.observation(request.Root("observation"), &in.obs, now)
+	c.constraints(request.Root("constraints"), &in.constraints)
+	c.recommendation(request.Root("default_recommendation"), &in.def, &in.constraints)
 	if err := b.result("Recommend", &c); err != nil {
 		return err
 	}
@@ -137,23 +138,23 @@ func (b *bounds) checkOutcome(in *outcomeInput) error {
 	var c boundChecker
 	now := b.now()
 	o := &in.outcome
-	c.observation(root("observation"), &o.Observation, now)
-	c.observation(root("next_observation"), &o.Next, now)
+	c.observation(request.Root("observation"), &o.Observation, now)
+	c.observation(request.Root("next_observation"), &o.Next, now)
 	if !o.Observation.Time.IsZero() && !o.Next.Time.IsZero() && !o.Next.Time.After(o.Observation.Time) {
-		next := root("next_observation")
-		c.out(boundTime, next.dot("time"), "%s must be after observation.time %s", o.Next.Time.Format(time.RFC3339), o.Observation.Time.Format(time.RFC3339))
+		next := request.Root("next_observation")
+		c.out(boundTime, next.Dot("time"), "%s must be after observation.time %s", o.Next.Time.Format(time.RFC3339), o.Observation.Time.Format(time.RFC3339))
 	}
 	cons, known := b.constraintsOf(in.key)
 	var cp *workload.Constraints
 	if known {
 		cp = &cons
 	}
-	c.recommendation(root("applied"), &o.Applied, cp)
-	if len(c.v) == 0 {
+	c.recommendation(request.Root("applied"), &o.Applied, cp)
+	if c.Len() == 0 {
 		// Only on bounded inputs: the reward of malformed ones is
 		// refused elsewhere.
 		if t, err := learn.Reward(&o.Next, o.Config.Alpha); err == nil && !rewardInRange(t.Reward) {
-			c.out(boundReward, root("next_observation"), "yields a reward of %v, outside [%v, %v]", t.Reward, RewardMin, RewardMax)
+			c.out(boundReward, request.Root("next_observation"), "yields a reward of %v, outside [%v, %v]", t.Reward, RewardMin, RewardMax)
 		}
 	}
 	return b.result("ReportOutcome", &c)
@@ -207,30 +208,30 @@ func rewardInRange(r float64) bool {
 // above reports whether x exceeds limit beyond rounding.
 func above(x, limit float64) bool { return x > limit*(1+relTolerance) }
 
-func (c *boundChecker) observation(field path, o *workload.Observation, now time.Time) {
+func (c *boundChecker) observation(field request.Path, o *workload.Observation, now time.Time) {
 	if o.Replicas > MaxReplicas {
-		c.out(boundReplicas, field.dot("replicas"), "%d exceeds the largest cluster (%d pods)", o.Replicas, MaxReplicas)
+		c.out(boundReplicas, field.Dot("replicas"), "%d exceeds the largest cluster (%d pods)", o.Replicas, MaxReplicas)
 	}
 	if o.ReadyReplicas > o.Replicas {
-		c.out(boundReplicas, field.dot("ready_replicas"), "%d exceeds replicas %d", o.ReadyReplicas, o.Replicas)
+		c.out(boundReplicas, field.Dot("ready_replicas"), "%d exceeds replicas %d", o.ReadyReplicas, o.Replicas)
 	}
 	if !o.Time.IsZero() && o.Time.After(now.Add(MaxClockSkew)) {
-		c.out(boundTime, field.dot("time"), "%s is more than %s ahead of the agent's clock", o.Time.Format(time.RFC3339), MaxClockSkew)
+		c.out(boundTime, field.Dot("time"), "%s is more than %s ahead of the agent's clock", o.Time.Format(time.RFC3339), MaxClockSkew)
 	}
-	lat := field.dot("latency")
+	lat := field.Dot("latency")
 	for _, q := range []struct {
 		name string
 		v    float64
 	}{{"p50_seconds", o.Latency.P50}, {"p95_seconds", o.Latency.P95}, {"p99_seconds", o.Latency.P99}} {
 		if q.v > MaxLatencySeconds {
-			c.out(boundLatency, lat.dot(q.name), "%vs exceeds %ds", q.v, MaxLatencySeconds)
+			c.out(boundLatency, lat.Dot(q.name), "%vs exceeds %ds", q.v, MaxLatencySeconds)
 		}
 	}
 	if o.SLO > MaxLatencySeconds {
-		c.out(boundLatency, field.dot("slo_seconds"), "%vs exceeds %ds", o.SLO, MaxLatencySeconds)
+		c.out(boundLatency, field.Dot("slo_seconds"), "%vs exceeds %ds", o.SLO, MaxLatencySeconds)
 	}
 	for i := range o.Containers {
-		c.container(field.elem("containers", i), &o.Containers[i])
+		c.container(field.Elem("containers", i), &o.Containers[i])
 	}
 }
 
@@ -250,41 +251,41 @@ func protoName(r workload.Resource) string {
 	return "memory_bytes"
 }
 
-func (c *boundChecker) container(f path, ct *workload.ContainerObservation) {
+func (c *boundChecker) container(f request.Path, ct *workload.ContainerObservation) {
 	for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
 		req, lim, use, peak := ct.Requests.Get(r), ct.Limits.Get(r), ct.Usage.Get(r), ct.Peak.Get(r)
 		name, maxR := protoName(r), resourceMax(r)
-		reqF, limF := f.dot("requests"), f.dot("limits")
+		reqF, limF := f.Dot("requests"), f.Dot("limits")
 		if req > maxR {
-			c.out(boundAllocation, reqF.dot(name), "%v exceeds the largest node (%v)", req, maxR)
+			c.out(boundAllocation, reqF.Dot(name), "%v exceeds the largest node (%v)", req, maxR)
 		}
 		if lim > maxR {
-			c.out(boundAllocation, limF.dot(name), "%v exceeds the largest node (%v)", lim, maxR)
+			c.out(boundAllocation, limF.Dot(name), "%v exceeds the largest node (%v)", lim, maxR)
 		}
 		if lim > 0 && req > 0 && above(req, lim) {
-			c.out(boundAllocation, reqF.dot(name), "%v exceeds the limit %v", req, lim)
+			c.out(boundAllocation, reqF.Dot(name), "%v exceeds the limit %v", req, lim)
 		}
 		for _, u := range []struct {
 			name string
 			v    float64
 		}{{"usage", use}, {"peak", peak}} {
-			uf := f.dot(u.name)
+			uf := f.Dot(u.name)
 			switch {
 			case u.v > maxR:
-				c.out(boundUsage, uf.dot(name), "%v exceeds the largest node (%v)", u.v, maxR)
+				c.out(boundUsage, uf.Dot(name), "%v exceeds the largest node (%v)", u.v, maxR)
 			case lim > 0 && u.v > limitTolerance*lim:
-				c.out(boundUsage, uf.dot(name), "%v is more than %v times the limit %v", u.v, limitTolerance, lim)
+				c.out(boundUsage, uf.Dot(name), "%v is more than %v times the limit %v", u.v, limitTolerance, lim)
 			}
 		}
 		// The mean of a window's samples cannot exceed their maximum.
 		if peak > 0 && above(use, peak) {
-			uf := f.dot("usage")
-			c.out(boundUsage, uf.dot(name), "%v exceeds the window's peak %v", use, peak)
+			uf := f.Dot("usage")
+			c.out(boundUsage, uf.Dot(name), "%v exceeds the window's peak %v", use, peak)
 		}
 	}
 }
 
-func (c *boundChecker) constraints(f path, in *workload.Constraints) {
+func (c *boundChecker) constraints(f request.Path, in *workload.Constraints) {
 	if in.MinReplicas > MaxReplicas || in.MaxReplicas > MaxReplicas {
 		c.out(boundConstraints, f, "replica bounds [%d, %d] exceed the largest cluster (%d pods)", in.MinReplicas, in.MaxReplicas, MaxReplicas)
 	}
@@ -293,15 +294,15 @@ func (c *boundChecker) constraints(f path, in *workload.Constraints) {
 // recommendation checks a recommendation against the physical limits and,
 // when cons is known, the workload's constraints. Replicas 0 is a
 // recommendation without a horizontal part.
-func (c *boundChecker) recommendation(f path, r *workload.Recommendation, cons *workload.Constraints) {
+func (c *boundChecker) recommendation(f request.Path, r *workload.Recommendation, cons *workload.Constraints) {
 	if r.Replicas > MaxReplicas {
-		c.out(boundAction, f.dot("replicas"), "%d exceeds the largest cluster (%d pods)", r.Replicas, MaxReplicas)
+		c.out(boundAction, f.Dot("replicas"), "%d exceeds the largest cluster (%d pods)", r.Replicas, MaxReplicas)
 	} else if cons != nil && r.Replicas > 0 && (r.Replicas < max(cons.MinReplicas, 1) || (cons.MaxReplicas > 0 && r.Replicas > cons.MaxReplicas)) {
-		c.out(boundAction, f.dot("replicas"), "%d is outside the constraints [%d, %s]", r.Replicas, max(cons.MinReplicas, 1), maxString(cons.MaxReplicas))
+		c.out(boundAction, f.Dot("replicas"), "%d is outside the constraints [%d, %s]", r.Replicas, max(cons.MinReplicas, 1), maxString(cons.MaxReplicas))
 	}
 	for i := range r.Containers {
 		ct := &r.Containers[i]
-		cf := f.elem("containers", i)
+		cf := f.Elem("containers", i)
 		var cp *workload.ContainerPolicy
 		if cons != nil {
 			for j := range cons.Containers {
@@ -317,15 +318,15 @@ func (c *boundChecker) recommendation(f path, r *workload.Recommendation, cons *
 				x    float64
 			}{{"target", ct.Target.Get(res)}, {"lower_bound", ct.LowerBound.Get(res)}, {"upper_bound", ct.UpperBound.Get(res)}} {
 				if v.x > maxR {
-					vf := cf.dot(v.name)
-					c.out(boundAction, vf.dot(name), "%v exceeds the largest node (%v)", v.x, maxR)
+					vf := cf.Dot(v.name)
+					c.out(boundAction, vf.Dot(name), "%v exceeds the largest node (%v)", v.x, maxR)
 				}
 			}
 			if t := ct.Target.Get(res); cp != nil && t > 0 {
 				lo, hi := cp.MinAllowed.Get(res), cp.MaxAllowed.Get(res)
 				if (lo > 0 && t < lo*(1-relTolerance)) || (hi > 0 && above(t, hi)) {
-					tf := cf.dot("target")
-					c.out(boundAction, tf.dot(name), "%v is outside the constraints' [%v, %s]", t, lo, maxFloatString(hi))
+					tf := cf.Dot("target")
+					c.out(boundAction, tf.Dot(name), "%v is outside the constraints' [%v, %s]", t, lo, maxFloatString(hi))
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+	"github.com/aware-k8s/aware/rl-agent/request"
 )
 
 // Forgetting. The agent keys workloads by the autoscaler's UID, so a
@@ -148,7 +149,5 @@ func (s *Server) updateCapacity(n int) {
 }
 
 func fromForgetWorkloadRequest(r *pb.ForgetWorkloadRequest) (string, error) {
-	var c checker
-	key := c.workloadKey(root("workload"), r.GetWorkload())
-	return key, c.err()
+	return request.WorkloadKey(r.GetWorkload())
 }

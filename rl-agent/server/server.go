@@ -58,6 +58,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/policy"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+	"github.com/aware-k8s/aware/rl-agent/request"
 )
 
 // Learner is the shared policy when it reads no trajectory (PPO); a
@@ -613,7 +614,7 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 	}
 	st := a.Status()
 	return &pb.GetPolicyStatusResponse{Status: &pb.PolicyStatus{
-		Workload:      refFromKey(key),
+		Workload:      request.Ref(key),
 		Stage:         toStage(st.Stage),
 		PolicyVersion: s.versionFor(key, st.Stage),
 		Episodes:      st.Episodes,

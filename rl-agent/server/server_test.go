@@ -608,7 +608,7 @@ func TestErrorTable(t *testing.T) {
 		want codes.Code
 	}{
 		{nil, codes.OK},
-		{&InvalidRequestError{Violations: []FieldViolation{{"x", "bad"}}}, codes.InvalidArgument},
+		{&InvalidRequestError{Violations: []FieldViolation{{Field: "x", Description: "bad"}}}, codes.InvalidArgument},
 		{fmt.Errorf("act: %w", policy.ErrInvalidInput), codes.InvalidArgument},
 		{ErrOverloaded, codes.Unavailable},
 		{fmt.Errorf("x: %w", ErrShuttingDown), codes.Unavailable},

@@ -210,13 +210,11 @@ func TestServerRefusesUnknownAnchor(t *testing.T) {
 // default with reason AgentRefusedDefault and the agent's words, its
 // breaker stays closed, and the agent keeps nothing of it.
 func TestAdvisorAgainstAnchoredServer(t *testing.T) {
-	var c checker
-	obs := c.observation(root("observation"), observation(0))
-	cons := c.constraints(root("constraints"), recommendReq("web", 0).GetConstraints())
-	def := c.recommendation(root("default_recommendation"), defaultRec())
-	if err := c.err(); err != nil {
+	in, err := fromRecommendRequest(recommendReq("web", 0))
+	if err != nil {
 		t.Fatal(err)
 	}
+	obs, cons, def := in.obs, in.constraints, in.def
 	for _, tc := range []struct {
 		name, variant string
 		wantReason    string

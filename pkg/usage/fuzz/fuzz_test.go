@@ -1,4 +1,4 @@
-package usage
+package fuzz
 
 import (
 	"bytes"
@@ -11,7 +11,20 @@ import (
 	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aware-k8s/aware/pkg/usage"
 )
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func sloQuery(pc int32) usage.SLOQuery {
+	return usage.SLOQuery{Namespace: "shop", Metric: "http_request_duration_seconds", Percentile: pc,
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"route": "/api"}}}
+}
+
+func qty(s string) *resource.Quantity { q := resource.MustParse(s); return &q }
 
 // bodyTransport answers every request with one response: status and body
 // from the fuzzer, without a network. The fuzz function sets them before
@@ -30,7 +43,7 @@ func (b *bodyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	}, nil
 }
 
-func validReading(t *testing.T, what string, r Reading) {
+func validReading(t *testing.T, what string, r usage.Reading) {
 	t.Helper()
 	if r.OK && (math.IsNaN(r.Value) || math.IsInf(r.Value, 0) || r.Value < 0) {
 		t.Fatalf("%s: an invalid value %v is marked OK", what, r.Value)
@@ -68,7 +81,7 @@ func FuzzPrometheusResponse(f *testing.F) {
 	// One source for every input: building it parses the query templates,
 	// which would cost more than the input.
 	answer := &bodyTransport{}
-	p, err := NewPrometheus(PrometheusOptions{
+	p, err := usage.NewPrometheus(usage.PrometheusOptions{
 		Address: "http://prometheus.test", Timeout: time.Second, Window: 2 * time.Minute,
 		Now: func() time.Time { return now }, RoundTripper: answer,
 	})
@@ -98,14 +111,14 @@ func FuzzPrometheusResponse(f *testing.F) {
 		case 1:
 			_, _ = p.PodUsage(ctx, "shop") // values pass through unvalidated; it must not panic
 		case 2:
-			h, err := p.History(ctx, HistoryQuery{Namespace: "shop", PodRegex: "web-.+", Start: now.Add(-2 * time.Hour), End: now, Step: time.Hour})
+			h, err := p.History(ctx, usage.HistoryQuery{Namespace: "shop", PodRegex: "web-.+", Start: now.Add(-2 * time.Hour), End: now, Step: time.Hour})
 			if err != nil {
 				return
 			}
 			for _, c := range h.Containers {
-				for _, pts := range [][]Point{c.CPU, c.Memory} {
+				for _, pts := range [][]usage.Point{c.CPU, c.Memory} {
 					for _, pt := range pts {
-						validReading(t, "history point", Reading{Value: pt.Value, OK: true})
+						validReading(t, "history point", usage.Reading{Value: pt.Value, OK: true})
 					}
 				}
 			}
@@ -115,7 +128,7 @@ func FuzzPrometheusResponse(f *testing.F) {
 				return
 			}
 			for k, v := range r.Containers {
-				validReading(t, fmt.Sprintf("pressure of %+v", k), Reading{Value: v, OK: true})
+				validReading(t, fmt.Sprintf("pressure of %+v", k), usage.Reading{Value: v, OK: true})
 				if v > 1 {
 					t.Fatalf("pressure of %+v is %v, above 1", k, v)
 				}
@@ -129,10 +142,10 @@ func FuzzPrometheusResponse(f *testing.F) {
 					Metric: autoscalingv2.MetricIdentifier{Name: "queue_messages"},
 					Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: qty("30")}}},
 			} {
-				if r, err := p.Goal(ctx, GoalQuery{Namespace: "shop", Spec: spec}); err == nil {
+				if r, err := p.Goal(ctx, usage.GoalQuery{Namespace: "shop", Spec: spec}); err == nil {
 					validReading(t, "goal value", r.Value)
 					for pod, v := range r.PerPod {
-						validReading(t, "goal of pod "+pod, Reading{Value: v, OK: true})
+						validReading(t, "goal of pod "+pod, usage.Reading{Value: v, OK: true})
 					}
 				}
 			}
