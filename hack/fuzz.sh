@@ -7,8 +7,8 @@
 # The budget is a count, not a duration, on purpose: with a duration, Go's
 # fuzz coordinator can report "context deadline exceeded" as a failure when
 # the deadline fires (a race in internal/fuzz, golang/go#72104), failing CI
-# with no crasher. A count sets a limit instead of a deadline. All six
-# targets at 30000x took 42 s together on 2 cores.
+# with no crasher. A count sets a limit instead of a deadline. The six
+# targets of the time, at 30000x, took 42 s together on 2 cores.
 #
 # FUZZ_TARGETS, a regular expression, runs only the targets whose names
 # match it (e.g. FUZZ_TARGETS='MPA|Prometheus'). `make fuzz-long` runs this
