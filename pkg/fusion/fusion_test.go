@@ -407,8 +407,10 @@ func TestBurstGate(t *testing.T) {
 		{"off: bursts change nothing", 0, append(calm(240), 50, 50, 10), 1.4},
 		{"a burst of 5x", 3, append(calm(240), 50, 50, 10), 0.7},
 		{"a burst below the ratio", 3, append(calm(240), 20, 20, 10), 1.4},
-		// ln(5/3)/ln(2) ≈ 0.74 half-lives: 45 minutes after the burst its peak
-		// is below 3 times the mean again.
+		// ln(5/3)/ln(2) ≈ 0.74 half-lives: about 45 minutes after the burst
+		// its peak is below 3 times the mean again.
+		{"30 minutes after a burst", 3, append(append(calm(240), 50, 50), calm(120)...), 0.7},
+		{"50 minutes after a burst", 3, append(append(calm(240), 50, 50), calm(200)...), 1.4},
 		{"two hours after a burst", 3, append(append(calm(240), 50, 50), calm(480)...), 1.4},
 		{"a slow doubling over an hour", 3, func() []float64 {
 			r := calm(240)

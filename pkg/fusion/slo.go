@@ -62,8 +62,8 @@ type sloState struct {
 // observe updates the CPU-seconds-per-request estimate from a window in
 // which the ready pods used totalCPU cores while serving rate requests/s.
 func (s *sloState) observe(now time.Time, totalCPU, rate float64) {
-	if !s.last.IsZero() && now.After(s.last) {
-		d := math.Exp2(-float64(now.Sub(s.last)) / float64(cpuPerRequestHalfLife))
+	if !s.last.IsZero() {
+		d := decay(s.last, now, cpuPerRequestHalfLife)
 		s.cpuSum *= d
 		s.rateSum *= d
 	}
@@ -139,9 +139,8 @@ func (b *burstState) observe(now time.Time, rate float64) {
 		b.peak, b.mean, b.last = rate, rate, now
 		return
 	}
-	d := 1.0
+	d := decay(b.last, now, burstHalfLife)
 	if now.After(b.last) {
-		d = math.Exp2(-float64(now.Sub(b.last)) / float64(burstHalfLife))
 		b.last = now
 	}
 	b.peak = max(rate, b.peak*d)
@@ -154,4 +153,13 @@ func (b *burstState) ratio() float64 {
 		return 1
 	}
 	return b.peak / b.mean
+}
+
+// decay is the weight left to what was observed at last when now is
+// halfLife-weighted: 1 unless now is after last.
+func decay(last, now time.Time, halfLife time.Duration) float64 {
+	if !now.After(last) {
+		return 1
+	}
+	return math.Exp2(-float64(now.Sub(last)) / float64(halfLife))
 }
