@@ -247,6 +247,56 @@ func TestRequestRateScalesOutPastTheCPULimit(t *testing.T) {
 	}
 }
 
+func TestScaleUpPercent(t *testing.T) {
+	hpaDefault := hpa.DefaultScaleUpRules()
+	for _, tc := range []struct {
+		name    string
+		percent int32
+		own     *workload.ScalingRules // the autoscaler's spec.behavior.scaleUp
+		want    int32
+	}{
+		{"HPA default: doubling", 0, nil, 20},
+		{"+400%: all the request rate asks for", 400, nil, 30},
+		{"+150%", 150, nil, 25},
+		{"the autoscaler's own rules win", 400, &hpaDefault, 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := workload.Constraints{MaxReplicas: 100}
+			if tc.own != nil {
+				c.Behavior = &workload.Behavior{ScaleUp: tc.own}
+			}
+			p, err := NewPolicyFactory(Options{ScaleUpPercent: tc.percent})(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 100 {
+				if _, err := p.Recommend(context.Background(), served(t0.Add(time.Duration(i)*15*time.Second), 10, 70, 0.1, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// As above: the load triples, the request rate wants 30 pods.
+			rec, err := p.Recommend(context.Background(), served(t0.Add(time.Hour), 10, 210, 0.1, 1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Replicas != tc.want {
+				t.Errorf("replicas %d, want %d (%s)", rec.Replicas, tc.want, rec.Reason)
+			}
+		})
+	}
+	if _, err := NewPolicyFactory(Options{ScaleUpPercent: -1})(workload.Constraints{}); err == nil {
+		t.Error("a negative scale-up percent was accepted")
+	}
+	// The constraints the caller passed are not changed.
+	c := workload.Constraints{MaxReplicas: 100, Behavior: &workload.Behavior{}}
+	if _, err := NewPolicyFactory(Options{ScaleUpPercent: 400})(c); err != nil {
+		t.Fatal(err)
+	}
+	if c.Behavior.ScaleUp != nil {
+		t.Error("the caller's constraints were changed")
+	}
+}
+
 func TestOverloadDoesNotSizeMemory(t *testing.T) {
 	for _, tc := range []struct {
 		name      string

@@ -42,6 +42,14 @@ type Options struct {
 	// a burst, and on bursty load the windows it takes to add pods are
 	// violations. 0 keeps the target on the limit whatever the load's shape.
 	BurstRatio float64
+	// ScaleUpPercent, when positive, replaces the HPA's default scale-up
+	// rate (the larger of +100% and +4 pods per 15 s) for an autoscaler
+	// that sets no scale-up behaviour of its own: the count may grow by
+	// this percent (or 4 pods) per 15 s. Under bursty load the default rate
+	// is what keeps pods missing for windows after the burst is seen; the
+	// request-rate metric already knows how many are needed. An autoscaler's
+	// own spec.behavior.scaleUp always wins.
+	ScaleUpPercent int32
 }
 
 // Validate rejects unusable options.
@@ -49,6 +57,9 @@ func (o Options) Validate() error {
 	var errs []error
 	if o.PressureHold < 0 {
 		errs = append(errs, fmt.Errorf("pressure hold must be >= 0, got %v", o.PressureHold))
+	}
+	if o.ScaleUpPercent < 0 {
+		errs = append(errs, fmt.Errorf("scale-up percent must be >= 0 (0: the HPA default), got %d", o.ScaleUpPercent))
 	}
 	if !(o.BurstRatio == 0 || o.BurstRatio > 1) || math.IsInf(o.BurstRatio, 0) {
 		errs = append(errs, fmt.Errorf("burst ratio must be 0 (off) or finite and > 1, got %v", o.BurstRatio))
@@ -70,7 +81,7 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 			return nil, fmt.Errorf("fused: invalid options: %w", err)
 		}
 		h := opts.HPA.WithDefaults()
-		d, err := hpa.NewDecider(c, h.Calculator())
+		d, err := hpa.NewDecider(WithScaleUp(c, opts.ScaleUpPercent), h.Calculator())
 		if err != nil {
 			return nil, fmt.Errorf("fused: %w", err)
 		}
@@ -80,6 +91,30 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 		}
 		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, hold: opts.PressureHold, burstRatio: opts.BurstRatio, decider: d, rec: r, slo: sloState{gain: 1}}, nil
 	}
+}
+
+// WithScaleUp returns c with the HPA's default scale-up rules, at percent
+// instead of +100% per 15 s, when c sets none and percent is positive; c's
+// own rules, and c itself, are left alone. The updater holds a variant's
+// recommendations to the same rules (its --default-variant), or it would
+// cut a faster scale-up back to the HPA's rate.
+func WithScaleUp(c workload.Constraints, percent int32) workload.Constraints {
+	if percent <= 0 || (c.Behavior != nil && c.Behavior.ScaleUp != nil) {
+		return c
+	}
+	up := hpa.DefaultScaleUpRules()
+	up.Policies = slices.Clone(up.Policies)
+	for i := range up.Policies {
+		if up.Policies[i].Type == workload.PercentScalingPolicy {
+			up.Policies[i].Value = percent
+		}
+	}
+	b := workload.Behavior{ScaleUp: &up}
+	if c.Behavior != nil {
+		b.ScaleDown = c.Behavior.ScaleDown
+	}
+	c.Behavior = &b
+	return c
 }
 
 // Fused is the "fused" workload.Policy. Not safe for concurrent use.

@@ -11,15 +11,16 @@ import (
 )
 
 // VariantHelp says what ParseVariant reads, for flag help.
-const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisation T in (0, 1] instead of 0.7), limit-target=T (the same target as a fraction of the pods' CPU limit, so pods with limits above requests run above their requests), with the optional settings /hold=D (of the request again for the duration D after the pods were starved of CPU by their node) and /burst=R (of the request while the request rate's decayed peak is at least R times its decayed mean), e.g. limit-target=0.7/hold=24h/burst=3`
+const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisation T in (0, 1] instead of 0.7), limit-target=T (the same target as a fraction of the pods' CPU limit, so pods with limits above requests run above their requests), with the optional settings /hold=D (of the request again for the duration D after the pods were starved of CPU by their node) and /burst=R (of the request while the request rate's decayed peak is at least R times its decayed mean); either target takes /scale-up=P (the replica count may grow by P percent, or 4 pods, per 15 s instead of the HPA's default 100, where the autoscaler sets no scale-up behaviour), e.g. limit-target=0.7/hold=24h/burst=3/scale-up=400`
 
 // ParseVariant reads a variant of the fused default, as the demo's
 // "fused:SPEC" policies, a residual agent's anchor and the recommender name
 // it: "" is the default, "target=T" sets the HPA target CPU utilisation,
 // "limit-target=T" makes it a fraction of the CPU limit
 // (Options.TargetOfLimit), with optional settings "/hold=D"
-// (Options.PressureHold) and "/burst=R" (Options.BurstRatio), each at most
-// once, in any order.
+// (Options.PressureHold) and "/burst=R" (Options.BurstRatio), and either
+// target with "/scale-up=P" (Options.ScaleUpPercent), each at most once, in
+// any order.
 // The options it returns are valid.
 func ParseVariant(spec string) (Options, error) {
 	if spec == "" {
@@ -33,9 +34,6 @@ func ParseVariant(spec string) (Options, error) {
 	var o Options
 	switch key {
 	case "target":
-		if withSettings {
-			return bad("hold and burst apply only to limit-target")
-		}
 	case "limit-target":
 		o.TargetOfLimit = true
 	default:
@@ -54,7 +52,16 @@ func ParseVariant(spec string) (Options, error) {
 				return bad(strconv.Quote(k) + " given twice")
 			}
 			seen[k] = true
+			if (k == "hold" || k == "burst") && !o.TargetOfLimit {
+				return bad("hold and burst apply only to limit-target")
+			}
 			switch k {
+			case "scale-up":
+				p, err := strconv.ParseInt(v, 10, 32)
+				if err != nil || p < 1 {
+					return bad("scale-up must be a whole percent >= 1, e.g. scale-up=400")
+				}
+				o.ScaleUpPercent = int32(p)
 			case "hold":
 				if o.PressureHold, err = time.ParseDuration(v); err != nil || o.PressureHold <= 0 {
 					return bad("hold must be a positive duration, e.g. hold=24h")
@@ -64,7 +71,7 @@ func ParseVariant(spec string) (Options, error) {
 					return bad("burst must be a finite ratio > 1, e.g. burst=3")
 				}
 			default:
-				return bad("unknown setting " + strconv.Quote(k) + " after the target (hold or burst)")
+				return bad("unknown setting " + strconv.Quote(k) + " after the target (hold, burst or scale-up)")
 			}
 		}
 	}

@@ -40,6 +40,12 @@ func TestParseVariant(t *testing.T) {
 		{spec: "limit-target=0.7/", wantErr: "unknown setting"},
 		{spec: "target=0.7/burst=3", wantErr: "only to limit-target"},
 		{spec: "burst=0.7", wantErr: `unknown setting "burst"`},
+		{spec: "target=0.7/scale-up=400", want: Options{HPA: hpaTarget(0.7), ScaleUpPercent: 400}},
+		{spec: "limit-target=0.7/scale-up=400/hold=24h/burst=3.5", want: Options{HPA: hpaTarget(0.7), TargetOfLimit: true, PressureHold: 24 * time.Hour, BurstRatio: 3.5, ScaleUpPercent: 400}},
+		{spec: "target=0.7/scale-up=0", wantErr: "whole percent >= 1"},
+		{spec: "target=0.7/scale-up=1.5", wantErr: "whole percent >= 1"},
+		{spec: "target=0.7/scale-up=99999999999", wantErr: "whole percent >= 1"},
+		{spec: "target=0.7/scale-up=400/scale-up=200", wantErr: "given twice"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			got, err := ParseVariant(tc.spec)
@@ -75,6 +81,8 @@ func TestSameVariant(t *testing.T) {
 		{"another hold", "limit-target=0.7/hold=24h", "limit-target=0.7/hold=1h", false},
 		{"settings in another order", "limit-target=0.7/hold=24h/burst=3", "limit-target=0.7/burst=3.0/hold=1440m", true},
 		{"with and without burst", "limit-target=0.7/hold=24h/burst=3", "limit-target=0.7/hold=24h", false},
+		{"with and without scale-up", "target=0.7/scale-up=400", "target=0.7", false},
+		{"scale-up on the default's target spelt two ways", "target=0.70/scale-up=400", "target=0.7/scale-up=400", true},
 		{"unparseable", "", "target=high", false},
 		{"unparseable on the left", "bogus", "", false},
 	} {

@@ -2,10 +2,12 @@ package app
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/kube"
 	"github.com/aware-k8s/aware/pkg/leader"
 	"github.com/aware-k8s/aware/pkg/serve"
@@ -38,6 +40,9 @@ type Options struct {
 	AdmissionLeaseName    string
 	AdmissionLeaseNS      string
 	DryRun                bool
+	// DefaultVariant is the recommender's --default-variant; the updater
+	// uses its scale-up rate.
+	DefaultVariant string
 }
 
 // NewOptions returns options with defaults.
@@ -90,6 +95,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.AdmissionLeaseName, "admission-lease-name", o.AdmissionLeaseName, "Name of the admission controller's heartbeat Lease; while it is stale (renewTime older than its leaseDurationSeconds) or missing, no pod is evicted, since evicted pods would come back unchanged. Empty disables the guard.")
 	fs.StringVar(&o.AdmissionLeaseNS, "admission-lease-namespace", o.AdmissionLeaseNS, "Namespace of the admission controller's heartbeat Lease.")
 	fs.BoolVar(&o.DryRun, "dry-run", o.DryRun, "Log what would be scaled, evicted or resized, and change nothing (no writes, no events).")
+	fs.StringVar(&o.DefaultVariant, "default-variant", o.DefaultVariant, "The recommender's --default-variant (the same value): with /scale-up=P the updater lets the replica count of an autoscaler without its own behavior.scaleUp grow by P percent per 15 s, as the recommender computed it, instead of cutting it back to the HPA's +100%. Its other settings concern the recommender only. Syntax: "+fusion.VariantHelp)
 
 }
 
@@ -115,7 +121,18 @@ func (o *Options) ControllerConfig() controller.Config {
 		AdmissionLeaseNamespace: o.AdmissionLeaseNS,
 		AdmissionLeaseName:      o.AdmissionLeaseName,
 		DryRun:                  o.DryRun,
+		ScaleUpPercent:          o.scaleUpPercent(),
 	}
+}
+
+// scaleUpPercent is --default-variant's scale-up rate; 0 when it sets none
+// or does not parse (Validate reports that).
+func (o *Options) scaleUpPercent() int32 {
+	v, err := fusion.ParseVariant(o.DefaultVariant)
+	if err != nil {
+		return 0
+	}
+	return v.ScaleUpPercent
 }
 
 // Validate reports every invalid option at once.
@@ -123,6 +140,9 @@ func (o *Options) Validate() error {
 	errs := []error{o.Kube.Validate(), o.Endpoints.Validate(), o.Leader.Validate()}
 	if o.EvictionRateBurst < 1 || o.WorkloadEvictionBurst < 1 || o.ResizeRateBurst < 1 {
 		errs = append(errs, errors.New("--eviction-rate-burst, --workload-eviction-rate-burst and --in-place-resize-rate-burst must be >= 1"))
+	}
+	if _, err := fusion.ParseVariant(o.DefaultVariant); err != nil {
+		errs = append(errs, fmt.Errorf("--default-variant: %w", err))
 	}
 	if err := o.ControllerConfig().Validate(); err != nil {
 		errs = append(errs, err)

@@ -46,6 +46,42 @@ func TestOptionsFlagsAndValidation(t *testing.T) {
 	}
 }
 
+func TestDefaultVariant(t *testing.T) {
+	for _, tc := range []struct {
+		variant string
+		want    int32
+		wantErr string
+	}{
+		{"", 0, ""},
+		{"limit-target=0.7/hold=24h", 0, ""},
+		{"limit-target=0.7/hold=24h/scale-up=400", 400, ""},
+		{"target=0.7/scale-up=150", 150, ""},
+		{"target=0.7/scale-up=fast", 0, "--default-variant"},
+	} {
+		t.Run(tc.variant, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("updater", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse([]string{"--default-variant=" + tc.variant}); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := o.ControllerConfig().ScaleUpPercent; got != tc.want {
+				t.Errorf("scale-up percent %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestRunFailsCleanlyWithoutCluster(t *testing.T) {
 	o := NewOptions()
 	o.Kube.Kubeconfig = t.TempDir() + "/missing-kubeconfig"

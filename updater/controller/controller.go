@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
@@ -93,6 +94,11 @@ type Config struct {
 	AdmissionLeaseName      string
 	// DryRun logs every decision and changes nothing (no writes, no events).
 	DryRun bool
+	// ScaleUpPercent is the scale-up rate of the recommender's variant of
+	// the fused default (fusion.Options.ScaleUpPercent): for an autoscaler
+	// that sets no behavior.scaleUp, the replica count may grow by this
+	// percent (or 4 pods) per 15 s. 0 keeps the HPA default (+100%).
+	ScaleUpPercent int32
 }
 
 // Controller is the updater loop. RunOnce is not safe for concurrent use;
@@ -259,7 +265,7 @@ func (c *Controller) state(m *v1alpha1.MultidimPodAutoscaler, cons workload.Cons
 	if st.horizontal == nil && st.hErr == nil || st.generation != m.Generation {
 		// New spec, new behavior: start a fresh history. A fresh decider
 		// does not scale down until a full window has passed.
-		st.horizontal, st.hErr = logic.NewHorizontal(cons)
+		st.horizontal, st.hErr = logic.NewHorizontal(fusion.WithScaleUp(cons, c.cfg.ScaleUpPercent))
 		st.generation = m.Generation
 	}
 	return st
@@ -566,6 +572,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRecommendationAge <= 0 {
 		errs = append(errs, fmt.Errorf("max recommendation age must be > 0, got %s", c.MaxRecommendationAge))
+	}
+	if c.ScaleUpPercent < 0 {
+		errs = append(errs, fmt.Errorf("scale-up percent must be >= 0, got %d", c.ScaleUpPercent))
 	}
 	if c.AdmissionLeaseName != "" && c.AdmissionLeaseNamespace == "" {
 		errs = append(errs, errors.New("admission lease namespace is required with a lease name"))

@@ -278,6 +278,42 @@ func TestHorizontalScalesWithinMaxAndRecordsEvents(t *testing.T) {
 	}
 }
 
+// The recommender's variant may let the count grow faster than the HPA's
+// +100% per 15 s; the updater must not cut it back, but an autoscaler's own
+// behavior.scaleUp still holds.
+func TestScaleUpPercent(t *testing.T) {
+	hundred := int32(100)
+	period := int32(15)
+	for _, tc := range []struct {
+		name    string
+		percent int32
+		own     bool // the autoscaler sets behavior.scaleUp: +100% per 15 s
+		want    int32
+	}{
+		{"HPA default: doubling", 0, false, 8},
+		{"scale-up=400", 400, false, 20},
+		{"scale-up=150", 150, false, 10},
+		{"the autoscaler's own rules win", 400, true, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMPA(v1alpha1.UpdateModeRecreate, 20, time.Minute)
+			m.Spec.Constraints.Global.MaxReplicas = ptr.To[int32](50)
+			if tc.own {
+				m.Spec.Constraints.Global.Behavior = &autoscalingv2.HorizontalPodAutoscalerBehavior{
+					ScaleUp: &autoscalingv2.HPAScalingRules{Policies: []autoscalingv2.HPAScalingPolicy{{Type: autoscalingv2.PercentScalingPolicy, Value: hundred, PeriodSeconds: period}}},
+				}
+			}
+			cfg := testConfig()
+			cfg.ScaleUpPercent = tc.percent
+			f := newFixture(t, cfg, 4, m, freshLease(t0))
+			f.run(0)
+			if !slices.Equal(f.target.updates, []int32{tc.want}) {
+				t.Fatalf("updates = %v, want [%d]", f.target.updates, tc.want)
+			}
+		})
+	}
+}
+
 // An autoscaler whose target an older one governs is skipped, whatever it
 // recommends; the older one acts.
 func TestAmbiguousTargetSkipped(t *testing.T) {
