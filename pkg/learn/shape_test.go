@@ -75,8 +75,9 @@ func TestActionName(t *testing.T) {
 
 // TestResidualAgent drives a serving agent in the residual action space
 // through bootstrapping and acting: the defaults' decisions are "follow"
-// and never demonstrations, the policy's choice is applied relative to the
-// default, and an illegal choice is refused.
+// and never demonstrations, their episodes train nothing, the agent's own
+// do, the policy's choice is applied relative to the default, and an
+// illegal choice is refused.
 func TestResidualAgent(t *testing.T) {
 	space := DefaultResidualSpace()
 	cfg := DefaultConfig()
@@ -94,7 +95,7 @@ func TestResidualAgent(t *testing.T) {
 		LowerBound: workload.Resources{CPU: 0.8, Memory: 400 * mi}, UpperBound: workload.Resources{CPU: 1.2, Memory: 600 * mi},
 	}}}
 	plusOne := policy.JoinAction([]int{4, 0, 0}, space.Sizes())
-	var acted int
+	var acted, jobs int
 	for step := range 24 {
 		o.Time = now
 		p, err := a.Prepare(o, c, def, cfg)
@@ -137,12 +138,21 @@ func TestResidualAgent(t *testing.T) {
 		if out.Train != nil && len(out.Train.Demonstrations) > 0 {
 			t.Fatalf("step %d: a training job with %d demonstrations", step, len(out.Train.Demonstrations))
 		}
+		if out.Train != nil {
+			if !p.NeedsPolicy {
+				t.Fatalf("step %d: the defaults' episode asked for training; in the residual space they train nothing", step)
+			}
+			jobs++
+		}
 		if want := res.Action; out.Experience.Transition.Action != int(want) {
 			t.Fatalf("step %d: transition action %d, want %d", step, out.Experience.Transition.Action, want)
 		}
 	}
 	if acted == 0 {
 		t.Fatal("the agent never acted")
+	}
+	if jobs == 0 {
+		t.Fatal("the agent's own episodes never asked for training")
 	}
 
 	// A default with no opinion leaves the allocation as it is.

@@ -108,10 +108,10 @@ type Options struct {
 	// EntropyCoef weighs the entropy bonus.
 	EntropyCoef float64
 	// BCRounds is how many BehaviourClone calls (of Epochs passes each)
-	// each batch's bootstrap demonstrations get.
+	// each batch's bootstrap demonstrations get (paper action space only).
 	BCRounds int
 	// OfflineUpdates is how many PPO updates each batch's bootstrap
-	// transitions get after cloning.
+	// transitions get after cloning (paper action space only).
 	OfflineUpdates int
 	// BatchEpisodes is the number of episodes (rolled out in parallel with
 	// the same weights) per PPO update.

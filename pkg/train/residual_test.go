@@ -149,6 +149,32 @@ func testResidualTrains(t *testing.T, kind string) {
 	}
 }
 
+// TestResidualBootstrapTrainsNothing: in the residual space the default's
+// episodes (every head "follow") neither clone nor update the policy, which
+// leaves bootstrapping exactly as it started: following the default.
+func TestResidualBootstrapTrainsNothing(t *testing.T) {
+	o := residualOptions()
+	o.BootstrapEpisodes = 3
+	o.Episodes = o.Apps * o.BootstrapEpisodes // every episode bootstraps
+	o.Gates.PromoteMinMean = 1                // no mean reward reaches it: bootstrapping ends at its cap
+	start, err := NewLearner(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := marshal(t, start)
+	o.Init = start
+	res := mustTrain(t, o)
+	if n, _ := res.BootstrapCount(); n != o.Episodes {
+		t.Fatalf("%d of %d episodes bootstrapped", n, o.Episodes)
+	}
+	if len(res.Updates) != 0 || len(res.BC) != 0 {
+		t.Errorf("%d PPO updates and %d cloning rounds on the default's episodes, want none", len(res.Updates), len(res.BC))
+	}
+	if after := marshal(t, res.Learner); !reflect.DeepEqual(before, after) {
+		t.Error("bootstrapping changed the residual policy")
+	}
+}
+
 func TestResidualOptions(t *testing.T) {
 	o := residualOptions()
 	o.Policy = PolicyMetaPPO

@@ -33,7 +33,7 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.Float64Var(&o.AuxWeight, prefix+"meta-aux-weight", o.AuxWeight, "meta-ppo: weight of an auxiliary loss in which a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none")
 	fs.IntVar(&o.Apps, prefix+"apps", o.Apps, "number of generated training apps (never the held-out ones)")
 	fs.IntVar(&o.Episodes, prefix+"episodes", o.Episodes, "training episodes in all, bootstrapping included")
-	fs.IntVar(&o.BootstrapEpisodes, prefix+"bootstrap-episodes", o.BootstrapEpisodes, "most episodes each app bootstraps (the fused default acts; the agent clones it, then runs offline PPO) before the agent acts, if the reward gate has not ended bootstrapping earlier; 0 trains from scratch")
+	fs.IntVar(&o.BootstrapEpisodes, prefix+"bootstrap-episodes", o.BootstrapEpisodes, "most episodes each app bootstraps (the fused default acts; in the paper's action space the agent clones it, then runs offline PPO; in the residual space, where its every choice is \"follow\", nothing trains) before the agent acts, if the reward gate has not ended bootstrapping earlier; 0 trains from scratch")
 	fs.IntVar(&o.Gates.Window, prefix+"gate-window", o.Gates.Window, "episodes the lifecycle gates look at (spec.rl.gates.window)")
 	fs.Float64Var(&o.Gates.PromoteMinMean, prefix+"promote-min-mean", o.Gates.PromoteMinMean, "an app leaves bootstrapping (and training) when its mean episode reward over the gate window is at least this")
 	fs.Float64Var(&o.Gates.PromoteMaxStdDev, prefix+"promote-max-stddev", o.Gates.PromoteMaxStdDev, "... and their standard deviation at most this")
