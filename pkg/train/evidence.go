@@ -65,6 +65,13 @@ type EvidenceOptions struct {
 	// apps, of the policies the adapt, after and retrain experiments
 	// start from: one PPO and one Meta-PPO.
 	PretrainApps, PretrainEpisodes int
+	// PretrainParamSpread, above 1, spreads the training apps of that
+	// pre-training (SpreadApps): each app's CPU time per request, memory
+	// per request and pod start-up delay are multiplied by factors
+	// log-uniform in [1, PretrainParamSpread], so that new apps shifted by
+	// the adapt factors lie inside what pre-training covered. PPO and
+	// Meta-PPO learn on the same spread apps. 0 or 1: the apps as generated.
+	PretrainParamSpread float64
 
 	// BootstrapEpisodes is K, the training episodes over the evidence apps
 	// whose SLO violations are counted; BootstrapCap caps each app's
@@ -188,6 +195,9 @@ func (e *EvidenceOptions) Validate() error {
 	pos("retrain apps", e.RetrainApps)
 	pos("pretrain apps", e.PretrainApps)
 	pos("pretrain episodes", e.PretrainEpisodes)
+	if s := e.PretrainParamSpread; math.IsNaN(s) || math.IsInf(s, 0) || (s != 0 && s < 1) {
+		bad("pretrain parameter spread must be 0 (off) or at least 1, got %v", s)
+	}
 	pos("bootstrap episodes", e.BootstrapEpisodes)
 	pos("bootstrap cap", e.BootstrapCap)
 	pos("bootstrap batch", e.BootstrapBatch)
@@ -334,14 +344,20 @@ type Pretrained struct {
 
 // Pretrain trains one PPO and one Meta-PPO, both in PPOSpace, on
 // e.PretrainApps training apps for e.PretrainEpisodes episodes each,
-// bootstrapping as `rl-agent train`.
+// bootstrapping as `rl-agent train`; with e.PretrainParamSpread both on
+// the same spread apps.
 func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 	p := &Pretrained{}
 	space := e.PPOSpace()
+	apps, err := e.PretrainAppList()
+	if err != nil {
+		return nil, fmt.Errorf("pre-training: %w", err)
+	}
 	for _, kind := range []string{PolicyPPO, PolicyMetaPPO} {
 		t0 := time.Now()
 		res, err := e.run(ctx, func(o *Options) {
 			o.Policy, o.Apps, o.Episodes, o.ActionSpace = kind, e.PretrainApps, e.PretrainEpisodes, space
+			o.AppList = slices.Clone(apps)
 			if kind == PolicyMetaPPO {
 				o.AuxWeight = e.Base.AuxWeight
 			}
@@ -356,6 +372,20 @@ func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 		}
 	}
 	return p, nil
+}
+
+// PretrainAppList returns the apps Pretrain trains on: nil (Train's own
+// TrainingApps of the seed) without a parameter spread, else those apps
+// spread by SpreadApps with a seed derived from e.Seed.
+func (e *EvidenceOptions) PretrainAppList() ([]sim.App, error) {
+	if e.PretrainParamSpread <= 1 {
+		return nil, nil
+	}
+	apps, err := TrainingApps(e.Seed, e.PretrainApps)
+	if err != nil {
+		return nil, err
+	}
+	return SpreadApps(apps, mix(e.Seed, 0x7072657472616e), e.PretrainParamSpread)
 }
 
 // BootstrapArm is one arm of the bootstrap experiment.

@@ -41,6 +41,7 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Base.Workers, "workers", o.Base.Workers, "parallel rollouts (0 = GOMAXPROCS)")
 	fs.StringVar(&o.pretrained, "pretrained", o.pretrained, "folder of an earlier run's --out: each seed's pretrained-ppo.ckpt and pretrained-meta-ppo.ckpt are read from its seed-<N> subfolder (or, with one seed, from the folder itself) instead of pre-training")
 	fs.IntVar(&o.PretrainApps, "pretrain-apps", o.PretrainApps, "training apps the pre-trained PPO and Meta-PPO (adapt, after, retrain) learn on")
+	fs.Float64Var(&o.PretrainParamSpread, "pretrain-param-spread", o.PretrainParamSpread, "above 1: each pre-training app's CPU time per request, memory per request and pod start-up delay are multiplied by factors log-uniform in [1, N] (as --adapt-*-factor shift a new app: after sizing), PPO and Meta-PPO on the same apps, so that shifted new apps lie inside what pre-training covered; 0 or 1: the apps as generated. Needs pre-training (not --pretrained)")
 	fs.IntVar(&o.PretrainEpisodes, "pretrain-episodes", o.PretrainEpisodes, "episodes of each pre-training")
 	fs.IntVar(&o.Base.Window, "meta-window", o.Base.Window, "recent steps Meta-PPO's encoder reads")
 	fs.Float64Var(&o.Base.AuxWeight, "meta-aux-weight", o.Base.AuxWeight, "weight of Meta-PPO's auxiliary loss in pre-training: a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none. Never applied on the evidence apps, whose parameters are unknown")
@@ -80,6 +81,9 @@ func (o *evidenceOptions) Validate() error {
 		if err := o.ValidateExperiment(o.experiment); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if o.pretrained != "" && o.PretrainParamSpread > 1 {
+		errs = append(errs, errors.New("--pretrain-param-spread shapes the pre-training, which --pretrained skips: pass it to the run that pre-trained"))
 	}
 	if o.out == "" {
 		errs = append(errs, errors.New("--out is required"))

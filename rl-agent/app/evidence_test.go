@@ -108,6 +108,8 @@ func TestEvidenceCommand(t *testing.T) {
 		{"unknown action space", []string{"--action-space=fancy"}, "action space must be"},
 		{"negative reference", []string{"--retrain-reference=-1"}, "reference fine-tuning episodes must be >= 0"},
 		{"negative auxiliary weight", []string{"--meta-aux-weight=-1"}, "auxiliary weight must be finite and >= 0"},
+		{"parameter spread below 1", []string{"--pretrain-param-spread=0.5"}, "pretrain parameter spread must be 0 (off) or at least 1"},
+		{"parameter spread with checkpoints", []string{"--pretrain-param-spread=4", "--pretrained=" + dir}, "--pretrain-param-spread shapes the pre-training"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := execute(t, newEvidenceCommand(), append(tc.args, "--out="+dir)...)
