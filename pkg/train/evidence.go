@@ -15,6 +15,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/oracle"
+	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/reward"
 	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/workload"
@@ -72,6 +73,11 @@ type EvidenceOptions struct {
 	// the adapt factors lie inside what pre-training covered. PPO and
 	// Meta-PPO learn on the same spread apps. 0 or 1: the apps as generated.
 	PretrainParamSpread float64
+	// MetaGuard fits the pre-trained Meta-PPO's embedding guard (FitGuard)
+	// on the pre-training apps: in the adapt experiment, outside the range
+	// of embeddings seen there it follows the default. Residual action
+	// space only.
+	MetaGuard bool
 
 	// BootstrapEpisodes is K, the training episodes over the evidence apps
 	// whose SLO violations are counted; BootstrapCap caps each app's
@@ -195,6 +201,9 @@ func (e *EvidenceOptions) Validate() error {
 	pos("retrain apps", e.RetrainApps)
 	pos("pretrain apps", e.PretrainApps)
 	pos("pretrain episodes", e.PretrainEpisodes)
+	if e.MetaGuard && e.PPOSpace() != ActionSpaceResidual {
+		bad("the Meta-PPO embedding guard needs the %s action space (its fallback follows the default), got %s", ActionSpaceResidual, e.PPOSpace())
+	}
 	if s := e.PretrainParamSpread; math.IsNaN(s) || math.IsInf(s, 0) || (s != 0 && s < 1) {
 		bad("pretrain parameter spread must be 0 (off) or at least 1, got %v", s)
 	}
@@ -340,6 +349,9 @@ type Pretrained struct {
 	PPO, Meta Learner
 	// Seconds of wall time each took.
 	PPOSeconds, MetaSeconds float64
+	// Guard is the Meta-PPO's embedding guard when one was fitted
+	// (EvidenceOptions.MetaGuard, GuardPretrained).
+	Guard *policy.EmbedGuard
 }
 
 // Pretrain trains one PPO and one Meta-PPO, both in PPOSpace, on
@@ -371,7 +383,32 @@ func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 			p.Meta, p.MetaSeconds = res.Learner, time.Since(t0).Seconds()
 		}
 	}
+	if e.MetaGuard {
+		if _, err := e.GuardPretrained(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// GuardPretrained fits pre's Meta-PPO's embedding guard (FitGuard) on the
+// apps Pretrain trained it on (PretrainAppList, or the seed's training
+// apps), under Base's trace kinds, sets pre.Guard and returns it. It
+// replaces any guard the learner had (e.g. from a checkpoint).
+func (e *EvidenceOptions) GuardPretrained(ctx context.Context, pre *Pretrained) (*policy.EmbedGuard, error) {
+	apps, err := e.PretrainAppList()
+	if err == nil && apps == nil {
+		apps, err = TrainingApps(e.Seed, e.PretrainApps)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedding guard: %w", err)
+	}
+	o := e.Base
+	o.Seed, o.AuxWeight = e.Seed, 0
+	if pre.Guard, err = FitGuard(ctx, pre.Meta, apps, o, mix(e.Seed, 0x6775617264)); err != nil {
+		return nil, err
+	}
+	return pre.Guard, nil
 }
 
 // PretrainAppList returns the apps Pretrain trains on: nil (Train's own
