@@ -221,3 +221,108 @@ func TestNewEmbedGuard(t *testing.T) {
 		})
 	}
 }
+
+// TestEmbedGuardEllipse: embeddings along the diagonal give a box that
+// holds the anti-diagonal corner, which the ellipsoid excludes; its radius
+// holds EllipseQuantile of the embeddings; a checkpoint keeps it.
+func TestEmbedGuardEllipse(t *testing.T) {
+	rng := newRNG(4)
+	var es [][]float64
+	for range 1000 {
+		x := rng.NormFloat64()
+		es = append(es, []float64{x, x + 0.05*rng.NormFloat64()})
+	}
+	g, err := NewEmbedGuard(es, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corner := []float64{g.Hi[0] * 0.9, g.Lo[1] * 0.9}
+	onLine := []float64{0.5, 0.5}
+	if !g.Contains(corner) || !g.Contains(onLine) {
+		t.Fatal("the box does not hold its own corner and centre")
+	}
+	if err := g.AddEllipse(es, 0); err != nil {
+		t.Fatal(err)
+	}
+	if g.Contains(corner) || !g.Contains(onLine) {
+		t.Errorf("with the ellipsoid: corner inside %v (want false), diagonal point inside %v (want true)", g.Contains(corner), g.Contains(onLine))
+	}
+	inside := 0
+	for _, e := range es {
+		if g.Contains(e) {
+			inside++
+		}
+	}
+	if want := int(EllipseQuantile * float64(len(es))); inside < want || inside > want+1 {
+		t.Errorf("%d of %d embeddings inside, want %d", inside, len(es), want)
+	}
+	cfg := factoredMetaConfig(5)
+	cfg.EmbedDim = 2
+	m := mustMeta(t, cfg)
+	if err := m.SetGuard(g); err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := NewMetaPPOFromCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Guard(); got.Radius != g.Radius || !slices.Equal(got.InvCov, g.InvCov) || !slices.Equal(got.Mean, g.Mean) {
+		t.Errorf("the checkpoint's ellipsoid %+v, want %+v", got, g)
+	}
+	for _, bad := range []*EmbedGuard{
+		{Lo: g.Lo, Hi: g.Hi, Radius: 1},
+		{Lo: g.Lo, Hi: g.Hi, Mean: g.Mean, InvCov: g.InvCov, Radius: -1},
+		{Lo: g.Lo, Hi: g.Hi, Mean: g.Mean, InvCov: g.InvCov[:3], Radius: 1},
+		{Lo: g.Lo, Hi: g.Hi, Mean: []float64{math.NaN(), 0}, InvCov: g.InvCov, Radius: 1},
+	} {
+		if err := n.SetGuard(bad); !errors.Is(err, ErrInvalidInput) {
+			t.Errorf("SetGuard(%+v): %v, want ErrInvalidInput", bad, err)
+		}
+	}
+}
+
+// TestInvertSPD: A·A⁻¹ is the identity for a random symmetric positive
+// definite A; a matrix that is not positive definite is an error.
+func TestInvertSPD(t *testing.T) {
+	rng := newRNG(6)
+	const n = 5
+	b := make([]float64, n*n)
+	for i := range b {
+		b[i] = rng.NormFloat64()
+	}
+	a := make([]float64, n*n)
+	for i := range n {
+		for j := range n {
+			for k := range n {
+				a[i*n+j] += b[i*n+k] * b[j*n+k]
+			}
+		}
+		a[i*n+i] += 0.1
+	}
+	inv, err := invertSPD(a, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		for j := range n {
+			var s float64
+			for k := range n {
+				s += a[i*n+k] * inv[k*n+j]
+			}
+			want := 0.0
+			if i == j {
+				want = 1
+			}
+			if math.Abs(s-want) > 1e-9 {
+				t.Errorf("(A·A⁻¹)[%d][%d] = %v", i, j, s)
+			}
+		}
+	}
+	if _, err := invertSPD([]float64{1, 2, 2, 1}, 2); err == nil {
+		t.Error("an indefinite matrix was inverted")
+	}
+}

@@ -73,11 +73,12 @@ type EvidenceOptions struct {
 	// the adapt factors lie inside what pre-training covered. PPO and
 	// Meta-PPO learn on the same spread apps. 0 or 1: the apps as generated.
 	PretrainParamSpread float64
-	// MetaGuard fits the pre-trained Meta-PPO's embedding guard (FitGuard)
-	// on the pre-training apps: in the adapt experiment, outside the range
-	// of embeddings seen there it follows the default. Residual action
-	// space only.
-	MetaGuard bool
+	// MetaGuard, GuardBox or GuardMahalanobis, fits the pre-trained
+	// Meta-PPO's embedding guard of that kind (FitGuard) on the
+	// pre-training apps: in the adapt experiment, outside the range of
+	// embeddings seen there it follows the default. Residual action space
+	// only. "": no guard.
+	MetaGuard string
 
 	// BootstrapEpisodes is K, the training episodes over the evidence apps
 	// whose SLO violations are counted; BootstrapCap caps each app's
@@ -201,7 +202,10 @@ func (e *EvidenceOptions) Validate() error {
 	pos("retrain apps", e.RetrainApps)
 	pos("pretrain apps", e.PretrainApps)
 	pos("pretrain episodes", e.PretrainEpisodes)
-	if e.MetaGuard && e.PPOSpace() != ActionSpaceResidual {
+	switch {
+	case e.MetaGuard != "" && e.MetaGuard != GuardBox && e.MetaGuard != GuardMahalanobis:
+		bad("the Meta-PPO embedding guard must be %s, %s or empty (none), got %q", GuardBox, GuardMahalanobis, e.MetaGuard)
+	case e.MetaGuard != "" && e.PPOSpace() != ActionSpaceResidual:
 		bad("the Meta-PPO embedding guard needs the %s action space (its fallback follows the default), got %s", ActionSpaceResidual, e.PPOSpace())
 	}
 	if s := e.PretrainParamSpread; math.IsNaN(s) || math.IsInf(s, 0) || (s != 0 && s < 1) {
@@ -383,7 +387,7 @@ func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 			p.Meta, p.MetaSeconds = res.Learner, time.Since(t0).Seconds()
 		}
 	}
-	if e.MetaGuard {
+	if e.MetaGuard != "" {
 		if _, err := e.GuardPretrained(ctx, p); err != nil {
 			return nil, err
 		}
@@ -405,7 +409,7 @@ func (e *EvidenceOptions) GuardPretrained(ctx context.Context, pre *Pretrained) 
 	}
 	o := e.Base
 	o.Seed, o.AuxWeight = e.Seed, 0
-	if pre.Guard, err = FitGuard(ctx, pre.Meta, apps, o, mix(e.Seed, 0x6775617264)); err != nil {
+	if pre.Guard, err = FitGuard(ctx, pre.Meta, apps, o, mix(e.Seed, 0x6775617264), e.MetaGuard); err != nil {
 		return nil, err
 	}
 	return pre.Guard, nil

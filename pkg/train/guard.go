@@ -11,6 +11,13 @@ import (
 	"github.com/aware-k8s/aware/pkg/sim"
 )
 
+// Embedding guard kinds (EvidenceOptions.MetaGuard): the per-dimension
+// range alone, or with the Mahalanobis ellipsoid (policy.EmbedGuard).
+const (
+	GuardBox         = "box"
+	GuardMahalanobis = "mahalanobis"
+)
+
 // GuardMargin widens the embedding guard's range (FitGuard) on each side
 // by this share of its width: the range is that of a few hundred greedy
 // episodes, and a new app as alike as another training app would be should
@@ -31,11 +38,16 @@ func (l metaLearner) SetGuard(g *policy.EmbedGuard) error { return l.m.SetGuard(
 // the guard of the embeddings it computes on apps: one greedy episode per
 // app and trace kind of o.Traces, every window's embedding (the first,
 // short windows included), the per-dimension range widened by GuardMargin.
-// Outside it l follows the default in every dimension where that is legal
-// (learn.FollowAction), the action that costs nothing relative to the
-// default whatever the workload. The episodes' seeds derive from seed.
-// It returns the guard installed.
-func FitGuard(ctx context.Context, l Learner, apps []sim.App, o Options, seed uint64) (*policy.EmbedGuard, error) {
+// With kind GuardMahalanobis the guard also holds the ellipsoid of those
+// embeddings (policy.EmbedGuard.AddEllipse, radius widened by
+// GuardMargin). Outside it l follows the default in every dimension where
+// that is legal (learn.FollowAction), the action that costs nothing
+// relative to the default whatever the workload. The episodes' seeds
+// derive from seed. It returns the guard installed.
+func FitGuard(ctx context.Context, l Learner, apps []sim.App, o Options, seed uint64, kind string) (*policy.EmbedGuard, error) {
+	if kind != GuardBox && kind != GuardMahalanobis {
+		return nil, fmt.Errorf("embedding guard: kind must be %s or %s, got %q", GuardBox, GuardMahalanobis, kind)
+	}
 	g, ok := l.(guarder)
 	em, ok2 := l.(embedder)
 	if !ok || !ok2 {
@@ -59,9 +71,9 @@ func FitGuard(ctx context.Context, l Learner, apps []sim.App, o Options, seed ui
 	cfg := o.SimConfig()
 	var es [][]float64
 	for i, app := range apps {
-		for k, kind := range o.Traces {
+		for k, trace := range o.Traces {
 			ro := runEpisode(ctx, l, spec{
-				index: i, stage: lifecycle.Serving, app: app, kind: sim.TraceKind(kind),
+				index: i, stage: lifecycle.Serving, app: app, kind: sim.TraceKind(trace),
 				seed: mix(seed, 0x6775617264+uint64(i*len(o.Traces)+k)),
 			}, cfg, o)
 			if ro.err != nil {
@@ -79,6 +91,9 @@ func FitGuard(ctx context.Context, l Learner, apps []sim.App, o Options, seed ui
 		}
 	}
 	guard, err := policy.NewEmbedGuard(es, GuardMargin, int(learn.FollowAction))
+	if err == nil && kind == GuardMahalanobis {
+		err = guard.AddEllipse(es, GuardMargin)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("embedding guard: %w", err)
 	}

@@ -31,11 +31,13 @@ func TestFitGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name, policy, space, wantErr string
+		name, policy, space, kind, wantErr string
 	}{
-		{"residual Meta-PPO", PolicyMetaPPO, ActionSpaceResidual, ""},
-		{"paper Meta-PPO", PolicyMetaPPO, ActionSpacePaper, "residual action space only"},
-		{"residual PPO", PolicyPPO, ActionSpaceResidual, "has no embedding"},
+		{"residual Meta-PPO, box", PolicyMetaPPO, ActionSpaceResidual, GuardBox, ""},
+		{"residual Meta-PPO, Mahalanobis", PolicyMetaPPO, ActionSpaceResidual, GuardMahalanobis, ""},
+		{"unknown kind", PolicyMetaPPO, ActionSpaceResidual, "sphere", "kind must be box or mahalanobis"},
+		{"paper Meta-PPO", PolicyMetaPPO, ActionSpacePaper, GuardBox, "residual action space only"},
+		{"residual PPO", PolicyPPO, ActionSpaceResidual, GuardBox, "has no embedding"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := residualOptions()
@@ -44,7 +46,7 @@ func TestFitGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g, err := FitGuard(context.Background(), l, apps, o, 3)
+			g, err := FitGuard(context.Background(), l, apps, o, 3, tc.kind)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
@@ -54,8 +56,8 @@ func TestFitGuard(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g.Fallback != int(learn.FollowAction) || len(g.Lo) != o.EmbedDim {
-				t.Errorf("guard %+v", g)
+			if g.Fallback != int(learn.FollowAction) || len(g.Lo) != o.EmbedDim || (g.Radius > 0) != (tc.kind == GuardMahalanobis) {
+				t.Errorf("%s guard %+v", tc.kind, g)
 			}
 			wide := false
 			for k := range g.Lo {
@@ -71,8 +73,8 @@ func TestFitGuard(t *testing.T) {
 			if got := guardOf(t, c); got == nil || got.Lo[0] != g.Lo[0] || got.Hi[0] != g.Hi[0] {
 				t.Errorf("the clone's guard %+v, want %+v", got, g)
 			}
-			again, err := FitGuard(context.Background(), c, apps, o, 3)
-			if err != nil || again.Lo[0] != g.Lo[0] {
+			again, err := FitGuard(context.Background(), c, apps, o, 3, tc.kind)
+			if err != nil || again.Lo[0] != g.Lo[0] || again.Radius != g.Radius {
 				t.Errorf("refitting on the same episodes: %+v, %v (the installed guard must not shape its own refit)", again, err)
 			}
 		})
@@ -134,13 +136,13 @@ func TestGuardFollowsDefault(t *testing.T) {
 // it acted; the guard needs the residual space.
 func TestEvidenceMetaGuard(t *testing.T) {
 	e := tinyEvidence()
-	e.Base.ActionSpace, e.MetaGuard, e.PretrainParamSpread = ActionSpaceResidual, true, 4
+	e.Base.ActionSpace, e.MetaGuard, e.PretrainParamSpread = ActionSpaceResidual, GuardMahalanobis, 4
 	if err := e.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	pre := mustPretrain(t, e)
-	if pre.Guard == nil || guardOf(t, pre.Meta) == nil {
-		t.Fatalf("no guard: %+v", pre.Guard)
+	if pre.Guard == nil || guardOf(t, pre.Meta) == nil || pre.Guard.Radius <= 0 {
+		t.Fatalf("no Mahalanobis guard: %+v", pre.Guard)
 	}
 	// Every embedding outside: Meta-PPO follows the default throughout.
 	far := make([]float64, len(pre.Guard.Lo))
@@ -160,7 +162,7 @@ func TestEvidenceMetaGuard(t *testing.T) {
 		}
 	}
 	paper := tinyEvidence()
-	paper.MetaGuard = true
+	paper.MetaGuard = GuardBox
 	if err := paper.Validate(); err == nil || !strings.Contains(err.Error(), "embedding guard needs the residual action space") {
 		t.Errorf("a guard in the paper space: %v", err)
 	}

@@ -42,7 +42,7 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.pretrained, "pretrained", o.pretrained, "folder of an earlier run's --out: each seed's pretrained-ppo.ckpt and pretrained-meta-ppo.ckpt are read from its seed-<N> subfolder (or, with one seed, from the folder itself) instead of pre-training")
 	fs.IntVar(&o.PretrainApps, "pretrain-apps", o.PretrainApps, "training apps the pre-trained PPO and Meta-PPO (adapt, after, retrain) learn on")
 	fs.Float64Var(&o.PretrainParamSpread, "pretrain-param-spread", o.PretrainParamSpread, "above 1: each pre-training app's CPU time per request, memory per request and pod start-up delay are multiplied by factors log-uniform in [1, N] (as --adapt-*-factor shift a new app: after sizing), PPO and Meta-PPO on the same apps, so that shifted new apps lie inside what pre-training covered; 0 or 1: the apps as generated. Needs pre-training (not --pretrained)")
-	fs.BoolVar(&o.MetaGuard, "meta-guard", o.MetaGuard, "residual action space: fit the pre-trained Meta-PPO's embedding guard, the per-dimension range (widened by 10% of its width each side) of its embeddings on the pre-training apps (a greedy episode per app and pre-training trace kind); outside it Meta-PPO follows the default. Stored in its checkpoint; with --pretrained, fitted on load (pass the --pretrain-param-spread the checkpoints were pre-trained with)")
+	fs.StringVar(&o.MetaGuard, "meta-guard", o.MetaGuard, "residual action space: fit the pre-trained Meta-PPO's embedding guard on its embeddings of the pre-training apps (a greedy episode per app and pre-training trace kind): box, their per-dimension range widened by 10% of its width each side, or mahalanobis, that box and the ellipsoid of their mean and covariance holding 99% of them, radius widened by 10%; outside it Meta-PPO follows the default. Stored in its checkpoint; with --pretrained, fitted on load (pass the --pretrain-param-spread the checkpoints were pre-trained with). Empty: none")
 	fs.IntVar(&o.PretrainEpisodes, "pretrain-episodes", o.PretrainEpisodes, "episodes of each pre-training")
 	fs.IntVar(&o.Base.Window, "meta-window", o.Base.Window, "recent steps Meta-PPO's encoder reads")
 	fs.Float64Var(&o.Base.AuxWeight, "meta-aux-weight", o.Base.AuxWeight, "weight of Meta-PPO's auxiliary loss in pre-training: a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none. Never applied on the evidence apps, whose parameters are unknown")
@@ -83,7 +83,7 @@ func (o *evidenceOptions) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if o.pretrained != "" && o.PretrainParamSpread > 1 && !o.MetaGuard {
+	if o.pretrained != "" && o.PretrainParamSpread > 1 && o.MetaGuard == "" {
 		errs = append(errs, errors.New("--pretrain-param-spread shapes the pre-training, which --pretrained skips: pass it to the run that pre-trained (with --pretrained it only names the apps --meta-guard is fitted on)"))
 	}
 	if o.out == "" {
@@ -224,7 +224,11 @@ func reportGuard(stdout io.Writer, e *train.EvidenceOptions, pre *train.Pretrain
 	if took > 0 {
 		fmt.Fprintf(stdout, " (%s)", took.Round(time.Second))
 	}
-	fmt.Fprintf(stdout, ": lo %.3f, hi %.3f.\n", pre.Guard.Lo, pre.Guard.Hi)
+	fmt.Fprintf(stdout, ": lo %.3f, hi %.3f", pre.Guard.Lo, pre.Guard.Hi)
+	if pre.Guard.Radius > 0 {
+		fmt.Fprintf(stdout, ", Mahalanobis radius %.3f", pre.Guard.Radius)
+	}
+	fmt.Fprintln(stdout, ".")
 }
 
 // loadPretrained reads one seed's checkpoints from dir's seed-<N>
@@ -279,7 +283,7 @@ func runEvidence(ctx context.Context, o *evidenceOptions, stdout io.Writer) erro
 					return err
 				}
 				fmt.Fprintf(stdout, "Seed %d: pre-trained PPO and Meta-PPO loaded from %s.\n", seed, from)
-				if e.MetaGuard {
+				if e.MetaGuard != "" {
 					t0 := time.Now()
 					if _, err := e.GuardPretrained(ctx, pre); err != nil {
 						return err

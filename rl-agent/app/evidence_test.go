@@ -110,7 +110,8 @@ func TestEvidenceCommand(t *testing.T) {
 		{"negative reference", []string{"--retrain-reference=-1"}, "reference fine-tuning episodes must be >= 0"},
 		{"negative auxiliary weight", []string{"--meta-aux-weight=-1"}, "auxiliary weight must be finite and >= 0"},
 		{"parameter spread below 1", []string{"--pretrain-param-spread=0.5"}, "pretrain parameter spread must be 0 (off) or at least 1"},
-		{"guard in the paper space", []string{"--meta-guard", "--action-space=paper"}, "embedding guard needs the residual action space"},
+		{"unknown guard", []string{"--meta-guard=sphere", "--action-space=residual"}, "embedding guard must be box, mahalanobis or empty"},
+		{"guard in the paper space", []string{"--meta-guard=box", "--action-space=paper"}, "embedding guard needs the residual action space"},
 		{"parameter spread with checkpoints", []string{"--pretrain-param-spread=4", "--pretrained=" + dir}, "--pretrain-param-spread shapes the pre-training"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,7 +172,7 @@ func TestEvidenceMetaGuard(t *testing.T) {
 	tiny := []string{"--experiment=adapt", "--apps=1", "--adapt-apps=1", "--adapt-episodes=10", "--adapt-batch=2", "--episode-steps=12", "--pretrain-apps=2",
 		"--pretrain-episodes=4", "--meta-window=2", "--workers=2", "--action-space=residual"}
 	first := t.TempDir()
-	out, errOut, err := execute(t, newEvidenceCommand(), append(tiny, "--out="+first, "--meta-guard", "--pretrain-param-spread=4")...)
+	out, errOut, err := execute(t, newEvidenceCommand(), append(tiny, "--out="+first, "--meta-guard=box", "--pretrain-param-spread=4")...)
 	if err != nil {
 		t.Fatalf("evidence: %v\n%s", err, errOut)
 	}
@@ -192,7 +193,7 @@ func TestEvidenceMetaGuard(t *testing.T) {
 		name, wantOut string
 		args          []string
 	}{
-		{"refitted on load", "guard fitted on the 2 pre-training apps (", []string{"--meta-guard", "--pretrain-param-spread=4"}},
+		{"refitted on load", "guard fitted on the 2 pre-training apps (", []string{"--meta-guard=box", "--pretrain-param-spread=4"}},
 		{"as stored", "loaded from", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
