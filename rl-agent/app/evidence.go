@@ -121,7 +121,11 @@ included, to <experiment>.json in --out:
              differences and speed-ups with intervals.
              --adapt-cpu-factor, --adapt-memory-factor and
              --adapt-startup-factor move the new apps further from the
-             training ones. Every arm acts in --action-space.
+             training ones; --pretrain-param-spread spreads the
+             pre-training apps the same way, so that pre-training covers
+             them; --meta-guard makes Meta-PPO follow the default where
+             its embedding leaves the range seen in pre-training
+             (residual space). Every arm acts in --action-space.
   after      the pre-trained agents against the fused HPA+VPA default and
              the oracle (pkg/eval), paired per (app, trace, seed).
   retrain    a pre-trained agent serving each of --retrain-apps new apps,
