@@ -50,11 +50,17 @@ func (m *MetaPPO) Freeze() *Frozen {
 	// acts and never trains, has none.
 	cfg := m.cfg.clone()
 	cfg.AuxDim, cfg.AuxWeight = 0, 0
+	cfg.Guard = m.Guard()
 	return newFrozenMeta(cfg, ac, enc)
 }
 
+// newFrozenMeta builds the frozen Meta-PPO; cfg.Guard becomes its guard.
 func newFrozenMeta(cfg MetaConfig, ac *paramSet, enc *gru) *Frozen {
-	return &Frozen{kind: kindMetaPPO, meta: &MetaPPO{cfg: cfg, acCfg: cfg.actorCritic(), ac: ac, enc: enc}}
+	guard := cfg.Guard
+	cfg.Guard = nil
+	f := &Frozen{kind: kindMetaPPO, meta: &MetaPPO{cfg: cfg, acCfg: cfg.actorCritic(), ac: ac, enc: enc}}
+	f.meta.guard.Store(guard)
+	return f
 }
 
 // freezeParams copies the inference weights of ps; the copies hold nothing
@@ -85,7 +91,7 @@ func (f *Frozen) Kind() string { return f.kind }
 // reads no trajectory.
 func (f *Frozen) Config() MetaConfig {
 	if f.meta != nil {
-		return f.meta.cfg.clone()
+		return f.meta.Config()
 	}
 	return MetaConfig{Config: f.ppo.cfg.clone()}
 }
@@ -140,7 +146,7 @@ const (
 func (f *Frozen) MarshalBinary() ([]byte, error) {
 	var cfg any
 	if f.meta != nil {
-		cfg = f.meta.cfg
+		cfg = f.meta.Config()
 	} else {
 		cfg = f.ppo.cfg
 	}

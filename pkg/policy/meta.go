@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // Meta-PPO (AWARE's meta-learner): a GRU encoder reads the workload's recent
@@ -40,6 +41,10 @@ type MetaConfig struct {
 	// original Meta-PPO.
 	AuxDim    int     `json:"auxDim,omitempty"`
 	AuxWeight float64 `json:"auxWeight,omitempty"`
+	// Guard, when set, is the learner's embedding guard (EmbedGuard): the
+	// range of embeddings seen where it learnt. It is not architecture: a
+	// learner's guard is MetaPPO.Guard, set by SetGuard or a checkpoint.
+	Guard *EmbedGuard `json:"guard,omitempty"`
 }
 
 // DefaultMetaConfig returns DefaultConfig with a 16-step window and an
@@ -66,6 +71,9 @@ func (c MetaConfig) Validate() error {
 	if !(c.AuxWeight >= 0) || math.IsInf(c.AuxWeight, 0) || (c.AuxWeight > 0 && c.AuxDim == 0) {
 		errs = append(errs, fmt.Errorf("auxWeight must be finite and >= 0, and 0 without an auxiliary head (auxDim 0), got %v with auxDim %d", c.AuxWeight, c.AuxDim))
 	}
+	if err := c.Guard.validate(c); err != nil {
+		errs = append(errs, err)
+	}
 	if c.StateDim+c.EmbedDim > maxStateDim {
 		errs = append(errs, fmt.Errorf("stateDim+embedDim must be at most %d, got %d", maxStateDim, c.StateDim+c.EmbedDim))
 	}
@@ -77,6 +85,7 @@ func (c MetaConfig) Validate() error {
 
 func (c MetaConfig) clone() MetaConfig {
 	c.Config = c.Config.clone()
+	c.Guard = c.Guard.clone()
 	return c
 }
 
@@ -147,6 +156,9 @@ type MetaPPO struct {
 
 	// inferMu guards the inference copies of the weights.
 	inferMu sync.RWMutex
+	// guard is the embedding guard (nil: none); cfg.Guard is always nil,
+	// so that a guard set after construction is the only one.
+	guard atomic.Pointer[EmbedGuard]
 }
 
 const kindMetaPPO = "meta-ppo"
@@ -158,6 +170,8 @@ func NewMetaPPO(cfg MetaConfig) (*MetaPPO, error) {
 		return nil, err
 	}
 	cfg = cfg.clone()
+	guard := cfg.Guard
+	cfg.Guard = nil
 	initRNG := rand.New(rand.NewPCG(cfg.Seed, streamInit))
 	m := &MetaPPO{
 		cfg:        cfg,
@@ -176,6 +190,7 @@ func NewMetaPPO(cfg MetaConfig) (*MetaPPO, error) {
 		copy(p.infer, p.data)
 	}
 	m.shuffle = rand.New(m.shufflePCG)
+	m.guard.Store(guard)
 	m.grads = make([][]float64, len(m.all))
 	var err error
 	if m.graph, err = newMetaGraph(cfg, m.ac, m.enc, m.aux); err != nil {
@@ -184,8 +199,13 @@ func NewMetaPPO(cfg MetaConfig) (*MetaPPO, error) {
 	return m, nil
 }
 
-// Config returns a copy of the learner's configuration.
-func (m *MetaPPO) Config() MetaConfig { return m.cfg.clone() }
+// Config returns a copy of the learner's configuration, its guard
+// included.
+func (m *MetaPPO) Config() MetaConfig {
+	c := m.cfg.clone()
+	c.Guard = m.Guard()
+	return c
+}
 
 // SetLearningRateScale is PPO.SetLearningRateScale.
 func (m *MetaPPO) SetLearningRateScale(s float64) error {
@@ -292,7 +312,13 @@ func (m *MetaPPO) ActWindow(state []float64, window []Step, mask []bool, greedy 
 	e := m.enc.forward(true, [][]Step{window}, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
 	logits, values := actorCriticForward(m.ac, true, [][]float64{slices.Concat(state, e)}, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	return decide(logits, values[0], mask, m.cfg.heads(), greedy, rng)
+	d, err := decide(logits, values[0], mask, m.cfg.heads(), greedy, rng)
+	if err != nil {
+		return Decision{}, err
+	}
+	ds := []Decision{d}
+	m.applyGuard(ds, e, [][]bool{mask})
+	return ds[0], nil
 }
 
 // ActBatch is Act for many states, each with its own embedding, in one
@@ -314,7 +340,12 @@ func (m *MetaPPO) ActBatch(states, embeddings [][]float64, masks [][]bool, greed
 	m.inferMu.RLock()
 	logits, values := actorCriticForward(m.ac, true, inputs, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	return decideBatch(logits, values, m.cfg.heads(), masks, greedy, rng)
+	ds, err := decideBatch(logits, values, m.cfg.heads(), masks, greedy, rng)
+	if err != nil {
+		return nil, err
+	}
+	m.applyGuard(ds, slices.Concat(embeddings...), masks)
+	return ds, nil
 }
 
 // checkActInput validates one acting input; a nil embedding is not checked

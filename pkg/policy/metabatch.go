@@ -41,5 +41,10 @@ func (m *MetaPPO) ActWindowBatch(states [][]float64, windows [][]Step, masks [][
 	}
 	logits, values := actorCriticForward(m.ac, true, inputs, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
-	return decideBatch(logits, values, m.cfg.heads(), masks, greedy, rng)
+	ds, err := decideBatch(logits, values, m.cfg.heads(), masks, greedy, rng)
+	if err != nil {
+		return nil, err
+	}
+	m.applyGuard(ds, emb, masks)
+	return ds, nil
 }

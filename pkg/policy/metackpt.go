@@ -14,14 +14,16 @@ func (m *MetaPPO) MarshalBinary() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding shuffle state: %w", err)
 	}
-	return encodeCheckpoint(kindMetaPPO, m.cfg, m.all, rng)
+	cfg := m.cfg
+	cfg.Guard = m.guard.Load()
+	return encodeCheckpoint(kindMetaPPO, cfg, m.all, rng)
 }
 
 // UnmarshalBinary restores a checkpoint taken by MarshalBinary. The
 // architecture (StateDim, NumActions, Heads, Hidden, Window, EmbedDim,
 // AuxDim) must match, otherwise an error wrapping ErrIncompatibleCheckpoint
-// is returned; training hyperparameters stay this learner's. Nothing
-// changes on error.
+// is returned; training hyperparameters stay this learner's, the guard
+// becomes the checkpoint's (none if it has none). Nothing changes on error.
 func (m *MetaPPO) UnmarshalBinary(data []byte) error {
 	cfg, ck, err := decodeMetaCheckpoint(data)
 	if err != nil {
@@ -32,11 +34,15 @@ func (m *MetaPPO) UnmarshalBinary(data []byte) error {
 			ErrIncompatibleCheckpoint, cfg.StateDim, cfg.NumActions, cfg.heads(), cfg.Hidden, cfg.Window, cfg.EmbedDim, cfg.AuxDim,
 			m.cfg.StateDim, m.cfg.NumActions, m.cfg.heads(), m.cfg.Hidden, m.cfg.Window, m.cfg.EmbedDim, m.cfg.AuxDim)
 	}
+	if err := cfg.Guard.validate(m.cfg); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorruptCheckpoint, err)
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.apply(ck); err != nil {
 		return err
 	}
+	m.guard.Store(cfg.Guard)
 	m.publish()
 	return nil
 }

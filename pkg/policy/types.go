@@ -39,6 +39,9 @@ type Decision struct {
 	// Probs holds the probability of every action; masked actions have
 	// probability exactly 0.
 	Probs []float64
+	// Guarded is set when a Meta-PPO's embedding lay outside its guard
+	// (EmbedGuard) and Action is the guard's fallback where legal.
+	Guarded bool
 }
 
 // Transition is one step of experience for Update.

@@ -144,6 +144,9 @@ type decision struct {
 	Recommendation workload.Recommendation
 	// Window is the trajectory that preceded State (Meta-PPO only).
 	Window []policy.Step
+	// Guarded: a Meta-PPO's embedding left its guard's range and the
+	// learner followed the default (policy.EmbedGuard).
+	Guarded bool
 }
 
 // decide computes the state and, when agentActs, the learner's action; with
@@ -200,7 +203,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	if err != nil {
 		return decision{}, fmt.Errorf("agent: %w", err)
 	}
-	d.Action = dec.Action
+	d.Action, d.Guarded = dec.Action, dec.Guarded
 	if a.residual != nil {
 		if d.Recommendation, err = a.residual.Act(&obs, &a.cons, def, dec.Action, d.Mask); err != nil {
 			return decision{}, fmt.Errorf("agent: %w", err)

@@ -153,6 +153,9 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 		if d.Recommendation.Source == workload.SourceAgent {
 			r.ep.AgentDecisions++
 		}
+		if d.Guarded {
+			r.ep.GuardedDecisions++
+		}
 		if n := len(r.transitions); n > 0 {
 			r.transitions[n-1].NextState = d.State
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/lifecycle"
 	"github.com/aware-k8s/aware/pkg/oracle"
+	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/reward"
 	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/workload"
@@ -65,6 +66,19 @@ type EvidenceOptions struct {
 	// apps, of the policies the adapt, after and retrain experiments
 	// start from: one PPO and one Meta-PPO.
 	PretrainApps, PretrainEpisodes int
+	// PretrainParamSpread, above 1, spreads the training apps of that
+	// pre-training (SpreadApps): each app's CPU time per request, memory
+	// per request and pod start-up delay are multiplied by factors
+	// log-uniform in [1, PretrainParamSpread], so that new apps shifted by
+	// the adapt factors lie inside what pre-training covered. PPO and
+	// Meta-PPO learn on the same spread apps. 0 or 1: the apps as generated.
+	PretrainParamSpread float64
+	// MetaGuard, GuardBox or GuardMahalanobis, fits the pre-trained
+	// Meta-PPO's embedding guard of that kind (FitGuard) on the
+	// pre-training apps: in the adapt experiment, outside the range of
+	// embeddings seen there it follows the default. Residual action space
+	// only. "": no guard.
+	MetaGuard string
 
 	// BootstrapEpisodes is K, the training episodes over the evidence apps
 	// whose SLO violations are counted; BootstrapCap caps each app's
@@ -188,6 +202,15 @@ func (e *EvidenceOptions) Validate() error {
 	pos("retrain apps", e.RetrainApps)
 	pos("pretrain apps", e.PretrainApps)
 	pos("pretrain episodes", e.PretrainEpisodes)
+	switch {
+	case e.MetaGuard != "" && e.MetaGuard != GuardBox && e.MetaGuard != GuardMahalanobis:
+		bad("the Meta-PPO embedding guard must be %s, %s or empty (none), got %q", GuardBox, GuardMahalanobis, e.MetaGuard)
+	case e.MetaGuard != "" && e.PPOSpace() != ActionSpaceResidual:
+		bad("the Meta-PPO embedding guard needs the %s action space (its fallback follows the default), got %s", ActionSpaceResidual, e.PPOSpace())
+	}
+	if s := e.PretrainParamSpread; math.IsNaN(s) || math.IsInf(s, 0) || (s != 0 && s < 1) {
+		bad("pretrain parameter spread must be 0 (off) or at least 1, got %v", s)
+	}
 	pos("bootstrap episodes", e.BootstrapEpisodes)
 	pos("bootstrap cap", e.BootstrapCap)
 	pos("bootstrap batch", e.BootstrapBatch)
@@ -330,18 +353,27 @@ type Pretrained struct {
 	PPO, Meta Learner
 	// Seconds of wall time each took.
 	PPOSeconds, MetaSeconds float64
+	// Guard is the Meta-PPO's embedding guard when one was fitted
+	// (EvidenceOptions.MetaGuard, GuardPretrained).
+	Guard *policy.EmbedGuard
 }
 
 // Pretrain trains one PPO and one Meta-PPO, both in PPOSpace, on
 // e.PretrainApps training apps for e.PretrainEpisodes episodes each,
-// bootstrapping as `rl-agent train`.
+// bootstrapping as `rl-agent train`; with e.PretrainParamSpread both on
+// the same spread apps.
 func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 	p := &Pretrained{}
 	space := e.PPOSpace()
+	apps, err := e.PretrainAppList()
+	if err != nil {
+		return nil, fmt.Errorf("pre-training: %w", err)
+	}
 	for _, kind := range []string{PolicyPPO, PolicyMetaPPO} {
 		t0 := time.Now()
 		res, err := e.run(ctx, func(o *Options) {
 			o.Policy, o.Apps, o.Episodes, o.ActionSpace = kind, e.PretrainApps, e.PretrainEpisodes, space
+			o.AppList = slices.Clone(apps)
 			if kind == PolicyMetaPPO {
 				o.AuxWeight = e.Base.AuxWeight
 			}
@@ -355,7 +387,46 @@ func Pretrain(ctx context.Context, e EvidenceOptions) (*Pretrained, error) {
 			p.Meta, p.MetaSeconds = res.Learner, time.Since(t0).Seconds()
 		}
 	}
+	if e.MetaGuard != "" {
+		if _, err := e.GuardPretrained(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
+}
+
+// GuardPretrained fits pre's Meta-PPO's embedding guard (FitGuard) on the
+// apps Pretrain trained it on (PretrainAppList, or the seed's training
+// apps), under Base's trace kinds, sets pre.Guard and returns it. It
+// replaces any guard the learner had (e.g. from a checkpoint).
+func (e *EvidenceOptions) GuardPretrained(ctx context.Context, pre *Pretrained) (*policy.EmbedGuard, error) {
+	apps, err := e.PretrainAppList()
+	if err == nil && apps == nil {
+		apps, err = TrainingApps(e.Seed, e.PretrainApps)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedding guard: %w", err)
+	}
+	o := e.Base
+	o.Seed, o.AuxWeight = e.Seed, 0
+	if pre.Guard, err = FitGuard(ctx, pre.Meta, apps, o, mix(e.Seed, 0x6775617264), e.MetaGuard); err != nil {
+		return nil, err
+	}
+	return pre.Guard, nil
+}
+
+// PretrainAppList returns the apps Pretrain trains on: nil (Train's own
+// TrainingApps of the seed) without a parameter spread, else those apps
+// spread by SpreadApps with a seed derived from e.Seed.
+func (e *EvidenceOptions) PretrainAppList() ([]sim.App, error) {
+	if e.PretrainParamSpread <= 1 {
+		return nil, nil
+	}
+	apps, err := TrainingApps(e.Seed, e.PretrainApps)
+	if err != nil {
+		return nil, err
+	}
+	return SpreadApps(apps, mix(e.Seed, 0x7072657472616e), e.PretrainParamSpread)
 }
 
 // BootstrapArm is one arm of the bootstrap experiment.

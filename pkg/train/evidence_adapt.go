@@ -31,6 +31,11 @@ type AdaptRun struct {
 	Reached      bool `json:"reached"`
 	// To holds the same for each of AdaptThresholds.
 	To []Reach `json:"to"`
+	// Guarded is the share of Meta-PPO's decisions over the episodes that
+	// its embedding guard turned into following the default, and
+	// ZeroShotGuarded that of the first episode (0 without a guard).
+	Guarded         float64 `json:"guarded,omitempty"`
+	ZeroShotGuarded float64 `json:"zeroShotGuarded,omitempty"`
 	// Shortfall is the mean, over the episodes, of the gap below the
 	// converged reward relative to its magnitude (max(0, converged - r) /
 	// |converged|): the area between the curve and the converged reward,
@@ -166,8 +171,14 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 				return nil, fmt.Errorf("adapt experiment, %s on %s: %w", arm, app.Name, err)
 			}
 			r := AdaptRun{Arm: arm, App: app.Name}
+			var guarded, steps int
 			for _, ep := range res.Episodes {
 				r.Rewards = append(r.Rewards, ep.MeanReward)
+				guarded, steps = guarded+ep.GuardedDecisions, steps+ep.Steps
+			}
+			if steps > 0 {
+				r.Guarded = float64(guarded) / float64(steps)
+				r.ZeroShotGuarded = float64(res.Episodes[0].GuardedDecisions) / float64(max(res.Episodes[0].Steps, 1))
 			}
 			r.ZeroShot = r.Rewards[0]
 			r.Final = mean(r.Rewards[len(r.Rewards)-e.ConvergedWindow:])

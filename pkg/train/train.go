@@ -67,6 +67,9 @@ type Episode struct {
 	// AgentDecisions counts decisions the agent's action was applied (not
 	// the default's or the safeguard's).
 	AgentDecisions int `json:"agentDecisions"`
+	// GuardedDecisions counts decisions a Meta-PPO's embedding guard
+	// turned into following the default (policy.EmbedGuard).
+	GuardedDecisions int `json:"guardedDecisions,omitempty"`
 }
 
 // StageChange is one app's lifecycle transition.

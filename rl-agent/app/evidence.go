@@ -41,6 +41,8 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Base.Workers, "workers", o.Base.Workers, "parallel rollouts (0 = GOMAXPROCS)")
 	fs.StringVar(&o.pretrained, "pretrained", o.pretrained, "folder of an earlier run's --out: each seed's pretrained-ppo.ckpt and pretrained-meta-ppo.ckpt are read from its seed-<N> subfolder (or, with one seed, from the folder itself) instead of pre-training")
 	fs.IntVar(&o.PretrainApps, "pretrain-apps", o.PretrainApps, "training apps the pre-trained PPO and Meta-PPO (adapt, after, retrain) learn on")
+	fs.Float64Var(&o.PretrainParamSpread, "pretrain-param-spread", o.PretrainParamSpread, "above 1: each pre-training app's CPU time per request, memory per request and pod start-up delay are multiplied by factors log-uniform in [1, N] (as --adapt-*-factor shift a new app: after sizing), PPO and Meta-PPO on the same apps, so that shifted new apps lie inside what pre-training covered; 0 or 1: the apps as generated. Needs pre-training (not --pretrained)")
+	fs.StringVar(&o.MetaGuard, "meta-guard", o.MetaGuard, "residual action space: fit the pre-trained Meta-PPO's embedding guard on its embeddings of the pre-training apps (a greedy episode per app and pre-training trace kind): box, their per-dimension range widened by 10% of its width each side, or mahalanobis, that box and the ellipsoid of their mean and covariance holding 99% of them, radius widened by 10%; outside it Meta-PPO follows the default. Stored in its checkpoint; with --pretrained, fitted on load (pass the --pretrain-param-spread the checkpoints were pre-trained with). Empty: none")
 	fs.IntVar(&o.PretrainEpisodes, "pretrain-episodes", o.PretrainEpisodes, "episodes of each pre-training")
 	fs.IntVar(&o.Base.Window, "meta-window", o.Base.Window, "recent steps Meta-PPO's encoder reads")
 	fs.Float64Var(&o.Base.AuxWeight, "meta-aux-weight", o.Base.AuxWeight, "weight of Meta-PPO's auxiliary loss in pre-training: a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none. Never applied on the evidence apps, whose parameters are unknown")
@@ -81,6 +83,9 @@ func (o *evidenceOptions) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if o.pretrained != "" && o.PretrainParamSpread > 1 && o.MetaGuard == "" {
+		errs = append(errs, errors.New("--pretrain-param-spread shapes the pre-training, which --pretrained skips: pass it to the run that pre-trained (with --pretrained it only names the apps --meta-guard is fitted on)"))
+	}
 	if o.out == "" {
 		errs = append(errs, errors.New("--out is required"))
 	}
@@ -116,7 +121,11 @@ included, to <experiment>.json in --out:
              differences and speed-ups with intervals.
              --adapt-cpu-factor, --adapt-memory-factor and
              --adapt-startup-factor move the new apps further from the
-             training ones. Every arm acts in --action-space.
+             training ones; --pretrain-param-spread spreads the
+             pre-training apps the same way, so that pre-training covers
+             them; --meta-guard makes Meta-PPO follow the default where
+             its embedding leaves the range seen in pre-training
+             (residual space). Every arm acts in --action-space.
   after      the pre-trained agents against the fused HPA+VPA default and
              the oracle (pkg/eval), paired per (app, trace, seed).
   retrain    a pre-trained agent serving each of --retrain-apps new apps,
@@ -209,6 +218,23 @@ func seedDir(root string, seed uint64) string {
 	return filepath.Join(root, fmt.Sprintf("seed-%d", seed))
 }
 
+// reportGuard says how wide the Meta-PPO's embedding guard is, if one was
+// fitted (took: the fitting's wall time, 0 when part of pre-training).
+func reportGuard(stdout io.Writer, e *train.EvidenceOptions, pre *train.Pretrained, took time.Duration) {
+	if pre.Guard == nil {
+		return
+	}
+	fmt.Fprintf(stdout, "Seed %d: Meta-PPO embedding guard fitted on the %d pre-training apps", e.Seed, e.PretrainApps)
+	if took > 0 {
+		fmt.Fprintf(stdout, " (%s)", took.Round(time.Second))
+	}
+	fmt.Fprintf(stdout, ": lo %.3f, hi %.3f", pre.Guard.Lo, pre.Guard.Hi)
+	if pre.Guard.Radius > 0 {
+		fmt.Fprintf(stdout, ", Mahalanobis radius %.3f", pre.Guard.Radius)
+	}
+	fmt.Fprintln(stdout, ".")
+}
+
 // loadPretrained reads one seed's checkpoints from dir's seed-<N>
 // subfolder or, when only one seed runs and there is none, from dir.
 func loadPretrained(dir string, seed uint64, seeds int) (*train.Pretrained, string, error) {
@@ -261,6 +287,13 @@ func runEvidence(ctx context.Context, o *evidenceOptions, stdout io.Writer) erro
 					return err
 				}
 				fmt.Fprintf(stdout, "Seed %d: pre-trained PPO and Meta-PPO loaded from %s.\n", seed, from)
+				if e.MetaGuard != "" {
+					t0 := time.Now()
+					if _, err := e.GuardPretrained(ctx, pre); err != nil {
+						return err
+					}
+					reportGuard(stdout, &e, pre, time.Since(t0))
+				}
 				return nil
 			}
 			cpu0, wall0 := demo.CPUTime(), time.Now()
@@ -270,6 +303,10 @@ func runEvidence(ctx context.Context, o *evidenceOptions, stdout io.Writer) erro
 			}
 			fmt.Fprintf(stdout, "Seed %d: pre-trained PPO (%.0f s) and Meta-PPO (%.0f s) on %d training apps for %d episodes each: %s wall, %.0f s CPU.\n",
 				seed, pre.PPOSeconds, pre.MetaSeconds, e.PretrainApps, e.PretrainEpisodes, time.Since(wall0).Round(time.Second), (demo.CPUTime() - cpu0).Seconds())
+			reportGuard(stdout, &e, pre, 0)
+			if e.PretrainParamSpread > 1 {
+				fmt.Fprintf(stdout, "Seed %d: the training apps' CPU time, memory per request and start-up delay spread by factors log-uniform in [1, %g].\n", seed, e.PretrainParamSpread)
+			}
 			dir := seedDir(o.out, seed)
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,6 +109,10 @@ func TestEvidenceCommand(t *testing.T) {
 		{"unknown action space", []string{"--action-space=fancy"}, "action space must be"},
 		{"negative reference", []string{"--retrain-reference=-1"}, "reference fine-tuning episodes must be >= 0"},
 		{"negative auxiliary weight", []string{"--meta-aux-weight=-1"}, "auxiliary weight must be finite and >= 0"},
+		{"parameter spread below 1", []string{"--pretrain-param-spread=0.5"}, "pretrain parameter spread must be 0 (off) or at least 1"},
+		{"unknown guard", []string{"--meta-guard=sphere", "--action-space=residual"}, "embedding guard must be box, mahalanobis or empty"},
+		{"guard in the paper space", []string{"--meta-guard=box", "--action-space=paper"}, "embedding guard needs the residual action space"},
+		{"parameter spread with checkpoints", []string{"--pretrain-param-spread=4", "--pretrained=" + dir}, "--pretrain-param-spread shapes the pre-training"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := execute(t, newEvidenceCommand(), append(tc.args, "--out="+dir)...)
@@ -157,6 +162,76 @@ func TestEvidencePretrainedPerSeed(t *testing.T) {
 	if _, _, err := execute(t, newEvidenceCommand(), append(tiny, "--out="+second, "--pretrained="+first)...); err == nil || !strings.Contains(err.Error(), "no checkpoints for seed 2") {
 		t.Errorf("error %v, want no checkpoints for seed 2", err)
 	}
+}
+
+// TestEvidenceMetaGuard: a residual adapt run with --meta-guard fits the
+// guard in pre-training and stores it in the Meta-PPO's checkpoint; reading
+// the checkpoints back, with the guard refitted on load (on the same spread
+// pre-training apps) or as stored, gives the same numbers.
+func TestEvidenceMetaGuard(t *testing.T) {
+	tiny := []string{"--experiment=adapt", "--apps=1", "--adapt-apps=1", "--adapt-episodes=10", "--adapt-batch=2", "--episode-steps=12", "--pretrain-apps=2",
+		"--pretrain-episodes=4", "--meta-window=2", "--workers=2", "--action-space=residual"}
+	first := t.TempDir()
+	out, errOut, err := execute(t, newEvidenceCommand(), append(tiny, "--out="+first, "--meta-guard=box", "--pretrain-param-spread=4")...)
+	if err != nil {
+		t.Fatalf("evidence: %v\n%s", err, errOut)
+	}
+	for _, want := range []string{"Seed 1: Meta-PPO embedding guard fitted on the 2 pre-training apps: lo [", "spread by factors log-uniform in [1, 4]"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in output:\n%s", want, out)
+		}
+	}
+	ckpt, err := os.ReadFile(filepath.Join(first, "seed-1", "pretrained-meta-ppo.ckpt"))
+	if err != nil || !strings.Contains(string(ckpt), `"guard"`) {
+		t.Fatalf("the Meta-PPO checkpoint holds no guard (%v)", err)
+	}
+	want, err := os.ReadFile(filepath.Join(first, "adapt.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, wantOut string
+		args          []string
+	}{
+		{"refitted on load", "guard fitted on the 2 pre-training apps (", []string{"--meta-guard=box", "--pretrain-param-spread=4"}},
+		{"as stored", "loaded from", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out, errOut, err := execute(t, newEvidenceCommand(), append(append(tiny, "--out="+dir, "--pretrained="+first), tc.args...)...)
+			if err != nil {
+				t.Fatalf("evidence: %v\n%s", err, errOut)
+			}
+			if !strings.Contains(out, tc.wantOut) {
+				t.Errorf("no %q in output:\n%s", tc.wantOut, out)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, "adapt.json"))
+			if err != nil || !slices.Equal(adaptRuns(t, got), adaptRuns(t, want)) {
+				t.Errorf("adapt.json's runs differ from the run that pre-trained (%v)", err)
+			}
+		})
+	}
+}
+
+// adaptRuns returns the runs of an adapt.json, one JSON text each: the
+// numbers, without the pre-training's wall time.
+func adaptRuns(t *testing.T, b []byte) []string {
+	t.Helper()
+	var res struct {
+		PerSeed []struct {
+			Runs []json.RawMessage `json:"runs"`
+		} `json:"perSeed"`
+	}
+	if err := json.Unmarshal(b, &res); err != nil || len(res.PerSeed) == 0 {
+		t.Fatalf("adapt.json: %v", err)
+	}
+	var out []string
+	for _, s := range res.PerSeed {
+		for _, r := range s.Runs {
+			out = append(out, string(r))
+		}
+	}
+	return out
 }
 
 // TestEvidenceEmbedding runs the embedding experiment over two seeds with
