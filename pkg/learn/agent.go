@@ -572,7 +572,7 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 		teacher = int(action)
 		a.addDemo(policy.Demonstration{State: state, Mask: mask, Action: teacher}, window)
 	}
-	if a.trains(stage) && len(a.episode) < maxEpisodeSteps {
+	if stage.Trains(a.space != nil) && len(a.episode) < maxEpisodeSteps {
 		a.episode = append(a.episode, tr)
 		if a.traj.Len() > 0 {
 			a.episodeWindows = append(a.episodeWindows, window)
@@ -590,7 +590,7 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	res.EpisodeComplete = true
 	episodeReward := a.episodeSum / float64(a.episodeSteps)
 	a.episodeSum, a.episodeSteps = 0, 0
-	if a.trains(stage) && len(a.episode) > 0 {
+	if stage.Trains(a.space != nil) && len(a.episode) > 0 {
 		job := &TrainJob{Batch: a.episode, Windows: a.episodeWindows}
 		if !stage.AgentActs() { // the defaults acted: Bootstrapping or Retraining
 			job.Demonstrations = slices.Clone(a.demos)
@@ -608,15 +608,6 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	}
 	res.Stage = a.machine.Stage()
 	return res, nil
-}
-
-// trains reports whether the episodes of stage train the learner. In the
-// residual action space the defaults' episodes (Bootstrapping, Retraining)
-// do not: every decision in them is "follow" in every head, and a PPO
-// update on them can only move probability from "follow" to choices no
-// transition tried (train.bootstrap, which training does the same way).
-func (a *Agent) trains(stage lifecycle.Stage) bool {
-	return stage.Learns() && (stage.AgentActs() || a.space == nil)
 }
 
 // MarshalExperience encodes e for the experience log.

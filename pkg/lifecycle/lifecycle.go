@@ -64,6 +64,18 @@ func (s Stage) String() string {
 // Learns reports whether the agent trains on this workload's experience in s.
 func (s Stage) Learns() bool { return s != Serving }
 
+// Trains reports whether the episodes of s train the learner, given
+// whether it acts in the residual action space (choices relative to the
+// default's recommendation). There the defaults' episodes (Bootstrapping,
+// Retraining) do not: every decision in them is "follow" in every head,
+// which the initial bias already makes the greedy choice, so cloning it
+// only takes exploration away, and a PPO update on transitions that all
+// chose "follow" can only move probability to choices no transition
+// tried, by the sign of an advantage the untrained critic makes up
+// (measured: docs/evidence-slo.md, "Bootstrapping in the residual space").
+// Training (pkg/train) and the serving agent (pkg/learn) both follow it.
+func (s Stage) Trains(residual bool) bool { return s.Learns() && (s.AgentActs() || !residual) }
+
 // AgentActs reports whether the agent's own decisions are applied in s:
 // in OnlineTraining and Serving. In Bootstrapping and Retraining the
 // defaults act and the agent learns from what they did.

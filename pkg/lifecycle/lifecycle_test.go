@@ -406,11 +406,13 @@ func TestWhoActsAndLearns(t *testing.T) {
 	for _, tc := range []struct {
 		stage             Stage
 		agentActs, learns bool
+		// trains in the paper's action space, in the residual one.
+		trainsPaper, trainsResidual bool
 	}{
-		{Bootstrapping, false, true},
-		{OnlineTraining, true, true},
-		{Serving, true, false},
-		{Retraining, false, true},
+		{Bootstrapping, false, true, true, false},
+		{OnlineTraining, true, true, true, true},
+		{Serving, true, false, false, false},
+		{Retraining, false, true, true, false},
 	} {
 		t.Run(tc.stage.String(), func(t *testing.T) {
 			if got := tc.stage.AgentActs(); got != tc.agentActs {
@@ -418,6 +420,12 @@ func TestWhoActsAndLearns(t *testing.T) {
 			}
 			if got := tc.stage.Learns(); got != tc.learns {
 				t.Errorf("Learns = %v, want %v", got, tc.learns)
+			}
+			if got := tc.stage.Trains(false); got != tc.trainsPaper {
+				t.Errorf("Trains(paper) = %v, want %v", got, tc.trainsPaper)
+			}
+			if got := tc.stage.Trains(true); got != tc.trainsResidual {
+				t.Errorf("Trains(residual) = %v, want %v", got, tc.trainsResidual)
 			}
 		})
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/aware-k8s/aware/pkg/stats"
 )
 
 // EmbedGuard is the range of embeddings a Meta-PPO learner saw where it
@@ -146,19 +148,16 @@ func (g *EmbedGuard) AddEllipse(es [][]float64, margin float64) error {
 	if len(es) < 2 {
 		return fmt.Errorf("%w: an ellipsoid needs at least 2 embeddings, got %d", ErrInvalidInput, len(es))
 	}
-	mean := make([]float64, n)
-	for _, e := range es {
-		for k := range n {
-			mean[k] += e[k] / float64(len(es))
-		}
+	mean, c, err := stats.Covariance(es)
+	if err != nil {
+		return fmt.Errorf("%w: embeddings: %w", ErrInvalidInput, err)
 	}
-	cov := make([]float64, n*n)
-	for _, e := range es {
-		for i := range n {
-			for j := range n {
-				cov[i*n+j] += (e[i] - mean[i]) * (e[j] - mean[j]) / float64(len(es)-1)
-			}
-		}
+	if len(mean) != n {
+		return fmt.Errorf("%w: embeddings have %d dimensions, the guard %d", ErrInvalidInput, len(mean), n)
+	}
+	cov := make([]float64, 0, n*n)
+	for _, row := range c {
+		cov = append(cov, row...)
 	}
 	var tr float64
 	for i := range n {

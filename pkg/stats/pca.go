@@ -7,6 +7,40 @@ import (
 	"slices"
 )
 
+// Covariance returns the mean and the sample covariance (divided by
+// n − 1) of points, all of one dimension. An error when there are fewer
+// than two points, the dimensions differ, or a value is not finite.
+func Covariance(points [][]float64) (mean []float64, cov [][]float64, err error) {
+	n := len(points)
+	if n < 2 {
+		return nil, nil, fmt.Errorf("stats: a covariance needs at least 2 points, got %d", n)
+	}
+	d := len(points[0])
+	mean = make([]float64, d)
+	for i, p := range points {
+		if len(p) != d {
+			return nil, nil, fmt.Errorf("%w: point %d has %d dimensions, point 0 %d", ErrLength, i, len(p), d)
+		}
+		for j, x := range p {
+			if !finite(x) {
+				return nil, nil, fmt.Errorf("stats: point %d coordinate %d is %g", i, j, x)
+			}
+			mean[j] += x / float64(n)
+		}
+	}
+	cov = make([][]float64, d)
+	for a := range cov {
+		cov[a] = make([]float64, d)
+		for b := range d {
+			for _, p := range points {
+				cov[a][b] += (p[a] - mean[a]) * (p[b] - mean[b])
+			}
+			cov[a][b] /= float64(n - 1)
+		}
+	}
+	return mean, cov, nil
+}
+
 // Projection is points projected on their first principal components.
 type Projection struct {
 	// Points holds each point's coordinates on the components, in input
@@ -24,35 +58,16 @@ type Projection struct {
 // gives equal output. An error when there are fewer than two points, the
 // dimensions differ, k is not in [1, dimension], or a value is not finite.
 func PCA(points [][]float64, k int) (Projection, error) {
-	n := len(points)
-	if n < 2 {
-		return Projection{}, fmt.Errorf("stats: PCA needs at least 2 points, got %d", n)
+	if len(points) < 2 {
+		return Projection{}, fmt.Errorf("stats: PCA needs at least 2 points, got %d", len(points))
 	}
 	d := len(points[0])
 	if k < 1 || k > d {
 		return Projection{}, fmt.Errorf("stats: PCA components must be in [1, %d], got %d", d, k)
 	}
-	mean := make([]float64, d)
-	for i, p := range points {
-		if len(p) != d {
-			return Projection{}, fmt.Errorf("%w: point %d has %d dimensions, point 0 %d", ErrLength, i, len(p), d)
-		}
-		for j, x := range p {
-			if !finite(x) {
-				return Projection{}, fmt.Errorf("stats: point %d coordinate %d is %g", i, j, x)
-			}
-			mean[j] += x / float64(n)
-		}
-	}
-	cov := make([][]float64, d)
-	for a := range cov {
-		cov[a] = make([]float64, d)
-		for b := range d {
-			for _, p := range points {
-				cov[a][b] += (p[a] - mean[a]) * (p[b] - mean[b])
-			}
-			cov[a][b] /= float64(n - 1)
-		}
+	mean, cov, err := Covariance(points)
+	if err != nil {
+		return Projection{}, fmt.Errorf("stats: PCA: %w", err)
 	}
 	vals, vecs, err := symmetricEigen(cov)
 	if err != nil {
@@ -75,7 +90,7 @@ func PCA(points [][]float64, k int) (Projection, error) {
 	for _, v := range vals {
 		total += math.Max(v, 0)
 	}
-	out := Projection{Points: make([][]float64, n), Explained: make([]float64, k)}
+	out := Projection{Points: make([][]float64, len(points)), Explained: make([]float64, k)}
 	comps := make([][]float64, k)
 	for c := range k {
 		v := make([]float64, d)

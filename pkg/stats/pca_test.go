@@ -97,3 +97,42 @@ func TestPCAPreservesDistances(t *testing.T) {
 		t.Errorf("components not in decreasing variance: %v", p.Explained)
 	}
 }
+
+func TestCovariance(t *testing.T) {
+	tests := []struct {
+		name     string
+		points   [][]float64
+		wantMean []float64
+		wantCov  [][]float64
+		wantErr  bool
+	}{
+		{name: "two points on a line", points: [][]float64{{0, 0}, {2, 4}},
+			wantMean: []float64{1, 2}, wantCov: [][]float64{{2, 4}, {4, 8}}},
+		{name: "independent axes", points: [][]float64{{1, 0}, {-1, 0}, {0, 1}, {0, -1}},
+			wantMean: []float64{0, 0}, wantCov: [][]float64{{2.0 / 3, 0}, {0, 2.0 / 3}}},
+		{name: "one point", points: [][]float64{{1, 2}}, wantErr: true},
+		{name: "ragged", points: [][]float64{{1, 2}, {3}}, wantErr: true},
+		{name: "not finite", points: [][]float64{{1, 2}, {math.NaN(), 0}}, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			mean, cov, err := Covariance(tt.points)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			for i := range tt.wantMean {
+				if math.Abs(mean[i]-tt.wantMean[i]) > 1e-12 {
+					t.Errorf("mean[%d] = %g, want %g", i, mean[i], tt.wantMean[i])
+				}
+				for j := range tt.wantCov[i] {
+					if math.Abs(cov[i][j]-tt.wantCov[i][j]) > 1e-12 {
+						t.Errorf("cov[%d][%d] = %g, want %g", i, j, cov[i][j], tt.wantCov[i][j])
+					}
+				}
+			}
+		})
+	}
+}

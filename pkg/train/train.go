@@ -287,6 +287,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 			return frozenNow
 		}
 		outs := rolloutAll(ctx, learner, specs, simCfg, o, workers)
+		residual := o.Space() == ActionSpaceResidual
 		var boot, online []policy.MetaTransition
 		var demos []policy.MetaDemonstration
 		for k, r := range outs {
@@ -298,11 +299,12 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 				o.Progress.Advance(fmt.Sprintf("%s r=%.3f", r.ep.Stage, r.ep.MeanReward), r.ep.App)
 			}
 			switch st := specs[k].stage; {
+			case !st.Trains(residual):
 			case !st.AgentActs():
 				// Bootstrapping or Retraining: the default acted.
 				boot = append(boot, r.transitions...)
 				demos = append(demos, r.demos...)
-			case st.Learns():
+			default:
 				online = append(online, r.transitions...)
 			}
 			a := r.ep.Index % len(apps)
@@ -380,31 +382,17 @@ func scheduleRate(l Learner, o Options, done int) error {
 
 // bootstrap clones the default's demonstrations of one batch, then runs
 // offline PPO updates on its transitions (which train the critic on the
-// default's returns before the agent acts).
-//
-// In the residual action space both are skipped: the default's every
-// decision is "follow" in every head, which the initial bias already makes
-// the greedy choice. Cloning it further would only take the exploration
-// away, and a PPO update on transitions that all chose "follow" can only
-// move probability from "follow" to choices no transition tried, by the
-// sign of an advantage the untrained critic makes up: measured, one seed
-// of three left bootstrapping with a greedy policy 3.6 points of SLO
-// violations and 22% of cost worse than its anchor (docs/evidence-slo.md,
-// "Bootstrapping in the residual space"). The serving agent does the same
-// (learn.Agent: the defaults' episodes train nothing there).
+// default's returns before the agent acts). In the residual action space
+// there are none (lifecycle.Stage.Trains).
 func bootstrap(l Learner, demos []policy.MetaDemonstration, trs []policy.MetaTransition, o Options, res *Result) error {
-	rounds, offline := o.BCRounds, o.OfflineUpdates
-	if o.Space() == ActionSpaceResidual {
-		rounds, offline = 0, 0
-	}
-	for range rounds {
+	for range o.BCRounds {
 		st, err := l.BehaviourClone(demos)
 		if err != nil {
 			return fmt.Errorf("train: behaviour cloning: %w", err)
 		}
 		res.BC = append(res.BC, st)
 	}
-	for range offline {
+	for range o.OfflineUpdates {
 		st, err := l.Update(trs)
 		if err != nil {
 			return fmt.Errorf("train: offline PPO update: %w", err)
