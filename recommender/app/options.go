@@ -60,6 +60,11 @@ type Options struct {
 	RLAgentCooldown         time.Duration
 }
 
+// defaultInterval is the simulator's window, on which the agent's features
+// and episodes are trained (docs/evidence-slo.md), and the HPA's sync
+// period.
+const defaultInterval = 15 * time.Second
+
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
 	return &Options{
@@ -67,7 +72,7 @@ func NewOptions() *Options {
 		Endpoints:               serve.NewOptions(),
 		Leader:                  leader.NewOptions("aware-recommender"),
 		RecommenderName:         controller.DefaultRecommenderName,
-		Interval:                time.Minute,
+		Interval:                defaultInterval,
 		StatusRefreshInterval:   5 * time.Minute,
 		StatusWriteTimeout:      controller.DefaultStatusWriteTimeout,
 		FailureWarning:          controller.DefaultFailureWarning,
@@ -96,7 +101,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Endpoints.AddFlags(fs)
 	o.Leader.AddFlags(fs)
 	fs.StringVar(&o.RecommenderName, "recommender-name", o.RecommenderName, "Handle the MultidimPodAutoscalers whose spec.recommenders[0].name is this; \""+controller.DefaultRecommenderName+"\" also handles those naming no recommender.")
-	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window.")
+	fs.DurationVar(&o.Interval, "recommender-interval", o.Interval, "How often recommendations are computed; also the observation window. An rl-agent's policies are trained on 15-s windows (the simulator's), and its features read the last 20 windows as five minutes.")
 	fs.DurationVar(&o.StatusWriteTimeout, "status-write-timeout", o.StatusWriteTimeout, "Abandon a status write after this long and retry it with backoff, so a request the API server holds (e.g. while etcd is unreachable; its own timeout is 60s) does not block a worker. A write that succeeds after failed ones records a StatusWriteRecovered event.")
 	fs.DurationVar(&o.StatusRefreshInterval, "status-refresh-interval", o.StatusRefreshInterval, "Rewrite status.recommendationTime at least this often while recommendations are being made, even if nothing changed, so the updater can tell a live recommender from a dead one.")
 	fs.DurationVar(&o.FailureWarning, "api-failure-warning", o.FailureWarning, "Record a Warning event (StatusWriteFailing, APIReadFailing) on the autoscalers concerned once their status writes, or the list of other autoscalers, have failed for this long; the call's success after it records StatusWriteRecovered or APIReadRecovered. aware_recommender_api_failing_seconds shows the current run of failures meanwhile.")

@@ -45,6 +45,10 @@ type Options struct {
 	DefaultVariant string
 }
 
+// defaultInterval is the recommender's default --recommender-interval, so
+// that a replica count is applied in the window it was made for.
+const defaultInterval = 15 * time.Second
+
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
 	v := logic.DefaultVerticalConfig()
@@ -52,7 +56,7 @@ func NewOptions() *Options {
 		Kube:                  kube.Options{QPS: 20, Burst: 40},
 		Endpoints:             serve.NewOptions(),
 		Leader:                leader.NewOptions("aware-updater"),
-		UpdateInterval:        time.Minute,
+		UpdateInterval:        defaultInterval,
 		MaxRecommendationAge:  15 * time.Minute,
 		MinReplicas:           v.MinReplicas,
 		SmallWorkloadPolicy:   string(v.SmallWorkloads),
@@ -78,7 +82,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Leader.AddFlags(fs)
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only act on this namespace (autoscalers and pods). Empty means all namespaces.")
 
-	fs.DurationVar(&o.UpdateInterval, "update-interval", o.UpdateInterval, "How often every MultidimPodAutoscaler's recommendation is applied.")
+	fs.DurationVar(&o.UpdateInterval, "update-interval", o.UpdateInterval, "How often every MultidimPodAutoscaler's recommendation is applied; keep it at the recommender's --recommender-interval.")
 	fs.DurationVar(&o.MaxRecommendationAge, "max-recommendation-age", o.MaxRecommendationAge, "Do not act, in either dimension, on a recommendation whose status.recommendationTime is older than this (or unset). Must exceed the recommender's --status-refresh-interval.")
 	fs.Int32Var(&o.MinReplicas, "min-replicas", o.MinReplicas, "An eviction never leaves fewer than this many running and ready pods of a workload.")
 	fs.StringVar(&o.SmallWorkloadPolicy, "small-workload-policy", o.SmallWorkloadPolicy, "What to do with workloads of at most --min-replicas replicas, single-replica ones included, which cannot keep --min-replicas pods alive during an eviction: \"Never\" evicts none of their pods (they change by in-place resize in InPlaceOrRecreate mode, or at their next rollout); \"OutsideBounds\" accepts a short outage to evict one pod at a time, only while all replicas are alive and only when the pod is outside the recommendation's bounds, OOM-killed, or its resize failed.")
