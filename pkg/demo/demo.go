@@ -120,6 +120,9 @@ type AgentOptions struct {
 	// Train is the training run otherwise; its Seed, Step, Resize and
 	// Traces are the demo's, and its checkpoint goes into the output folder.
 	Train train.Options
+	// Validation, with Apps > 0, selects each trained agent's snapshot on
+	// validation apps (ValidationOptions.Apply).
+	Validation ValidationOptions
 }
 
 // DefaultQuorums are the ensembles the demo and eval judge when there are
@@ -185,7 +188,8 @@ func DefaultOptions() Options {
 		Policies: DefaultPolicies(),
 		Resize:   string(sim.ResizeRestart),
 		Progress: true,
-		Agent:    &AgentOptions{Train: train.DefaultOptions(), Seeds: DefaultAgentSeeds, Quorums: DefaultQuorums()},
+		Agent: &AgentOptions{Train: train.DefaultOptions(), Seeds: DefaultAgentSeeds, Quorums: DefaultQuorums(),
+			Validation: DefaultValidationOptions()},
 	}
 }
 
@@ -238,6 +242,16 @@ func (o *Options) Validate() error {
 		}
 		if o.Agent.Seeds < 0 || o.Agent.Seeds > 16 {
 			errs = append(errs, fmt.Errorf("agent seeds must be in [0, 16], got %d", o.Agent.Seeds))
+		}
+		if v := o.Agent.Validation; v.Apps != 0 {
+			if err := v.Validate(); err != nil {
+				errs = append(errs, err)
+			}
+			// The evaluated set, or a training seed, would be judged on
+			// the apps it selected with.
+			if v.Seed >= o.Seed && v.Seed < o.Seed+uint64(max(o.Agent.count(), 1)) {
+				errs = append(errs, fmt.Errorf("validation seed %d is the evaluated set's or a training seed (%d to %d)", v.Seed, o.Seed, o.Seed+uint64(o.Agent.count())-1))
+			}
 		}
 	}
 	if o.Agent != nil && len(o.Agent.Quorums) > 0 {
@@ -491,6 +505,9 @@ func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout,
 		return filepath.Join(dir, strings.TrimSuffix(base, ext)+"-"+strconv.Itoa(k+1)+ext)
 	}
 	t.Checkpoint = file(AgentCheckpointFile)
+	if err := o.Agent.Validation.Apply(&t); err != nil {
+		return eval.Contender{}, nil, nil, err
+	}
 	if o.Progress {
 		t.Progress = NewProgressBar(stderr)
 	}
@@ -522,6 +539,12 @@ func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout,
 		fmt.Fprintf(stdout, "  episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d (the learner was also charged %.4f per window for changes and SLO violations)\n",
 			res.MeanReward(0, bootEnd), res.MeanReward(bootEnd, bootEnd+kk), kk,
 			res.MeanReward(last, len(res.Episodes)), kk, res.MeanShaping(last, len(res.Episodes)))
+	}
+	if res.Selected >= 0 {
+		v := res.Validations[res.Selected]
+		fmt.Fprintf(stdout, "  validation: the snapshot after %d of %d updates was selected of %d judged, %s\n", v.Update, res.Validations[len(res.Validations)-1].Update, len(res.Validations), v.Summary)
+	} else if len(res.Validations) > 0 {
+		fmt.Fprintf(stdout, "  validation: none of %d snapshots was accepted; the agent has the last weights\n", len(res.Validations))
 	}
 	c := train.Contender(res.Learner, train.AgentOptions{})
 	c.Name = name

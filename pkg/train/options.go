@@ -179,6 +179,14 @@ type Options struct {
 	CheckpointEvery int
 	// Progress hears about every episode, in order.
 	Progress eval.Progress
+
+	// Validator, when set, judges a greedy snapshot of the learner before
+	// training and every ValidateEvery PPO updates (and after the last),
+	// and training ends with the accepted snapshot of the highest score
+	// (Result.Selected), not with the last weights: the runs of a seed
+	// drift in and out of safety as they train (docs/evidence-slo.md).
+	Validator     Validator
+	ValidateEvery int
 }
 
 // Defaults: 4000 hour-long episodes over 32 apps, each app bootstrapping
@@ -374,6 +382,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Workers < 0 {
 		bad("workers must be >= 0, got %d", o.Workers)
+	}
+	if o.Validator != nil && o.ValidateEvery <= 0 {
+		bad("validation interval must be > 0 PPO updates, got %d", o.ValidateEvery)
 	}
 	if o.Checkpoint != "" && o.CheckpointEvery < 0 {
 		bad("checkpoint interval must be >= 0 (0: only at the end), got %d", o.CheckpointEvery)

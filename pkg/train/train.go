@@ -94,6 +94,12 @@ type Result struct {
 	// update's (offline and online, in order).
 	BC      []policy.BCStats
 	Updates []policy.Stats
+	// Validations are Options.Validator's judgements, in order; Selected
+	// indexes the one whose snapshot Learner is, or is -1 when none was
+	// accepted (Learner then has the last weights) or there is no
+	// validator.
+	Validations []Validation
+	Selected    int
 }
 
 // MeanReward returns the mean of the episodes' mean rewards in [from, to).
@@ -221,7 +227,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 		workers = runtime.GOMAXPROCS(0)
 	}
 
-	res := &Result{Learner: learner}
+	res := &Result{Learner: learner, Selected: -1}
 	if o.Progress != nil {
 		o.Progress.Begin(o.Episodes)
 		defer o.Progress.End()
@@ -238,6 +244,18 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 			return fmt.Errorf("train: %w", err)
 		}
 		return nil
+	}
+	var sel selection
+	validated := -1
+	check := func(episodes int, force bool) error {
+		if o.Validator == nil || updates == validated || (!force && updates%o.ValidateEvery != 0) {
+			return nil
+		}
+		validated = updates
+		return sel.validate(ctx, o, learner, updates, episodes, res)
+	}
+	if err := check(0, true); err != nil {
+		return nil, err
 	}
 	for e := 0; e < o.Episodes; {
 		end := min(e+o.BatchEpisodes, o.Episodes)
@@ -350,6 +368,9 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 			if err := save(false); err != nil {
 				return nil, err
 			}
+			if err := check(e, false); err != nil {
+				return nil, err
+			}
 		}
 		if len(online) > 0 {
 			st, err := learner.Update(online)
@@ -361,7 +382,20 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 			if err := save(false); err != nil {
 				return nil, err
 			}
+			if err := check(e, false); err != nil {
+				return nil, err
+			}
 		}
+	}
+	if err := check(o.Episodes, true); err != nil {
+		return nil, err
+	}
+	best, err := sel.selected()
+	if err != nil {
+		return nil, err
+	}
+	if best != nil {
+		learner, res.Learner = best, best
 	}
 	if err := save(true); err != nil {
 		return nil, err

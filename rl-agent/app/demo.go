@@ -45,6 +45,7 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.agent.Seeds, "agent-seeds", o.agent.Seeds, "train this many agents, with training seeds --seed, --seed+1, ..., judged one by one and pooled (the comparison then spans the training seed)")
 	fs.IntSliceVar(&o.agent.Quorums, "ensemble-quorum", o.agent.Quorums, ensembleQuorumHelp)
 	addTrainingFlags(fs, &o.agent.Train, "train-")
+	addValidationFlags(fs, &o.agent.Validation, "train-")
 }
 
 // Validate rejects flag combinations that cannot run.

@@ -80,13 +80,14 @@ func addAzureFlags(fs *pflag.FlagSet, f *sim.AzureFiles, use string) {
 // trainOptions are the flags of `rl-agent train`.
 type trainOptions struct {
 	train.Options
+	validation demo.ValidationOptions
 	traces     []string
 	curve      string
 	noProgress bool
 }
 
 func newTrainOptions() *trainOptions {
-	o := &trainOptions{Options: train.DefaultOptions()}
+	o := &trainOptions{Options: train.DefaultOptions(), validation: demo.DefaultValidationOptions()}
 	o.Checkpoint = "aware-agent.ckpt"
 	o.traces = o.Traces
 	return o
@@ -106,6 +107,18 @@ func (o *trainOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.curve, "curve", o.curve, "reward-curve plot (SVG); its data goes beside it as JSON (default <checkpoint>-reward.svg)")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "parallel rollouts (0 = GOMAXPROCS)")
 	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
+	addValidationFlags(fs, &o.validation, "")
+}
+
+// addValidationFlags registers the options of checkpoint selection on fs,
+// each flag name prefixed with prefix.
+func addValidationFlags(fs *pflag.FlagSet, v *demo.ValidationOptions, prefix string) {
+	fs.IntVar(&v.Apps, prefix+"validate-apps", v.Apps, "judge the policy before training and every --"+prefix+"validate-every PPO updates on this many validation apps (held-out apps of --"+prefix+"validate-seed, under every trace kind), greedy, against --"+prefix+"validate-baseline, and end with the best accepted snapshot (highest mean paired reward difference among those with no more SLO-violating windows on average and at most --"+prefix+"validate-max-worse of runs worse by a point) instead of the last weights; 0: no validation")
+	fs.Uint64Var(&v.Seed, prefix+"validate-seed", v.Seed, "seed of the validation apps and traces; keep it apart from the training seed and the seeds of the held-out sets judged later")
+	fs.IntVar(&v.Steps, prefix+"validate-steps", v.Steps, "windows per validation run")
+	fs.IntVar(&v.Every, prefix+"validate-every", v.Every, "PPO updates between validations")
+	fs.StringVar(&v.Baseline, prefix+"validate-baseline", v.Baseline, "built-in policy the validation runs are paired with (e.g. fused, or fused:SPEC)")
+	fs.Float64Var(&v.MaxWorse, prefix+"validate-max-worse", v.MaxWorse, "largest fraction of validation runs in which an accepted snapshot violates the SLO in more than one point more of the windows than the baseline")
 }
 
 // Validate rejects flag combinations that cannot run.
@@ -117,6 +130,9 @@ func (o *trainOptions) Validate() error {
 	}
 	if o.curve == "" && o.Checkpoint != "" {
 		o.curve = strings.TrimSuffix(o.Checkpoint, ".ckpt") + "-reward.svg"
+	}
+	if err := o.validation.Apply(&o.Options); err != nil {
+		errs = append(errs, err)
 	}
 	if err := o.Options.Validate(); err != nil {
 		errs = append(errs, err)
@@ -215,6 +231,7 @@ func runTrain(cmd *cobra.Command, o *trainOptions) error {
 		}
 		fmt.Fprintf(stdout, "Mean episode reward per quarter after bootstrapping: %s\n", strings.Join(parts, ", "))
 	}
+	demo.WriteValidations(stdout, res)
 	fmt.Fprintf(stdout, "Checkpoint: %s\nReward curve: %s (data %s)\n", o.Checkpoint, o.curve, data)
 	return nil
 }

@@ -107,6 +107,35 @@ func TestTrainAzure(t *testing.T) {
 	}
 }
 
+// TestTrainValidation trains with validation through `rl-agent train`:
+// every snapshot is judged and listed, and the checkpoint is the one
+// marked.
+func TestTrainValidation(t *testing.T) {
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "agent.ckpt")
+	out, errOut, err := execute(t, newTrainCommand(), append(tinyTraining, "--checkpoint="+ckpt, "--no-progress",
+		"--validate-apps=1", "--validate-steps=40", "--validate-every=1", "--validate-max-worse=1")...)
+	if err != nil {
+		t.Fatalf("train: %v\n%s", err, errOut)
+	}
+	// 4 episodes in batches of 2, the first batch bootstrapping: the
+	// initial policy and 1 update (the residual space trains nothing on
+	// bootstrapping).
+	for _, want := range []string{
+		"Validation of 2 snapshots:",
+		"after    0 updates (    0 episodes): against fused on 2 runs: SLO ",
+		"after    1 updates (    4 episodes): against fused on 2 runs: SLO ",
+		"The checkpoint holds the snapshot after ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no %q in:\n%s", want, out)
+		}
+	}
+	if n := strings.Count(out, " * after "); n != 1 {
+		t.Errorf("%d snapshots marked as the checkpoint's, want 1:\n%s", n, out)
+	}
+}
+
 func TestTrainEvalFlags(t *testing.T) {
 	t.Chdir(t.TempDir())
 	for _, tc := range []struct {
@@ -118,6 +147,9 @@ func TestTrainEvalFlags(t *testing.T) {
 		{"train: no episodes", newTrainCommand(), []string{"--episodes=0"}, "episodes must be > 0"},
 		{"train: no checkpoint", newTrainCommand(), []string{"--checkpoint="}, "--checkpoint is required"},
 		{"train: bad trace", newTrainCommand(), []string{"--traces=sawtooth"}, `unknown trace kind "sawtooth"`},
+		{"train: validation baseline", newTrainCommand(), []string{"--validate-apps=1", "--validate-baseline=magic"}, `validation baseline: unknown policy "magic"`},
+		{"train: validation seed", newTrainCommand(), []string{"--validate-apps=1", "--validate-seed=1", "--seed=1"}, "validation seed 1 is the training seed"},
+		{"train: validation interval", newTrainCommand(), []string{"--validate-apps=1", "--validate-every=0"}, "validation steps (5760) and interval (0 updates) must be > 0"},
 		{"eval: no checkpoint", newEvalCommand(), nil, "--checkpoint is required"},
 		{"eval: missing checkpoint", newEvalCommand(), []string{"--checkpoint=nope.ckpt", "--apps=1", "--steps=10", "--no-progress"}, "nope.ckpt"},
 		{"eval: bad policy", newEvalCommand(), []string{"--checkpoint=x", "--policies=magic"}, `unknown policy "magic"`},
