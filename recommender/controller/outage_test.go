@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -10,9 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/mpa"
 	"github.com/aware-k8s/aware/pkg/rival"
 )
@@ -131,6 +135,100 @@ func TestStatusWriteFailing(t *testing.T) {
 	}
 	if g := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callStatusWrite)); g != 0 {
 		t.Errorf("gauge %g after the write succeeded, want 0", g)
+	}
+	f.c.queue.ShutDown()
+}
+
+// TestStatusWriteRecovered: writes that fail while the API server (or
+// etcd) is down are retried; the write that succeeds after them records a
+// StatusWriteRecovered event saying for how long and why the status was
+// stale, once, and a write without earlier failures records none.
+//
+// An API server that has just restarted may acknowledge the first write
+// with an object that names nothing (seen in e2e); the event must still
+// be recorded on the autoscaler, or the API server refuses it.
+func TestStatusWriteRecovered(t *testing.T) {
+	for _, emptyAck := range []bool{false, true} {
+		t.Run(fmt.Sprintf("empty acknowledgement %v", emptyAck), func(t *testing.T) { testStatusWriteRecovered(t, emptyAck) })
+	}
+}
+
+// namingRecorder records the involved object of every event.
+type namingRecorder struct {
+	*record.FakeRecorder
+	objects []string
+}
+
+func (r *namingRecorder) Eventf(obj runtime.Object, typ, reason, format string, args ...any) {
+	m, err := meta.Accessor(obj)
+	name := "<no metadata>"
+	if err == nil {
+		name = m.GetNamespace() + "/" + m.GetName()
+	}
+	r.objects = append(r.objects, reason+" "+name)
+	r.FakeRecorder.Eventf(obj, typ, reason, format, args...)
+}
+
+func testStatusWriteRecovered(t *testing.T, emptyAck bool) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20))
+	named := &namingRecorder{FakeRecorder: f.recorder}
+	f.deps = func(d *Deps) { d.Recorder = named }
+	f.start()
+	down := true
+	f.client.PrependReactor("update", "multidimpodautoscalers", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "status" {
+			return false, nil, nil
+		}
+		if down {
+			return true, nil, apierrors.NewServiceUnavailable("etcdserver: leader changed")
+		}
+		if emptyAck {
+			// Store the write, answer with an object naming nothing.
+			obj := a.(k8stesting.UpdateAction).GetObject()
+			if err := f.client.Tracker().Update(a.GetResource(), obj, "ns"); err != nil {
+				return true, nil, err
+			}
+			return true, &v1alpha1.MultidimPodAutoscaler{}, nil
+		}
+		return false, nil, nil
+	})
+	ctx := context.Background()
+	f.c.RunOnce(ctx)
+	for range 3 {
+		f.c.processNext(ctx)
+		f.clock.Step(10 * time.Second)
+		// The rate limiter re-adds the key after its backoff; take it
+		// back now rather than wait for it.
+		f.c.queue.Forget("ns/web")
+		f.c.queue.Add("ns/web")
+	}
+	drainEvents(f.recorder)
+	if m := f.mpa("ns", "web"); m.Status.RecommendationTime != nil {
+		t.Fatalf("status written while the API server was down: %+v", m.Status)
+	}
+	down = false
+	f.c.processNext(ctx)
+	if m := f.mpa("ns", "web"); m.Status.RecommendationTime == nil {
+		t.Fatal("status not written after the API server came back")
+	}
+	want := "Normal StatusWriteRecovered the status is written again after 3 failed attempts over 30s; the last error: updating status of ns/web: etcdserver: leader changed"
+	if got := drainEvents(f.recorder); !slices.Contains(got, want) {
+		t.Errorf("events %q, want %q", got, want)
+	}
+	if got := testutil.ToFloat64(f.c.metrics.statusWriteOutages); got != 1 {
+		t.Errorf("recoveries counted %g, want 1", got)
+	}
+	if want := ReasonStatusWriteRecovered + " ns/web"; !slices.Contains(named.objects, want) {
+		t.Errorf("events on %q, want one %q", named.objects, want)
+	}
+	// The next write, with no failure before it, is not news.
+	f.clock.Step(time.Hour)
+	f.tick()
+	for _, e := range drainEvents(f.recorder) {
+		if strings.Contains(e, ReasonStatusWriteRecovered) {
+			t.Errorf("a second recovery event: %q", e)
+		}
 	}
 	f.c.queue.ShutDown()
 }

@@ -3,15 +3,21 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
@@ -75,4 +81,107 @@ func TestRESTStatusWriter(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestStatusWrittenOnlyWhenChangedOrDue(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+	f.start()
+	if n := len(statusUpdates(t, f.tick())); n != 1 {
+		t.Fatalf("first loop: %d updates, want 1", n)
+	}
+	// Warm up: with little history VPA's confidence bounds move quickly
+	// and are rightly rewritten; after a few hours they settle.
+	for range 300 {
+		f.clock.Step(time.Minute)
+		f.tick()
+	}
+	// Wait for the periodic refresh, then expect exactly one write per
+	// refresh interval while only currentMetrics moves.
+	for i := 0; ; i++ {
+		if i > 5 {
+			t.Fatal("no write within the status refresh interval")
+		}
+		f.clock.Step(time.Minute)
+		if len(statusUpdates(t, f.tick())) == 1 {
+			break
+		}
+	}
+	last := f.mpa("ns", "web").Status.RecommendationTime.Time
+	for i := 1; i < 5; i++ {
+		f.clock.Step(time.Minute)
+		f.usage.set(podUsage("ns", "web-1", 0.4+float64(i)/1000, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+		if ups := statusUpdates(t, f.tick()); len(ups) != 0 {
+			t.Fatalf("loop %d rewrote an unchanged status", i)
+		}
+	}
+	f.clock.Step(time.Minute) // 5 minutes since the last write
+	if n := len(statusUpdates(t, f.tick())); n != 1 {
+		t.Fatalf("refresh: %d updates, want 1", n)
+	}
+	if got := f.mpa("ns", "web").Status.RecommendationTime.Time; !got.Equal(last.Add(5 * time.Minute)) {
+		t.Fatalf("recommendationTime %v, want %v", got, last.Add(5*time.Minute))
+	}
+	// The transition time of a condition that kept its status is kept.
+	if c := cond(t, f.mpa("ns", "web"), v1alpha1.RecommendationProvided); !c.LastTransitionTime.Time.Equal(t0) {
+		t.Fatalf("RecommendationProvided lastTransitionTime moved to %v", c.LastTransitionTime)
+	}
+}
+
+func TestConflictOnStatusWrite(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+	f.start()
+	// Another component (the updater) writes lastScaleTime after our cache
+	// was filled; our first write conflicts once.
+	scaled := metav1.NewTime(t0.Add(-time.Minute))
+	m := f.mpa("ns", "web")
+	m.Status.LastScaleTime = &scaled
+	if _, err := f.client.AutoscalingV1alpha1().MultidimPodAutoscalers("ns").UpdateStatus(context.Background(), m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	conflicts := 0
+	f.client.PrependReactor("update", "multidimpodautoscalers", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "status" && conflicts == 0 {
+			conflicts++
+			return true, nil, apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupName, Resource: "multidimpodautoscalers"}, "web", errors.New("the object has been modified"))
+		}
+		return false, nil, nil
+	})
+	actions := f.tick()
+	var verbs []string
+	for _, a := range actions {
+		verbs = append(verbs, a.GetVerb()+"/"+a.GetSubresource())
+	}
+	if got := strings.Join(verbs, " "); got != "update/status get/ update/status" {
+		t.Fatalf("actions %q, want a conflicting update, a re-read from the API and a second update", got)
+	}
+	m = f.mpa("ns", "web")
+	if m.Status.RecommendationTime == nil {
+		t.Fatal("status not written after the conflict")
+	}
+	if m.Status.LastScaleTime == nil || !m.Status.LastScaleTime.Equal(&scaled) {
+		t.Fatalf("lastScaleTime written by another component was lost: %v", m.Status.LastScaleTime)
+	}
+	if got := testutil.ToFloat64(f.c.metrics.statusWrites.WithLabelValues("conflict")); got != 1 {
+		t.Errorf("conflict counter %g", got)
+	}
+}
+
+func TestPersistentWriteErrorIsRetriedWithBackoff(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20))
+	f.start()
+	f.client.PrependReactor("update", "multidimpodautoscalers", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewServiceUnavailable("etcd down")
+	})
+	f.c.RunOnce(context.Background())
+	f.c.processNext(context.Background())
+	if n := f.c.queue.NumRequeues("ns/web"); n != 1 {
+		t.Fatalf("requeues %d, want 1 (rate-limited retry)", n)
+	}
+	if got := testutil.ToFloat64(f.c.metrics.statusWrites.WithLabelValues("error")); got != 1 {
+		t.Errorf("error counter %g", got)
+	}
+	f.c.queue.ShutDown()
 }

@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+)
+
+func TestMetricsSourceDown(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+	f.start()
+	f.tick()
+	before := f.mpa("ns", "web").Status
+	f.usage.mu.Lock()
+	f.usage.err = errors.New("metrics.k8s.io unavailable")
+	f.usage.mu.Unlock()
+	for i := 0; i < 6; i++ { // past the refresh interval: the stale recommendation must age
+		f.clock.Step(time.Minute)
+		f.tick()
+	}
+	m := f.mpa("ns", "web")
+	wantCond(t, m, v1alpha1.ScalingActive, corev1.ConditionFalse, "FailedGetResourceMetric")
+	if c := cond(t, m, v1alpha1.ScalingActive); !c.LastTransitionTime.Time.Equal(t0.Add(time.Minute)) {
+		t.Errorf("ScalingActive transition at %v, want %v", c.LastTransitionTime, t0.Add(time.Minute))
+	}
+	if !m.Status.RecommendationTime.Equal(before.RecommendationTime) {
+		t.Errorf("recommendationTime advanced to %v while metrics were missing", m.Status.RecommendationTime)
+	}
+	if m.Status.DesiredReplicas != before.DesiredReplicas || m.Status.Recommendation == nil {
+		t.Errorf("the last recommendation must be kept: %+v", m.Status)
+	}
+	wantEvent(t, f.recorder, "Warning FailedGetResourceMetric")
+}
+
+func TestPodsWithoutMetrics(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "other-pod", 0.4, 1<<20))
+	f.start()
+	f.tick()
+	m := f.mpa("ns", "web")
+	wantCond(t, m, v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing")
+	if m.Status.RecommendationTime != nil || m.Status.Recommendation != nil {
+		t.Fatalf("no recommendation may be made without metrics: %+v", m.Status)
+	}
+}
+
+func TestInvalidSamplesDroppedAndCounted(t *testing.T) {
+	objs := append(twoPodWorkload(), newPod("ns", "web", "web-3", true), newPod("ns", "web", "web-4", true))
+	f := newFixture(t, objs...)
+	f.usage.set(
+		podUsage("ns", "web-1", math.NaN(), 256<<20),
+		podUsage("ns", "web-2", 0.2, -1),
+		podUsage("ns", "web-3", math.Inf(1), 256<<20),
+		podUsage("ns", "web-4", 0.3, 100<<20),
+	)
+	f.start()
+	f.tick()
+	for reason, want := range map[string]float64{dropNaN: 1, dropNegative: 1, dropInfinite: 1} {
+		if got := testutil.ToFloat64(f.c.metrics.invalidSamples.WithLabelValues(reason)); got != want {
+			t.Errorf("invalid samples{%s} = %g, want %g", reason, got, want)
+		}
+	}
+	m := f.mpa("ns", "web")
+	wantCond(t, m, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided")
+	// Only web-4 counts: mean CPU 300m.
+	if v := m.Status.CurrentMetrics[0].Resource.Current.AverageValue.MilliValue(); v != 300 {
+		t.Errorf("currentMetrics cpu %dm, want 300m from the one valid pod", v)
+	}
+
+	// Every sample invalid: defined as "metrics missing".
+	f.usage.set(podUsage("ns", "web-1", -0.1, 1), podUsage("ns", "web-4", math.NaN(), 1))
+	f.clock.Step(time.Minute)
+	f.tick()
+	wantCond(t, f.mpa("ns", "web"), v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing")
+}
+
+func TestOOMKillRaisesMemory(t *testing.T) {
+	p := newPod("ns", "web", "web-1", true)
+	f := newFixture(t, newMPA("ns", "web"), p)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 100<<20))
+	f.start()
+	f.tick()
+	before := f.mpa("ns", "web").Status.Recommendation.ContainerRecommendations[0].Target.Memory().Value()
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", LastTerminationState: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", FinishedAt: metav1.NewTime(t0.Add(30 * time.Second))}}}}
+	if _, err := f.kube.CoreV1().Pods("ns").UpdateStatus(context.Background(), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.sync()
+	f.clock.Step(time.Minute)
+	f.tick()
+	after := f.mpa("ns", "web").Status.Recommendation.ContainerRecommendations[0].Target.Memory().Value()
+	if after <= before || after < 512<<20 {
+		t.Fatalf("memory target %d after an OOM kill at the 512Mi request, was %d", after, before)
+	}
+}
