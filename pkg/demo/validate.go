@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/aware-k8s/aware/pkg/eval"
 	"github.com/aware-k8s/aware/pkg/sim"
@@ -92,14 +93,26 @@ func (v *ValidationOptions) Apply(t *train.Options) error {
 	cfg := sim.DefaultConfig()
 	cfg.Step, cfg.Resize, cfg.Tenants = t.Step, sim.ResizeMode(t.Resize), t.Tenants
 	base, maxWorse := contender(v.Baseline), v.MaxWorse
+	eo := eval.Options{Config: cfg, Workers: t.Workers, SeriesRun: -1}
+	// The baseline's runs are the same at every validation: they run once,
+	// at the first, and each snapshot's runs are paired with them. Training
+	// calls the validator from one goroutine.
+	var baseRuns []eval.RunResult
 	t.ValidateEvery = v.Every
 	t.Validator = func(ctx context.Context, l train.Learner) (train.Validation, error) {
-		rep, err := eval.Evaluate(ctx, runs, []eval.Contender{base, train.Contender(l, train.AgentOptions{})},
-			eval.Options{Config: cfg, Workers: t.Workers, SeriesRun: -1})
+		if baseRuns == nil {
+			rep, err := eval.Evaluate(ctx, runs, []eval.Contender{base}, eo)
+			if err != nil {
+				return train.Validation{}, fmt.Errorf("baseline %s: %w", base.Name, err)
+			}
+			baseRuns = rep.Results
+		}
+		rep, err := eval.Evaluate(ctx, runs, []eval.Contender{train.Contender(l, train.AgentOptions{})}, eo)
 		if err != nil {
 			return train.Validation{}, err
 		}
-		cs, err := rep.Compare(base.Name)
+		paired := eval.Report{Results: append(slices.Clone(baseRuns), rep.Results...)}
+		cs, err := paired.Compare(base.Name)
 		if err != nil {
 			return train.Validation{}, err
 		}

@@ -245,6 +245,7 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 		}
 		return nil
 	}
+	residual := o.Space() == ActionSpaceResidual
 	var sel selection
 	validated := -1
 	check := func(episodes int, force bool) error {
@@ -305,7 +306,6 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 			return frozenNow
 		}
 		outs := rolloutAll(ctx, learner, specs, simCfg, o, workers)
-		residual := o.Space() == ActionSpaceResidual
 		var boot, online []policy.MetaTransition
 		var demos []policy.MetaDemonstration
 		for k, r := range outs {
