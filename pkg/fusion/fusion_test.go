@@ -494,3 +494,48 @@ func TestBurstGate(t *testing.T) {
 		}
 	}
 }
+
+// The SLO floor moves with the decayed CPU-seconds per request: a request
+// set to the floor earlier must not be resized for each small drift of it
+// (a rolling restart for a fraction of a percent), only once the floor is
+// floorBand away.
+func TestFloorKeepsARequestNearIt(t *testing.T) {
+	// 0.1 CPU-seconds per request, SLO 1 s, limit = request: the floor is
+	// ln(20)·0.1/(1−0.77) ≈ 1.302 cores, while 8 requests/s on 4 pods use
+	// 0.2 cores each, which the histogram alone would size at about 0.3.
+	floor := math.Log(20) * 0.1 / (1 - 0.77)
+	for _, tc := range []struct {
+		name    string
+		request float64
+		want    float64 // the target the policy must end with
+	}{
+		{"just above the floor", floor * 1.003, floor * 1.003},
+		{"within the band above", floor * 1.08, floor * 1.08},
+		{"within the band below", floor * 0.95, floor * 0.95},
+		{"above the band", floor * 1.2, floor},
+		{"below the band", floor * 0.8, floor},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A day of history narrows the histogram's bounds below the floor.
+			var rec workload.Recommendation
+			for i := range 5760 {
+				o := served(t0.Add(time.Duration(i)*15*time.Second), 4, 8, 0.1, tc.request)
+				o.SLO, o.Latency.P95 = 1, 0.5
+				if rec, err = p.Recommend(context.Background(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c, _ := rec.Container("app")
+			if math.Abs(c.Target.CPU-tc.want) > 1e-3*tc.want {
+				t.Errorf("cpu target %.4f (bounds [%.4f, %.4f]), want %.4f; reason %q", c.Target.CPU, c.LowerBound.CPU, c.UpperBound.CPU, tc.want, rec.Reason)
+			}
+			if !strings.Contains(rec.Reason, "SLOCPUFloor") {
+				t.Errorf("reason %q: the scenario does not exercise the floor", rec.Reason)
+			}
+		})
+	}
+}
