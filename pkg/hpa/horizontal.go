@@ -1,15 +1,24 @@
-package logic
+package hpa
 
 import (
 	"fmt"
 	"time"
 
-	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
+// Reasons of a HorizontalDecision that considered no count.
+const (
+	// ReasonScalingDisabled: the workload runs 0 replicas (the user scaled
+	// it to zero), which disables scaling, as for an HPA.
+	ReasonScalingDisabled = "ScalingDisabled"
+	// ReasonNoRecommendation: no desired count was given.
+	ReasonNoRecommendation = "NoRecommendation"
+)
+
 // Horizontal decides the replica count of one workload from the
-// recommender's desiredReplicas. It reuses pkg/hpa's Decider for the
+// recommender's desiredReplicas, as the updater applies it. It reuses the
+// Decider for the
 // constraints.global.behavior rules (stabilization windows, policies,
 // selectPolicy), so an agent's or a third-party recommender's output is held
 // to the same HPA semantics as the default: the stabilization windows are
@@ -23,7 +32,7 @@ import (
 // limits count a change that did not happen, which only makes the next
 // step more conservative.
 type Horizontal struct {
-	d *hpa.Decider
+	d *Decider
 	c workload.Constraints
 }
 
@@ -41,7 +50,7 @@ func (d HorizontalDecision) Changed() bool { return d.Replicas != d.Current }
 // NewHorizontal validates the constraints and returns a fresh state; a
 // fresh state does not scale down before a full scale-down window passed.
 func NewHorizontal(c workload.Constraints) (*Horizontal, error) {
-	d, err := hpa.NewDecider(c, hpa.DefaultCalculator())
+	d, err := NewDecider(c, DefaultCalculator())
 	if err != nil {
 		return nil, fmt.Errorf("horizontal: %w", err)
 	}
@@ -63,7 +72,7 @@ func (h *Horizontal) Decide(now time.Time, current, desired int32, stabilized bo
 	lo, hi := max(h.c.MinReplicas, 1), h.c.MaxReplicas
 	switch {
 	case current <= 0:
-		out.Reason = string(SkipScalingDisabled)
+		out.Reason = ReasonScalingDisabled
 		return out
 	case current < lo || (hi > 0 && current > hi):
 		// Decide without metrics takes the out-of-bounds path only, and
@@ -72,7 +81,7 @@ func (h *Horizontal) Decide(now time.Time, current, desired int32, stabilized bo
 		out.Replicas, out.Reason = dec.Replicas, dec.Reason
 		return out
 	case desired <= 0:
-		out.Reason = string(SkipNoRecommendation)
+		out.Reason = ReasonNoRecommendation
 		return out
 	}
 	proposed := h.c.ClampReplicas(desired)

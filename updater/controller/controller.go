@@ -31,6 +31,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/fusion"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/mpa"
 	"github.com/aware-k8s/aware/pkg/podindex"
 	"github.com/aware-k8s/aware/pkg/target"
@@ -132,7 +133,7 @@ type Controller struct {
 
 type workloadState struct {
 	generation int64
-	horizontal *logic.Horizontal
+	horizontal *hpa.Horizontal
 	hErr       error
 	bucket     *logic.TokenBucket
 }
@@ -265,7 +266,7 @@ func (c *Controller) state(m *v1alpha1.MultidimPodAutoscaler, cons workload.Cons
 	if st.horizontal == nil && st.hErr == nil || st.generation != m.Generation {
 		// New spec, new behavior: start a fresh history. A fresh decider
 		// does not scale down until a full window has passed.
-		st.horizontal, st.hErr = logic.NewHorizontal(fusion.WithScaleUp(cons, c.cfg.ScaleUpPercent))
+		st.horizontal, st.hErr = hpa.NewHorizontal(fusion.WithScaleUp(cons, c.cfg.ScaleUpPercent))
 		st.generation = m.Generation
 	}
 	return st

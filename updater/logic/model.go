@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/workload"
 )
 
@@ -75,10 +76,10 @@ type Workload struct {
 type SkipReason string
 
 const (
-	SkipNoRecommendation    SkipReason = "NoRecommendation"
+	SkipNoRecommendation    SkipReason = hpa.ReasonNoRecommendation
 	SkipStaleRecommendation SkipReason = "StaleRecommendation"
 	SkipUpdateModeOff       SkipReason = "UpdateModeOff"
-	SkipScalingDisabled     SkipReason = "ScalingDisabled"
+	SkipScalingDisabled     SkipReason = hpa.ReasonScalingDisabled
 	SkipAdmissionStale      SkipReason = "AdmissionHeartbeatStale"
 	SkipMinReplicas         SkipReason = "MinReplicas"
 	SkipGlobalRateLimit     SkipReason = "GlobalRateLimit"
