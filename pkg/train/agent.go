@@ -8,6 +8,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/eval"
 	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/hpa"
 	"github.com/aware-k8s/aware/pkg/learn"
 	"github.com/aware-k8s/aware/pkg/policy"
 	"github.com/aware-k8s/aware/pkg/workload"
@@ -50,6 +51,14 @@ type AgentOptions struct {
 // of the window that followed, computed from the next observation with
 // learn.Reward exactly as the serving agent computes it, so that the
 // encoder reads the same thing in training, evaluation and serving.
+//
+// The replica count it returns is the one the updater would apply
+// (hpa.Horizontal, as updater/controller runs it, with the anchor's
+// scale-up rate as the updater's --default-variant gives it): a count of
+// the fused default only through the behaviour's rate limits, which the
+// default already applied, and any other count through the stabilisation
+// windows as well, so that an agent's scale-down waits out the window in
+// the simulator as it does in a cluster.
 type Agent struct {
 	learner Learner
 	cons    workload.Constraints
@@ -62,6 +71,8 @@ type Agent struct {
 	// residual is set when the learner acts in the residual action space
 	// (its actor has one head per dimension of learn.DefaultResidualSpace).
 	residual *learn.ResidualSpace
+	// updater holds the replica counts to the behaviour, as in a cluster.
+	updater *hpa.Horizontal
 }
 
 var _ workload.Policy = (*Agent)(nil)
@@ -88,6 +99,10 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	if err != nil {
 		return nil, fmt.Errorf("agent: default policy: %w", err)
 	}
+	u, err := hpa.NewHorizontal(fusion.WithScaleUp(c, anchor.ScaleUpPercent))
+	if err != nil {
+		return nil, fmt.Errorf("agent: updater: %w", err)
+	}
 	alpha := 0.5
 	if o.Alpha != nil {
 		alpha = *o.Alpha
@@ -99,7 +114,7 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	// The agent reads what the learner was trained with, less what the
 	// caller turns off.
 	o.FeaturesOff |= sh.FeaturesOff
-	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen()), residual: sh.Residual}, nil
+	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen()), residual: sh.Residual, updater: u}, nil
 }
 
 // Factory returns a PolicyFactory of greedy agents sharing l.
@@ -149,10 +164,22 @@ type decision struct {
 	Guarded bool
 }
 
-// decide computes the state and, when agentActs, the learner's action; with
+// decide is choose with the recommendation's replica count as the updater
+// applies it (see Agent). A count of 0 (no opinion) is left alone.
+func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs bool) (decision, error) {
+	d, err := a.choose(ctx, obs, agentActs)
+	if err != nil || d.Recommendation.Replicas <= 0 {
+		return d, err
+	}
+	h := a.updater.Decide(obs.Time, obs.Replicas, d.Recommendation.Replicas, d.Recommendation.Source == workload.SourceDefault)
+	d.Recommendation.Replicas = h.Replicas
+	return d, nil
+}
+
+// choose computes the state and, when agentActs, the learner's action; with
 // !agentActs (bootstrapping) the default is applied and the learner is not
 // consulted.
-func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs bool) (decision, error) {
+func (a *Agent) choose(ctx context.Context, obs workload.Observation, agentActs bool) (decision, error) {
 	if err := ctx.Err(); err != nil {
 		return decision{}, err
 	}

@@ -49,6 +49,9 @@ func TestResidualUntrainedFollowsDefault(t *testing.T) {
 	// the trajectory.
 	for _, tc := range []struct{ policy, anchor string }{
 		{PolicyPPO, ""}, {PolicyPPO, "limit-target=0.7/hold=24h"},
+		// The agent's updater lets the count grow at the anchor's rate,
+		// as the updater's --default-variant does in a cluster.
+		{PolicyPPO, "limit-target=0.7/hold=24h/scale-up=400"},
 		{PolicyMetaPPO, ""}, {PolicyMetaPPO, "limit-target=0.7/hold=24h"},
 	} {
 		anchor := tc.anchor

@@ -53,10 +53,14 @@ func marshal(t *testing.T, l Learner) []byte {
 // TestTrainImproves trains from scratch (no bootstrapping: the initial
 // policy is random) on a fixed set of apps under steady load, every batch
 // being the same apps with fresh arrivals, and asks the last two batches'
-// mean episode reward to beat the first batch's by at least 0.1 (on a scale
-// where the fused default scores about 0.65), for each of three seeds. A
-// random policy scales in and shrinks requests at random and pays for it in
-// OOM kills and lost requests; PPO quickly learns not to.
+// mean episode reward to beat the first batch's by at least 0.05 (on a
+// scale where the fused default scores about 0.65), for each of three
+// seeds. A random policy scales in and shrinks requests at random and pays
+// for it in OOM kills and lost requests; PPO quickly learns not to. (The
+// updater's stabilisation window, which holds an agent's counts as in a
+// cluster, spares the random policy most of its scale-ins: its first batch
+// scores 0.31–0.49, against −0.21–0.24 before the simulator held them, and
+// training ends at 0.55–0.58 either way.)
 func TestTrainImproves(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		o := PaperOptions()
@@ -70,8 +74,8 @@ func TestTrainImproves(t *testing.T) {
 		first := res.MeanReward(0, 4)
 		last := res.MeanReward(len(res.Episodes)-8, len(res.Episodes))
 		t.Logf("seed %d: mean episode reward %.3f in the first batch, %.3f in the last two", seed, first, last)
-		if last < first+0.1 {
-			t.Errorf("seed %d: training did not improve the reward enough: first batch %.3f, last two batches %.3f (want +0.1)", seed, first, last)
+		if last < first+0.05 {
+			t.Errorf("seed %d: training did not improve the reward enough: first batch %.3f, last two batches %.3f (want +0.05)", seed, first, last)
 		}
 		for _, e := range res.Episodes {
 			if e.Phase != PhaseOnline || e.Steps != 60 || e.AgentDecisions == 0 {
