@@ -13,8 +13,6 @@ var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 const gi = 1 << 30
 
-func dur(d time.Duration) *time.Duration { return &d }
-
 // rec: target 1 CPU / 1 GiB, bounds [0.5, 2] CPU and [0.5, 2] GiB.
 func testWorkload(mode v1alpha1.UpdateMode, replicas int32, pods ...Pod) *Workload {
 	return &Workload{
