@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -87,10 +88,33 @@ func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarge
 	if err != nil {
 		return nil, err
 	}
-	return []webhookTarget{
+	targets := []webhookTarget{
 		{side: "AWARE", url: "https://" + ours.readyAddr + "/mutate-pods", proc: ours},
 		{side: "VPA", url: "https://" + theirs.readyAddr + "/", proc: theirs},
-	}, nil
+	}
+	if !h.o.webhookFloor {
+		return targets, nil
+	}
+	floor, err := h.startFloor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(targets, webhookTarget{side: floorSide, url: "https://" + floor.readyAddr + "/", proc: floor}), nil
+}
+
+// startFloor starts the floor webhook (floor.go): this harness's own
+// binary in its serving mode, with the serving certificate both sides use.
+func (h *harness) startFloor(ctx context.Context) (*proc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{name: "floor-webhook", side: floorSide}
+	if p.readyAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	h.procs = append(h.procs, p)
+	return p, startProc(ctx, p, h.logDir, self, "--serve-floor="+p.readyAddr, "--floor-cert="+h.certFile, "--floor-key="+h.keyFile)
 }
 
 // loopProcs starts the loop components of the given sides.
