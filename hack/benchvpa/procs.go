@@ -48,6 +48,8 @@ type proc struct {
 	// proxy counts the process's requests to the API server.
 	proxy   *countingProxy
 	logPath string
+	// env is added to the harness's environment for the process.
+	env []string
 	// pid is the process's id once started (read by the proxy's handler).
 	pid atomic.Int64
 }
@@ -65,7 +67,7 @@ func startProc(ctx context.Context, p *proc, dir, bin string, args ...string) er
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// Only loopback: no in-cluster config may be found.
-	p.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
+	p.cmd.Env = append(append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="), p.env...)
 	p.done = make(chan struct{})
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()

@@ -27,6 +27,11 @@ type webhookAgg struct {
 	n, errs int
 	elapsed time.Duration
 	dials   int // connections opened inside the measured runs
+	// idle is the server's CPU seconds per second with no request, over
+	// idleWindow before the rounds (fixed-rate sums only); idleSet says it
+	// was measured.
+	idle    float64
+	idleSet bool
 	loadSum float64
 	loadN   int
 }
@@ -101,6 +106,15 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 	for _, t := range targets {
 		fixed[t.side], closed[t.side] = &webhookAgg{}, &webhookAgg{}
 	}
+	// What each server spends with no request at all (informers, leases,
+	// timers): at a fixed rate it is part of the CPU per request.
+	idle, err := idleCPU(ctx, targets, idleWindow)
+	if err != nil {
+		return nil, err
+	}
+	for side, c := range idle {
+		fixed[side].idle, fixed[side].idleSet = c, true
+	}
 	budget := time.Duration(float64(o.webhookRequests)/o.webhookRate*float64(time.Second))*3 + 10*time.Second
 	for r := 0; r < o.webhookRounds; r++ {
 		order := targets
@@ -163,6 +177,38 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 	return rows, nil
 }
 
+// idleWindow is how long the servers' idle CPU is sampled.
+const idleWindow = 10 * time.Second
+
+// idleCPU returns each target's CPU seconds per second over window, with
+// no request sent.
+func idleCPU(ctx context.Context, targets []webhookTarget, window time.Duration) (map[string]float64, error) {
+	before := map[string]float64{}
+	for _, t := range targets {
+		u, err := t.proc.sample()
+		if err != nil {
+			return nil, err
+		}
+		before[t.side] = u.cpu
+	}
+	start := time.Now()
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	elapsed := time.Since(start).Seconds()
+	out := map[string]float64{}
+	for _, t := range targets {
+		u, err := t.proc.sample()
+		if err != nil {
+			return nil, err
+		}
+		out[t.side] = (u.cpu - before[t.side]) / elapsed
+	}
+	return out, nil
+}
+
 // webhookRows turns both sides' sums into the ratio table's rows (nTargets
 // as in webhookPhase) and notes of failed requests.
 func webhookRows(fixed, closed map[string]*webhookAgg, rate float64, clients, nTargets int) (rows []bench.Row, notes []string) {
@@ -203,6 +249,16 @@ func webhookRows(fixed, closed map[string]*webhookAgg, rate float64, clients, nT
 		{Measure: "webhook p99.9, " + cl, Unit: "ms", Ours: co[2], VPA: cv[2], Load: lc},
 		{Measure: "webhook server CPU per request, closed loop" + at, Unit: "µs", Ours: perReq(closed["AWARE"]), VPA: perReq(closed["VPA"]), Load: lc},
 	}
+	// Net of idle: the fixed-rate CPU per request less what the server
+	// spent in the same seconds with no request.
+	net := func(a *webhookAgg) float64 {
+		return (a.cpu - a.idle*a.elapsed.Seconds()) / float64(max(a.n, 1)) * 1e6
+	}
+	if fixed["AWARE"].idleSet && fixed["VPA"].idleSet {
+		rows = append(rows,
+			bench.Row{Measure: "webhook server CPU at idle" + at, Unit: "ms/s", Ours: fixed["AWARE"].idle * 1e3, VPA: fixed["VPA"].idle * 1e3, Load: lf},
+			bench.Row{Measure: "webhook server CPU per request net of idle, " + fr, Unit: "µs", Ours: net(fixed["AWARE"]), VPA: net(fixed["VPA"]), Load: lf})
+	}
 	sides := []string{"AWARE", "VPA"}
 	if ff, fc := fixed[floorSide], closed[floorSide]; ff != nil && fc != nil {
 		// The floor against VPA, in the AWARE column: how far below VPA any
@@ -215,6 +271,9 @@ func webhookRows(fixed, closed map[string]*webhookAgg, rate float64, clients, nT
 			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) p99, " + cl, Unit: "ms", Ours: fco[1], VPA: cv[1], Load: lc},
 			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server CPU per request, closed loop" + at, Unit: "µs", Ours: perReq(fc), VPA: perReq(closed["VPA"]), Load: lc},
 		)
+		if ff.idleSet && fixed["VPA"].idleSet {
+			rows = append(rows, bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server CPU per request net of idle, " + fr, Unit: "µs", Ours: net(ff), VPA: net(fixed["VPA"]), Load: lf})
+		}
 		sides = append(sides, floorSide)
 	}
 	for _, side := range sides {

@@ -39,7 +39,8 @@ func TestWebhookRows(t *testing.T) {
 		wantNotes  []string
 		wantSuffix string // every row's measure ends so
 		wantRows   int
-		wantFloor  float64 // the floor's fixed-rate p99 over VPA's; 0: no floor rows
+		wantFloor  float64    // the floor's fixed-rate p99 over VPA's; 0: no floor rows
+		wantNet    [2]float64 // fixed-rate µs per request net of idle, ours and VPA's; zero: no such row
 	}{
 		{
 			name:    "before the scale steps: rows keep their names",
@@ -60,7 +61,7 @@ func TestWebhookRows(t *testing.T) {
 			wantSuffix: ", 1000 targets", wantRows: 9,
 		},
 		{
-			name: "the floor gets rows against VPA, and handshakes inside the runs become notes",
+			name: "the floor gets rows against VPA, idle CPU is netted out, and handshakes inside the runs become notes",
 			fixed: map[string]*webhookAgg{"AWARE": aggOf(100, 1, 0.01, time.Second, 2, 0), "VPA": aggOf(100, 2, 0.02, time.Second, 2, 0),
 				floorSide: aggOf(100, 0.5, 0.005, time.Second, 2, 0)},
 			closed: map[string]*webhookAgg{"AWARE": aggOf(200, 1, 0.01, time.Second, 2, 0), "VPA": aggOf(100, 2, 0.01, time.Second, 2, 0),
@@ -68,10 +69,16 @@ func TestWebhookRows(t *testing.T) {
 			wantP99: "webhook p99, 300 req/s", wantRatio: 0.5, wantVerd: "met",
 			wantThru: [2]float64{200, 100}, wantCPU: [2]float64{100, 200}, wantLoad: 2,
 			wantNotes: []string{"floor webhook: 3 connections opened inside the measured runs (TLS handshakes included in its numbers)"},
-			wantRows:  14, wantFloor: 0.25,
+			wantRows:  17, wantFloor: 0.25, wantNet: [2]float64{50, 180},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.wantNet != [2]float64{} {
+				// 5 and 2 ms of CPU per second at idle; the floor 1.
+				for side, idle := range map[string]float64{"AWARE": 0.005, "VPA": 0.002, floorSide: 0.001} {
+					tc.fixed[side].idle, tc.fixed[side].idleSet = idle, true
+				}
+			}
 			rows, notes := webhookRows(tc.fixed, tc.closed, 300, 8, tc.nTargets)
 			if len(rows) != tc.wantRows {
 				t.Fatalf("%d rows, want %d", len(rows), tc.wantRows)
@@ -108,6 +115,10 @@ func TestWebhookRows(t *testing.T) {
 			}
 			if rows[0].Load != tc.wantLoad {
 				t.Errorf("load %v, want %v", rows[0].Load, tc.wantLoad)
+			}
+			netRow, ok := byName["webhook server CPU per request net of idle, 300 req/s"]
+			if ok != (tc.wantNet != [2]float64{}) || (ok && (!approx(netRow.Ours, tc.wantNet[0]) || !approx(netRow.VPA, tc.wantNet[1]))) {
+				t.Errorf("net-of-idle row %+v (present %v), want %v µs", netRow, ok, tc.wantNet)
 			}
 			floor, ok := byName["floor (a minimal Go webhook, AWARE column) p99, 300 req/s"]
 			if ok != (tc.wantFloor > 0) || (ok && floor.Ratio() != tc.wantFloor) {
