@@ -124,26 +124,45 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	*buf = body
 	var uid types.UID
 	var out outcome
+	var req *admissionv1.AdmissionRequest
+	// tag adds the request's uid and pod to logger. Most answers log
+	// nothing at the default verbosity, so it is done only when something
+	// is logged: the values cost allocations on every request.
+	tagged := false
+	tag := func() {
+		if req != nil && !tagged {
+			logger = klog.LoggerWithValues(logger, "uid", req.UID, "pod", klog.KRef(req.Namespace, req.Name))
+			tagged = true
+		}
+	}
 	if err != nil {
 		out = outcome{result: ResultInvalid, err: fmt.Errorf("read body: %w", err)}
 	} else {
-		var req *admissionv1.AdmissionRequest
 		req, out = decode(body)
 		if req != nil {
 			uid = req.UID
-			logger = klog.LoggerWithValues(logger, "uid", req.UID, "pod", klog.KRef(req.Namespace, req.Name))
-			out = h.decide(klog.NewContext(r.Context(), logger), req)
+			ctx := r.Context()
+			if logger.V(2).Enabled() {
+				// The lookups log at V(2) through the context's logger.
+				tag()
+				ctx = klog.NewContext(ctx, logger)
+			}
+			out = h.decide(ctx, req)
 		}
 	}
 	switch {
 	case out.err != nil && out.result == ResultInvalid:
 		logger.V(2).Info("Answering allowed to an unusable admission request", "result", out.result, "err", out.err)
 	case out.err != nil:
+		tag()
 		logger.Error(out.err, "Admitting the pod unchanged", "result", out.result)
 	case out.result == ResultPatched:
 		logger.V(2).Info("Patched pod resources", "updates", out.updates)
 	}
-	writeReview(w, logger, uid, out.patch)
+	if err := writeReview(w, logger, uid, out.patch); err != nil {
+		tag()
+		logger.Error(err, "Encoding AdmissionReview")
+	}
 	h.Metrics.observe(out.result, start)
 }
 
@@ -256,17 +275,18 @@ func summary(u []string) string {
 	return fmt.Sprintf(" (+%d more containers)", len(u)-1)
 }
 
-// writeReview answers allowed, with the patch if there is one.
-func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonPatch []byte) {
+// writeReview answers allowed, with the patch if there is one. It returns
+// the error if the answer could not be encoded (it then answers HTTP 500);
+// a failed write is only logged at V(2): the client has gone.
+func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonPatch []byte) error {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	b, err := appendReview(*buf, uid, jsonPatch)
 	*buf = b
 	if err != nil {
 		// Cannot happen for these types; answer nothing rather than garbage.
-		logger.Error(err, "Encoding AdmissionReview")
 		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
+		return err
 	}
 	// Assigned rather than Set: the canonical key and a shared value save
 	// two allocations per answer, and net/http only reads it.
@@ -274,6 +294,7 @@ func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonP
 	if _, err := w.Write(b); err != nil {
 		logger.V(2).Info("Writing AdmissionReview", "err", err)
 	}
+	return nil
 }
 
 var jsonContentType = []string{"application/json"}
@@ -390,7 +411,9 @@ func Recover(next http.Handler, m *Metrics) http.Handler {
 			logger := klog.FromContext(r.Context())
 			logger.Error(fmt.Errorf("panic: %v", p), "Admission handler panicked; admitting unchanged")
 			m.observe(ResultError, start)
-			writeReview(w, logger, "", nil)
+			if err := writeReview(w, logger, "", nil); err != nil {
+				logger.Error(err, "Encoding AdmissionReview")
+			}
 		}()
 		next.ServeHTTP(w, r)
 	})
