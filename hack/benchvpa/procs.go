@@ -145,6 +145,7 @@ func (p *proc) alive() error {
 type usage struct {
 	cpu       float64 // seconds on CPU, summed over threads (ns resolution)
 	cpuTicks  float64 // seconds, user + system from /proc/PID/stat (10 ms ticks)
+	slices    uint64  // times a thread was put on a CPU, summed over threads
 	rss, peak float64 // bytes
 	requests  int64   // non-watch API requests so far
 	watches   int64
@@ -182,11 +183,12 @@ func (p *proc) sample() (usage, error) {
 		if err != nil {
 			continue // the thread is gone
 		}
-		v, err := bench.ParseSchedstat(string(b))
+		v, n, err := bench.ParseSchedstat(string(b))
 		if err != nil {
 			return usage{}, err
 		}
 		u.cpu += v
+		u.slices += n
 	}
 	if u.rss, u.peak, err = bench.ParseProcStatus(string(status)); err != nil {
 		return usage{}, err

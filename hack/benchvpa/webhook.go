@@ -130,6 +130,7 @@ type loadResult struct {
 	elapsed   time.Duration
 	cpu       float64 // server CPU seconds during the run
 	dials     int     // connections (TLS handshakes) the client opened
+	wakeups   uint64  // times one of the server's threads was put on a CPU
 }
 
 // runLoad sends the bodies to t. rate > 0 is open loop: request i is due at
@@ -218,7 +219,8 @@ func runLoad(ctx context.Context, c *loadClient, t webhookTarget, bodies [][]byt
 	if err != nil {
 		return loadResult{}, err
 	}
-	res := loadResult{errors: int(errs.Load()), elapsed: elapsed, cpu: after.cpu - before.cpu, dials: int(c.dials.Load() - dials)}
+	res := loadResult{errors: int(errs.Load()), elapsed: elapsed, cpu: after.cpu - before.cpu, dials: int(c.dials.Load() - dials),
+		wakeups: after.slices - before.slices}
 	for i, ok := range sent {
 		if ok {
 			res.latencies = append(res.latencies, lat[i])

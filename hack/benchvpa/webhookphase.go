@@ -27,6 +27,8 @@ type webhookAgg struct {
 	n, errs int
 	elapsed time.Duration
 	dials   int // connections opened inside the measured runs
+	// wakeups is how many times the server's threads were put on a CPU.
+	wakeups uint64
 	// idle is the server's CPU seconds per second with no request, over
 	// idleWindow before the rounds (fixed-rate sums only); idleSet says it
 	// was measured.
@@ -138,6 +140,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 				a.errs += res.errors
 				a.elapsed += res.elapsed
 				a.dials += res.dials
+				a.wakeups += res.wakeups
 				a.loadSum += loadAvg()
 				a.loadN++
 			}
@@ -254,6 +257,14 @@ func webhookRows(fixed, closed map[string]*webhookAgg, rate float64, clients, nT
 	net := func(a *webhookAgg) float64 {
 		return (a.cpu - a.idle*a.elapsed.Seconds()) / float64(max(a.n, 1)) * 1e6
 	}
+	// A server's threads sleep between requests at a fixed rate and are
+	// woken for each one; closed-loop, they rarely sleep. The wake-ups
+	// (with the runtime's search for work around each) are what a request
+	// costs beyond its handling.
+	wakes := func(a *webhookAgg) float64 { return float64(a.wakeups) / float64(max(a.n, 1)) }
+	rows = append(rows,
+		bench.Row{Measure: "webhook server thread wake-ups per request, " + fr, Ours: wakes(fixed["AWARE"]), VPA: wakes(fixed["VPA"]), Load: lf},
+		bench.Row{Measure: "webhook server thread wake-ups per request, closed loop" + at, Ours: wakes(closed["AWARE"]), VPA: wakes(closed["VPA"]), Load: lc})
 	if fixed["AWARE"].idleSet && fixed["VPA"].idleSet {
 		rows = append(rows,
 			bench.Row{Measure: "webhook server CPU at idle" + at, Unit: "ms/s", Ours: fixed["AWARE"].idle * 1e3, VPA: fixed["VPA"].idle * 1e3, Load: lf},
@@ -271,6 +282,9 @@ func webhookRows(fixed, closed map[string]*webhookAgg, rate float64, clients, nT
 			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) p99, " + cl, Unit: "ms", Ours: fco[1], VPA: cv[1], Load: lc},
 			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server CPU per request, closed loop" + at, Unit: "µs", Ours: perReq(fc), VPA: perReq(closed["VPA"]), Load: lc},
 		)
+		rows = append(rows,
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server thread wake-ups per request, " + fr, Ours: wakes(ff), VPA: wakes(fixed["VPA"]), Load: lf},
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server thread wake-ups per request, closed loop" + at, Ours: wakes(fc), VPA: wakes(closed["VPA"]), Load: lc})
 		if ff.idleSet && fixed["VPA"].idleSet {
 			rows = append(rows, bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server CPU per request net of idle, " + fr, Unit: "µs", Ours: net(ff), VPA: net(fixed["VPA"]), Load: lf})
 		}
