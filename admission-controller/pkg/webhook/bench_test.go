@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 )
 
 // discardWriter is a ResponseWriter that keeps only the answer's size, so
@@ -55,7 +57,8 @@ func apiServerPod() *corev1.Pod {
 // BenchmarkServeAdmission is the handler's own cost per review, the part
 // of a request that is ours (decode, decide, patch, encode, metrics): no
 // TLS, no HTTP parsing, no recorder, the MPA found by a fake matcher
-// (BenchmarkMatch1000 measures the lookup). Read B/op and allocs/op
+// (BenchmarkMatch1000 measures the lookup), through the guarded goroutine
+// or, when the matcher answers from memory, on the caller's goroutine. Read B/op and allocs/op
 // beside ns/op: allocations are what the collector later pays for.
 func BenchmarkServeAdmission(b *testing.B) {
 	raw, err := json.Marshal(apiServerPod())
@@ -75,9 +78,11 @@ func BenchmarkServeAdmission(b *testing.B) {
 	for _, bc := range []struct {
 		name      string
 		mpa       bool
+		cached    bool // the matcher answers from memory (CachedMatcher)
 		wantPatch bool
 	}{
 		{name: "patched", mpa: true, wantPatch: true},
+		{name: "patched, match from memory", mpa: true, cached: true, wantPatch: true},
 		{name: "no MPA", mpa: false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -85,11 +90,15 @@ func BenchmarkServeAdmission(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			fm := &fakeMatcher{}
+			var mpa *v1alpha1.MultidimPodAutoscaler
 			if bc.mpa {
-				fm.mpa = mpaWithRec("250m")
+				mpa = mpaWithRec("250m")
 			}
-			h := &Handler{Matcher: fm, Metrics: m}
+			var matcher Matcher = &fakeMatcher{mpa: mpa}
+			if bc.cached {
+				matcher = &cachedMatcher{mpa: mpa, ok: true}
+			}
+			h := &Handler{Matcher: matcher, Metrics: m}
 			// The answer is checked once, outside the loop.
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/mutate-pods", bytes.NewReader(body)))

@@ -60,7 +60,19 @@ type Matcher interface {
 
 var _ Matcher = (*match.Matcher)(nil)
 
-// LimitRanges lists the LimitRanges of a namespace.
+// CachedMatcher is a Matcher that can also answer from memory alone,
+// without waiting (match.Matcher with informer-backed lookups): ok is
+// false when it would have to ask the API server.
+type CachedMatcher interface {
+	Matcher
+	MatchCached(ctx context.Context, pod *corev1.Pod) (mpa *v1alpha1.MultidimPodAutoscaler, ok bool)
+}
+
+var _ CachedMatcher = (*match.Matcher)(nil)
+
+// LimitRanges lists the LimitRanges of a namespace. It reads a cache (the
+// production one is an informer's lister) and never waits: it is also
+// called outside the timeout's guard, on the path answered from memory.
 type LimitRanges interface {
 	LimitRanges(namespace string) ([]*corev1.LimitRange, error)
 }
@@ -194,7 +206,11 @@ var podKind = metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "Pod"}
 // guard (it is bounded by MaxBodyBytes and never waits), so it runs here,
 // on the connection's goroutine, whose stack has already grown to what the
 // recursive JSON decoder needs; a fresh goroutine would grow and copy its
-// stack several times per request.
+// stack several times per request. Nor does a match answered from memory
+// (CachedMatcher), the usual case: it runs here too, and only a match that
+// would ask the API server goes to the guarded goroutine. Handing a request
+// to another goroutine wakes a thread, which at a steady rate below
+// saturation costs more CPU than the lookups (docs/performance.md).
 func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest) outcome {
 	if req.Kind != podKind || req.Resource.Resource != "pods" || req.SubResource != "" || req.Operation != admissionv1.Create {
 		return outcome{result: ResultSkipped}
@@ -213,6 +229,12 @@ func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if pod.Namespace == "" {
 		// On CREATE the namespace may only be in the request.
 		pod.Namespace = req.Namespace
+	}
+	if cm, ok := h.Matcher.(CachedMatcher); ok {
+		if out, ok := h.admitCached(ctx, cm, pod); ok {
+			putPod(pod)
+			return out
+		}
 	}
 	timeout := h.Timeout
 	if timeout <= 0 {
@@ -239,14 +261,36 @@ func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 }
 
+// admitCached answers from memory alone, on the caller's goroutine; ok is
+// false when the match would have to ask the API server. A panic is
+// answered as admitPod's goroutine answers it.
+func (h *Handler) admitCached(ctx context.Context, cm CachedMatcher, pod *corev1.Pod) (out outcome, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, ok = outcome{result: ResultError, err: fmt.Errorf("panic: %v", p)}, true
+		}
+	}()
+	m, ok := cm.MatchCached(ctx, pod)
+	if !ok {
+		return outcome{}, false
+	}
+	return h.admitMatched(pod, m), true
+}
+
 func (h *Handler) admitPod(ctx context.Context, pod *corev1.Pod) outcome {
 	m, err := h.Matcher.Match(ctx, pod)
 	if err != nil {
 		return outcome{result: ResultError, err: fmt.Errorf("find MPA: %w", err)}
 	}
+	return h.admitMatched(pod, m)
+}
+
+// admitMatched answers for the pod's MPA m (nil: none governs it).
+func (h *Handler) admitMatched(pod *corev1.Pod, m *v1alpha1.MultidimPodAutoscaler) outcome {
 	if m == nil {
 		return outcome{result: ResultSkipped}
 	}
+	var err error
 	var lrs []*corev1.LimitRange
 	if h.LimitRanges != nil {
 		if lrs, err = h.LimitRanges.LimitRanges(pod.Namespace); err != nil {
