@@ -156,17 +156,24 @@ func (m *Matcher) match(ctx context.Context, pod *corev1.Pod, c *cachedLookups) 
 			continue
 		}
 		chosen := mpa.Oldest(cands)
-		if len(cands) > 1 {
-			klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
+		several := func() {
+			if len(cands) > 1 {
+				klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
+			}
 		}
 		var sel labels.Selector
 		if c != nil {
 			var ok bool
 			if sel, ok = c.selectors.CachedSelector(ns, chosen.Spec.ScaleTargetRef); !ok {
+				// Match will walk again and log.
 				return nil, false, nil
 			}
-		} else if sel, err = m.Selectors.Selector(ctx, ns, chosen.Spec.ScaleTargetRef); err != nil {
-			return nil, true, fmt.Errorf("selector of %s: %w", chain[i], err)
+			several()
+		} else {
+			several()
+			if sel, err = m.Selectors.Selector(ctx, ns, chosen.Spec.ScaleTargetRef); err != nil {
+				return nil, true, fmt.Errorf("selector of %s: %w", chain[i], err)
+			}
 		}
 		if !sel.Matches(labels.Set(pod.Labels)) {
 			return nil, true, nil
