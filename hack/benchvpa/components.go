@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -14,7 +15,7 @@ import (
 
 // startProc starts a component of side with a counting proxy and a
 // kubeconfig for the ServiceAccount namespace/sa.
-func (h *harness) start(ctx context.Context, name, side, bin, namespace, sa string, args func(p *proc, kubeconfig string) []string) (*proc, error) {
+func (h *harness) start(ctx context.Context, name, side, bin, namespace, sa string, env []string, args func(p *proc, kubeconfig string) []string) (*proc, error) {
 	proxy, err := newCountingProxy(h.apiURL, h.tb.CAFile, h.certFile, h.keyFile)
 	if err != nil {
 		return nil, err
@@ -29,7 +30,7 @@ func (h *harness) start(ctx context.Context, name, side, bin, namespace, sa stri
 		proxy.close()
 		return nil, err
 	}
-	p := &proc{name: name, side: side, proxy: proxy}
+	p := &proc{name: name, side: side, proxy: proxy, env: env}
 	// Loop components are measured between the loop starts their proxy
 	// sees (measureOne).
 	proxy.marker, proxy.sample = bench.LoopMarker(name), p.sample
@@ -59,7 +60,17 @@ func ports() (metrics, health string) {
 }
 
 func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarget, error) {
-	ours, err := h.start(ctx, "aware-admission-controller", "AWARE", filepath.Join(h.o.awareBin, "admission-controller"), "aware-system", "aware-admission-controller",
+	// Each runs with the environment of its project's Deployment.
+	ourEnv, err := deployedEnv(filepath.Join(h.o.repo, "deploy", "admission-controller", "admission-controller.yaml"), "admission-controller")
+	if err != nil {
+		return nil, err
+	}
+	theirEnv, err := deployedEnv(filepath.Join(h.o.vpaDir, "deploy", "admission-controller-deployment.yaml"), "admission-controller")
+	if err != nil {
+		return nil, err
+	}
+	logf("admission controllers' environment from their Deployments: AWARE %q, VPA %q", ourEnv, theirEnv)
+	ours, err := h.start(ctx, "aware-admission-controller", "AWARE", filepath.Join(h.o.awareBin, "admission-controller"), "aware-system", "aware-admission-controller", ourEnv,
 		func(p *proc, kc string) []string {
 			m, hl := ports()
 			p.readyAddr, _ = freeAddr()
@@ -74,7 +85,7 @@ func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarge
 	if err != nil {
 		return nil, err
 	}
-	theirs, err := h.start(ctx, "vpa-admission-controller", "VPA", filepath.Join(h.o.vpaBin, "admission-controller"), "kube-system", "vpa-admission-controller",
+	theirs, err := h.start(ctx, "vpa-admission-controller", "VPA", filepath.Join(h.o.vpaBin, "admission-controller"), "kube-system", "vpa-admission-controller", theirEnv,
 		func(p *proc, kc string) []string {
 			m, _ := ports()
 			p.readyAddr, _ = freeAddr()
@@ -87,10 +98,33 @@ func (h *harness) startAdmissionControllers(ctx context.Context) ([]webhookTarge
 	if err != nil {
 		return nil, err
 	}
-	return []webhookTarget{
+	targets := []webhookTarget{
 		{side: "AWARE", url: "https://" + ours.readyAddr + "/mutate-pods", proc: ours},
 		{side: "VPA", url: "https://" + theirs.readyAddr + "/", proc: theirs},
-	}, nil
+	}
+	if !h.o.webhookFloor {
+		return targets, nil
+	}
+	floor, err := h.startFloor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(targets, webhookTarget{side: floorSide, url: "https://" + floor.readyAddr + "/", proc: floor}), nil
+}
+
+// startFloor starts the floor webhook (floor.go): this harness's own
+// binary in its serving mode, with the serving certificate both sides use.
+func (h *harness) startFloor(ctx context.Context) (*proc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	p := &proc{name: "floor-webhook", side: floorSide}
+	if p.readyAddr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	h.procs = append(h.procs, p)
+	return p, startProc(ctx, p, h.logDir, self, "--serve-floor="+p.readyAddr, "--floor-cert="+h.certFile, "--floor-key="+h.keyFile)
 }
 
 // loopProcs starts the loop components of the given sides.
@@ -109,7 +143,7 @@ func (h *harness) loopProcs(ctx context.Context, sides ...string) ([]*proc, erro
 			}
 		case "VPA":
 			for _, c := range []struct{ name, flag string }{{"recommender", "--recommender-interval=" + iv}, {"updater", "--updater-interval=" + iv}} {
-				p, err := h.start(ctx, "vpa-"+c.name, side, filepath.Join(h.o.vpaBin, c.name), "kube-system", "vpa-"+c.name,
+				p, err := h.start(ctx, "vpa-"+c.name, side, filepath.Join(h.o.vpaBin, c.name), "kube-system", "vpa-"+c.name, nil,
 					func(p *proc, kc string) []string {
 						m, _ := ports()
 						p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+m+"/metrics"
@@ -131,7 +165,7 @@ func (h *harness) awareLoop(ctx context.Context, c string) (*proc, error) {
 	if c == "updater" {
 		flag = "--update-interval=" + h.o.interval.String()
 	}
-	return h.start(ctx, "aware-"+c, "AWARE", filepath.Join(h.o.awareBin, c), "aware-system", "aware-"+c,
+	return h.start(ctx, "aware-"+c, "AWARE", filepath.Join(h.o.awareBin, c), "aware-system", "aware-"+c, nil,
 		func(p *proc, kc string) []string {
 			m, hl := ports()
 			p.metricsURL, p.readyURL = "http://"+m+"/metrics", "http://"+hl+"/readyz"

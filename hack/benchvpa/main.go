@@ -53,6 +53,9 @@ type options struct {
 	// profile is how long a CPU profile of each of our loop components is
 	// taken for, from the start of each measurement window; 0 takes none.
 	profile time.Duration
+	// webhookFloor measures a minimal Go TLS webhook (floor.go) beside
+	// both sides.
+	webhookFloor bool
 }
 
 func main() {
@@ -82,8 +85,20 @@ func main() {
 	flag.BoolVar(&o.webhookAtScales, "webhook-at-scales", true, "Measure the webhooks again at each of --scales once its targets exist, beside the measure before the first step (with one target); not with --skip-webhook.")
 	flag.BoolVar(&o.skipLoops, "skip-loops", false, "At each of --scales, create the targets (and measure the webhooks there) but skip the recommender and updater measures; --aware-only-scale is skipped too.")
 	flag.DurationVar(&o.profile, "profile", 0, "Run our recommender and updater with --profiling and take a CPU profile of each for this long from the start of every measurement window, into --out as cpu-<component>-<targets>.pprof (read with go tool pprof -top). Sampling costs the profiled process a little CPU inside the window. 0: no profiles.")
+	flag.BoolVar(&o.webhookFloor, "webhook-floor", true, "Measure the floor beside both webhooks, in the same rounds and seconds: a minimal Go TLS server that answers a fixed review (the least a Go webhook does here), in rows of their own.")
+	var floorAddr, floorCert, floorKey string
+	flag.StringVar(&floorAddr, "serve-floor", "", "Internal: serve the floor webhook on this address (the harness starts itself so).")
+	flag.StringVar(&floorCert, "floor-cert", "", "Internal: the floor's TLS certificate file.")
+	flag.StringVar(&floorKey, "floor-key", "", "Internal: the floor's TLS key file.")
 	flag.StringVar(&o.reportFrom, "report-from", "", "Comma-separated results.json files of earlier runs: merge them (webhook rows of the first that has any, scale points of all, by number of targets) into --out's results.md, results.json and SVG, without touching a cluster.")
 	flag.Parse()
+	if floorAddr != "" {
+		if err := serveFloor(floorAddr, floorCert, floorKey); err != nil {
+			fmt.Fprintf(os.Stderr, "bench-vpa: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if o.reportFrom != "" {
 		if err := mergeReports(o.out, strings.Split(o.reportFrom, ",")); err != nil {
 			fmt.Fprintf(os.Stderr, "bench-vpa: %v\n", err)

@@ -48,6 +48,8 @@ type proc struct {
 	// proxy counts the process's requests to the API server.
 	proxy   *countingProxy
 	logPath string
+	// env is added to the harness's environment for the process.
+	env []string
 	// pid is the process's id once started (read by the proxy's handler).
 	pid atomic.Int64
 }
@@ -65,7 +67,7 @@ func startProc(ctx context.Context, p *proc, dir, bin string, args ...string) er
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// Only loopback: no in-cluster config may be found.
-	p.cmd.Env = append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT=")
+	p.cmd.Env = append(append(os.Environ(), "KUBERNETES_SERVICE_HOST=", "KUBERNETES_SERVICE_PORT="), p.env...)
 	p.done = make(chan struct{})
 	if err := p.cmd.Start(); err != nil {
 		logf.Close()
@@ -143,6 +145,7 @@ func (p *proc) alive() error {
 type usage struct {
 	cpu       float64 // seconds on CPU, summed over threads (ns resolution)
 	cpuTicks  float64 // seconds, user + system from /proc/PID/stat (10 ms ticks)
+	slices    uint64  // times a thread was put on a CPU, summed over threads
 	rss, peak float64 // bytes
 	requests  int64   // non-watch API requests so far
 	watches   int64
@@ -180,11 +183,12 @@ func (p *proc) sample() (usage, error) {
 		if err != nil {
 			continue // the thread is gone
 		}
-		v, err := bench.ParseSchedstat(string(b))
+		v, n, err := bench.ParseSchedstat(string(b))
 		if err != nil {
 			return usage{}, err
 		}
 		u.cpu += v
+		u.slices += n
 	}
 	if u.rss, u.peak, err = bench.ParseProcStatus(string(status)); err != nil {
 		return usage{}, err

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -57,9 +58,19 @@ func reviewBodies(pod *corev1.Pod, n int) ([][]byte, error) {
 	return out, nil
 }
 
-// webhookClient trusts the testbed CA and keeps connections alive, as the
-// API server's webhook client does.
-func webhookClient(caFile string, conns int) (*http.Client, error) {
+// loadClient is one side's HTTP client, counting the connections it opens.
+type loadClient struct {
+	*http.Client
+	dials atomic.Int64
+}
+
+// webhookClient trusts the testbed CA and speaks HTTP/1.1 with keep-alive,
+// as the API server's webhook client does: k8s.io/apiserver's
+// pkg/util/webhook/client.go offers only "http/1.1" in ALPN, so that
+// requests spread over connections (and a webhook's replicas) rather than
+// share one HTTP/2 connection. A measured run opens no connection once the
+// warm-up has opened them (runLoad counts them).
+func webhookClient(caFile string, conns int) (*loadClient, error) {
 	pemData, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, err
@@ -68,19 +79,26 @@ func webhookClient(caFile string, conns int) (*http.Client, error) {
 	if !pool.AppendCertsFromPEM(pemData) {
 		return nil, fmt.Errorf("%s: no certificate", caFile)
 	}
-	return &http.Client{
+	c := &loadClient{}
+	var d net.Dialer
+	c.Client = &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{
-			TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}},
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c.dials.Add(1)
+				return d.DialContext(ctx, network, addr)
+			},
 			MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns,
 		},
-	}, nil
+	}
+	return c, nil
 }
 
 // checkPatched sends one review and fails unless the answer allows the pod
 // with a non-empty JSON patch: a side that does not mutate would be measured
 // doing less work.
-func checkPatched(ctx context.Context, c *http.Client, t webhookTarget, body []byte) error {
+func checkPatched(ctx context.Context, c *loadClient, t webhookTarget, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -111,6 +129,8 @@ type loadResult struct {
 	errors    int
 	elapsed   time.Duration
 	cpu       float64 // server CPU seconds during the run
+	dials     int     // connections (TLS handshakes) the client opened
+	wakeups   uint64  // times one of the server's threads was put on a CPU
 }
 
 // runLoad sends the bodies to t. rate > 0 is open loop: request i is due at
@@ -118,11 +138,12 @@ type loadResult struct {
 // behind is charged for the queue it causes (no coordinated omission); at
 // most conns requests are in flight. rate == 0 is closed loop: conns
 // clients each send their next request when the previous one is answered.
-func runLoad(ctx context.Context, c *http.Client, t webhookTarget, bodies [][]byte, rate float64, conns int, budget time.Duration) (loadResult, error) {
+func runLoad(ctx context.Context, c *loadClient, t webhookTarget, bodies [][]byte, rate float64, conns int, budget time.Duration) (loadResult, error) {
 	before, err := t.proc.sample()
 	if err != nil {
 		return loadResult{}, err
 	}
+	dials := c.dials.Load()
 	ctx, cancel := context.WithTimeout(ctx, budget)
 	defer cancel()
 	lat := make([]float64, len(bodies))
@@ -198,7 +219,8 @@ func runLoad(ctx context.Context, c *http.Client, t webhookTarget, bodies [][]by
 	if err != nil {
 		return loadResult{}, err
 	}
-	res := loadResult{errors: int(errs.Load()), elapsed: elapsed, cpu: after.cpu - before.cpu}
+	res := loadResult{errors: int(errs.Load()), elapsed: elapsed, cpu: after.cpu - before.cpu, dials: int(c.dials.Load() - dials),
+		wakeups: after.slices - before.slices}
 	for i, ok := range sent {
 		if ok {
 			res.latencies = append(res.latencies, lat[i])

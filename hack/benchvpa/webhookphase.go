@@ -6,8 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +26,14 @@ type webhookAgg struct {
 	cpu     float64   // server CPU seconds
 	n, errs int
 	elapsed time.Duration
+	dials   int // connections opened inside the measured runs
+	// wakeups is how many times the server's threads were put on a CPU.
+	wakeups uint64
+	// idle is the server's CPU seconds per second with no request, over
+	// idleWindow before the rounds (fixed-rate sums only); idleSet says it
+	// was measured.
+	idle    float64
+	idleSet bool
 	loadSum float64
 	loadN   int
 }
@@ -46,7 +54,7 @@ type webhookPoint struct {
 func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTargets int) ([]bench.Row, error) {
 	o := h.o
 	// Each side admits a pod of its own Deployment of target 0; the two
-	// pods differ only in their names.
+	// pods differ only in their names. The floor gets ours.
 	bodiesOf := map[string][][]byte{}
 	for _, t := range targets {
 		name := awareName(0)
@@ -62,7 +70,7 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 		}
 	}
 	// One client per side: neither waits on the other's connection pool.
-	clients := map[string]*http.Client{}
+	clients := map[string]*loadClient{}
 	for _, t := range targets {
 		c, err := webhookClient(h.tb.CAFile, max(fixedRateConns, o.closedConns))
 		if err != nil {
@@ -84,8 +92,8 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 			return nil, last
 		}
 	}
-	logf("both webhooks patch the pod; %d rounds of %d requests per side, fixed rate %.0f/s and closed loop with %d clients",
-		o.webhookRounds, o.webhookRequests, o.webhookRate, o.closedConns)
+	logf("%d webhooks patch the pod; %d rounds of %d requests per side, fixed rate %.0f/s and closed loop with %d clients",
+		len(targets), o.webhookRounds, o.webhookRequests, o.webhookRate, o.closedConns)
 	// Warm-up, not recorded, in both modes: connections and TLS sessions
 	// up to the fixed-rate concurrency, caches, lazily grown pools.
 	for _, t := range targets {
@@ -100,11 +108,21 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 	for _, t := range targets {
 		fixed[t.side], closed[t.side] = &webhookAgg{}, &webhookAgg{}
 	}
+	// What each server spends with no request at all (informers, leases,
+	// timers): at a fixed rate it is part of the CPU per request.
+	idle, err := idleCPU(ctx, targets, idleWindow)
+	if err != nil {
+		return nil, err
+	}
+	for side, c := range idle {
+		fixed[side].idle, fixed[side].idleSet = c, true
+	}
 	budget := time.Duration(float64(o.webhookRequests)/o.webhookRate*float64(time.Second))*3 + 10*time.Second
 	for r := 0; r < o.webhookRounds; r++ {
 		order := targets
 		if r%2 == 1 {
-			order = []webhookTarget{targets[1], targets[0]}
+			order = slices.Clone(targets)
+			slices.Reverse(order)
 		}
 		for _, mode := range []struct {
 			rate float64
@@ -121,6 +139,8 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 				a.n += len(res.latencies)
 				a.errs += res.errors
 				a.elapsed += res.elapsed
+				a.dials += res.dials
+				a.wakeups += res.wakeups
 				a.loadSum += loadAvg()
 				a.loadN++
 			}
@@ -158,6 +178,38 @@ func (h *harness) webhookPhase(ctx context.Context, targets []webhookTarget, nTa
 	}
 	_ = bench.WriteTable(os.Stderr, rows)
 	return rows, nil
+}
+
+// idleWindow is how long the servers' idle CPU is sampled.
+const idleWindow = 10 * time.Second
+
+// idleCPU returns each target's CPU seconds per second over window, with
+// no request sent.
+func idleCPU(ctx context.Context, targets []webhookTarget, window time.Duration) (map[string]float64, error) {
+	before := map[string]float64{}
+	for _, t := range targets {
+		u, err := t.proc.sample()
+		if err != nil {
+			return nil, err
+		}
+		before[t.side] = u.cpu
+	}
+	start := time.Now()
+	select {
+	case <-time.After(window):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	elapsed := time.Since(start).Seconds()
+	out := map[string]float64{}
+	for _, t := range targets {
+		u, err := t.proc.sample()
+		if err != nil {
+			return nil, err
+		}
+		out[t.side] = (u.cpu - before[t.side]) / elapsed
+	}
+	return out, nil
 }
 
 // webhookRows turns both sides' sums into the ratio table's rows (nTargets
@@ -200,9 +252,52 @@ func webhookRows(fixed, closed map[string]*webhookAgg, rate float64, clients, nT
 		{Measure: "webhook p99.9, " + cl, Unit: "ms", Ours: co[2], VPA: cv[2], Load: lc},
 		{Measure: "webhook server CPU per request, closed loop" + at, Unit: "µs", Ours: perReq(closed["AWARE"]), VPA: perReq(closed["VPA"]), Load: lc},
 	}
-	for _, side := range []string{"AWARE", "VPA"} {
+	// Net of idle: the fixed-rate CPU per request less what the server
+	// spent in the same seconds with no request.
+	net := func(a *webhookAgg) float64 {
+		return (a.cpu - a.idle*a.elapsed.Seconds()) / float64(max(a.n, 1)) * 1e6
+	}
+	// A server's threads sleep between requests at a fixed rate and are
+	// woken for each one; closed-loop, they rarely sleep. The wake-ups
+	// (with the runtime's search for work around each) are what a request
+	// costs beyond its handling.
+	wakes := func(a *webhookAgg) float64 { return float64(a.wakeups) / float64(max(a.n, 1)) }
+	rows = append(rows,
+		bench.Row{Measure: "webhook server thread wake-ups per request, " + fr, Ours: wakes(fixed["AWARE"]), VPA: wakes(fixed["VPA"]), Load: lf},
+		bench.Row{Measure: "webhook server thread wake-ups per request, closed loop" + at, Ours: wakes(closed["AWARE"]), VPA: wakes(closed["VPA"]), Load: lc})
+	if fixed["AWARE"].idleSet && fixed["VPA"].idleSet {
+		rows = append(rows,
+			bench.Row{Measure: "webhook server CPU at idle" + at, Unit: "ms/s", Ours: fixed["AWARE"].idle * 1e3, VPA: fixed["VPA"].idle * 1e3, Load: lf},
+			bench.Row{Measure: "webhook server CPU per request net of idle, " + fr, Unit: "µs", Ours: net(fixed["AWARE"]), VPA: net(fixed["VPA"]), Load: lf})
+	}
+	sides := []string{"AWARE", "VPA"}
+	if ff, fc := fixed[floorSide], closed[floorSide]; ff != nil && fc != nil {
+		// The floor against VPA, in the AWARE column: how far below VPA any
+		// Go webhook on this stack can get.
+		ffo, fco := pcts(ff), pcts(fc)
+		rows = append(rows,
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) p50, " + fr, Unit: "ms", Ours: ffo[0], VPA: fv[0], Load: lf},
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) p99, " + fr, Unit: "ms", Ours: ffo[1], VPA: fv[1], Load: lf},
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server CPU per request, " + fr, Unit: "µs", Ours: perReq(ff), VPA: perReq(fixed["VPA"]), Load: lf},
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) p99, " + cl, Unit: "ms", Ours: fco[1], VPA: cv[1], Load: lc},
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server CPU per request, closed loop" + at, Unit: "µs", Ours: perReq(fc), VPA: perReq(closed["VPA"]), Load: lc},
+		)
+		rows = append(rows,
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server thread wake-ups per request, " + fr, Ours: wakes(ff), VPA: wakes(fixed["VPA"]), Load: lf},
+			bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server thread wake-ups per request, closed loop" + at, Ours: wakes(fc), VPA: wakes(closed["VPA"]), Load: lc})
+		if ff.idleSet && fixed["VPA"].idleSet {
+			rows = append(rows, bench.Row{Measure: "floor (a minimal Go webhook, AWARE column) server CPU per request net of idle, " + fr, Unit: "µs", Ours: net(ff), VPA: net(fixed["VPA"]), Load: lf})
+		}
+		sides = append(sides, floorSide)
+	}
+	for _, side := range sides {
 		if e := fixed[side].errs + closed[side].errs; e > 0 {
 			notes = append(notes, fmt.Sprintf("%s webhook%s: %d failed requests (not in the latencies)", side, at, e))
+		}
+		// The API server keeps its connections to a webhook alive; a
+		// handshake inside a measured run is a cost it would not pay.
+		if d := fixed[side].dials + closed[side].dials; d > 0 {
+			notes = append(notes, fmt.Sprintf("%s webhook%s: %d connections opened inside the measured runs (TLS handshakes included in its numbers)", side, at, d))
 		}
 	}
 	return rows, notes

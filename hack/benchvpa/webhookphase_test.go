@@ -38,6 +38,10 @@ func TestWebhookRows(t *testing.T) {
 		wantLoad   float64
 		wantNotes  []string
 		wantSuffix string // every row's measure ends so
+		wantRows   int
+		wantFloor  float64    // the floor's fixed-rate p99 over VPA's; 0: no floor rows
+		wantNet    [2]float64 // fixed-rate µs per request net of idle, ours and VPA's; zero: no such row
+		wantWakes  [2]float64 // fixed-rate wake-ups per request, ours and VPA's
 	}{
 		{
 			name:    "before the scale steps: rows keep their names",
@@ -45,7 +49,7 @@ func TestWebhookRows(t *testing.T) {
 			closed:  map[string]*webhookAgg{"AWARE": aggOf(200, 1, 0.01, time.Second, 2, 0), "VPA": aggOf(100, 2, 0.01, time.Second, 2, 0)},
 			wantP99: "webhook p99, 300 req/s", wantRatio: 0.5, wantVerd: "met",
 			wantThru: [2]float64{200, 100}, wantCPU: [2]float64{100, 200}, wantLoad: 3,
-			wantSuffix: "",
+			wantSuffix: "", wantRows: 11,
 		},
 		{
 			name:     "at a scale step every row names the targets, and failures become notes",
@@ -55,13 +59,32 @@ func TestWebhookRows(t *testing.T) {
 			wantP99:  "webhook p99, 300 req/s, 1000 targets", wantRatio: 0.75, wantVerd: "NOT met",
 			wantThru: [2]float64{5, 0}, wantCPU: [2]float64{100, 100}, wantLoad: 1,
 			wantNotes:  []string{"AWARE webhook, 1000 targets: 2 failed requests (not in the latencies)", "VPA webhook, 1000 targets: 1 failed requests (not in the latencies)"},
-			wantSuffix: ", 1000 targets",
+			wantSuffix: ", 1000 targets", wantRows: 11,
+		},
+		{
+			name: "the floor gets rows against VPA, idle CPU is netted out, and handshakes inside the runs become notes",
+			fixed: map[string]*webhookAgg{"AWARE": aggOf(100, 1, 0.01, time.Second, 2, 0), "VPA": aggOf(100, 2, 0.02, time.Second, 2, 0),
+				floorSide: aggOf(100, 0.5, 0.005, time.Second, 2, 0)},
+			closed: map[string]*webhookAgg{"AWARE": aggOf(200, 1, 0.01, time.Second, 2, 0), "VPA": aggOf(100, 2, 0.01, time.Second, 2, 0),
+				floorSide: {lat: []float64{1}, n: 1, elapsed: time.Second, dials: 3}},
+			wantP99: "webhook p99, 300 req/s", wantRatio: 0.5, wantVerd: "met",
+			wantThru: [2]float64{200, 100}, wantCPU: [2]float64{100, 200}, wantLoad: 2,
+			wantNotes: []string{"floor webhook: 3 connections opened inside the measured runs (TLS handshakes included in its numbers)"},
+			wantRows:  21, wantFloor: 0.25, wantNet: [2]float64{50, 180}, wantWakes: [2]float64{7, 3},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			// 700 and 300 wake-ups over 100 requests each.
+			tc.fixed["AWARE"].wakeups, tc.fixed["VPA"].wakeups = 700, 300
+			if tc.wantNet != [2]float64{} {
+				// 5 and 2 ms of CPU per second at idle; the floor 1.
+				for side, idle := range map[string]float64{"AWARE": 0.005, "VPA": 0.002, floorSide: 0.001} {
+					tc.fixed[side].idle, tc.fixed[side].idleSet = idle, true
+				}
+			}
 			rows, notes := webhookRows(tc.fixed, tc.closed, 300, 8, tc.nTargets)
-			if len(rows) != 9 {
-				t.Fatalf("%d rows, want 9", len(rows))
+			if len(rows) != tc.wantRows {
+				t.Fatalf("%d rows, want %d", len(rows), tc.wantRows)
 			}
 			byName := map[string]bench.Row{}
 			for _, r := range rows {
@@ -95,6 +118,17 @@ func TestWebhookRows(t *testing.T) {
 			}
 			if rows[0].Load != tc.wantLoad {
 				t.Errorf("load %v, want %v", rows[0].Load, tc.wantLoad)
+			}
+			if w := byName["webhook server thread wake-ups per request, 300 req/s"+tc.wantSuffix]; tc.wantWakes != [2]float64{} && (w.Ours != tc.wantWakes[0] || w.VPA != tc.wantWakes[1]) {
+				t.Errorf("wake-ups row %+v, want %v", w, tc.wantWakes)
+			}
+			netRow, ok := byName["webhook server CPU per request net of idle, 300 req/s"]
+			if ok != (tc.wantNet != [2]float64{}) || (ok && (!approx(netRow.Ours, tc.wantNet[0]) || !approx(netRow.VPA, tc.wantNet[1]))) {
+				t.Errorf("net-of-idle row %+v (present %v), want %v µs", netRow, ok, tc.wantNet)
+			}
+			floor, ok := byName["floor (a minimal Go webhook, AWARE column) p99, 300 req/s"]
+			if ok != (tc.wantFloor > 0) || (ok && floor.Ratio() != tc.wantFloor) {
+				t.Errorf("floor p99 row %+v (present %v), want ratio %v", floor, ok, tc.wantFloor)
 			}
 			if strings.Join(notes, "\n") != strings.Join(tc.wantNotes, "\n") {
 				t.Errorf("notes %q, want %q", notes, tc.wantNotes)

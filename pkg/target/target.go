@@ -191,19 +191,8 @@ func (r *Resolver) Selector(ctx context.Context, namespace string, ref *autoscal
 	if err := validateRef(ref); err != nil {
 		return nil, err
 	}
-	if _, _, sel, ok := r.cachedScale(namespace, ref); ok {
-		r.watchReads.Add(1)
-		// cachedScale only answers valid, non-empty selectors.
+	if sel, ok := r.memorySelector(namespace, ref); ok {
 		return sel, nil
-	}
-	key := cacheKey{namespace: namespace, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name}
-	if r.ttl > 0 {
-		r.mu.Lock()
-		c, ok := r.selectors[key]
-		r.mu.Unlock()
-		if ok && r.now().Before(c.expires) {
-			return c.selector, nil
-		}
 	}
 	s, _, err := r.GetScale(ctx, namespace, ref)
 	if err != nil {
@@ -218,12 +207,43 @@ func (r *Resolver) Selector(ctx context.Context, namespace string, ref *autoscal
 	if err != nil {
 		return nil, fmt.Errorf("%s: parsing selector %q: %w", describe(namespace, ref), s.Status.Selector, err)
 	}
+	key := cacheKey{namespace: namespace, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name}
 	if r.ttl > 0 {
 		r.mu.Lock()
 		r.selectors[key] = cachedSelector{selector: sel, expires: r.now().Add(r.ttl)}
 		r.mu.Unlock()
 	}
 	return sel, nil
+}
+
+// CachedSelector is Selector answered from memory alone, without a
+// request and so without waiting: ok is false when Selector would have to
+// read the scale subresource (or would return an error), and the caller
+// then asks Selector. When ok, the answer is the one Selector gives.
+func (r *Resolver) CachedSelector(namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, bool) {
+	if validateRef(ref) != nil {
+		return nil, false
+	}
+	return r.memorySelector(namespace, ref)
+}
+
+// memorySelector answers from the watch or the TTL cache, or not at all.
+func (r *Resolver) memorySelector(namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, bool) {
+	if _, _, sel, ok := r.cachedScale(namespace, ref); ok {
+		r.watchReads.Add(1)
+		// cachedScale only answers valid, non-empty selectors.
+		return sel, true
+	}
+	if r.ttl > 0 {
+		key := cacheKey{namespace: namespace, apiVersion: ref.APIVersion, kind: ref.Kind, name: ref.Name}
+		r.mu.Lock()
+		c, ok := r.selectors[key]
+		r.mu.Unlock()
+		if ok && r.now().Before(c.expires) {
+			return c.selector, true
+		}
+	}
+	return nil, false
 }
 
 // UpdateReplicas sets spec.replicas of the target through /scale, retrying

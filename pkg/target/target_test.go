@@ -201,6 +201,42 @@ func TestSelectorCacheTTL(t *testing.T) {
 	}
 }
 
+// TestCachedSelector: answered from memory only once Selector has read the
+// scale, never with a request, and with Selector's answer.
+func TestCachedSelector(t *testing.T) {
+	st := &scaleStore{objs: map[string]*autoscalingv1.Scale{"deployments/web": scaleObj("web", 3, "app=web")}}
+	now := time.Unix(1000, 0)
+	r := New(staticMapper(deployGVK), newScaleClient(st), fakeDiscovery(), WithSelectorTTL(10*time.Second), WithClock(func() time.Time { return now }))
+	tr := ref("apps/v1", "Deployment", "web")
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T)
+		ref     *autoscalingv1.CrossVersionObjectReference
+		wantOK  bool
+	}{
+		{name: "nothing cached yet", prepare: func(*testing.T) {}, ref: tr},
+		{name: "after Selector read it", prepare: func(t *testing.T) {
+			if _, err := r.Selector(context.Background(), "ns", tr); err != nil {
+				t.Fatal(err)
+			}
+		}, ref: tr, wantOK: true},
+		{name: "an invalid reference", prepare: func(*testing.T) {}, ref: ref("apps/v1", "", "web")},
+		{name: "past the TTL", prepare: func(*testing.T) { now = now.Add(11 * time.Second) }, ref: tr},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.prepare(t)
+			gets := st.gets
+			sel, ok := r.CachedSelector("ns", tc.ref)
+			if ok != tc.wantOK || st.gets != gets {
+				t.Fatalf("ok %v with %d requests, want %v with none", ok, st.gets-gets, tc.wantOK)
+			}
+			if ok && (!sel.Matches(labels.Set{"app": "web"}) || sel.Matches(labels.Set{"app": "db"})) {
+				t.Errorf("selector %v, want app=web", sel)
+			}
+		})
+	}
+}
+
 func TestSelectorEmptyIsError(t *testing.T) {
 	st := &scaleStore{objs: map[string]*autoscalingv1.Scale{"widgets/w": scaleObj("w", 1, "")}}
 	r := New(staticMapper(crGVK), newScaleClient(st), fakeDiscovery())

@@ -93,18 +93,46 @@ type Matcher struct {
 // the answer is unknown (e.g. the API server did not answer); the caller
 // fails open.
 func (m *Matcher) Match(ctx context.Context, pod *corev1.Pod) (*v1alpha1.MultidimPodAutoscaler, error) {
+	found, _, err := m.match(ctx, pod, nil)
+	return found, err
+}
+
+// MatchCached is Match answered from memory alone: informer caches and the
+// selector cache, no request to the API server, so it never waits. ok is
+// false when a lookup would have had to ask the API server, fail, or has
+// no in-memory form (MPAs, Owners and Selectors must implement
+// CachedMPAs, CachedOwners and CachedSelectors); the caller then uses
+// Match. When ok, the answer is the one Match gives.
+func (m *Matcher) MatchCached(ctx context.Context, pod *corev1.Pod) (mpa *v1alpha1.MultidimPodAutoscaler, ok bool) {
+	c, ok := m.cached()
+	if !ok {
+		return nil, false
+	}
+	found, ok, _ := m.match(ctx, pod, &c)
+	return found, ok
+}
+
+// match walks the pod's owners and finds its MPA. With c, every lookup is
+// c's in-memory one, and answered is false as soon as one cannot answer;
+// without, answered is true.
+func (m *Matcher) match(ctx context.Context, pod *corev1.Pod, c *cachedLookups) (found *v1alpha1.MultidimPodAutoscaler, answered bool, err error) {
 	owner := metav1.GetControllerOf(pod)
 	if owner == nil {
-		return nil, nil
+		return nil, true, nil
 	}
 	ns := pod.Namespace
 	// On the stack: the walk runs for every admitted pod.
 	var buf [maxDepth]Ref
 	chain := append(buf[:0], RefFromOwner(owner))
 	for len(chain) < maxDepth {
-		next, err := m.Owners.Controller(ctx, ns, chain[len(chain)-1])
-		if err != nil {
-			return nil, fmt.Errorf("owner of %s: %w", chain[len(chain)-1], err)
+		var next *Ref
+		if c != nil {
+			var ok bool
+			if next, ok = c.owners.CachedController(ns, chain[len(chain)-1]); !ok {
+				return nil, false, nil
+			}
+		} else if next, err = m.Owners.Controller(ctx, ns, chain[len(chain)-1]); err != nil {
+			return nil, true, fmt.Errorf("owner of %s: %w", chain[len(chain)-1], err)
 		}
 		if next == nil || contains(chain, *next) {
 			break
@@ -115,27 +143,44 @@ func (m *Matcher) Match(ctx context.Context, pod *corev1.Pod) (*v1alpha1.Multidi
 	// Deployment, not its current ReplicaSet); a lower level still counts,
 	// e.g. an MPA on a bare ReplicaSet.
 	for i := len(chain) - 1; i >= 0; i-- {
-		cands, err := m.MPAs.ForTarget(ns, chain[i])
-		if err != nil {
-			return nil, fmt.Errorf("MPAs targeting %s: %w", chain[i], err)
+		var cands []*v1alpha1.MultidimPodAutoscaler
+		if c != nil {
+			var ok bool
+			if cands, ok = c.mpas.CachedForTarget(ns, chain[i]); !ok {
+				return nil, false, nil
+			}
+		} else if cands, err = m.MPAs.ForTarget(ns, chain[i]); err != nil {
+			return nil, true, fmt.Errorf("MPAs targeting %s: %w", chain[i], err)
 		}
 		if len(cands) == 0 {
 			continue
 		}
 		chosen := mpa.Oldest(cands)
-		if len(cands) > 1 {
-			klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
+		several := func() {
+			if len(cands) > 1 {
+				klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
+			}
 		}
-		sel, err := m.Selectors.Selector(ctx, ns, chosen.Spec.ScaleTargetRef)
-		if err != nil {
-			return nil, fmt.Errorf("selector of %s: %w", chain[i], err)
+		var sel labels.Selector
+		if c != nil {
+			var ok bool
+			if sel, ok = c.selectors.CachedSelector(ns, chosen.Spec.ScaleTargetRef); !ok {
+				// Match will walk again and log.
+				return nil, false, nil
+			}
+			several()
+		} else {
+			several()
+			if sel, err = m.Selectors.Selector(ctx, ns, chosen.Spec.ScaleTargetRef); err != nil {
+				return nil, true, fmt.Errorf("selector of %s: %w", chain[i], err)
+			}
 		}
 		if !sel.Matches(labels.Set(pod.Labels)) {
-			return nil, nil
+			return nil, true, nil
 		}
-		return chosen, nil
+		return chosen, true, nil
 	}
-	return nil, nil
+	return nil, true, nil
 }
 
 func contains(chain []Ref, r Ref) bool {

@@ -28,7 +28,10 @@ type fakeOwners struct {
 	err error
 }
 
-var _ Owners = (*fakeOwners)(nil)
+var (
+	_ Owners       = (*fakeOwners)(nil)
+	_ CachedOwners = (*fakeOwners)(nil)
+)
 
 func (f *fakeOwners) Controller(_ context.Context, _ string, obj Ref) (*Ref, error) {
 	if f.err != nil {
@@ -40,10 +43,25 @@ func (f *fakeOwners) Controller(_ context.Context, _ string, obj Ref) (*Ref, err
 	return nil, nil
 }
 
+// CachedController answers as Controller, and not at all where it fails.
+func (f *fakeOwners) CachedController(ns string, obj Ref) (*Ref, bool) {
+	r, err := f.Controller(context.Background(), ns, obj)
+	return r, err == nil
+}
+
 // fakeSelectors maps a target to a selector string.
 type fakeSelectors map[Ref]string
 
-var _ Selectors = fakeSelectors(nil)
+var (
+	_ Selectors       = fakeSelectors(nil)
+	_ CachedSelectors = fakeSelectors(nil)
+)
+
+// CachedSelector answers as Selector, and not at all where it fails.
+func (f fakeSelectors) CachedSelector(ns string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, bool) {
+	s, err := f.Selector(context.Background(), ns, ref)
+	return s, err == nil
+}
 
 func (f fakeSelectors) Selector(_ context.Context, _ string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error) {
 	gv, _ := schema.ParseGroupVersion(ref.APIVersion)
@@ -136,6 +154,11 @@ func TestMatch(t *testing.T) {
 			}
 			m := &Matcher{MPAs: index(t, tc.mpas...), Owners: o, Selectors: sels}
 			got, err := m.Match(context.Background(), tc.pod)
+			// From memory: the same answer, or none where a lookup fails.
+			cached, ok := m.MatchCached(context.Background(), tc.pod)
+			if ok != (tc.wantErr == "") || cached != got {
+				t.Errorf("MatchCached: %v, answered %v; want Match's %v, answered %v", cached, ok, got, tc.wantErr == "")
+			}
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -201,15 +224,22 @@ func TestMetadataOwners(t *testing.T) {
 	infs[schema.GroupKind{Group: "apps", Kind: "ReplicaSet"}].Informer().GetStore().Delete(fresh)
 
 	o := NewMetadataOwners(infs, client)
+	noClient := NewMetadataOwners(infs, nil)
 	for _, tc := range []struct {
 		name string
 		obj  Ref
 		want *Ref
+		// wantCached: CachedController answers (with want) with a client
+		// for misses, and without one. racy: the fake client's watch may
+		// still deliver the object to the informer after the test deleted
+		// it from the store, so CachedController may answer or not; if it
+		// does, with want.
+		wantCached, wantCachedNoClient, racy bool
 	}{
-		{"cached ReplicaSet", rsWeb, &depWeb},
-		{"fresh ReplicaSet from a live GET", Ref{Group: "apps", Kind: "ReplicaSet", Name: "web-new"}, &depWeb},
-		{"gone ReplicaSet", Ref{Group: "apps", Kind: "ReplicaSet", Name: "gone"}, nil},
-		{"kind not followed", depWeb, nil},
+		{"cached ReplicaSet", rsWeb, &depWeb, true, true, false},
+		{"fresh ReplicaSet from a live GET", Ref{Group: "apps", Kind: "ReplicaSet", Name: "web-new"}, &depWeb, false, true, true},
+		{"gone ReplicaSet", Ref{Group: "apps", Kind: "ReplicaSet", Name: "gone"}, nil, false, true, false},
+		{"kind not followed", depWeb, nil, true, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := o.Controller(ctx, "ns", tc.obj)
@@ -218,6 +248,42 @@ func TestMetadataOwners(t *testing.T) {
 			}
 			if (got == nil) != (tc.want == nil) || (got != nil && *got != *tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+			if c, ok := o.CachedController("ns", tc.obj); (ok != tc.wantCached && !tc.racy) || (ok && !sameRef(c, tc.want)) {
+				t.Errorf("CachedController: %v, answered %v; want %v, answered %v", c, ok, tc.want, tc.wantCached)
+			}
+			// Without a client the miss is final: Controller would answer
+			// nil too.
+			if c, ok := noClient.CachedController("ns", tc.obj); ok != tc.wantCachedNoClient || (ok && c != nil && !sameRef(c, tc.want)) {
+				t.Errorf("CachedController without a client: %v, answered %v", c, ok)
+			}
+		})
+	}
+}
+
+func sameRef(a, b *Ref) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
+
+// TestMatchCachedNeedsAllThree: a lookup without an in-memory form makes
+// MatchCached decline, whatever the others could answer.
+func TestMatchCachedNeedsAllThree(t *testing.T) {
+	owners := &fakeOwners{up: map[Ref]Ref{rsWeb: depWeb}}
+	sels := fakeSelectors{depWeb: "app=web"}
+	idx := index(t, newMPA("ns", "m", "apps/v1", "Deployment", "web", 0))
+	pod := podOwnedBy("ns", map[string]string{"app": "web"}, "apps/v1", "ReplicaSet", "web-5d8")
+	for _, tc := range []struct {
+		name   string
+		m      *Matcher
+		wantOK bool
+	}{
+		{name: "all three", m: &Matcher{MPAs: idx, Owners: owners, Selectors: sels}, wantOK: true},
+		{name: "owners without", m: &Matcher{MPAs: idx, Owners: struct{ Owners }{owners}, Selectors: sels}},
+		{name: "selectors without", m: &Matcher{MPAs: idx, Owners: owners, Selectors: struct{ Selectors }{sels}}},
+		{name: "MPAs without", m: &Matcher{MPAs: struct{ MPAIndex }{idx}, Owners: owners, Selectors: sels}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.m.MatchCached(context.Background(), pod)
+			if ok != tc.wantOK || (ok && (got == nil || got.Name != "m")) {
+				t.Errorf("MatchCached: %v, answered %v; want m, answered %v", got, ok, tc.wantOK)
 			}
 		})
 	}

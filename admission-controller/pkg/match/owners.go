@@ -61,12 +61,17 @@ func (o *MetadataOwners) Controller(ctx context.Context, namespace string, obj R
 	if err != nil {
 		return nil, fmt.Errorf("metadata of %s: %w", obj, err)
 	}
+	return controllerOf(m), nil
+}
+
+// controllerOf returns the object's controller, nil when it has none.
+func controllerOf(m metav1.Object) *Ref {
 	for i := range m.GetOwnerReferences() {
 		ref := &m.GetOwnerReferences()[i]
 		if ref.Controller != nil && *ref.Controller {
 			r := RefFromOwner(ref)
-			return &r, nil
+			return &r
 		}
 	}
-	return nil, nil
+	return nil
 }

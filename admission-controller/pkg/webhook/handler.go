@@ -60,7 +60,19 @@ type Matcher interface {
 
 var _ Matcher = (*match.Matcher)(nil)
 
-// LimitRanges lists the LimitRanges of a namespace.
+// CachedMatcher is a Matcher that can also answer from memory alone,
+// without waiting (match.Matcher with informer-backed lookups): ok is
+// false when it would have to ask the API server.
+type CachedMatcher interface {
+	Matcher
+	MatchCached(ctx context.Context, pod *corev1.Pod) (mpa *v1alpha1.MultidimPodAutoscaler, ok bool)
+}
+
+var _ CachedMatcher = (*match.Matcher)(nil)
+
+// LimitRanges lists the LimitRanges of a namespace. It reads a cache (the
+// production one is an informer's lister) and never waits: it is also
+// called outside the timeout's guard, on the path answered from memory.
 type LimitRanges interface {
 	LimitRanges(namespace string) ([]*corev1.LimitRange, error)
 }
@@ -124,26 +136,45 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	*buf = body
 	var uid types.UID
 	var out outcome
+	var req *admissionv1.AdmissionRequest
+	// tag adds the request's uid and pod to logger. Most answers log
+	// nothing at the default verbosity, so it is done only when something
+	// is logged: the values cost allocations on every request.
+	tagged := false
+	tag := func() {
+		if req != nil && !tagged {
+			logger = klog.LoggerWithValues(logger, "uid", req.UID, "pod", klog.KRef(req.Namespace, req.Name))
+			tagged = true
+		}
+	}
 	if err != nil {
 		out = outcome{result: ResultInvalid, err: fmt.Errorf("read body: %w", err)}
 	} else {
-		var req *admissionv1.AdmissionRequest
 		req, out = decode(body)
 		if req != nil {
 			uid = req.UID
-			logger = klog.LoggerWithValues(logger, "uid", req.UID, "pod", klog.KRef(req.Namespace, req.Name))
-			out = h.decide(klog.NewContext(r.Context(), logger), req)
+			ctx := r.Context()
+			if logger.V(2).Enabled() {
+				// The lookups log at V(2) through the context's logger.
+				tag()
+				ctx = klog.NewContext(ctx, logger)
+			}
+			out = h.decide(ctx, req)
 		}
 	}
 	switch {
 	case out.err != nil && out.result == ResultInvalid:
 		logger.V(2).Info("Answering allowed to an unusable admission request", "result", out.result, "err", out.err)
 	case out.err != nil:
+		tag()
 		logger.Error(out.err, "Admitting the pod unchanged", "result", out.result)
 	case out.result == ResultPatched:
 		logger.V(2).Info("Patched pod resources", "updates", out.updates)
 	}
-	writeReview(w, logger, uid, out.patch)
+	if err := writeReview(w, logger, uid, out.patch); err != nil {
+		tag()
+		logger.Error(err, "Encoding AdmissionReview")
+	}
 	h.Metrics.observe(out.result, start)
 }
 
@@ -175,7 +206,11 @@ var podKind = metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "Pod"}
 // guard (it is bounded by MaxBodyBytes and never waits), so it runs here,
 // on the connection's goroutine, whose stack has already grown to what the
 // recursive JSON decoder needs; a fresh goroutine would grow and copy its
-// stack several times per request.
+// stack several times per request. Nor does a match answered from memory
+// (CachedMatcher), the usual case: it runs here too, and only a match that
+// would ask the API server goes to the guarded goroutine. Handing a request
+// to another goroutine wakes a thread, which at a steady rate below
+// saturation costs more CPU than the lookups (docs/performance.md).
 func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest) outcome {
 	if req.Kind != podKind || req.Resource.Resource != "pods" || req.SubResource != "" || req.Operation != admissionv1.Create {
 		return outcome{result: ResultSkipped}
@@ -194,6 +229,12 @@ func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest)
 	if pod.Namespace == "" {
 		// On CREATE the namespace may only be in the request.
 		pod.Namespace = req.Namespace
+	}
+	if cm, ok := h.Matcher.(CachedMatcher); ok {
+		if out, ok := h.admitCached(ctx, cm, pod); ok {
+			putPod(pod)
+			return out
+		}
 	}
 	timeout := h.Timeout
 	if timeout <= 0 {
@@ -220,14 +261,36 @@ func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest)
 	}
 }
 
+// admitCached answers from memory alone, on the caller's goroutine; ok is
+// false when the match would have to ask the API server. A panic is
+// answered as admitPod's goroutine answers it.
+func (h *Handler) admitCached(ctx context.Context, cm CachedMatcher, pod *corev1.Pod) (out outcome, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, ok = outcome{result: ResultError, err: fmt.Errorf("panic: %v", p)}, true
+		}
+	}()
+	m, ok := cm.MatchCached(ctx, pod)
+	if !ok {
+		return outcome{}, false
+	}
+	return h.admitMatched(pod, m), true
+}
+
 func (h *Handler) admitPod(ctx context.Context, pod *corev1.Pod) outcome {
 	m, err := h.Matcher.Match(ctx, pod)
 	if err != nil {
 		return outcome{result: ResultError, err: fmt.Errorf("find MPA: %w", err)}
 	}
+	return h.admitMatched(pod, m)
+}
+
+// admitMatched answers for the pod's MPA m (nil: none governs it).
+func (h *Handler) admitMatched(pod *corev1.Pod, m *v1alpha1.MultidimPodAutoscaler) outcome {
 	if m == nil {
 		return outcome{result: ResultSkipped}
 	}
+	var err error
 	var lrs []*corev1.LimitRange
 	if h.LimitRanges != nil {
 		if lrs, err = h.LimitRanges.LimitRanges(pod.Namespace); err != nil {
@@ -256,17 +319,18 @@ func summary(u []string) string {
 	return fmt.Sprintf(" (+%d more containers)", len(u)-1)
 }
 
-// writeReview answers allowed, with the patch if there is one.
-func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonPatch []byte) {
+// writeReview answers allowed, with the patch if there is one. It returns
+// the error if the answer could not be encoded (it then answers HTTP 500);
+// a failed write is only logged at V(2): the client has gone.
+func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonPatch []byte) error {
 	buf := getBuffer()
 	defer putBuffer(buf)
 	b, err := appendReview(*buf, uid, jsonPatch)
 	*buf = b
 	if err != nil {
 		// Cannot happen for these types; answer nothing rather than garbage.
-		logger.Error(err, "Encoding AdmissionReview")
 		http.Error(w, "internal error", http.StatusInternalServerError)
-		return
+		return err
 	}
 	// Assigned rather than Set: the canonical key and a shared value save
 	// two allocations per answer, and net/http only reads it.
@@ -274,6 +338,7 @@ func writeReview(w http.ResponseWriter, logger klog.Logger, uid types.UID, jsonP
 	if _, err := w.Write(b); err != nil {
 		logger.V(2).Info("Writing AdmissionReview", "err", err)
 	}
+	return nil
 }
 
 var jsonContentType = []string{"application/json"}
@@ -390,7 +455,9 @@ func Recover(next http.Handler, m *Metrics) http.Handler {
 			logger := klog.FromContext(r.Context())
 			logger.Error(fmt.Errorf("panic: %v", p), "Admission handler panicked; admitting unchanged")
 			m.observe(ResultError, start)
-			writeReview(w, logger, "", nil)
+			if err := writeReview(w, logger, "", nil); err != nil {
+				logger.Error(err, "Encoding AdmissionReview")
+			}
 		}()
 		next.ServeHTTP(w, r)
 	})

@@ -68,20 +68,25 @@ func ParseProcStat(text string) (float64, error) {
 	return ticks / ClockTicks, nil
 }
 
-// ParseSchedstat returns the time on CPU, in seconds, from the text of
-// /proc/PID/task/TID/schedstat (its first field, in nanoseconds). Summed
-// over a process's threads it measures CPU with nanosecond resolution
+// ParseSchedstat returns the time on CPU, in seconds, and the number of
+// times the thread was put on a CPU (timeslices: each wake-up from sleep
+// and each return after preemption), from the text of
+// /proc/PID/task/TID/schedstat (its first and third fields). Summed over a
+// process's threads the first measures CPU with nanosecond resolution
 // where /proc/PID/stat counts 10 ms ticks.
-func ParseSchedstat(text string) (float64, error) {
+func ParseSchedstat(text string) (cpu float64, slices uint64, err error) {
 	f := strings.Fields(text)
 	if len(f) != 3 {
-		return 0, fmt.Errorf("schedstat: %d fields, want 3", len(f))
+		return 0, 0, fmt.Errorf("schedstat: %d fields, want 3", len(f))
 	}
 	ns, err := strconv.ParseUint(f[0], 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("schedstat: %w", err)
+		return 0, 0, fmt.Errorf("schedstat: %w", err)
 	}
-	return float64(ns) / 1e9, nil
+	if slices, err = strconv.ParseUint(f[2], 10, 64); err != nil {
+		return 0, 0, fmt.Errorf("schedstat: %w", err)
+	}
+	return float64(ns) / 1e9, slices, nil
 }
 
 // ParseProcStatus returns VmRSS and VmHWM (peak RSS), in bytes, from the text

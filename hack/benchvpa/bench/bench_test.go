@@ -77,19 +77,21 @@ func TestParseSchedstat(t *testing.T) {
 	for _, tc := range []struct {
 		name, text string
 		want       float64
+		wantSlices uint64
 		wantErr    bool
 	}{
-		{name: "plain", text: "1500000000 6768714 12\n", want: 1.5},
+		{name: "plain", text: "1500000000 6768714 12\n", want: 1.5, wantSlices: 12},
 		{name: "two fields", text: "1 2", wantErr: true},
 		{name: "negative", text: "-1 2 3", wantErr: true},
+		{name: "timeslices not a number", text: "1 2 x", wantErr: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ParseSchedstat(tc.text)
+			got, slices, err := ParseSchedstat(tc.text)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v, wantErr %v", err, tc.wantErr)
 			}
-			if got != tc.want {
-				t.Errorf("cpu = %v, want %v", got, tc.want)
+			if got != tc.want || slices != tc.wantSlices {
+				t.Errorf("cpu, timeslices = %v, %d, want %v, %d", got, slices, tc.want, tc.wantSlices)
 			}
 		})
 	}
