@@ -28,16 +28,28 @@ func TestDemoCommand(t *testing.T) {
 		{
 			name: "tiny run with a tiny agent",
 			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--series-trace=steady", "--policies=fused", "--no-progress",
-				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8"},
+				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8",
+				"--train-validate-apps=1", "--train-validate-steps=20"},
 			wantRows: []string{"fused", "aware-1", "aware-3"},
 			wantText: "aware (pooled)",
 		},
 		{
 			name: "one tiny agent",
 			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--series-trace=steady", "--policies=fused", "--no-progress", "--agent-seeds=1",
-				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8"},
+				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8",
+				"--train-validate-apps=1", "--train-validate-steps=20"},
 			wantRows: []string{"fused", "aware"},
 			wantText: "Paired against fused on the same (app, trace, seed)",
+		},
+		{
+			// The demo selects each agent's snapshot on validation apps
+			// by default; only their number and length are set here.
+			name: "validation by default",
+			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--policies=fused", "--no-progress", "--agent-seeds=1",
+				"--train-apps=2", "--train-episodes=4", "--train-bootstrap-episodes=2", "--train-episode-steps=10", "--train-batch-episodes=2", "--train-hidden=8",
+				"--train-validate-steps=20"},
+			wantRows: []string{"fused", "aware"},
+			wantText: "  validation: ",
 		},
 		{
 			// The plotted series follows --traces when left at its default.
