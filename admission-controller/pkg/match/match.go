@@ -112,6 +112,41 @@ func (m *Matcher) MatchCached(ctx context.Context, pod *corev1.Pod) (mpa *v1alph
 	return found, ok
 }
 
+// lookups makes each lookup of the walk either the Matcher's own (c nil:
+// always answered, or an error) or c's in-memory one (never an error, but
+// answered is false when it cannot answer from memory).
+type lookups struct {
+	m *Matcher
+	c *cachedLookups
+}
+
+func (l lookups) controller(ctx context.Context, ns string, obj Ref) (*Ref, bool, error) {
+	if l.c != nil {
+		r, ok := l.c.owners.CachedController(ns, obj)
+		return r, ok, nil
+	}
+	r, err := l.m.Owners.Controller(ctx, ns, obj)
+	return r, true, err
+}
+
+func (l lookups) forTarget(ns string, target Ref) ([]*v1alpha1.MultidimPodAutoscaler, bool, error) {
+	if l.c != nil {
+		out, ok := l.c.mpas.CachedForTarget(ns, target)
+		return out, ok, nil
+	}
+	out, err := l.m.MPAs.ForTarget(ns, target)
+	return out, true, err
+}
+
+func (l lookups) selector(ctx context.Context, ns string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, bool, error) {
+	if l.c != nil {
+		sel, ok := l.c.selectors.CachedSelector(ns, ref)
+		return sel, ok, nil
+	}
+	sel, err := l.m.Selectors.Selector(ctx, ns, ref)
+	return sel, true, err
+}
+
 // match walks the pod's owners and finds its MPA. With c, every lookup is
 // c's in-memory one, and answered is false as soon as one cannot answer;
 // without, answered is true.
@@ -120,19 +155,19 @@ func (m *Matcher) match(ctx context.Context, pod *corev1.Pod, c *cachedLookups) 
 	if owner == nil {
 		return nil, true, nil
 	}
+	l := lookups{m: m, c: c}
 	ns := pod.Namespace
 	// On the stack: the walk runs for every admitted pod.
 	var buf [maxDepth]Ref
 	chain := append(buf[:0], RefFromOwner(owner))
 	for len(chain) < maxDepth {
-		var next *Ref
-		if c != nil {
-			var ok bool
-			if next, ok = c.owners.CachedController(ns, chain[len(chain)-1]); !ok {
-				return nil, false, nil
-			}
-		} else if next, err = m.Owners.Controller(ctx, ns, chain[len(chain)-1]); err != nil {
-			return nil, true, fmt.Errorf("owner of %s: %w", chain[len(chain)-1], err)
+		last := chain[len(chain)-1]
+		next, ok, err := l.controller(ctx, ns, last)
+		if err != nil {
+			return nil, true, fmt.Errorf("owner of %s: %w", last, err)
+		}
+		if !ok {
+			return nil, false, nil
 		}
 		if next == nil || contains(chain, *next) {
 			break
@@ -143,37 +178,28 @@ func (m *Matcher) match(ctx context.Context, pod *corev1.Pod, c *cachedLookups) 
 	// Deployment, not its current ReplicaSet); a lower level still counts,
 	// e.g. an MPA on a bare ReplicaSet.
 	for i := len(chain) - 1; i >= 0; i-- {
-		var cands []*v1alpha1.MultidimPodAutoscaler
-		if c != nil {
-			var ok bool
-			if cands, ok = c.mpas.CachedForTarget(ns, chain[i]); !ok {
-				return nil, false, nil
-			}
-		} else if cands, err = m.MPAs.ForTarget(ns, chain[i]); err != nil {
+		cands, ok, err := l.forTarget(ns, chain[i])
+		if err != nil {
 			return nil, true, fmt.Errorf("MPAs targeting %s: %w", chain[i], err)
+		}
+		if !ok {
+			return nil, false, nil
 		}
 		if len(cands) == 0 {
 			continue
 		}
 		chosen := mpa.Oldest(cands)
-		several := func() {
-			if len(cands) > 1 {
-				klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
-			}
+		sel, ok, err := l.selector(ctx, ns, chosen.Spec.ScaleTargetRef)
+		if err != nil {
+			return nil, true, fmt.Errorf("selector of %s: %w", chain[i], err)
 		}
-		var sel labels.Selector
-		if c != nil {
-			var ok bool
-			if sel, ok = c.selectors.CachedSelector(ns, chosen.Spec.ScaleTargetRef); !ok {
-				// Match will walk again and log.
-				return nil, false, nil
-			}
-			several()
-		} else {
-			several()
-			if sel, err = m.Selectors.Selector(ctx, ns, chosen.Spec.ScaleTargetRef); err != nil {
-				return nil, true, fmt.Errorf("selector of %s: %w", chain[i], err)
-			}
+		if !ok {
+			return nil, false, nil
+		}
+		// Logged once the walk has answered, so that a declined
+		// MatchCached followed by Match logs it once.
+		if len(cands) > 1 {
+			klog.FromContext(ctx).V(2).Info("Several MPAs target the same controller; using the oldest", "target", chain[i].String(), "mpa", klog.KObj(chosen), "count", len(cands))
 		}
 		if !sel.Matches(labels.Set(pod.Labels)) {
 			return nil, true, nil
