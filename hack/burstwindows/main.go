@@ -92,8 +92,7 @@ func run(w io.Writer, apps int, seed uint64, variant, trace string) error {
 	if len(runs) == 0 {
 		return fmt.Errorf("no run under trace %q (kinds: %v)", trace, o.Traces)
 	}
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize, cfg.Tenants = o.Step, sim.ResizeMode(o.Resize), o.Tenants
+	cfg := o.SimConfig()
 	prices := sim.DefaultPrices() // as rl-agent demo
 	factory := fusion.NewPolicyFactory(fo)
 	var r result

@@ -71,8 +71,7 @@ func run(w io.Writer, o options) error {
 	if err != nil {
 		return err
 	}
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize, cfg.Tenants = d.Step, sim.ResizeMode(d.Resize), d.Tenants
+	cfg := d.SimConfig()
 	factory := fusion.NewPolicyFactory(fo)
 	t := tally{bySize: make([]int, len(sizeClasses)), byReason: map[string]int{}}
 	for _, r := range all {

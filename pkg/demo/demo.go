@@ -396,6 +396,14 @@ func contender(name string) eval.Contender {
 	}}
 }
 
+// SimConfig is the simulator configuration of o's window, resize mode and
+// tenants, as the demo runs every policy.
+func (o *Options) SimConfig() sim.Config {
+	cfg := sim.DefaultConfig()
+	cfg.Step, cfg.Resize, cfg.Tenants = o.Step, sim.ResizeMode(o.Resize), o.Tenants
+	return cfg
+}
+
 // Runs returns the runs the demo evaluates: the first o.Apps held-out apps,
 // each under every trace kind of o.Traces and then, with o.Azure, under an
 // Azure function's trace; app-major.
@@ -581,10 +589,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		return fmt.Errorf("demo: %w", err)
 	}
 
-	cfg := sim.DefaultConfig()
-	cfg.Step = o.Step
-	cfg.Resize = sim.ResizeMode(o.Resize)
-	cfg.Tenants = o.Tenants
+	cfg := o.SimConfig()
 	hours := float64(o.Steps) * o.Step.Hours()
 	traces := slices.Clone(o.Traces)
 	if o.Azure.Invocations != "" {

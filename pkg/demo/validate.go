@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/aware-k8s/aware/pkg/eval"
-	"github.com/aware-k8s/aware/pkg/sim"
 	"github.com/aware-k8s/aware/pkg/train"
 )
 
@@ -90,8 +89,7 @@ func (v *ValidationOptions) Apply(t *train.Options) error {
 	if err != nil {
 		return fmt.Errorf("validation runs: %w", err)
 	}
-	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Resize, cfg.Tenants = t.Step, sim.ResizeMode(t.Resize), t.Tenants
+	cfg := t.SimConfig()
 	base, maxWorse := contender(v.Baseline), v.MaxWorse
 	eo := eval.Options{Config: cfg, Workers: t.Workers, SeriesRun: -1}
 	// The baseline's runs are the same at every validation: they run once,
