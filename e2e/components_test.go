@@ -494,6 +494,33 @@ func (c *component) stop(t *testing.T) {
 	}
 }
 
+// logLinesOnFailure prints, if t fails, the last n lines of the process's
+// log that contain any of substrs: what the dump of every log's tail
+// (DumpLogsOnFailure) no longer reaches after minutes of loops.
+func (c *component) logLinesOnFailure(t *testing.T, n int, substrs ...string) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		data, err := os.ReadFile(c.logPath)
+		if err != nil {
+			t.Logf("%s's log: %v", c.name, err)
+			return
+		}
+		var lines []string
+		for _, l := range strings.Split(string(data), "\n") {
+			for _, s := range substrs {
+				if strings.Contains(l, s) {
+					lines = append(lines, l)
+					break
+				}
+			}
+		}
+		lines = lines[max(0, len(lines)-n):]
+		t.Logf("===== the last %d lines of %s's log with %q =====\n%s", len(lines), c.name, substrs, strings.Join(lines, "\n"))
+	})
+}
+
 // metric returns the sum of the samples of the metric family name on the
 // process's /metrics whose labels include every name="value" pair of
 // labels, and whether there was any.

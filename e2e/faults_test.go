@@ -341,6 +341,10 @@ func TestControlPlaneFaults(t *testing.T) {
 	// status writes fail too, and the one that succeeds records
 	// StatusWriteRecovered, saying for how long the status was stale.
 	apiOutage := func(t *testing.T, name string, wantWriteRecovered bool) {
+		// Why a warning is missing: the scans the recommender counted and
+		// what its event recorder did with the events (client-go drops an
+		// event the API server answers with an error status).
+		rec.logLinesOnFailure(t, 80, "other autoscalers", "event", "Event")
 		// Before the stop: reads fail from the start of a graceful stop.
 		down := time.Now()
 		c := tb.StopComponent(t, name)
@@ -350,6 +354,11 @@ func TestControlPlaneFaults(t *testing.T) {
 		// failed scan once came less than 10s after the first (CI run of
 		// 2026-11-27: no APIReadFailing).
 		time.Sleep(30 * time.Second)
+		if v, found, err := rec.metric(context.Background(), "aware_recommender_api_failing_seconds", "call=rival-scan"); err != nil || !found {
+			t.Logf("aware_recommender_api_failing_seconds{call=rival-scan}: found %t, %v", found, err)
+		} else {
+			t.Logf("%s down 30s: the rival scans have failed for %gs", name, v)
+		}
 		rec.running(t)
 		upd.running(t)
 		c.Start(t)

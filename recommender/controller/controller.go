@@ -113,7 +113,8 @@ type Config struct {
 	StatusWriteTimeout time.Duration
 	// FailureWarning is how long status writes of an autoscaler, or the
 	// list of other autoscalers, must have been failing before a Warning
-	// event says so (outage.go); zero means DefaultFailureWarning.
+	// event says so, and how often it is repeated while they fail
+	// (outage.go); zero means DefaultFailureWarning.
 	FailureWarning time.Duration
 	// CheckpointInterval is how often each autoscaler's histograms are
 	// saved, and how often orphaned checkpoints are collected.

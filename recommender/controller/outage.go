@@ -8,11 +8,16 @@ package controller
 //     recommender itself: how long the current run of failures of a call
 //     has lasted (0 once it succeeds).
 //   - A Warning event on the autoscalers concerned once a run has lasted
-//     Config.FailureWarning (StatusWriteFailing, APIReadFailing). The event
-//     recorder retries a failed event for about two minutes, so the
-//     warning of an outage shorter than that lands when the API is back;
-//     it lands at once when only these calls fail (e.g. RBAC that no longer
-//     lets the recommender list HPAs).
+//     Config.FailureWarning (StatusWriteFailing, APIReadFailing), repeated
+//     every Config.FailureWarning while it lasts. The event recorder
+//     retries an event that could not be sent for about two minutes, so
+//     the warning of an outage shorter than that lands when the API is
+//     back; it lands at once when only these calls fail (e.g. RBAC that no
+//     longer lets the recommender list HPAs). The recorder drops an event
+//     the API server answers with an error status instead of retrying it,
+//     as a restarting API server may for its first requests; the repeats
+//     are sent independently, so one refused warning does not leave a
+//     sustained outage unreported.
 //   - A Normal event when the call succeeds again: StatusWriteRecovered
 //     after any failed status write (the status was stale meanwhile), and
 //     APIReadRecovered after reads that had failed for Config.FailureWarning.
@@ -53,29 +58,32 @@ type failures struct {
 	first    time.Time
 	attempts int
 	err      error
-	// warned: the run was reported as sustained (its Warning event).
-	warned bool
+	// warned: the run was reported as sustained (its Warning event), last
+	// at lastWarning.
+	warned      bool
+	lastWarning time.Time
 }
 
-// add counts a failure with err at now, and reports whether the run has
-// just become sustained: lasted warnAfter since its first failure. That is
-// reported once per run.
+// add counts a failure with err at now, and reports whether a Warning is
+// due: the run has lasted warnAfter since its first failure, and no
+// Warning was reported in the last warnAfter.
 func (f *failures) add(now time.Time, err error, warnAfter time.Duration) bool {
 	if f.attempts == 0 {
 		f.first = now
 	}
 	f.attempts++
 	f.err = err
-	if f.warned || now.Sub(f.first) < warnAfter {
+	if now.Sub(f.first) < warnAfter || (f.warned && now.Sub(f.lastWarning) < warnAfter) {
 		return false
 	}
-	f.warned = true
+	f.warned, f.lastWarning = true, now
 	return true
 }
 
 // noteReadFailure counts a failed scan of other autoscalers at now, and
 // once the run of failures is sustained records APIReadFailing on every
-// handled autoscaler: the rivals of their targets are those found before.
+// handled autoscaler, every FailureWarning while it lasts: the rivals of
+// their targets are those found before.
 // Loop goroutine only.
 func (c *Controller) noteReadFailure(handled []*v1alpha1.MultidimPodAutoscaler, now time.Time, err error) {
 	f := &c.readFailures
@@ -111,7 +119,8 @@ func (c *Controller) noteReadSuccess(handled []*v1alpha1.MultidimPodAutoscaler, 
 // noteWriteFailure remembers a failed status write of key, so that the
 // write that succeeds after it can say what happened (writeRecovered), and
 // records StatusWriteFailing on the autoscaler once its writes have failed
-// for Config.FailureWarning.
+// for Config.FailureWarning, and every Config.FailureWarning after that
+// while they fail.
 func (c *Controller) noteWriteFailure(ctx context.Context, key string, err error) {
 	now := c.clock.Now()
 	c.mu.Lock()

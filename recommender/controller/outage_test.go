@@ -34,7 +34,8 @@ func eventsWith(evs []string, reason string) []string {
 
 // TestAPIReadFailures: the list of other autoscalers failing loop after
 // loop (etcd down) is reported once the run has lasted FailureWarning, by a
-// Warning APIReadFailing event on the handled autoscaler, and its success
+// Warning APIReadFailing event on the handled autoscaler repeated every
+// FailureWarning while the run lasts, and its success
 // after such a run by APIReadRecovered; a shorter run records neither. The
 // gauge shows the current run meanwhile.
 func TestAPIReadFailures(t *testing.T) {
@@ -53,6 +54,15 @@ func TestAPIReadFailures(t *testing.T) {
 			[]string{"Warning APIReadFailing the API server has failed 4 lists of the other autoscalers of the targets over 3m0s (the rivals found before are used); the last error: list: connection refused"},
 			[]string{"Normal APIReadRecovered the other autoscalers of the targets are listed again after 5 failed attempts over 5m0s; the last error: list: connection refused"},
 			240},
+		// Repeated while the run lasts: a warning the API server refused
+		// (the recorder does not retry those) is followed by another.
+		{"seven minutes of failures", 8,
+			[]string{
+				"Warning APIReadFailing the API server has failed 4 lists of the other autoscalers of the targets over 3m0s (the rivals found before are used); the last error: list: connection refused",
+				"Warning APIReadFailing the API server has failed 7 lists of the other autoscalers of the targets over 6m0s (the rivals found before are used); the last error: list: connection refused",
+			},
+			[]string{"Normal APIReadRecovered the other autoscalers of the targets are listed again after 8 failed attempts over 8m0s; the last error: list: connection refused"},
+			420},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, twoPodWorkload()...)
@@ -94,7 +104,8 @@ func TestAPIReadFailures(t *testing.T) {
 }
 
 // TestStatusWriteFailing: status writes failing for FailureWarning record
-// one Warning StatusWriteFailing event, the gauge shows for how long they
+// a Warning StatusWriteFailing event, repeated every FailureWarning while
+// they fail, the gauge shows for how long they
 // have failed, and the write that succeeds records StatusWriteRecovered and
 // zeroes the gauge.
 func TestStatusWriteFailing(t *testing.T) {
@@ -112,24 +123,27 @@ func TestStatusWriteFailing(t *testing.T) {
 	ctx := context.Background()
 	f.c.RunOnce(ctx)
 	var evs []string
-	for range 4 { // attempts at 0, 10, 20 and 30s
+	for range 5 { // attempts at 0, 10, 20, 30 and 40s
 		f.c.processNext(ctx)
 		evs = append(evs, drainEvents(f.recorder)...)
 		f.clock.Step(10 * time.Second)
 		f.c.queue.Forget("ns/web")
 		f.c.queue.Add("ns/web")
 	}
-	want := []string{"Warning StatusWriteFailing the status cannot be written: 3 attempts over 20s failed (the status is as old as that); the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration"}
+	want := []string{
+		"Warning StatusWriteFailing the status cannot be written: 3 attempts over 20s failed (the status is as old as that); the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration",
+		"Warning StatusWriteFailing the status cannot be written: 5 attempts over 40s failed (the status is as old as that); the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration",
+	}
 	if got := eventsWith(evs, ReasonStatusWriteFailing); !slices.Equal(got, want) {
 		t.Errorf("warnings %q, want %q", got, want)
 	}
-	// The gauge was set at the last failure, 30s after the first.
-	if g := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callStatusWrite)); g != 30 {
-		t.Errorf("aware_recommender_api_failing_seconds{call=status-write} %g, want 30", g)
+	// The gauge was set at the last failure, 40s after the first.
+	if g := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callStatusWrite)); g != 40 {
+		t.Errorf("aware_recommender_api_failing_seconds{call=status-write} %g, want 40", g)
 	}
 	down = false
 	f.c.processNext(ctx)
-	wantRecovered := "Normal StatusWriteRecovered the status is written again after 4 failed attempts over 40s; the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration"
+	wantRecovered := "Normal StatusWriteRecovered the status is written again after 5 failed attempts over 50s; the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration"
 	if got := drainEvents(f.recorder); !slices.Contains(got, wantRecovered) {
 		t.Errorf("events %q, want %q", got, wantRecovered)
 	}
