@@ -35,6 +35,9 @@ type AgentOptions struct {
 	// FeaturesOff are the optional state features the agent reads as 0
 	// (learn.Features): an ablation must serve the set it trained with.
 	FeaturesOff learn.Features
+	// Blind keeps no trajectory: a Meta-PPO learner is given an empty
+	// window at every decision (Options.MetaBlind).
+	Blind bool
 }
 
 // Agent is the AWARE agent for one workload as a workload.Policy: each
@@ -114,7 +117,11 @@ func NewAgent(l Learner, c workload.Constraints, o AgentOptions) (*Agent, error)
 	// The agent reads what the learner was trained with, less what the
 	// caller turns off.
 	o.FeaturesOff |= sh.FeaturesOff
-	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(l.WindowLen()), residual: sh.Residual, updater: u}, nil
+	window := l.WindowLen()
+	if o.Blind {
+		window = 0
+	}
+	return &Agent{learner: l, cons: c, o: o, alpha: alpha, teacher: t, traj: learn.NewTrajectory(window), residual: sh.Residual, updater: u}, nil
 }
 
 // Factory returns a PolicyFactory of greedy agents sharing l.
@@ -254,8 +261,7 @@ func (a *Agent) choose(ctx context.Context, obs workload.Observation, agentActs 
 // WindowLen steps (learn.Trajectory, shared with the serving agent). A
 // window handed out earlier stays valid.
 func (a *Agent) observe(obs *workload.Observation) error {
-	n := a.learner.WindowLen()
-	if n == 0 || a.last == nil {
+	if a.traj.Len() == 0 || a.last == nil {
 		return nil
 	}
 	r, err := learn.Reward(obs, a.alpha)

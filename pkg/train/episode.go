@@ -104,6 +104,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 	// Serving exploits with frozen weights; the other stages explore.
 	agent, err := NewAgent(l, sp.app.Constraints, AgentOptions{
 		FeaturesOff: o.FeaturesOff,
+		Blind:       o.MetaBlind,
 		Greedy:      sp.stage == lifecycle.Serving,
 		RNG:         rand.New(rand.NewPCG(sp.seed, mix(sp.seed, 0x6578706c))),
 		Alpha:       &alpha,

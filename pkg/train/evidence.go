@@ -207,6 +207,8 @@ func (e *EvidenceOptions) Validate() error {
 		bad("the Meta-PPO embedding guard must be %s, %s or empty (none), got %q", GuardBox, GuardMahalanobis, e.MetaGuard)
 	case e.MetaGuard != "" && e.PPOSpace() != ActionSpaceResidual:
 		bad("the Meta-PPO embedding guard needs the %s action space (its fallback follows the default), got %s", ActionSpaceResidual, e.PPOSpace())
+	case e.MetaGuard != "" && e.Base.MetaBlind:
+		bad("a blind Meta-PPO has no embedding to guard: --meta-guard and --meta-blind exclude each other")
 	}
 	if s := e.PretrainParamSpread; math.IsNaN(s) || math.IsInf(s, 0) || (s != 0 && s < 1) {
 		bad("pretrain parameter spread must be 0 (off) or at least 1, got %v", s)
@@ -277,6 +279,9 @@ func (e *EvidenceOptions) Validate() error {
 func (e *EvidenceOptions) ValidateExperiment(x string) error {
 	if !slices.Contains(Experiments, x) {
 		return fmt.Errorf("unknown experiment %q (known: %v)", x, Experiments)
+	}
+	if x == ExperimentEmbedding && e.Base.MetaBlind {
+		return fmt.Errorf("the %s experiment measures Meta-PPO's embedding, which a blind Meta-PPO does not have (its embedding is 0)", x)
 	}
 	return nil
 }

@@ -30,6 +30,12 @@ type Options struct {
 	// it no further, e.g. while adapting to a new app, whose parameters
 	// are unknown).
 	AuxWeight float64
+	// MetaBlind is an ablation: the Meta-PPO's encoder is given no
+	// trajectory, in acting and in training alike (every window is
+	// empty), so its embedding is 0 throughout and it is PPO with the
+	// Meta-PPO's network and training. Whatever Meta-PPO does better than
+	// with MetaBlind is what its embedding of the workload contributes.
+	MetaBlind bool
 
 	// Apps is the number of training apps: the first Apps generated apps
 	// that are not held out.

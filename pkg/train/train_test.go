@@ -479,49 +479,65 @@ func TestMetaPPOTraining(t *testing.T) {
 
 // TestAgentKeepsTheTrajectory: a Meta-PPO agent hands the learner the
 // steps so far, at most WindowLen of them, each with the reward of the
-// window that followed it; earlier windows are never overwritten.
+// window that followed it; earlier windows are never overwritten. A blind
+// agent (Options.MetaBlind) hands it none.
 func TestAgentKeepsTheTrajectory(t *testing.T) {
-	apps, _ := sim.GenerateApps(1, 1)
-	app := apps[0]
-	rec := &recordingLearner{window: 2}
-	ag, err := NewAgent(rec, app.Constraints, AgentOptions{Greedy: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, _ := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: app.BaseRate, Steps: 6, Step: sim.DefaultConfig().Step, Seed: 1})
-	s, err := sim.New(sim.DefaultConfig(), app, &tr, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The simulator reuses an observation's slices, so keep each window's
-	// reward, not the observation.
-	var rewards []float64
-	for range 4 {
-		s.Step()
-		o := s.Observation()
-		terms, err := learn.Reward(&o, 0.5)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rewards = append(rewards, terms.Reward)
-		r, err := ag.Recommend(context.Background(), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := s.Apply(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i, w := range rec.windows {
-		if want := min(i, 2); len(w) != want {
-			t.Fatalf("decision %d saw %d steps, want %d", i, len(w), want)
-		}
-		for j, st := range w {
-			k := i - len(w) + j // the decision this step records
-			if st.Reward != rewards[k+1] || st.Action != int(learn.NoOp) || !slices.Equal(st.State, rec.states[k]) {
-				t.Errorf("decision %d, step %d: %+v, want decision %d's state, NoOp and reward %v", i, j, st, k, rewards[k+1])
+	for _, tc := range []struct {
+		name  string
+		blind bool
+		// want is the window length of decision i.
+		want func(i int) int
+	}{
+		{"window of 2", false, func(i int) int { return min(i, 2) }},
+		{"blind", true, func(int) int { return 0 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			apps, _ := sim.GenerateApps(1, 1)
+			app := apps[0]
+			rec := &recordingLearner{window: 2}
+			ag, err := NewAgent(rec, app.Constraints, AgentOptions{Greedy: true, Blind: tc.blind})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			tr, _ := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: app.BaseRate, Steps: 6, Step: sim.DefaultConfig().Step, Seed: 1})
+			s, err := sim.New(sim.DefaultConfig(), app, &tr, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The simulator reuses an observation's slices, so keep each
+			// window's reward, not the observation.
+			var rewards []float64
+			for range 4 {
+				s.Step()
+				o := s.Observation()
+				terms, err := learn.Reward(&o, 0.5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rewards = append(rewards, terms.Reward)
+				r, err := ag.Recommend(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s.Apply(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if len(rec.windows) != 4 {
+				t.Fatalf("%d decisions recorded, want 4", len(rec.windows))
+			}
+			for i, w := range rec.windows {
+				if want := tc.want(i); len(w) != want {
+					t.Fatalf("decision %d saw %d steps, want %d", i, len(w), want)
+				}
+				for j, st := range w {
+					k := i - len(w) + j // the decision this step records
+					if st.Reward != rewards[k+1] || st.Action != int(learn.NoOp) || !slices.Equal(st.State, rec.states[k]) {
+						t.Errorf("decision %d, step %d: %+v, want decision %d's state, NoOp and reward %v", i, j, st, k, rewards[k+1])
+					}
+				}
+			}
+		})
 	}
 }
 

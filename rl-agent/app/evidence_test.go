@@ -112,6 +112,8 @@ func TestEvidenceCommand(t *testing.T) {
 		{"parameter spread below 1", []string{"--pretrain-param-spread=0.5"}, "pretrain parameter spread must be 0 (off) or at least 1"},
 		{"unknown guard", []string{"--meta-guard=sphere", "--action-space=residual"}, "embedding guard must be box, mahalanobis or empty"},
 		{"guard in the paper space", []string{"--meta-guard=box", "--action-space=paper"}, "embedding guard needs the residual action space"},
+		{"blind Meta-PPO guarded", []string{"--meta-guard=box", "--action-space=residual", "--meta-blind"}, "--meta-guard and --meta-blind exclude each other"},
+		{"blind Meta-PPO's embedding", []string{"--experiment=embedding", "--meta-blind"}, "a blind Meta-PPO does not have"},
 		{"parameter spread with checkpoints", []string{"--pretrain-param-spread=4", "--pretrained=" + dir}, "--pretrain-param-spread shapes the pre-training"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
