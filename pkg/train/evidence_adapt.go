@@ -195,9 +195,9 @@ func RunAdapt(ctx context.Context, e EvidenceOptions, pre *Pretrained) (*AdaptRe
 		// gap is taken on its magnitude.
 		target := func(f float64) float64 { return conv - (1-f)*math.Abs(conv) }
 		for i := range runs {
-			runs[i].EpisodesTo90, runs[i].Reached = episodesTo(runs[i].Rewards, target(0.9), e.SmoothEpisodes)
+			runs[i].EpisodesTo90, runs[i].Reached = EpisodesTo(runs[i].Rewards, target(0.9), e.SmoothEpisodes)
 			for _, f := range e.AdaptThresholds {
-				n, ok := episodesTo(runs[i].Rewards, target(f), e.SmoothEpisodes)
+				n, ok := EpisodesTo(runs[i].Rewards, target(f), e.SmoothEpisodes)
 				runs[i].To = append(runs[i].To, Reach{Fraction: f, Episodes: n, Reached: ok})
 			}
 			runs[i].Shortfall = shortfall(runs[i].Rewards, conv)
@@ -265,9 +265,9 @@ func shortfall(rs []float64, conv float64) float64 {
 	return s / float64(len(rs)) / math.Abs(conv)
 }
 
-// episodesTo returns the first 1-based episode at which the moving average
+// EpisodesTo returns the first 1-based episode at which the moving average
 // of the last k rewards reaches target, or len(rs) and false.
-func episodesTo(rs []float64, target float64, k int) (int, bool) {
+func EpisodesTo(rs []float64, target float64, k int) (int, bool) {
 	var sum float64
 	for i, r := range rs {
 		sum += r

@@ -131,7 +131,7 @@ func TestEpisodesTo(t *testing.T) {
 		{"negative rewards", []float64{-0.5, -0.3, -0.2}, -0.25, 1, 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, reached := episodesTo(tc.rs, tc.target, tc.k)
+			got, reached := EpisodesTo(tc.rs, tc.target, tc.k)
 			if got != tc.want || reached != tc.reached {
 				t.Errorf("episodesTo = %d, %v; want %d, %v", got, reached, tc.want, tc.reached)
 			}
