@@ -15,9 +15,12 @@ package controller
 //     back; it lands at once when only these calls fail (e.g. RBAC that no
 //     longer lets the recommender list HPAs). The recorder drops an event
 //     the API server answers with an error status instead of retrying it,
-//     as a restarting API server may for its first requests; the repeats
-//     are sent independently, so one refused warning does not leave a
-//     sustained outage unreported.
+//     as a restarting API server may for its first requests; a repeat
+//     recorded after that is another chance. The recorder sends events
+//     one at a time, so warnings queued during the outage reach the API
+//     server back to back when it answers again, and a refusal that lasts
+//     longer than that may still drop them all: APIReadRecovered, sent
+//     after a list succeeded, reports the run in any case.
 //   - A Normal event when the call succeeds again: StatusWriteRecovered
 //     after any failed status write (the status was stale meanwhile), and
 //     APIReadRecovered after reads that had failed for Config.FailureWarning.
