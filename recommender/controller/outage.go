@@ -14,12 +14,13 @@ package controller
 //     the warning of an outage shorter than that lands when the API is
 //     back; it lands at once when only these calls fail (e.g. RBAC that no
 //     longer lets the recommender list HPAs). The recorder drops an event
-//     the API server answers with an error status instead of retrying it,
-//     as a restarting API server may for its first requests; a repeat
+//     the API server answers with an error status; the components' sink
+//     (pkg/kube) has it retry 5xx and 429 answers as it retries an
+//     unreachable server, but any other refusal (e.g. a 403 from an API
+//     server whose authoriser is not ready yet) drops it, and a repeat
 //     recorded after that is another chance. The recorder sends events
 //     one at a time, so warnings queued during the outage reach the API
-//     server back to back when it answers again, and a refusal that lasts
-//     longer than that may still drop them all: APIReadRecovered, sent
+//     server back to back when it answers again: APIReadRecovered, sent
 //     after a list succeeded, reports the run in any case.
 //   - A Normal event when the call succeeds again: StatusWriteRecovered
 //     after any failed status write (the status was stale meanwhile), and
