@@ -77,7 +77,6 @@ func load(spec string) (side, error) {
 type pair struct {
 	seed       uint64
 	a, b       train.AdaptRun
-	converged  float64
 	aTo, bTo   []float64
 	aHit, bHit []bool
 }
@@ -114,7 +113,7 @@ func run(w io.Writer, specA, specB string) error {
 					conv = math.Max(conv, r.Final)
 				}
 			}
-			p := pair{seed: seed, a: x, b: y, converged: conv}
+			p := pair{seed: seed, a: x, b: y}
 			for _, f := range fractions {
 				target := conv - (1-f)*math.Abs(conv)
 				n, hit := train.EpisodesTo(x.Rewards, target, smooth)
@@ -178,23 +177,17 @@ func run(w io.Writer, specA, specB string) error {
 
 // seedUnit is the t-interval of the per-seed mean differences.
 func seedUnit(ps []pair, seeds []uint64, get func(pair) (float64, float64)) (stats.Interval, error) {
-	var ds []float64
-	for _, s := range seeds {
-		var sum float64
-		n := 0
-		for _, p := range ps {
-			if p.seed == s {
-				x, y := get(p)
-				sum += x - y
-				n++
-			}
-		}
-		if n == 0 {
-			return stats.Interval{}, fmt.Errorf("seed %d has no pair", s)
-		}
-		ds = append(ds, sum/float64(n))
+	ds, seedOf := make([]float64, len(ps)), make([]int, len(ps))
+	seen := make([]bool, len(seeds))
+	for i, p := range ps {
+		x, y := get(p)
+		k := slices.Index(seeds, p.seed)
+		ds[i], seedOf[i], seen[k] = x-y, k, true
 	}
-	return stats.Mean(ds, 0.95)
+	if k := slices.Index(seen, false); k >= 0 {
+		return stats.Interval{}, fmt.Errorf("seed %d has no pair", seeds[k])
+	}
+	return stats.Mean(train.SeedMeans(ds, seedOf, len(seeds)), 0.95)
 }
 
 func find(runs []train.AdaptRun, arm, app string) (train.AdaptRun, bool) {

@@ -37,6 +37,9 @@ func ToObservation(o *workload.Observation) *pb.Observation {
 		Latency: &pb.Latency{P50Seconds: o.Latency.P50, P95Seconds: o.Latency.P95, P99Seconds: o.Latency.P99},
 		Samples: int32(min(o.Samples, math.MaxInt32)),
 	}
+	if o.StartupDelay > 0 {
+		out.StartupDelay = durationpb.New(o.StartupDelay)
+	}
 	for _, c := range o.Containers {
 		out.Containers = append(out.Containers, &pb.ContainerObservation{
 			Name: c.Name, Requests: toResources(c.Requests), Limits: toResources(c.Limits),

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"testing"
+	"time"
 
 	"github.com/aware-k8s/aware/pkg/workload"
 )
@@ -33,6 +34,23 @@ func TestToObservationContainers(t *testing.T) {
 					w.GetPeak().GetCpuCores() != c.Peak.CPU || w.GetRequests().GetCpuCores() != c.Requests.CPU {
 					t.Errorf("container %d: %+v on the wire, want %+v", i, w, c)
 				}
+			}
+		})
+	}
+}
+
+// TestToObservationStartupDelay: the pods' start-up delay goes on the wire
+// when one is known, and is left unset otherwise.
+func TestToObservationStartupDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		d    time.Duration
+		set  bool
+	}{{"unknown", 0, false}, {"20 s", 20 * time.Second, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := ToObservation(&workload.Observation{Replicas: 1, StartupDelay: tc.d})
+			if (out.GetStartupDelay() != nil) != tc.set || out.GetStartupDelay().AsDuration() != tc.d {
+				t.Errorf("startup_delay %v, want %v (set %t)", out.GetStartupDelay(), tc.d, tc.set)
 			}
 		})
 	}

@@ -118,6 +118,9 @@ type TrainJob struct {
 	// (SetWindowLen); otherwise they are nil.
 	DemoWindows [][]policy.Step
 	Windows     [][]policy.Step
+	// Signatures hold each transition's Signature (same index) when the
+	// agent's steps carry one (SetSignature); otherwise nil.
+	Signatures [][]float64
 }
 
 // Run trains l as the job asks. It may take tens of milliseconds; servers
@@ -140,9 +143,9 @@ func (j *TrainJob) Run(l policy.DiscreteLearner) error {
 // transition with its window. The agent that produced the job must keep
 // windows of the learner's length (SetWindowLen).
 func (j *TrainJob) RunMeta(m *policy.MetaPPO) error {
-	if len(j.DemoWindows) != len(j.Demonstrations) || len(j.Windows) != len(j.Batch) {
-		return fmt.Errorf("meta training job: %d demonstrations with %d windows, %d transitions with %d windows",
-			len(j.Demonstrations), len(j.DemoWindows), len(j.Batch), len(j.Windows))
+	if len(j.DemoWindows) != len(j.Demonstrations) || len(j.Windows) != len(j.Batch) || (j.Signatures != nil && len(j.Signatures) != len(j.Batch)) {
+		return fmt.Errorf("meta training job: %d demonstrations with %d windows, %d transitions with %d windows and %d signatures",
+			len(j.Demonstrations), len(j.DemoWindows), len(j.Batch), len(j.Windows), len(j.Signatures))
 	}
 	if len(j.Demonstrations) > 0 {
 		demos := make([]policy.MetaDemonstration, len(j.Demonstrations))
@@ -157,6 +160,9 @@ func (j *TrainJob) RunMeta(m *policy.MetaPPO) error {
 		batch := make([]policy.MetaTransition, len(j.Batch))
 		for i, t := range j.Batch {
 			batch[i] = policy.MetaTransition{Transition: t, Window: j.Windows[i]}
+			if j.Signatures != nil {
+				batch[i].Signature = j.Signatures[i]
+			}
 		}
 		if _, err := m.Update(batch); err != nil {
 			return fmt.Errorf("meta-PPO update: %w", err)
@@ -180,6 +186,9 @@ type Experience struct {
 	// that Restore rebuilds the window Outcome kept; without it Restore
 	// falls back to Transition.Reward.
 	StepReward *float64 `json:"r,omitempty"`
+	// Signature is the step's Signature, set only by agents whose steps
+	// carry one (SetSignature), so that Restore rebuilds their window.
+	Signature []float64 `json:"s,omitempty"`
 }
 
 // Status is a workload's agent as GetPolicyStatus reports it.
@@ -244,6 +253,11 @@ type Agent struct {
 	traj           Trajectory
 	demoWindows    [][]policy.Step
 	episodeWindows [][]policy.Step
+	// signature: each step carries the workload's Signature
+	// (SetSignature); episodeSignatures holds, index for index, that of
+	// each of episode.
+	signature         bool
+	episodeSignatures [][]float64
 }
 
 type decided struct {
@@ -300,6 +314,17 @@ func (a *Agent) SetWindowLen(n int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.traj = NewTrajectory(n)
+}
+
+// SetSignature makes each step of the trajectory carry the workload's
+// Signature, for a Meta-PPO whose encoder reads one
+// (policy.MetaConfig.SignatureDim = SignatureDim). Configuration, like
+// SetWindowLen: call it before the agent's first Prepare, Outcome or
+// Restore.
+func (a *Agent) SetSignature(on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.signature = on
 }
 
 // SetShape makes the agent talk to a policy of shape sh (ShapeOf): in the
@@ -386,12 +411,19 @@ func (a *Agent) Restore(e Experience) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	window := a.traj.Window()
-	if a.traj.Len() > 0 && len(e.Transition.State) == StateDim && e.Transition.Action >= 0 && e.Transition.Action < a.numActions() {
+	// A record without the signature the steps carry (written before the
+	// learner read one) is not a step the encoder can read.
+	hasSignature := !a.signature || len(e.Signature) == SignatureDim
+	if a.traj.Len() > 0 && hasSignature && len(e.Transition.State) == StateDim && e.Transition.Action >= 0 && e.Transition.Action < a.numActions() {
 		r := e.Transition.Reward
 		if e.StepReward != nil {
 			r = *e.StepReward
 		}
-		a.traj.Push(policy.Step{State: e.Transition.State, Action: e.Transition.Action, Reward: r})
+		st := policy.Step{State: e.Transition.State, Action: e.Transition.Action, Reward: r}
+		if a.signature {
+			st.Signature = e.Signature
+		}
+		a.traj.Push(st)
 	}
 	if e.Teacher < 0 || e.Teacher >= a.numActions() || a.space != nil {
 		return
@@ -567,7 +599,11 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	// (a no-op when the agent keeps none), with the paper's reward as the
 	// simulator's agent records it.
 	window := a.traj.Window()
-	a.traj.Push(policy.Step{State: state, Action: int(action), Reward: terms.Reward})
+	var sig []float64
+	if a.signature && a.traj.Len() > 0 {
+		sig = Signature(&o.Observation)
+	}
+	a.traj.Push(policy.Step{State: state, Signature: sig, Action: int(action), Reward: terms.Reward})
 	if (o.AppliedSource == workload.SourceDefault || o.AppliedSource == workload.SourceSafeguard) && a.space == nil {
 		teacher = int(action)
 		a.addDemo(policy.Demonstration{State: state, Mask: mask, Action: teacher}, window)
@@ -576,12 +612,16 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 		a.episode = append(a.episode, tr)
 		if a.traj.Len() > 0 {
 			a.episodeWindows = append(a.episodeWindows, window)
+			if sig != nil {
+				a.episodeSignatures = append(a.episodeSignatures, sig)
+			}
 		}
 	}
 	res := OutcomeResult{Reward: terms, Stage: stage, Experience: Experience{Workload: a.key, Transition: tr, Teacher: teacher}}
 	if a.traj.Len() > 0 {
 		r := terms.Reward
 		res.Experience.StepReward = &r
+		res.Experience.Signature = sig
 	}
 	if !done {
 		return res, nil
@@ -591,14 +631,14 @@ func (a *Agent) Outcome(o Outcome, now time.Time) (OutcomeResult, error) {
 	episodeReward := a.episodeSum / float64(a.episodeSteps)
 	a.episodeSum, a.episodeSteps = 0, 0
 	if stage.Trains(a.space != nil) && len(a.episode) > 0 {
-		job := &TrainJob{Batch: a.episode, Windows: a.episodeWindows}
+		job := &TrainJob{Batch: a.episode, Windows: a.episodeWindows, Signatures: a.episodeSignatures}
 		if !stage.AgentActs() { // the defaults acted: Bootstrapping or Retraining
 			job.Demonstrations = slices.Clone(a.demos)
 			job.DemoWindows = slices.Clone(a.demoWindows)
 		}
 		res.Train = job
 	}
-	a.episode, a.episodeWindows = nil, nil
+	a.episode, a.episodeWindows, a.episodeSignatures = nil, nil, nil
 	t, moved, err := a.machine.RecordEpisode(episodeReward, now)
 	if err != nil {
 		return OutcomeResult{}, err
@@ -621,6 +661,9 @@ func UnmarshalExperience(b []byte) (Experience, error) {
 	}
 	if len(e.Transition.State) != StateDim {
 		return Experience{}, fmt.Errorf("experience of %s: state of length %d, want %d", e.Workload, len(e.Transition.State), StateDim)
+	}
+	if e.Signature != nil && len(e.Signature) != SignatureDim {
+		return Experience{}, fmt.Errorf("experience of %s: signature of length %d, want %d", e.Workload, len(e.Signature), SignatureDim)
 	}
 	return e, nil
 }

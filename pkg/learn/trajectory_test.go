@@ -3,6 +3,7 @@ package learn
 import (
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,8 +63,18 @@ func TestTrajectory(t *testing.T) {
 // the paper's reward, which some transitions reduce by a scaling cost), the
 // training job's windows line up with its transitions and
 // demonstrations and train a Meta-PPO learner, and an agent restored from
-// its state and the experience log has the same window.
+// its state and the experience log has the same window. With signatures
+// every step also carries its observation's Signature, through the log too.
 func TestAgentKeepsWindows(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		signature bool
+	}{{"state, action and reward", false}, {"with signatures", true}} {
+		t.Run(tc.name, func(t *testing.T) { testAgentKeepsWindows(t, tc.signature) })
+	}
+}
+
+func testAgentKeepsWindows(t *testing.T, signature bool) {
 	const n = 16 // the whole run, bootstrapping steps with a scaling cost included
 	cfg := DefaultConfig()
 	cfg.Gates.Window, cfg.Gates.EpisodeSteps = 3, 4
@@ -73,8 +84,12 @@ func TestAgentKeepsWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.SetWindowLen(n)
+	a.SetSignature(signature)
 	mcfg := policy.DefaultMetaConfig(StateDim, int(NumActions))
 	mcfg.Hidden, mcfg.MinibatchSize, mcfg.Window, mcfg.EmbedDim = []int{16}, 8, n, 4
+	if signature {
+		mcfg.SignatureDim = SignatureDim
+	}
 	m, err := policy.NewMetaPPO(mcfg)
 	if err != nil {
 		t.Fatal(err)
@@ -125,11 +140,21 @@ func TestAgentKeepsWindows(t *testing.T) {
 		if tr.Reward != *sr {
 			charged++
 		}
-		steps = append(steps, policy.Step{State: tr.State, Action: tr.Action, Reward: *sr})
+		var sig []float64
+		if signature {
+			sig = Signature(&o)
+		}
+		if !reflect.DeepEqual(out.Experience.Signature, sig) {
+			t.Fatalf("step %d: experience signature %v, want %v", i, out.Experience.Signature, sig)
+		}
+		steps = append(steps, policy.Step{State: tr.State, Signature: sig, Action: tr.Action, Reward: *sr})
 		log = append(log, out.Experience)
 		if j := out.Train; j != nil {
 			if len(j.Windows) != len(j.Batch) || len(j.DemoWindows) != len(j.Demonstrations) {
 				t.Fatalf("job with %d/%d windows for %d/%d transitions/demonstrations", len(j.Windows), len(j.DemoWindows), len(j.Batch), len(j.Demonstrations))
+			}
+			if signature != (len(j.Signatures) == len(j.Batch)) || (!signature && j.Signatures != nil) {
+				t.Fatalf("job with %d signatures for %d transitions, signatures %t", len(j.Signatures), len(j.Batch), signature)
 			}
 			// The last transition of the episode is this step; its window
 			// is the steps before it.
@@ -151,6 +176,7 @@ func TestAgentKeepsWindows(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.SetWindowLen(n)
+	b.SetSignature(signature)
 	for _, e := range log {
 		// Through the log's encoding, as a restarted server reads it.
 		rec, err := MarshalExperience(e)
@@ -217,5 +243,43 @@ func TestAgentWithoutWindowKeepsNone(t *testing.T) {
 		if err := j.RunMeta(nil); err == nil {
 			t.Fatal("RunMeta accepted a job without windows")
 		}
+	}
+}
+
+// TestUnmarshalExperience: a record of the experience log is refused when
+// its state or its signature has the wrong length.
+func TestUnmarshalExperience(t *testing.T) {
+	state := make([]float64, StateDim)
+	good := Experience{Workload: "ns/app", Transition: policy.Transition{State: state, NextState: state}, Teacher: -1}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(e *Experience)
+		wantErr string
+	}{
+		{"plain", func(*Experience) {}, ""},
+		{"with a signature", func(e *Experience) { e.Signature = make([]float64, SignatureDim) }, ""},
+		{"short state", func(e *Experience) { e.Transition.State = state[1:] }, "state of length"},
+		{"short signature", func(e *Experience) { e.Signature = []float64{1} }, "signature of length 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := good
+			tc.mutate(&e)
+			rec, err := MarshalExperience(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := UnmarshalExperience(rec)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("err = %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			case err == nil && !reflect.DeepEqual(got.Signature, e.Signature):
+				t.Fatalf("signature %v, want %v", got.Signature, e.Signature)
+			}
+		})
+	}
+	if _, err := UnmarshalExperience([]byte("{")); err == nil {
+		t.Error("a truncated record was accepted")
 	}
 }

@@ -41,6 +41,12 @@ type MetaConfig struct {
 	// original Meta-PPO.
 	AuxDim    int     `json:"auxDim,omitempty"`
 	AuxWeight float64 `json:"auxWeight,omitempty"`
+	// SignatureDim, when > 0, widens every encoder step by SignatureDim
+	// values that only the encoder reads (Step.Signature): quantities that
+	// identify the workload, such as its amounts per request, which the
+	// state leaves out so that one actor serves workloads of every size.
+	// 0: the steps are state, action and reward, as before signatures.
+	SignatureDim int `json:"signatureDim,omitempty"`
 	// Guard, when set, is the learner's embedding guard (EmbedGuard): the
 	// range of embeddings seen where it learnt. It is not architecture: a
 	// learner's guard is MetaPPO.Guard, set by SetGuard or a checkpoint.
@@ -64,6 +70,9 @@ func (c MetaConfig) Validate() error {
 	}
 	if c.EmbedDim < 1 || c.EmbedDim > maxHidden {
 		errs = append(errs, fmt.Errorf("embedDim must be in [1, %d], got %d", maxHidden, c.EmbedDim))
+	}
+	if c.SignatureDim < 0 || c.SignatureDim > maxStateDim {
+		errs = append(errs, fmt.Errorf("signatureDim must be in [0, %d], got %d", maxStateDim, c.SignatureDim))
 	}
 	if c.AuxDim < 0 || c.AuxDim > maxHidden {
 		errs = append(errs, fmt.Errorf("auxDim must be in [0, %d], got %d", maxHidden, c.AuxDim))
@@ -90,7 +99,7 @@ func (c MetaConfig) clone() MetaConfig {
 }
 
 func (c MetaConfig) sameArchitecture(o MetaConfig) bool {
-	return c.Config.sameArchitecture(o.Config) && c.Window == o.Window && c.EmbedDim == o.EmbedDim && c.AuxDim == o.AuxDim
+	return c.Config.sameArchitecture(o.Config) && c.Window == o.Window && c.EmbedDim == o.EmbedDim && c.AuxDim == o.AuxDim && c.SignatureDim == o.SignatureDim
 }
 
 // actorCritic is the configuration of the actor-critic part: its input is
@@ -101,15 +110,19 @@ func (c MetaConfig) actorCritic() Config {
 	return ac
 }
 
-// stepDim is the width of one GRU input: state, the action as one one-hot
-// per head (NumActions entries in all), reward.
-func (c MetaConfig) stepDim() int { return c.StateDim + c.NumActions + 1 }
+// stepDim is the width of one GRU input: state, signature, the action as
+// one one-hot per head (NumActions entries in all), reward.
+func (c MetaConfig) stepDim() int { return c.StateDim + c.SignatureDim + c.NumActions + 1 }
 
 // Step is one step of a workload's trajectory as the encoder reads it.
 type Step struct {
-	State  []float64
-	Action int
-	Reward float64
+	State []float64
+	// Signature is what identifies the workload at State (MetaConfig.
+	// SignatureDim values; nil without signatures). Only the encoder
+	// reads it.
+	Signature []float64
+	Action    int
+	Reward    float64
 }
 
 // MetaTransition is a Transition together with the trajectory that preceded
@@ -121,6 +134,9 @@ type Step struct {
 type MetaTransition struct {
 	Transition
 	Window []Step
+	// Signature is the signature at State (Step.Signature), for the step
+	// this transition appends to Window to embed NextState.
+	Signature []float64
 	// Aux is the target of the auxiliary head for the embedding of Window
 	// (MetaConfig.AuxDim values), or nil: no auxiliary loss on this
 	// transition (always so without a head).
@@ -224,6 +240,9 @@ func (m *MetaPPO) checkWindow(what string, w []Step) error {
 		if err := checkState("state", st.State, m.cfg.StateDim); err != nil {
 			return fmt.Errorf("%s[%d]: %w", what, i, err)
 		}
+		if err := checkState("signature", st.Signature, m.cfg.SignatureDim); err != nil {
+			return fmt.Errorf("%s[%d]: %w", what, i, err)
+		}
 		if err := checkHeadsAction("action", st.Action, nil, m.cfg.heads()); err != nil {
 			return fmt.Errorf("%s[%d]: %w", what, i, err)
 		}
@@ -253,7 +272,7 @@ func (m *MetaPPO) EmbedBatch(windows [][]Step) ([][]float64, error) {
 		}
 	}
 	m.inferMu.RLock()
-	flat := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
+	flat := m.enc.forward(true, windows, m.cfg)
 	m.inferMu.RUnlock()
 	return split(flat, len(windows), m.cfg.EmbedDim), nil
 }
@@ -280,7 +299,7 @@ func (m *MetaPPO) PredictAux(windows [][]Step) ([][]float64, error) {
 	e, k := m.cfg.EmbedDim, m.cfg.AuxDim
 	m.inferMu.RLock()
 	defer m.inferMu.RUnlock()
-	emb := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
+	emb := m.enc.forward(true, windows, m.cfg)
 	out := make([][]float64, len(windows))
 	for n := range out {
 		out[n] = slices.Clone(m.aux.b.infer)
@@ -309,7 +328,7 @@ func (m *MetaPPO) ActWindow(state []float64, window []Step, mask []bool, greedy 
 		return Decision{}, err
 	}
 	m.inferMu.RLock()
-	e := m.enc.forward(true, [][]Step{window}, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
+	e := m.enc.forward(true, [][]Step{window}, m.cfg)
 	logits, values := actorCriticForward(m.ac, true, [][]float64{slices.Concat(state, e)}, m.acCfg.StateDim)
 	m.inferMu.RUnlock()
 	d, err := decide(logits, values[0], mask, m.cfg.heads(), greedy, rng)

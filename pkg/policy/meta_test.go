@@ -44,9 +44,22 @@ func randomMetaBatch(rng *rand.Rand, n int, cfg MetaConfig) []MetaTransition {
 	out := make([]MetaTransition, n)
 	for i, t := range plain {
 		out[i] = MetaTransition{Transition: t, Window: randomWindow(rng, (i+1)%(cfg.Window+2), cfg.StateDim, cfg.NumActions)}
+		if cfg.SignatureDim > 0 {
+			for j := range out[i].Window {
+				out[i].Window[j].Signature = randomState(rng, cfg.SignatureDim)
+			}
+			out[i].Signature = randomState(rng, cfg.SignatureDim)
+		}
 	}
 	return out
 }
+
+// signatureCases are the encoder's step layouts the graph tests cover:
+// without signatures, and with signature values between state and action.
+var signatureCases = []struct {
+	name string
+	dim  int
+}{{"no signature", 0}, {"signature", 2}}
 
 // scaleWeights moves away from the near-uniform initialisation so that the
 // comparisons have teeth (saturating gates, non-trivial embeddings).
@@ -71,7 +84,7 @@ func metaFixture(t *testing.T, m *MetaPPO, rng *rand.Rand) (batch []MetaTransiti
 		rows[i] = i
 		windows[i] = batch[i].Window
 	}
-	emb = m.enc.forward(false, windows, cfg.Window, cfg.StateDim, cfg.heads())
+	emb = m.enc.forward(false, windows, cfg)
 	for i, tr := range batch {
 		in := slices.Concat(tr.State, emb[i*cfg.EmbedDim:(i+1)*cfg.EmbedDim])
 		lp := make([]float64, cfg.NumActions)
@@ -93,7 +106,16 @@ func metaFixture(t *testing.T, m *MetaPPO, rng *rand.Rand) (batch []MetaTransiti
 // and the graph's log-probabilities and values match the plain-Go
 // actor-critic on [state, embedding].
 func TestMetaGraphMatchesForward(t *testing.T) {
-	m := mustMeta(t, metaGradCheckConfig(9))
+	for _, tc := range signatureCases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := metaGradCheckConfig(9)
+			cfg.SignatureDim = tc.dim
+			testMetaGraphMatchesForward(t, mustMeta(t, cfg))
+		})
+	}
+}
+
+func testMetaGraphMatchesForward(t *testing.T, m *MetaPPO) {
 	scaleWeights(m.all, 3)
 	m.mu.Lock()
 	m.publish()
@@ -161,6 +183,24 @@ func TestMetaGraphMatchesForward(t *testing.T) {
 			}
 		}
 	}
+	if m.cfg.SignatureDim == 0 {
+		return
+	}
+	// The signature is read: changing one step's signature moves the
+	// embedding.
+	w := slices.Clone(batch[1].Window)
+	before, err := m.Embed(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w[len(w)-1].Signature = []float64{w[len(w)-1].Signature[0] + 1, w[len(w)-1].Signature[1]}
+	after, err := m.Embed(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(before, after) {
+		t.Errorf("a different signature embeds to the same %v", before)
+	}
 }
 
 // TestMetaGradientCheck compares the graph's gradient of the full meta-PPO
@@ -170,15 +210,25 @@ func TestMetaGradientCheck(t *testing.T) {
 	for _, mb := range []int{2, 5} {
 		t.Run(fmt.Sprintf("minibatch=%d", mb), func(t *testing.T) {
 			m := mustMeta(t, metaGradCheckConfig(mb))
-			scaleWeights(m.all, 2)
-			metaFixture(t, m, newRNG(8))
-			run := func() (float64, [][]float64) { return runGraph(t, &m.graph.m, m.graph.total, m.graph.grads) }
-			if _, grads := run(); absSum(grads[len(m.ac.all):]) == 0 {
-				t.Fatal("the loss does not depend on the encoder")
-			}
-			gradCheck(t, m.all, run)
+			gradCheckFixture(t, m)
 		})
 	}
+	t.Run("signature", func(t *testing.T) {
+		cfg := metaGradCheckConfig(3)
+		cfg.SignatureDim = 2
+		gradCheckFixture(t, mustMeta(t, cfg))
+	})
+}
+
+func gradCheckFixture(t *testing.T, m *MetaPPO) {
+	t.Helper()
+	scaleWeights(m.all, 2)
+	metaFixture(t, m, newRNG(8))
+	run := func() (float64, [][]float64) { return runGraph(t, &m.graph.m, m.graph.total, m.graph.grads) }
+	if _, grads := run(); absSum(grads[len(m.ac.all):]) == 0 {
+		t.Fatal("the loss does not depend on the encoder")
+	}
+	gradCheck(t, m.all, run)
 }
 
 func TestMetaCheckpoint(t *testing.T) {
@@ -289,19 +339,7 @@ func TestMetaRejectsBadInput(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := slices.Clone(good)
 			tc.mutate(b)
-			_, err := m.Update(b)
-			for _, want := range tc.want {
-				if !errors.Is(err, want) {
-					t.Errorf("Update: err = %v, want %v", err, want)
-				}
-			}
-			var windows [][]Step
-			for _, tr := range b {
-				windows = append(windows, tr.Window)
-			}
-			if _, err := m.EmbedBatch(windows); tc.name != "NaN state" && tc.name != "masked action" && !errors.Is(err, ErrInvalidInput) {
-				t.Errorf("EmbedBatch: err = %v, want ErrInvalidInput", err)
-			}
+			requireRefused(t, m, b, tc.want, tc.name != "NaN state" && tc.name != "masked action")
 		})
 	}
 	requireSameBytes(t, "learner after rejected updates", before, mustMarshalMeta(t, m))
@@ -321,6 +359,64 @@ func TestMetaRejectsBadInput(t *testing.T) {
 	bad.Window = 0
 	if _, err := NewMetaPPO(bad); err == nil {
 		t.Error("window 0 accepted")
+	}
+	bad = cfg
+	bad.SignatureDim = -1
+	if _, err := NewMetaPPO(bad); err == nil {
+		t.Error("signatureDim -1 accepted")
+	}
+}
+
+// requireRefused: Update refuses b with every error of want, and EmbedBatch
+// refuses b's windows exactly when badWindow.
+func requireRefused(t *testing.T, m *MetaPPO, b []MetaTransition, want []error, badWindow bool) {
+	t.Helper()
+	_, err := m.Update(b)
+	for _, w := range want {
+		if !errors.Is(err, w) {
+			t.Errorf("Update: err = %v, want %v", err, w)
+		}
+	}
+	var windows [][]Step
+	for _, tr := range b {
+		windows = append(windows, tr.Window)
+	}
+	if _, err := m.EmbedBatch(windows); badWindow != errors.Is(err, ErrInvalidInput) {
+		t.Errorf("EmbedBatch: err = %v, want ErrInvalidInput: %v", err, badWindow)
+	}
+}
+
+// TestMetaRejectsBadSignature: with signatures, a step or transition whose
+// signature is missing, short or not finite is refused and trains nothing.
+func TestMetaRejectsBadSignature(t *testing.T) {
+	cfg := MetaConfig{Config: smallConfig(3, 4, 1), Window: 4, EmbedDim: 2, SignatureDim: 2}
+	m := mustMeta(t, cfg)
+	good := randomMetaBatch(newRNG(1), 10, cfg)
+	before := mustMarshalMeta(t, m)
+	cases := []struct {
+		name   string
+		mutate func(b []MetaTransition)
+		want   []error
+		window bool // the window itself is bad (Embed refuses it too)
+	}{
+		{"missing in window", func(b []MetaTransition) { b[3].Window = []Step{{State: []float64{0, 0, 0}}} }, []error{ErrInvalidInput}, true},
+		{"short in window", func(b []MetaTransition) { b[3].Window = []Step{{State: []float64{0, 0, 0}, Signature: []float64{1}}} }, []error{ErrInvalidInput}, true},
+		{"NaN in window", func(b []MetaTransition) {
+			b[2].Window = []Step{{State: []float64{0, 0, 0}, Signature: []float64{math.NaN(), 0}}}
+		}, []error{ErrInvalidInput, ErrNonFinite}, true},
+		{"missing on the transition", func(b []MetaTransition) { b[0].Signature = nil }, []error{ErrInvalidInput}, false},
+		{"Inf on the transition", func(b []MetaTransition) { b[0].Signature = []float64{0, math.Inf(-1)} }, []error{ErrInvalidInput, ErrNonFinite}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b := slices.Clone(good)
+			tc.mutate(b)
+			requireRefused(t, m, b, tc.want, tc.window)
+		})
+	}
+	requireSameBytes(t, "learner after rejected updates", before, mustMarshalMeta(t, m))
+	if _, err := m.Update(good); err != nil {
+		t.Errorf("good batch: %v", err)
 	}
 }
 

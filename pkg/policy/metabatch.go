@@ -35,7 +35,7 @@ func (m *MetaPPO) ActWindowBatch(states [][]float64, windows [][]Step, masks [][
 	e := m.cfg.EmbedDim
 	inputs := make([][]float64, len(states))
 	m.inferMu.RLock()
-	emb := m.enc.forward(true, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.heads())
+	emb := m.enc.forward(true, windows, m.cfg)
 	for i, s := range states {
 		inputs[i] = slices.Concat(s, emb[i*e:(i+1)*e])
 	}

@@ -73,7 +73,8 @@ func sigmoid(x float64) float64 { return 0.5 + 0.5*math.Tanh(0.5*x) }
 // heads are the action's heads (Config.heads): the action part of a step is
 // one one-hot per head, concatenated (the heads' choices of the factored
 // action), which with one head is the plain one-hot of the action.
-func (g *gru) forward(useInfer bool, windows [][]Step, window, stateDim int, heads []int) []float64 {
+func (g *gru) forward(useInfer bool, windows [][]Step, cfg MetaConfig) []float64 {
+	window, stateDim, heads := cfg.Window, cfg.StateDim, cfg.heads()
 	e := g.uz.rows
 	w := func(p *param) []float64 {
 		if useInfer {
@@ -96,14 +97,21 @@ func (g *gru) forward(useInfer bool, windows [][]Step, window, stateDim int, hea
 			copy(z, bz)
 			copy(r, br)
 			copy(cand, bh)
-			// x = [state, one-hot action per head, reward]: each head's
+			// x = [state, signature, one-hot action per head, reward]: each head's
 			// one-hot selects one row of each W.
 			addRowTimes(z, h, uz, e)
 			addRowTimes(r, h, ur, e)
 			addRowTimes(z, st.State, wz, e)
 			addRowTimes(r, st.State, wr, e)
 			addRowTimes(cand, st.State, wh, e)
-			off, a := stateDim, st.Action
+			// The signature's rows follow the state's (stepDim).
+			if sig := st.Signature; len(sig) > 0 {
+				at := stateDim * e
+				addRowTimes(z, sig, wz[at:], e)
+				addRowTimes(r, sig, wr[at:], e)
+				addRowTimes(cand, sig, wh[at:], e)
+			}
+			off, a := stateDim+cfg.SignatureDim, st.Action
 			for h, n := range heads {
 				hot[h] = (off + a%n) * e
 				a /= n
@@ -192,7 +200,7 @@ func (b *builder) sigmoid(x *G.Node) *G.Node {
 // encoder's step inputs, right-aligned so that the most recent step is
 // step Window-1; padding rows and padding steps stay zero.
 func fillWindows(steps, stepMask [][]float64, rows []int, window func(i int) []Step, cfg MetaConfig) {
-	s, e, d, T, a, heads := cfg.StateDim, cfg.EmbedDim, cfg.stepDim(), cfg.Window, cfg.NumActions, cfg.heads()
+	s, e, d, T, a, heads := cfg.StateDim+cfg.SignatureDim, cfg.EmbedDim, cfg.stepDim(), cfg.Window, cfg.NumActions, cfg.heads()
 	for t := range T {
 		clear(steps[t])
 		clear(stepMask[t])
@@ -203,6 +211,7 @@ func fillWindows(steps, stepMask [][]float64, rows []int, window func(i int) []S
 			t := T - len(win) + j
 			row := steps[t][r*d : (r+1)*d]
 			copy(row, st.State)
+			copy(row[cfg.StateDim:s], st.Signature)
 			setOneHot(row[s:s+a], st.Action, heads)
 			row[s+a] = st.Reward
 			m := stepMask[t][r*e : (r+1)*e]

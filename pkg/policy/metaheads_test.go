@@ -83,7 +83,7 @@ func TestMetaFactoredEncoder(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			emb := m.enc.forward(false, windows, cfg.Window, cfg.StateDim, cfg.heads())
+			emb := m.enc.forward(false, windows, cfg)
 			for i := range emb {
 				if !closeTo(gEmb[i], emb[i], 1e-9) {
 					t.Fatalf("embedding entry %d: graph %v, Go %v", i, gEmb[i], emb[i])

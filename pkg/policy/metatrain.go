@@ -101,6 +101,9 @@ func (m *MetaPPO) checkTransitions(batch []MetaTransition) error {
 		if err := m.checkWindow("window", t.Window); err != nil {
 			return fmt.Errorf("transition %d: %w", i, err)
 		}
+		if err := checkState("signature", t.Signature, m.cfg.SignatureDim); err != nil {
+			return fmt.Errorf("transition %d: %w", i, err)
+		}
 		if t.Aux != nil {
 			if len(t.Aux) != m.cfg.AuxDim {
 				return fmt.Errorf("%w: transition %d: aux has %d values, the auxiliary head predicts %d", ErrInvalidInput, i, len(t.Aux), m.cfg.AuxDim)
@@ -154,9 +157,9 @@ func (m *MetaPPO) update(batch []MetaTransition) (Stats, error) {
 		// Full slice expression: appending must never write into the
 		// caller's backing array.
 		w := t.Window[:len(t.Window):len(t.Window)]
-		windows = append(windows, append(w, Step{State: t.State, Action: t.Action, Reward: t.Reward}))
+		windows = append(windows, append(w, Step{State: t.State, Signature: t.Signature, Action: t.Action, Reward: t.Reward}))
 	}
-	emb := split(m.enc.forward(false, windows, m.cfg.Window, m.cfg.StateDim, m.cfg.heads()), 2*n, m.cfg.EmbedDim)
+	emb := split(m.enc.forward(false, windows, m.cfg), 2*n, m.cfg.EmbedDim)
 	aug := make([]Transition, n)
 	for i, t := range batch {
 		aug[i] = t.Transition

@@ -709,6 +709,7 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 	o.ReadyReplicas = ready
 	o.Samples = withMetrics
 	o.Pods = s.samples
+	o.StartupDelay, _ = workload.MedianStartupDelay(o.Pods)
 }
 
 // poisson draws a Poisson variate: exact by multiplication for small means,

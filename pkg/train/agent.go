@@ -166,6 +166,9 @@ type decision struct {
 	Recommendation workload.Recommendation
 	// Window is the trajectory that preceded State (Meta-PPO only).
 	Window []policy.Step
+	// Signature is the workload's signature at State, when the learner's
+	// encoder reads one (Learner.SignatureLen).
+	Signature []float64
 	// Guarded: a Meta-PPO's embedding left its guard's range and the
 	// learner followed the default (policy.EmbedGuard).
 	Guarded bool
@@ -212,7 +215,10 @@ func (a *Agent) choose(ctx context.Context, obs workload.Observation, agentActs 
 		return decision{}, err
 	}
 	d.Window = a.traj.Window()
-	defer func() { a.last = &policy.Step{State: d.State, Action: d.Action} }()
+	if a.learner.SignatureLen() > 0 {
+		d.Signature = learn.Signature(&obs)
+	}
+	defer func() { a.last = &policy.Step{State: d.State, Signature: d.Signature, Action: d.Action} }()
 	noOpinion := !learn.HasOpinion(def)
 	// The default applies while bootstrapping, and in the residual space
 	// whenever it has no opinion to act relative to (the allocation then

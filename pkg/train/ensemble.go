@@ -68,6 +68,10 @@ func NewEnsemble(members []Learner, quorum int) (*Ensemble, error) {
 		if sh.FeaturesOff != first.FeaturesOff {
 			return nil, fmt.Errorf("ensemble: member %d was trained with other state features (%q) than member 1 (%q)", i+1, m.PolicyConfig().StateFeatures, members[0].PolicyConfig().StateFeatures)
 		}
+		// ... and read the same steps in their windows.
+		if a, b := m.SignatureLen(), members[0].SignatureLen(); a != b {
+			return nil, fmt.Errorf("ensemble: member %d reads %d signature values per step, member 1 %d", i+1, a, b)
+		}
 		// ... and act on the same default.
 		if a, b := m.PolicyConfig().Anchor, members[0].PolicyConfig().Anchor; !fusion.SameVariant(a, b) {
 			return nil, fmt.Errorf("ensemble: member %d was trained beside another default (anchor %q) than member 1 (%q)", i+1, a, b)
@@ -87,6 +91,10 @@ func (e *Ensemble) WindowLen() int {
 	}
 	return n
 }
+
+// SignatureLen implements Learner: the members' (NewEnsemble checks that
+// they agree).
+func (e *Ensemble) SignatureLen() int { return e.members[0].SignatureLen() }
 
 // PolicyConfig implements Learner: the first member's (all share the
 // shape).

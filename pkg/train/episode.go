@@ -163,6 +163,7 @@ func runEpisode(ctx context.Context, l Learner, sp spec, cfg sim.Config, o Optio
 		r.transitions = append(r.transitions, policy.MetaTransition{
 			Transition: policy.Transition{State: d.State, Mask: d.Mask, Action: int(d.Action), Reward: terms.Reward - charge},
 			Window:     d.Window,
+			Signature:  d.Signature,
 			Aux:        aux,
 		})
 		if !acts {

@@ -24,9 +24,9 @@ import (
 // are also given with the seed as the unit (the Seed* fields: the paired
 // difference of per-seed means, a t-interval over the seeds).
 
-// seedMeans averages xs by seed: seedOf[i] is the index of xs[i]'s seed,
-// n the number of seeds.
-func seedMeans(xs []float64, seedOf []int, n int) []float64 {
+// SeedMeans averages xs by seed: seedOf[i] is the index of xs[i]'s seed,
+// n the number of seeds; a seed without a value averages to NaN.
+func SeedMeans(xs []float64, seedOf []int, n int) []float64 {
 	sum, cnt := make([]float64, n), make([]float64, n)
 	for i, x := range xs {
 		sum[seedOf[i]] += x
@@ -114,7 +114,7 @@ func StudyBootstrap(rs []*BootstrapResult, seeds []uint64) (*BootstrapStudy, err
 	st.Bootstrapped, errs[0] = stats.Mean(boot, eval.Confidence)
 	st.Scratch, errs[1] = stats.Mean(scratch, eval.Confidence)
 	st.Difference, errs[2] = stats.Paired(scratch, boot, eval.Confidence)
-	st.SeedDifference, errs[3] = stats.Paired(seedMeans(scratch, seedOf, len(rs)), seedMeans(boot, seedOf, len(rs)), eval.Confidence)
+	st.SeedDifference, errs[3] = stats.Paired(SeedMeans(scratch, seedOf, len(rs)), SeedMeans(boot, seedOf, len(rs)), eval.Confidence)
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("bootstrap study: %w", err)
 	}
@@ -289,8 +289,8 @@ func StudyAdapt(rs []*AdaptResult, seeds []uint64) (*AdaptStudy, error) {
 	for _, c := range adaptComparisons {
 		a, b := samples[c[0]], samples[c[1]]
 		cmp := AdaptComparison{Arm: c[0], Base: c[1], ZeroShot: paired(a.zero, b.zero), Shortfall: paired(a.shortfall, b.shortfall), Final: paired(a.final, b.final),
-			SeedEpisodesTo90: paired(seedMeans(a.to[0], seedOf, len(rs)), seedMeans(b.to[0], seedOf, len(rs))),
-			SeedZeroShot:     paired(seedMeans(a.zero, seedOf, len(rs)), seedMeans(b.zero, seedOf, len(rs)))}
+			SeedEpisodesTo90: paired(SeedMeans(a.to[0], seedOf, len(rs)), SeedMeans(b.to[0], seedOf, len(rs))),
+			SeedZeroShot:     paired(SeedMeans(a.zero, seedOf, len(rs)), SeedMeans(b.zero, seedOf, len(rs)))}
 		for i := range nt {
 			cmp.EpisodesTo = append(cmp.EpisodesTo, paired(a.to[i], b.to[i]))
 			sp, err := stats.RatioOfMeans(b.to[i], a.to[i], eval.Confidence, RatioResamples, seeds[0])
@@ -424,7 +424,7 @@ func StudyRetrain(rs []*RetrainSet, seeds []uint64) (*RetrainStudy, error) {
 	}
 	var errs [5]error
 	st.Degradation, errs[0] = stats.Mean(deg, eval.Confidence)
-	st.SeedDegradation, errs[4] = stats.Mean(seedMeans(deg, seedOf, len(rs)), eval.Confidence)
+	st.SeedDegradation, errs[4] = stats.Mean(SeedMeans(deg, seedOf, len(rs)), eval.Confidence)
 	st.DefaultDegradation, errs[1] = stats.Mean(defDeg, eval.Confidence)
 	st.AgentMinusDefault, errs[2] = stats.Paired(during, defDuring, eval.Confidence)
 	st.VsOracle, errs[3] = stats.Mean(vsOracle, eval.Confidence)

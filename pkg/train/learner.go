@@ -27,6 +27,10 @@ type Learner interface {
 	Kind() string
 	// WindowLen is how many recent steps Act reads; 0 when it reads none.
 	WindowLen() int
+	// SignatureLen is how many signature values each step of the window
+	// carries (policy.MetaConfig.SignatureDim, learn.Signature); 0 when
+	// none.
+	SignatureLen() int
 	// Act decides on state given the steps of the workload that preceded
 	// it, oldest first.
 	Act(state []float64, window []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error)
@@ -109,8 +113,9 @@ func CloneLearner(l Learner) (Learner, error) {
 
 type ppoLearner struct{ p *policy.PPO }
 
-func (l ppoLearner) Kind() string   { return PolicyPPO }
-func (l ppoLearner) WindowLen() int { return 0 }
+func (l ppoLearner) Kind() string      { return PolicyPPO }
+func (l ppoLearner) WindowLen() int    { return 0 }
+func (l ppoLearner) SignatureLen() int { return 0 }
 
 // PPO returns the wrapped learner, e.g. to serve it as a
 // policy.DiscreteLearner.
@@ -142,8 +147,9 @@ func (l ppoLearner) SetLearningRateScale(s float64) error { return l.p.SetLearni
 
 type metaLearner struct{ m *policy.MetaPPO }
 
-func (l metaLearner) Kind() string   { return PolicyMetaPPO }
-func (l metaLearner) WindowLen() int { return l.m.Config().Window }
+func (l metaLearner) Kind() string      { return PolicyMetaPPO }
+func (l metaLearner) WindowLen() int    { return l.m.Config().Window }
+func (l metaLearner) SignatureLen() int { return l.m.Config().SignatureDim }
 
 func (l metaLearner) Act(state []float64, window []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
 	return l.m.ActWindow(state, window, mask, greedy, rng)
@@ -177,8 +183,8 @@ type freezer interface {
 // frozenLearner acts with weights pinned at a promotion to Serving. It
 // never trains: a Serving app's episodes do not train the shared learner.
 type frozenLearner struct {
-	f      *policy.Frozen
-	window int
+	f                 *policy.Frozen
+	window, signature int
 }
 
 var (
@@ -191,13 +197,14 @@ var (
 // it cannot be pinned (a test's stand-in).
 func freeze(l Learner) Learner {
 	if fz, ok := l.(freezer); ok {
-		return frozenLearner{f: fz.Freeze(), window: l.WindowLen()}
+		return frozenLearner{f: fz.Freeze(), window: l.WindowLen(), signature: l.SignatureLen()}
 	}
 	return l
 }
 
-func (l frozenLearner) Kind() string   { return l.f.Kind() }
-func (l frozenLearner) WindowLen() int { return l.window }
+func (l frozenLearner) Kind() string      { return l.f.Kind() }
+func (l frozenLearner) WindowLen() int    { return l.window }
+func (l frozenLearner) SignatureLen() int { return l.signature }
 
 func (l frozenLearner) Act(state []float64, window []policy.Step, mask []bool, greedy bool, rng *rand.Rand) (policy.Decision, error) {
 	ds, err := l.f.ActBatch([][]float64{state}, [][]policy.Step{window}, [][]bool{mask}, greedy, rng)

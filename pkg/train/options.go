@@ -36,6 +36,11 @@ type Options struct {
 	// Meta-PPO's network and training. Whatever Meta-PPO does better than
 	// with MetaBlind is what its embedding of the workload contributes.
 	MetaBlind bool
+	// MetaSignature gives a new Meta-PPO's encoder the workload's
+	// signature (learn.Signature: its CPU time per request, memory and
+	// requests in flight per pod, and its pods' start-up delay) in every
+	// step, besides the state, action and reward.
+	MetaSignature bool
 
 	// Apps is the number of training apps: the first Apps generated apps
 	// that are not held out.
@@ -476,6 +481,9 @@ func (o *Options) metaConfig(c policy.Config) policy.MetaConfig {
 	m := policy.MetaConfig{Config: c, Window: o.Window, EmbedDim: o.EmbedDim}
 	if o.AuxWeight > 0 {
 		m.AuxDim, m.AuxWeight = len(HiddenParamNames), o.AuxWeight
+	}
+	if o.MetaSignature {
+		m.SignatureDim = learn.SignatureDim
 	}
 	return m
 }

@@ -310,7 +310,8 @@ type alwaysLearner struct {
 	action learn.Action
 }
 
-func (a alwaysLearner) WindowLen() int { return 0 }
+func (a alwaysLearner) WindowLen() int    { return 0 }
+func (a alwaysLearner) SignatureLen() int { return 0 }
 
 func (a alwaysLearner) PolicyConfig() policy.Config {
 	return policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
@@ -483,18 +484,23 @@ func TestMetaPPOTraining(t *testing.T) {
 // agent (Options.MetaBlind) hands it none.
 func TestAgentKeepsTheTrajectory(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		blind bool
+		name      string
+		blind     bool
+		signature bool
 		// want is the window length of decision i.
 		want func(i int) int
 	}{
-		{"window of 2", false, func(i int) int { return min(i, 2) }},
-		{"blind", true, func(int) int { return 0 }},
+		{"window of 2", false, false, func(i int) int { return min(i, 2) }},
+		{"blind", true, false, func(int) int { return 0 }},
+		{"signature", false, true, func(i int) int { return min(i, 2) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			apps, _ := sim.GenerateApps(1, 1)
 			app := apps[0]
 			rec := &recordingLearner{window: 2}
+			if tc.signature {
+				rec.signature = learn.SignatureDim
+			}
 			ag, err := NewAgent(rec, app.Constraints, AgentOptions{Greedy: true, Blind: tc.blind})
 			if err != nil {
 				t.Fatal(err)
@@ -507,9 +513,11 @@ func TestAgentKeepsTheTrajectory(t *testing.T) {
 			// The simulator reuses an observation's slices, so keep each
 			// window's reward, not the observation.
 			var rewards []float64
+			var sigs [][]float64
 			for range 4 {
 				s.Step()
 				o := s.Observation()
+				sigs = append(sigs, learn.Signature(&o))
 				terms, err := learn.Reward(&o, 0.5)
 				if err != nil {
 					t.Fatal(err)
@@ -535,6 +543,16 @@ func TestAgentKeepsTheTrajectory(t *testing.T) {
 					if st.Reward != rewards[k+1] || st.Action != int(learn.NoOp) || !slices.Equal(st.State, rec.states[k]) {
 						t.Errorf("decision %d, step %d: %+v, want decision %d's state, NoOp and reward %v", i, j, st, k, rewards[k+1])
 					}
+					// The signature of the decision's own observation, only
+					// for a learner that reads one.
+					if want := sigs[k]; !tc.signature {
+						want = nil
+					} else if !slices.Equal(st.Signature, want) || want[learn.SigStartupSeen] != 1 {
+						t.Errorf("decision %d, step %d: signature %v, want %v with the start-up delay seen", i, j, st.Signature, want)
+					}
+					if !tc.signature && st.Signature != nil {
+						t.Errorf("decision %d, step %d: signature %v for a learner that reads none", i, j, st.Signature)
+					}
 				}
 			}
 		})
@@ -544,12 +562,14 @@ func TestAgentKeepsTheTrajectory(t *testing.T) {
 // recordingLearner always chooses NoOp and records what it was shown.
 type recordingLearner struct {
 	Learner
-	window  int
-	states  [][]float64
-	windows [][]policy.Step
+	window    int
+	signature int
+	states    [][]float64
+	windows   [][]policy.Step
 }
 
-func (r *recordingLearner) WindowLen() int { return r.window }
+func (r *recordingLearner) WindowLen() int    { return r.window }
+func (r *recordingLearner) SignatureLen() int { return r.signature }
 
 func (r *recordingLearner) PolicyConfig() policy.Config {
 	if r.Learner != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 )
 
@@ -141,6 +142,12 @@ type Observation struct {
 	// Samples is how many usage samples the window holds; 0 means the
 	// workload has no metrics yet.
 	Samples int
+	// StartupDelay is how long the workload's pods took to become Ready:
+	// the median over the Ready pods of ReadySince − Started (see
+	// MedianStartupDelay); 0 when no pod tells. Where Pods are at hand it is
+	// computed from them; it is what crosses the agent contract, which
+	// carries no pods.
+	StartupDelay time.Duration
 	// Goals are the user's scaling goals (spec.goals.metrics) with their
 	// readings, in spec order. Invariant: only the recommender sets Goals,
 	// from the autoscaler's spec; the simulator never does, and an
@@ -199,6 +206,9 @@ func (o *Observation) Validate() error {
 	var errs []error
 	if o.Replicas < 0 || o.ReadyReplicas < 0 {
 		errs = append(errs, fmt.Errorf("replicas must be >= 0, got %d (ready %d)", o.Replicas, o.ReadyReplicas))
+	}
+	if o.StartupDelay < 0 {
+		errs = append(errs, fmt.Errorf("startupDelay must be >= 0, got %v", o.StartupDelay))
 	}
 	for _, f := range []struct {
 		n string
@@ -300,4 +310,22 @@ func finiteNonNegative(name string, x float64) error {
 		return fmt.Errorf("%s is negative (%g)", name, x)
 	}
 	return nil
+}
+
+// MedianStartupDelay is the median over the Ready pods of how long each took
+// from its start to Ready (ReadySince − Started), and false when no Ready
+// pod has both times in that order.
+func MedianStartupDelay(pods []PodSample) (time.Duration, bool) {
+	var delays []time.Duration
+	for _, p := range pods {
+		if !p.Ready || p.Started.IsZero() || p.ReadySince.Before(p.Started) {
+			continue
+		}
+		delays = append(delays, p.ReadySince.Sub(p.Started))
+	}
+	if len(delays) == 0 {
+		return 0, false
+	}
+	slices.Sort(delays)
+	return delays[len(delays)/2], true
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestObservationValidate(t *testing.T) {
@@ -24,6 +25,7 @@ func TestObservationValidate(t *testing.T) {
 		{"NaN request rate", func(o *Observation) { o.RequestRate = math.NaN() }, "requestRate is NaN"},
 		{"infinite latency", func(o *Observation) { o.Latency.P95 = math.Inf(1) }, "latency.p95 is infinite"},
 		{"negative replicas", func(o *Observation) { o.Replicas = -1 }, "replicas must be >= 0"},
+		{"negative start-up delay", func(o *Observation) { o.StartupDelay = -time.Second }, "startupDelay must be >= 0"},
 		{"negative usage", func(o *Observation) { o.Containers[0].Usage.CPU = -0.1 }, `"app" usage: cpu is negative`},
 		{"NaN memory request", func(o *Observation) { o.Containers[0].Requests.Memory = math.NaN() }, "memory is NaN"},
 		{"unnamed container", func(o *Observation) { o.Containers[0].Name = "" }, "name is empty"},
@@ -130,5 +132,31 @@ func TestRecommendationValidate(t *testing.T) {
 	r.Containers[0].UpperBound.Memory = math.Inf(1)
 	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "upperBound") {
 		t.Fatalf("got %v", err)
+	}
+}
+
+func TestMedianStartupDelay(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+	pod := func(ready bool, startup time.Duration) PodSample {
+		return PodSample{Ready: ready, Started: t0, ReadySince: t0.Add(startup)}
+	}
+	for _, tc := range []struct {
+		name string
+		pods []PodSample
+		want time.Duration
+		ok   bool
+	}{
+		{"no pods", nil, 0, false},
+		{"the median of the ready pods", []PodSample{pod(true, 30*time.Second), pod(true, 10*time.Second), pod(true, 20*time.Second), pod(false, time.Hour)}, 20 * time.Second, true},
+		{"the upper median of an even count", []PodSample{pod(true, 10*time.Second), pod(true, 20*time.Second)}, 20 * time.Second, true},
+		{"ready at its start", []PodSample{pod(true, 0)}, 0, true},
+		{"no times or out of order", []PodSample{{Ready: true}, {Ready: true, Started: t0, ReadySince: t0.Add(-time.Second)}, pod(false, time.Second)}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := MedianStartupDelay(tc.pods)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("got %v, %t; want %v, %t", got, ok, tc.want, tc.ok)
+			}
+		})
 	}
 }

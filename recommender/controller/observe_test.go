@@ -103,3 +103,33 @@ func TestOOMKillRaisesMemory(t *testing.T) {
 		t.Fatalf("memory target %d after an OOM kill at the 512Mi request, was %d", after, before)
 	}
 }
+
+// TestStartupDelayInObservation: the observation carries the median over
+// the Ready pods of the time from the pod's start to Ready; a pod not
+// Ready does not count, and without any the delay is unknown (0).
+func TestStartupDelayInObservation(t *testing.T) {
+	pod := func(name string, ready bool, startup time.Duration) *corev1.Pod {
+		p := newPod("ns", "web", name, ready)
+		p.Status.StartTime = &metav1.Time{Time: t0.Add(-time.Hour)}
+		p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(t0.Add(-time.Hour + startup))
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pods []*corev1.Pod
+		want time.Duration
+	}{
+		{"median of the ready pods", []*corev1.Pod{pod("web-1", true, 10*time.Second), pod("web-2", true, 30*time.Second), pod("web-3", true, 20*time.Second), pod("web-4", false, time.Hour)}, 20 * time.Second},
+		{"none ready", []*corev1.Pod{pod("web-1", false, 10*time.Second)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := observation(t0, 30*time.Second, t0.Add(-time.Minute), tc.pods, nil, nil, map[string]int{})
+			if obs.StartupDelay != tc.want {
+				t.Errorf("start-up delay %v, want %v", obs.StartupDelay, tc.want)
+			}
+			if err := obs.Validate(); err != nil {
+				t.Errorf("invalid observation: %v", err)
+			}
+		})
+	}
+}

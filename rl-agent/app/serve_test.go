@@ -579,6 +579,31 @@ func TestInitialPolicy(t *testing.T) {
 			}
 		})
 	}
+	// `rl-agent train --meta-signature`: the served Meta-PPO reads the
+	// workload's signature, and the agent answers with it.
+	t.Run("trained residual meta-ppo reading signatures", func(t *testing.T) {
+		ro.MetaSignature = true
+		l, err := train.NewLearner(ro)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ckpt := writePolicy(t, l)
+		_, m, err := initialPolicy(&serveOptions{InitialCheckpoint: ckpt, Seed: 1})
+		if err != nil || m == nil || m.Config().SignatureDim != learn.SignatureDim {
+			t.Fatalf("got %v, %v; want a Meta-PPO reading %d signature values", m, err, learn.SignatureDim)
+		}
+		_, stop, conn := startServe(t, t.TempDir(), "--initial-checkpoint", ckpt)
+		defer func() {
+			if err := stop(); err != nil {
+				t.Errorf("serve returned %v", err)
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := pb.NewAgentServiceClient(conn).Recommend(ctx, request()); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // The agent starts from a trained policy, persists it as its own state, and

@@ -30,6 +30,7 @@ func addTrainingFlags(fs *pflag.FlagSet, o *train.Options, prefix string) {
 	fs.Float64Var(&o.EntropyCoef, prefix+"entropy-coef", o.EntropyCoef, "weight of PPO's entropy bonus")
 	fs.IntVar(&o.Window, prefix+"meta-window", o.Window, "meta-ppo: recent steps the encoder reads")
 	fs.IntVar(&o.EmbedDim, prefix+"meta-embed-dim", o.EmbedDim, "meta-ppo: size of the trajectory embedding")
+	fs.BoolVar(&o.MetaSignature, prefix+"meta-signature", o.MetaSignature, "meta-ppo: the encoder also reads each step's workload signature (CPU time per request, memory and requests in flight per pod, the pods' start-up delay), which the state leaves out")
 	fs.Float64Var(&o.AuxWeight, prefix+"meta-aux-weight", o.AuxWeight, "meta-ppo: weight of an auxiliary loss in which a linear head predicts each training app's hidden parameters (log CPU time and memory per request, start-up delay, I/O share) from the embedding; 0: none")
 	fs.IntVar(&o.Apps, prefix+"apps", o.Apps, "number of generated training apps (never the held-out ones)")
 	fs.IntVar(&o.Episodes, prefix+"episodes", o.Episodes, "training episodes in all, bootstrapping included")

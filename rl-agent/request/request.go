@@ -224,6 +224,13 @@ func (c *Checker) observation(field Path, o *pb.Observation) workload.Observatio
 			c.Add(field.Dot("window"), "must be >= 0, got %v", out.Window)
 		}
 	}
+	if d := o.GetStartupDelay(); d != nil {
+		if err := d.CheckValid(); err != nil {
+			c.Add(field.Dot("startup_delay"), "%v", err)
+		} else if out.StartupDelay = d.AsDuration(); out.StartupDelay < 0 {
+			c.Add(field.Dot("startup_delay"), "must be >= 0, got %v", out.StartupDelay)
+		}
+	}
 	out.Replicas = c.count(field.Dot("replicas"), o.GetReplicas())
 	out.ReadyReplicas = c.count(field.Dot("ready_replicas"), o.GetReadyReplicas())
 	out.RequestRate = c.number(field.Dot("request_rate"), o.GetRequestRate())

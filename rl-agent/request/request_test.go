@@ -93,6 +93,7 @@ func seeds() []*pb.RecommendRequest {
 		func(r *pb.RecommendRequest) { r.DefaultRecommendation.Containers = nil },
 		func(r *pb.RecommendRequest) { r.Constraints = nil },
 		func(r *pb.RecommendRequest) { r.Config.Gates = nil },
+		func(r *pb.RecommendRequest) { r.Observation.StartupDelay = durationpb.New(-time.Second) },
 	} {
 		r := validRequest()
 		mutate(r)
@@ -151,6 +152,37 @@ func FuzzObservationNumbers(f *testing.F) {
 			t.Fatalf("cpu=%v mem=%v rate=%v p95=%v replicas=%d containers=%d: err=%v, want accepted=%v", cpu, mem, rate, p95, replicas, containers%8, err, want)
 		}
 	})
+}
+
+// TestStartupDelay: the pods' start-up delay reaches the observation, and a
+// negative or malformed one is refused naming the field.
+func TestStartupDelay(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		d       *durationpb.Duration
+		want    time.Duration
+		wantErr string
+	}{
+		{"unset", nil, 0, ""},
+		{"20 s", durationpb.New(20 * time.Second), 20 * time.Second, ""},
+		{"negative", durationpb.New(-time.Second), 0, "observation.startup_delay: must be >= 0"},
+		{"malformed", &durationpb.Duration{Seconds: 1, Nanos: -1}, 0, "observation.startup_delay"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := validRequest()
+			r.Observation.StartupDelay = tc.d
+			in, err := FromRecommend(r)
+			checkConverted(t, in, err)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("err = %v", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err = %v, want one naming %q", err, tc.wantErr)
+			case err == nil && in.Observation.StartupDelay != tc.want:
+				t.Fatalf("start-up delay %v, want %v", in.Observation.StartupDelay, tc.want)
+			}
+		})
+	}
 }
 
 func BenchmarkFromRecommend(b *testing.B) {

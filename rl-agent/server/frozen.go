@@ -275,16 +275,17 @@ func (s *Server) restorePins(snap *snapshot) error {
 
 // compatibleFrozen checks that a frozen copy from the checkpoint can answer
 // the agents: the served kind, the agents' features and actions, and, for
-// Meta-PPO, the window the agents keep.
+// Meta-PPO, the window the agents keep and whether its steps carry a
+// signature.
 func (s *Server) compatibleFrozen(f *policy.Frozen) error {
 	want := policy.KindPPO
 	if s.opts.MetaLearner != nil {
 		want = policy.KindMetaPPO
 	}
 	c := f.Config()
-	if f.Kind() != want || c.Window != s.windowLen {
-		return fmt.Errorf("%w: a %s policy of window %d; the agent serves %s with %d",
-			policy.ErrIncompatibleCheckpoint, f.Kind(), c.Window, want, s.windowLen)
+	if f.Kind() != want || c.Window != s.windowLen || (c.SignatureDim > 0) != s.signature {
+		return fmt.Errorf("%w: a %s policy of window %d reading %d signature values per step; the agent serves %s with %d, signature %t",
+			policy.ErrIncompatibleCheckpoint, f.Kind(), c.Window, c.SignatureDim, want, s.windowLen, s.signature)
 	}
 	sh, err := learn.ShapeOf(c.Config)
 	if err != nil {

@@ -21,8 +21,16 @@ import (
 
 func newMeta(t testing.TB, seed uint64, window int) *policy.MetaPPO {
 	t.Helper()
+	return newMetaSignature(t, seed, window, 0)
+}
+
+// newMetaSignature is newMeta whose encoder reads signature values per
+// step.
+func newMetaSignature(t testing.TB, seed uint64, window, signature int) *policy.MetaPPO {
+	t.Helper()
 	cfg := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 	cfg.Hidden, cfg.MinibatchSize, cfg.Seed, cfg.Window, cfg.EmbedDim = []int{16}, 8, seed, window, 3
+	cfg.SignatureDim = signature
 	m, err := policy.NewMetaPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -80,15 +88,25 @@ func prepare(t *testing.T, s *Server, req *pb.RecommendRequest) (learn.Prepared,
 // Serving, by the frozen copy it was pinned to), GetPolicyStatus answers
 // with the pinned version, and a restart on the same state restores the
 // weights, stages, version, pin and each workload's window (rebuilt from
-// the experience log).
+// the experience log). With a learner that reads signatures, each step of
+// the windows carries one, and the log rebuilds them too.
 func TestMetaPPOServer(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		signature int
+	}{{"state, action and reward", 0}, {"with signatures", learn.SignatureDim}} {
+		t.Run(tc.name, func(t *testing.T) { testMetaPPOServer(t, tc.signature) })
+	}
+}
+
+func testMetaPPOServer(t *testing.T, signature int) {
 	const window = 4
 	dir := t.TempDir()
 	st, _, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	learner := newMeta(t, 1, window)
+	learner := newMetaSignature(t, 1, window, signature)
 	h := start(t, func(o *Options) { o.Store, o.Learner, o.MetaLearner = st, nil, learner })
 	promote(t, h.client, "web")
 	waitVersion(t, h.srv, 2) // two bootstrapping jobs: behaviour cloning and update, with windows
@@ -112,6 +130,11 @@ func TestMetaPPOServer(t *testing.T) {
 	if len(w) != window {
 		t.Fatalf("window of %d steps after 8 outcomes, want %d", len(w), window)
 	}
+	for i, s := range w {
+		if len(s.Signature) != signature {
+			t.Fatalf("step %d of the window carries %d signature values, want %d", i, len(s.Signature), signature)
+		}
+	}
 	s, err := h.client.GetPolicyStatus(ctx(t), &pb.GetPolicyStatusRequest{Workload: ref("web")})
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +149,7 @@ func TestMetaPPOServer(t *testing.T) {
 		t.Fatalf("status %v, want version %s", s.Status, pinned.name)
 	}
 	st2, _ := restartStore(t, h, st, dir)
-	fresh := newMeta(t, 99, window)
+	fresh := newMetaSignature(t, 99, window, signature)
 	h2 := start(t, func(o *Options) { o.Store, o.Learner, o.MetaLearner = st2, nil, fresh })
 	if got := h2.srv.PolicyVersion(); got != "v4" {
 		t.Errorf("policy version %s after restart, want v4", got)
@@ -185,6 +208,7 @@ func TestPolicyKindMismatch(t *testing.T) {
 		{"PPO state, Meta-PPO learner", func(o *Options) { o.Learner = newPPO(t, 1) }, func(o *Options) { o.MetaLearner = newMeta(t, 1, 4) }},
 		{"Meta-PPO state, PPO learner", func(o *Options) { o.MetaLearner = newMeta(t, 1, 4) }, func(o *Options) { o.Learner = newPPO(t, 1) }},
 		{"Meta-PPO state, other window", func(o *Options) { o.MetaLearner = newMeta(t, 1, 4) }, func(o *Options) { o.MetaLearner = newMeta(t, 1, 8) }},
+		{"Meta-PPO state, signature learner", func(o *Options) { o.MetaLearner = newMeta(t, 1, 4) }, func(o *Options) { o.MetaLearner = newMetaSignature(t, 1, 4, learn.SignatureDim) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -218,6 +242,21 @@ func TestPolicyKindMismatch(t *testing.T) {
 				t.Fatalf("the refused start changed the state (err %v)", err)
 			}
 		})
+	}
+}
+
+// TestMetaSignatureOfAnotherLength: a meta-learner whose steps carry a
+// signature of another length than the agents compute is refused.
+func TestMetaSignatureOfAnotherLength(t *testing.T) {
+	o := DefaultOptions()
+	o.Registerer, o.Learner, o.MetaLearner = prometheus.NewRegistry(), nil, newMetaSignature(t, 1, 4, learn.SignatureDim+1)
+	srv, err := New(o)
+	if err == nil {
+		srv.Close()
+		t.Fatal("accepted")
+	}
+	if !errors.Is(err, policy.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), "signature") {
+		t.Fatalf("got %v", err)
 	}
 }
 

@@ -302,6 +302,7 @@ func (s *Server) restore() error {
 			// The trajectory is not in the checkpoint: the experience
 			// replayed below rebuilds it.
 			a.SetWindowLen(s.windowLen)
+			a.SetSignature(s.signature)
 			a.SetShape(s.shape)
 			s.agents[a.Key()] = a
 			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()

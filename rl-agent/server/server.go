@@ -191,6 +191,9 @@ type Server struct {
 	// windowLen is the trajectory each agent keeps: the meta-learner's
 	// window, 0 for PPO.
 	windowLen int
+	// signature: the meta-learner's encoder reads each step's
+	// learn.Signature, which the agents then keep in their trajectories.
+	signature bool
 	// shape is the served policy's action space and state features, which
 	// every agent and every frozen copy must share.
 	shape learn.PolicyShape
@@ -292,8 +295,13 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: %w", err)
 		}
 	case opts.MetaLearner != nil:
-		s.windowLen = opts.MetaLearner.Config().Window
-		cfg = opts.MetaLearner.Config().Config
+		mc := opts.MetaLearner.Config()
+		if mc.SignatureDim != 0 && mc.SignatureDim != learn.SignatureDim {
+			return nil, fmt.Errorf("invalid server options: %w: the meta-learner reads %d signature values per step, the agents compute %d",
+				policy.ErrIncompatibleCheckpoint, mc.SignatureDim, learn.SignatureDim)
+		}
+		s.windowLen, s.signature = mc.Window, mc.SignatureDim > 0
+		cfg = mc.Config
 	default:
 		cfg = opts.Learner.Freeze().Config().Config
 	}
@@ -658,6 +666,7 @@ func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, erro
 		return nil, err // validated in New
 	}
 	a.SetWindowLen(s.windowLen)
+	a.SetSignature(s.signature)
 	a.SetShape(s.shape)
 	s.agents[key] = a
 	s.updateCapacity(len(s.agents))

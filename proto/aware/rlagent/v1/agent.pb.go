@@ -651,7 +651,11 @@ type Observation struct {
 	// slo_seconds is the latency objective; 0 means none.
 	SloSeconds float64 `protobuf:"fixed64,9,opt,name=slo_seconds,json=sloSeconds,proto3" json:"slo_seconds,omitempty"`
 	// samples is how many usage samples the window holds.
-	Samples       int32 `protobuf:"varint,10,opt,name=samples,proto3" json:"samples,omitempty"`
+	Samples int32 `protobuf:"varint,10,opt,name=samples,proto3" json:"samples,omitempty"`
+	// startup_delay is how long the workload's pods took from their start to
+	// Ready: the median over the Ready pods. Unset or 0 when no pod tells.
+	// A Meta-PPO agent whose encoder reads the workload's signature uses it.
+	StartupDelay  *durationpb.Duration `protobuf:"bytes,11,opt,name=startup_delay,json=startupDelay,proto3" json:"startup_delay,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -754,6 +758,13 @@ func (x *Observation) GetSamples() int32 {
 		return x.Samples
 	}
 	return 0
+}
+
+func (x *Observation) GetStartupDelay() *durationpb.Duration {
+	if x != nil {
+		return x.StartupDelay
+	}
+	return nil
 }
 
 type ContainerConstraints struct {
@@ -1819,7 +1830,7 @@ const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
 	"\vp95_seconds\x18\x02 \x01(\x01R\n" +
 	"p95Seconds\x12\x1f\n" +
 	"\vp99_seconds\x18\x03 \x01(\x01R\n" +
-	"p99Seconds\"\xad\x03\n" +
+	"p99Seconds\"\xed\x03\n" +
 	"\vObservation\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x121\n" +
 	"\x06window\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06window\x12\x1a\n" +
@@ -1835,7 +1846,8 @@ const file_aware_rlagent_v1_agent_proto_rawDesc = "" +
 	"\vslo_seconds\x18\t \x01(\x01R\n" +
 	"sloSeconds\x12\x18\n" +
 	"\asamples\x18\n" +
-	" \x01(\x05R\asamples\"\xfb\x02\n" +
+	" \x01(\x05R\asamples\x12>\n" +
+	"\rstartup_delay\x18\v \x01(\v2\x19.google.protobuf.DurationR\fstartupDelay\"\xfb\x02\n" +
 	"\x14ContainerConstraints\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\x04mode\x18\x02 \x01(\x0e2\x1f.aware.rlagent.v1.ContainerModeR\x04mode\x12<\n" +
@@ -2007,52 +2019,53 @@ var file_aware_rlagent_v1_agent_proto_depIdxs = []int32{
 	27, // 5: aware.rlagent.v1.Observation.window:type_name -> google.protobuf.Duration
 	8,  // 6: aware.rlagent.v1.Observation.containers:type_name -> aware.rlagent.v1.ContainerObservation
 	9,  // 7: aware.rlagent.v1.Observation.latency:type_name -> aware.rlagent.v1.Latency
-	0,  // 8: aware.rlagent.v1.ContainerConstraints.mode:type_name -> aware.rlagent.v1.ContainerMode
-	7,  // 9: aware.rlagent.v1.ContainerConstraints.min_allowed:type_name -> aware.rlagent.v1.Resources
-	7,  // 10: aware.rlagent.v1.ContainerConstraints.max_allowed:type_name -> aware.rlagent.v1.Resources
-	2,  // 11: aware.rlagent.v1.ContainerConstraints.controlled_resources:type_name -> aware.rlagent.v1.Resource
-	1,  // 12: aware.rlagent.v1.ContainerConstraints.controlled_values:type_name -> aware.rlagent.v1.ControlledValues
-	11, // 13: aware.rlagent.v1.Constraints.containers:type_name -> aware.rlagent.v1.ContainerConstraints
-	7,  // 14: aware.rlagent.v1.ContainerRecommendation.target:type_name -> aware.rlagent.v1.Resources
-	7,  // 15: aware.rlagent.v1.ContainerRecommendation.lower_bound:type_name -> aware.rlagent.v1.Resources
-	7,  // 16: aware.rlagent.v1.ContainerRecommendation.upper_bound:type_name -> aware.rlagent.v1.Resources
-	13, // 17: aware.rlagent.v1.Recommendation.containers:type_name -> aware.rlagent.v1.ContainerRecommendation
-	3,  // 18: aware.rlagent.v1.Config.mode:type_name -> aware.rlagent.v1.RLMode
-	15, // 19: aware.rlagent.v1.Config.gates:type_name -> aware.rlagent.v1.Gates
-	6,  // 20: aware.rlagent.v1.RecommendRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
-	10, // 21: aware.rlagent.v1.RecommendRequest.observation:type_name -> aware.rlagent.v1.Observation
-	12, // 22: aware.rlagent.v1.RecommendRequest.constraints:type_name -> aware.rlagent.v1.Constraints
-	14, // 23: aware.rlagent.v1.RecommendRequest.default_recommendation:type_name -> aware.rlagent.v1.Recommendation
-	16, // 24: aware.rlagent.v1.RecommendRequest.config:type_name -> aware.rlagent.v1.Config
-	14, // 25: aware.rlagent.v1.RecommendResponse.recommendation:type_name -> aware.rlagent.v1.Recommendation
-	5,  // 26: aware.rlagent.v1.RecommendResponse.source:type_name -> aware.rlagent.v1.Source
-	4,  // 27: aware.rlagent.v1.RecommendResponse.stage:type_name -> aware.rlagent.v1.Stage
-	6,  // 28: aware.rlagent.v1.ReportOutcomeRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
-	10, // 29: aware.rlagent.v1.ReportOutcomeRequest.observation:type_name -> aware.rlagent.v1.Observation
-	14, // 30: aware.rlagent.v1.ReportOutcomeRequest.applied:type_name -> aware.rlagent.v1.Recommendation
-	5,  // 31: aware.rlagent.v1.ReportOutcomeRequest.applied_source:type_name -> aware.rlagent.v1.Source
-	10, // 32: aware.rlagent.v1.ReportOutcomeRequest.next_observation:type_name -> aware.rlagent.v1.Observation
-	16, // 33: aware.rlagent.v1.ReportOutcomeRequest.config:type_name -> aware.rlagent.v1.Config
-	4,  // 34: aware.rlagent.v1.ReportOutcomeResponse.stage:type_name -> aware.rlagent.v1.Stage
-	6,  // 35: aware.rlagent.v1.GetPolicyStatusRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
-	6,  // 36: aware.rlagent.v1.PolicyStatus.workload:type_name -> aware.rlagent.v1.WorkloadRef
-	4,  // 37: aware.rlagent.v1.PolicyStatus.stage:type_name -> aware.rlagent.v1.Stage
-	26, // 38: aware.rlagent.v1.PolicyStatus.last_update:type_name -> google.protobuf.Timestamp
-	22, // 39: aware.rlagent.v1.GetPolicyStatusResponse.status:type_name -> aware.rlagent.v1.PolicyStatus
-	6,  // 40: aware.rlagent.v1.ForgetWorkloadRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
-	17, // 41: aware.rlagent.v1.AgentService.Recommend:input_type -> aware.rlagent.v1.RecommendRequest
-	19, // 42: aware.rlagent.v1.AgentService.ReportOutcome:input_type -> aware.rlagent.v1.ReportOutcomeRequest
-	21, // 43: aware.rlagent.v1.AgentService.GetPolicyStatus:input_type -> aware.rlagent.v1.GetPolicyStatusRequest
-	24, // 44: aware.rlagent.v1.AgentService.ForgetWorkload:input_type -> aware.rlagent.v1.ForgetWorkloadRequest
-	18, // 45: aware.rlagent.v1.AgentService.Recommend:output_type -> aware.rlagent.v1.RecommendResponse
-	20, // 46: aware.rlagent.v1.AgentService.ReportOutcome:output_type -> aware.rlagent.v1.ReportOutcomeResponse
-	23, // 47: aware.rlagent.v1.AgentService.GetPolicyStatus:output_type -> aware.rlagent.v1.GetPolicyStatusResponse
-	25, // 48: aware.rlagent.v1.AgentService.ForgetWorkload:output_type -> aware.rlagent.v1.ForgetWorkloadResponse
-	45, // [45:49] is the sub-list for method output_type
-	41, // [41:45] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	27, // 8: aware.rlagent.v1.Observation.startup_delay:type_name -> google.protobuf.Duration
+	0,  // 9: aware.rlagent.v1.ContainerConstraints.mode:type_name -> aware.rlagent.v1.ContainerMode
+	7,  // 10: aware.rlagent.v1.ContainerConstraints.min_allowed:type_name -> aware.rlagent.v1.Resources
+	7,  // 11: aware.rlagent.v1.ContainerConstraints.max_allowed:type_name -> aware.rlagent.v1.Resources
+	2,  // 12: aware.rlagent.v1.ContainerConstraints.controlled_resources:type_name -> aware.rlagent.v1.Resource
+	1,  // 13: aware.rlagent.v1.ContainerConstraints.controlled_values:type_name -> aware.rlagent.v1.ControlledValues
+	11, // 14: aware.rlagent.v1.Constraints.containers:type_name -> aware.rlagent.v1.ContainerConstraints
+	7,  // 15: aware.rlagent.v1.ContainerRecommendation.target:type_name -> aware.rlagent.v1.Resources
+	7,  // 16: aware.rlagent.v1.ContainerRecommendation.lower_bound:type_name -> aware.rlagent.v1.Resources
+	7,  // 17: aware.rlagent.v1.ContainerRecommendation.upper_bound:type_name -> aware.rlagent.v1.Resources
+	13, // 18: aware.rlagent.v1.Recommendation.containers:type_name -> aware.rlagent.v1.ContainerRecommendation
+	3,  // 19: aware.rlagent.v1.Config.mode:type_name -> aware.rlagent.v1.RLMode
+	15, // 20: aware.rlagent.v1.Config.gates:type_name -> aware.rlagent.v1.Gates
+	6,  // 21: aware.rlagent.v1.RecommendRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
+	10, // 22: aware.rlagent.v1.RecommendRequest.observation:type_name -> aware.rlagent.v1.Observation
+	12, // 23: aware.rlagent.v1.RecommendRequest.constraints:type_name -> aware.rlagent.v1.Constraints
+	14, // 24: aware.rlagent.v1.RecommendRequest.default_recommendation:type_name -> aware.rlagent.v1.Recommendation
+	16, // 25: aware.rlagent.v1.RecommendRequest.config:type_name -> aware.rlagent.v1.Config
+	14, // 26: aware.rlagent.v1.RecommendResponse.recommendation:type_name -> aware.rlagent.v1.Recommendation
+	5,  // 27: aware.rlagent.v1.RecommendResponse.source:type_name -> aware.rlagent.v1.Source
+	4,  // 28: aware.rlagent.v1.RecommendResponse.stage:type_name -> aware.rlagent.v1.Stage
+	6,  // 29: aware.rlagent.v1.ReportOutcomeRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
+	10, // 30: aware.rlagent.v1.ReportOutcomeRequest.observation:type_name -> aware.rlagent.v1.Observation
+	14, // 31: aware.rlagent.v1.ReportOutcomeRequest.applied:type_name -> aware.rlagent.v1.Recommendation
+	5,  // 32: aware.rlagent.v1.ReportOutcomeRequest.applied_source:type_name -> aware.rlagent.v1.Source
+	10, // 33: aware.rlagent.v1.ReportOutcomeRequest.next_observation:type_name -> aware.rlagent.v1.Observation
+	16, // 34: aware.rlagent.v1.ReportOutcomeRequest.config:type_name -> aware.rlagent.v1.Config
+	4,  // 35: aware.rlagent.v1.ReportOutcomeResponse.stage:type_name -> aware.rlagent.v1.Stage
+	6,  // 36: aware.rlagent.v1.GetPolicyStatusRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
+	6,  // 37: aware.rlagent.v1.PolicyStatus.workload:type_name -> aware.rlagent.v1.WorkloadRef
+	4,  // 38: aware.rlagent.v1.PolicyStatus.stage:type_name -> aware.rlagent.v1.Stage
+	26, // 39: aware.rlagent.v1.PolicyStatus.last_update:type_name -> google.protobuf.Timestamp
+	22, // 40: aware.rlagent.v1.GetPolicyStatusResponse.status:type_name -> aware.rlagent.v1.PolicyStatus
+	6,  // 41: aware.rlagent.v1.ForgetWorkloadRequest.workload:type_name -> aware.rlagent.v1.WorkloadRef
+	17, // 42: aware.rlagent.v1.AgentService.Recommend:input_type -> aware.rlagent.v1.RecommendRequest
+	19, // 43: aware.rlagent.v1.AgentService.ReportOutcome:input_type -> aware.rlagent.v1.ReportOutcomeRequest
+	21, // 44: aware.rlagent.v1.AgentService.GetPolicyStatus:input_type -> aware.rlagent.v1.GetPolicyStatusRequest
+	24, // 45: aware.rlagent.v1.AgentService.ForgetWorkload:input_type -> aware.rlagent.v1.ForgetWorkloadRequest
+	18, // 46: aware.rlagent.v1.AgentService.Recommend:output_type -> aware.rlagent.v1.RecommendResponse
+	20, // 47: aware.rlagent.v1.AgentService.ReportOutcome:output_type -> aware.rlagent.v1.ReportOutcomeResponse
+	23, // 48: aware.rlagent.v1.AgentService.GetPolicyStatus:output_type -> aware.rlagent.v1.GetPolicyStatusResponse
+	25, // 49: aware.rlagent.v1.AgentService.ForgetWorkload:output_type -> aware.rlagent.v1.ForgetWorkloadResponse
+	46, // [46:50] is the sub-list for method output_type
+	42, // [42:46] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_aware_rlagent_v1_agent_proto_init() }
