@@ -66,6 +66,10 @@ type serveOptions struct {
 	// for PPO and paper for Meta-PPO (as it was before it had residual
 	// heads).
 	ActionSpace string
+	// MetaSignature gives a fresh Meta-PPO's encoder the workload's
+	// signature (learn.Signature) in every step; a checkpoint keeps what it
+	// was trained with.
+	MetaSignature bool
 	// EnsembleCheckpoints are residual PPO checkpoints served as one
 	// frozen ensemble (server.Ensemble) instead of a learner;
 	// EnsembleQuorum is how many must agree to deviate (0: all).
@@ -142,6 +146,7 @@ func (o *serveOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ActionSpace, "action-space", o.ActionSpace, "Actions of the policy: \"paper\" (no-op, ±1 replica, ±CPU step, ±memory step) or \"residual\" (one choice per dimension relative to the recommender's default: follow, hold, offsets and factors; a fresh residual policy, ppo or meta-ppo, follows the default). Empty: the --initial-checkpoint's, or residual (paper for --policy=meta-ppo). State already in --state-dir must hold the same: keep the flag across restarts.")
 	fs.StringSliceVar(&o.EnsembleCheckpoints, "ensemble-checkpoints", o.EnsembleCheckpoints, "Serve these residual PPO checkpoints (at least 2, e.g. `rl-agent train --seed=1..3`) as one frozen ensemble instead of a learner: per dimension it deviates from the recommender's default only as far as --ensemble-quorum of them agree, and follows it otherwise. Nothing trains; workloads bootstrap, are promoted and handed back to the defaults by the lifecycle gates as usual, and OnlineTraining decides as greedily as Serving. The state directory keeps stages and experience, never weights: it cannot be shared with a learner.")
 	fs.IntVar(&o.EnsembleQuorum, "ensemble-quorum", o.EnsembleQuorum, "With --ensemble-checkpoints: how many members must deviate from the default the same way for the ensemble to deviate (it goes as far as that many go); 0 means all of them. A majority gives the members' median, which deviates more often.")
+	fs.BoolVar(&o.MetaSignature, "meta-signature", o.MetaSignature, "With --policy=meta-ppo and no --initial-checkpoint: the encoder also reads each step's workload signature (CPU time per request, memory and requests in flight per pod, the pods' start-up delay, which the recommender sends), which the state leaves out. A checkpoint keeps what it was trained with (rl-agent train --meta-signature). State already in --state-dir must hold the same: keep the flag across restarts.")
 	fs.StringVar(&o.Policy, "policy", o.Policy, "Kind of policy to serve: \"ppo\" or \"meta-ppo\" (a GRU encoder reads each workload's recent trajectory). Without --initial-checkpoint the policy starts from random weights seeded by --seed; with it, the checkpoint must hold this kind. Empty: the checkpoint's kind, or ppo. State already in --state-dir must hold the same kind: keep the flag across restarts.")
 }
 
@@ -197,6 +202,9 @@ func (o *serveOptions) Validate() error {
 	case actionSpaceResidual:
 	default:
 		errs = append(errs, fmt.Errorf("--action-space must be %q or %q, got %q", actionSpacePaper, actionSpaceResidual, o.ActionSpace))
+	}
+	if o.MetaSignature && (o.Policy != policy.KindMetaPPO || o.InitialCheckpoint != "") {
+		errs = append(errs, errors.New("--meta-signature configures a fresh Meta-PPO: it needs --policy=meta-ppo and no --initial-checkpoint, whose policy keeps what it was trained with"))
 	}
 	if n := len(o.EnsembleCheckpoints); n > 0 {
 		if n < 2 {
@@ -283,7 +291,7 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		logger.Info("Serving a frozen ensemble: it never trains", "checkpoints", o.EnsembleCheckpoints, "quorum", o.EnsembleQuorum)
 	case o.InitialCheckpoint == "" && meta != nil:
 		c := meta.Config()
-		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim, "seed", o.Seed)
+		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim, "signatureDim", c.SignatureDim, "seed", o.Seed)
 	case o.InitialCheckpoint == "":
 		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindPPO, "actionSpace", actionSpaceOf(ppo.Config()), "hidden", ppo.Config().Hidden, "seed", o.Seed)
 	case meta != nil:
@@ -414,6 +422,9 @@ func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err 
 		if o.Policy == policy.KindMetaPPO {
 			mc := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 			mc.Config = cfg
+			if o.MetaSignature {
+				mc.SignatureDim = learn.SignatureDim
+			}
 			if meta, err = policy.NewMetaPPO(mc); err != nil {
 				return nil, nil, fmt.Errorf("create policy: %w", err)
 			}

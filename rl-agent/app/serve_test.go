@@ -60,6 +60,9 @@ func TestServeOptionsValidate(t *testing.T) {
 		{"residual", func(o *serveOptions) { o.ActionSpace = "residual" }, ""},
 		{"unknown action space", func(o *serveOptions) { o.ActionSpace = "joint" }, `--action-space must be "paper" or "residual", got "joint"`},
 		{"residual meta-ppo", func(o *serveOptions) { o.ActionSpace, o.Policy = "residual", "meta-ppo" }, ""},
+		{"meta-ppo reading signatures", func(o *serveOptions) { o.Policy, o.MetaSignature = "meta-ppo", true }, ""},
+		{"signature without meta-ppo", func(o *serveOptions) { o.MetaSignature = true }, "--meta-signature configures a fresh Meta-PPO"},
+		{"signature with a checkpoint", func(o *serveOptions) { o.Policy, o.MetaSignature, o.InitialCheckpoint = "meta-ppo", true, "c" }, "--meta-signature configures a fresh Meta-PPO"},
 		{"ensemble", func(o *serveOptions) { o.EnsembleCheckpoints, o.EnsembleQuorum = []string{"a", "b", "c"}, 2 }, ""},
 		{"ensemble of one", func(o *serveOptions) { o.EnsembleCheckpoints = []string{"a"} }, "--ensemble-checkpoints needs at least 2"},
 		{"ensemble and initial checkpoint", func(o *serveOptions) { o.EnsembleCheckpoints, o.InitialCheckpoint = []string{"a", "b"}, "c" }, "exclude each other"},
@@ -591,6 +594,13 @@ func TestInitialPolicy(t *testing.T) {
 		_, m, err := initialPolicy(&serveOptions{InitialCheckpoint: ckpt, Seed: 1})
 		if err != nil || m == nil || m.Config().SignatureDim != learn.SignatureDim {
 			t.Fatalf("got %v, %v; want a Meta-PPO reading %d signature values", m, err, learn.SignatureDim)
+		}
+		// A fresh one with --meta-signature, and without it.
+		for _, on := range []bool{true, false} {
+			_, m, err := initialPolicy(&serveOptions{Policy: policy.KindMetaPPO, MetaSignature: on, Seed: 1})
+			if want := map[bool]int{true: learn.SignatureDim}[on]; err != nil || m == nil || m.Config().SignatureDim != want {
+				t.Fatalf("--meta-signature=%t: got %v, %v; want a Meta-PPO reading %d signature values", on, m, err, want)
+			}
 		}
 		_, stop, conn := startServe(t, t.TempDir(), "--initial-checkpoint", ckpt)
 		defer func() {
