@@ -314,9 +314,11 @@ func finiteNonNegative(name string, x float64) error {
 
 // MedianStartupDelay is the median over the Ready pods of how long each took
 // from its start to Ready (ReadySince − Started), and false when no Ready
-// pod has both times in that order.
-func MedianStartupDelay(pods []PodSample) (time.Duration, bool) {
-	var delays []time.Duration
+// pod has both times in that order. The delays are sorted in buf's backing
+// array when it has room for one per pod, so that a caller on a hot path
+// (the simulator's every window) allocates nothing; buf may be nil.
+func MedianStartupDelay(pods []PodSample, buf []time.Duration) (time.Duration, bool) {
+	delays := buf[:0]
 	for _, p := range pods {
 		if !p.Ready || p.Started.IsZero() || p.ReadySince.Before(p.Started) {
 			continue
