@@ -19,8 +19,8 @@ const (
 	SigCPUPerRequest  = iota // (ln CPU seconds per request + 3) / 2; 0 without traffic or usage
 	SigMemoryPerPod          // (ln bytes of memory per pod − 18) / 1.5; 0 without usage
 	SigInFlightPerPod        // ln(1 + requests in flight per ready pod) / 2: rate per pod × p50 latency
-	SigStartupDelay          // the observation's StartupDelay (the ready pods' median), seconds / 40, at most 4
-	SigStartupSeen           // 1 when the observation has a StartupDelay
+	SigStartupDelay          // the ready pods' median start-up delay (workload.MedianStartupDelay), seconds / 40, at most 4
+	SigStartupSeen           // 1 when a pod told SigStartupDelay
 	SignatureDim             // length of the signature
 )
 
@@ -28,10 +28,7 @@ const (
 // It never returns NaN or ±Inf, whatever obs holds.
 func Signature(obs *workload.Observation) []float64 {
 	s := make([]float64, SignatureDim)
-	var use workload.Resources
-	for _, ct := range obs.Containers {
-		use = use.Add(ct.Usage)
-	}
+	_, use, _ := totals(obs, nil)
 	ready := float64(max(obs.ReadyReplicas, 0))
 	if ready == 0 {
 		ready = float64(max(obs.Replicas, 1))
@@ -46,9 +43,17 @@ func Signature(obs *workload.Observation) []float64 {
 	if perPod > 0 && obs.Latency.P50 > 0 {
 		s[SigInFlightPerPod] = clip(math.Log1p(perPod*obs.Latency.P50)/2, 0, 3)
 	}
-	// Only the aggregate: the agent contract carries no pods.
-	if obs.StartupDelay > 0 {
-		s[SigStartupDelay] = clip(obs.StartupDelay.Seconds()/40, 0, 4)
+	// From the pods where the observation has them (the simulator), else
+	// the aggregate the recommender computed from its pods (the agent
+	// contract carries no pods): the same median either way, computed
+	// only here, for the learners that read it, rather than in every
+	// simulated window.
+	d, seen := obs.StartupDelay, obs.StartupDelay > 0
+	if len(obs.Pods) > 0 {
+		d, seen = workload.MedianStartupDelay(obs.Pods)
+	}
+	if seen {
+		s[SigStartupDelay] = clip(d.Seconds()/40, 0, 4)
 		s[SigStartupSeen] = 1
 	}
 	return s

@@ -42,6 +42,32 @@ func TestSignature(t *testing.T) {
 			SigMemoryPerPod:   (math.Log(64*mib) - 18) / 1.5,
 			SigInFlightPerPod: math.Log1p(5*0.2) / 2,
 		}},
+		{"from the pods where it has them", func() workload.Observation {
+			o := busy
+			t0 := time.Date(2026, 11, 28, 9, 0, 0, 0, time.UTC)
+			pod := func(ready bool, startup time.Duration) workload.PodSample {
+				return workload.PodSample{Ready: ready, Started: t0, ReadySince: t0.Add(startup)}
+			}
+			// The median of 10, 30 and 40 s over the aggregate's 20 s; the
+			// unready pod does not count.
+			o.Pods = []workload.PodSample{pod(true, 30*time.Second), pod(true, 10*time.Second), pod(true, 40*time.Second), pod(false, time.Hour)}
+			return o
+		}(), [SignatureDim]float64{
+			SigCPUPerRequest:  (math.Log(0.1) + 3) / 2,
+			SigMemoryPerPod:   (math.Log(64*mib) - 18) / 1.5,
+			SigInFlightPerPod: math.Log1p(10*0.2) / 2,
+			SigStartupDelay:   30.0 / 40,
+			SigStartupSeen:    1,
+		}},
+		{"pods that tell nothing", func() workload.Observation {
+			o := busy
+			o.Pods = []workload.PodSample{{Name: "starting"}}
+			return o
+		}(), [SignatureDim]float64{
+			SigCPUPerRequest:  (math.Log(0.1) + 3) / 2,
+			SigMemoryPerPod:   (math.Log(64*mib) - 18) / 1.5,
+			SigInFlightPerPod: math.Log1p(10*0.2) / 2,
+		}},
 		{"clipped", workload.Observation{
 			Replicas: 1, ReadyReplicas: 1, RequestRate: 1e-9, Latency: workload.Latency{P50: 1e9},
 			Containers:   []workload.ContainerObservation{{Usage: workload.Resources{CPU: 8, Memory: 1e15}}},

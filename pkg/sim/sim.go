@@ -223,7 +223,6 @@ type Simulator struct {
 	obs        workload.Observation
 	containers [1]workload.ContainerObservation
 	samples    []workload.PodSample
-	delays     []time.Duration // MedianStartupDelay's buffer, one per sample
 	last       StepMetrics
 	history    []StepMetrics
 }
@@ -710,10 +709,6 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 	o.ReadyReplicas = ready
 	o.Samples = withMetrics
 	o.Pods = s.samples
-	if cap(s.delays) < len(s.samples) {
-		s.delays = make([]time.Duration, 0, cap(s.samples))
-	}
-	o.StartupDelay, _ = workload.MedianStartupDelay(o.Pods, s.delays)
 }
 
 // poisson draws a Poisson variate: exact by multiplication for small means,

@@ -143,10 +143,9 @@ type Observation struct {
 	// workload has no metrics yet.
 	Samples int
 	// StartupDelay is how long the workload's pods took to become Ready:
-	// the median over the Ready pods of ReadySince − Started (see
-	// MedianStartupDelay); 0 when no pod tells. Where Pods are at hand it is
-	// computed from them; it is what crosses the agent contract, which
-	// carries no pods.
+	// MedianStartupDelay of the pods; 0 when no pod tells. The recommender
+	// sets it for the agent contract, which carries no pods; the simulator
+	// leaves it 0, and a reader that has Pods computes it from them.
 	StartupDelay time.Duration
 	// Goals are the user's scaling goals (spec.goals.metrics) with their
 	// readings, in spec order. Invariant: only the recommender sets Goals,
@@ -314,11 +313,9 @@ func finiteNonNegative(name string, x float64) error {
 
 // MedianStartupDelay is the median over the Ready pods of how long each took
 // from its start to Ready (ReadySince − Started), and false when no Ready
-// pod has both times in that order. The delays are sorted in buf's backing
-// array when it has room for one per pod, so that a caller on a hot path
-// (the simulator's every window) allocates nothing; buf may be nil.
-func MedianStartupDelay(pods []PodSample, buf []time.Duration) (time.Duration, bool) {
-	delays := buf[:0]
+// pod has both times in that order.
+func MedianStartupDelay(pods []PodSample) (time.Duration, bool) {
+	var delays []time.Duration
 	for _, p := range pods {
 		if !p.Ready || p.Started.IsZero() || p.ReadySince.Before(p.Started) {
 			continue

@@ -129,7 +129,7 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 			obs.Containers[i].CPUPressure = min(obs.Containers[i].CPUPressure/float64(counts[i]), 1)
 		}
 	}
-	obs.StartupDelay, _ = workload.MedianStartupDelay(obs.Pods, nil)
+	obs.StartupDelay, _ = workload.MedianStartupDelay(obs.Pods)
 	return obs
 }
 
