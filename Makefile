@@ -77,7 +77,7 @@ test: ## Run unit and integration tests with the race detector (not e2e).
 	go test -race -count=1 -timeout 20m $(UNIT_PKGS)
 	@# Single-goroutine learning tests that the race detector slows 20-fold
 	@# are built with !race; run them here so they still gate every change.
-	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/policy/
+	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/rl/nn/
 	@# The VPA benchmark's report glue is built with its tag only (make bench-vpa).
 	go test -race -count=1 -tags benchvpa ./hack/benchvpa/
 

@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"github.com/aware-k8s/aware/admission-controller/app"
-	"github.com/aware-k8s/aware/pkg/cli"
+	"github.com/aware-k8s/aware/pkg/kube/cli"
 )
 
 func main() {

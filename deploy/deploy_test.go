@@ -29,7 +29,7 @@ import (
 	admissionapp "github.com/aware-k8s/aware/admission-controller/app"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/rival"
+	"github.com/aware-k8s/aware/pkg/kube/rival"
 	recommenderapp "github.com/aware-k8s/aware/recommender/app"
 	rlagentapp "github.com/aware-k8s/aware/rl-agent/app"
 	updaterapp "github.com/aware-k8s/aware/updater/app"
@@ -327,7 +327,7 @@ func TestShippedWebhookRegistration(t *testing.T) {
 }
 
 // TestRecommenderMayListRivals: the recommender's ClusterRole lets it list
-// every kind of autoscaler pkg/rival looks for, and nothing more on them.
+// every kind of autoscaler pkg/kube/rival looks for, and nothing more on them.
 func TestRecommenderMayListRivals(t *testing.T) {
 	var rules []rbacv1.PolicyRule
 	for _, obj := range objects(t, "recommender/recommender.yaml") {

@@ -39,7 +39,7 @@ import (
 //     final and the stage the test sees before killing the agent is the
 //     stage a restored agent must report.
 //
-// pkg/lifecycle's unit tests cover the gates with realistic thresholds;
+// pkg/core/lifecycle's unit tests cover the gates with realistic thresholds;
 // this test is about the recommender and the agent process around them.
 // The second workload's MPA, in mode On with the default gates, is the
 // control: its agent cannot leave Bootstrapping within 300 ticks (25

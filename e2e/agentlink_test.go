@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aware-k8s/aware/pkg/certs"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
 )
 
 // agentLinkSecret is the Secret the shipped manifests share the agent

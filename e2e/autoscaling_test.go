@@ -20,7 +20,7 @@ import (
 	"github.com/aware-k8s/aware/e2e/emulator"
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 const mib = 1 << 20

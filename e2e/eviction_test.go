@@ -30,7 +30,7 @@ import (
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/certs"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
 )
 
 // sizedMPA is an MPA for Deployment app in update mode mode with replicas

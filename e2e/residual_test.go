@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 )
 
 // residualGates are rlGates in mode On: the agent acts after about six
@@ -42,7 +42,7 @@ func residualCheckpoint(t *testing.T, seed uint64, bias float64) string {
 	if c := space[learn.DimReplicas][4]; c.Offset != 1 {
 		t.Fatalf("replica choice 4 is %s, not +1", c)
 	}
-	p, err := policy.NewPPO(cfg)
+	p, err := nn.NewPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

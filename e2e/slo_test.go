@@ -20,7 +20,7 @@ import (
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
-	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // sloApp is loopApp behind a 300 ms backend call: the same 10 ms of CPU
@@ -32,7 +32,7 @@ import (
 // ~0.49s, far from both targets below.
 //
 // The I/O wait is what makes the latency reading observable on its own.
-// The fused default's SLO floor (pkg/fusion rule 3) needs only the SLO
+// The fused default's SLO floor (pkg/core/fusion rule 3) needs only the SLO
 // target and the request rate; it models CPU latency alone, so for a
 // 100 ms target it asks for ~32m per pod, less than CPU sizing gives. Only
 // the measured p95 (above the target although utilisation is low) says

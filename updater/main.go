@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/aware-k8s/aware/pkg/cli"
+	"github.com/aware-k8s/aware/pkg/kube/cli"
 	"github.com/aware-k8s/aware/updater/app"
 )
 

@@ -28,11 +28,11 @@ import (
 	"github.com/aware-k8s/aware/admission-controller/pkg/match"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/admission-controller/pkg/webhook"
-	"github.com/aware-k8s/aware/pkg/certs"
-	"github.com/aware-k8s/aware/pkg/cli"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
-	"github.com/aware-k8s/aware/pkg/kube"
-	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
+	"github.com/aware-k8s/aware/pkg/kube/cli"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
 )
 
 // NewCommand returns the admission-controller root command.
@@ -78,7 +78,7 @@ func run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx).WithName("admission-controller")
 	ctx = klog.NewContext(ctx, logger)
 
-	clients, err := kube.NewClients(o.Kube, "aware-admission-controller")
+	clients, err := apiclient.NewClients(o.Kube, "aware-admission-controller")
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
-	"github.com/aware-k8s/aware/pkg/certs"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
 )
 
 // Registration timing: the registration is re-applied (a read, and a

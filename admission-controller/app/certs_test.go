@@ -18,7 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
-	"github.com/aware-k8s/aware/pkg/certs"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
 )
 
 func countPEM(b []byte) int {

@@ -16,8 +16,8 @@ import (
 	"github.com/aware-k8s/aware/admission-controller/pkg/heartbeat"
 	"github.com/aware-k8s/aware/admission-controller/pkg/register"
 	"github.com/aware-k8s/aware/admission-controller/pkg/webhook"
-	"github.com/aware-k8s/aware/pkg/kube"
-	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
 )
 
 // Certificate modes (--cert-mode).
@@ -36,7 +36,7 @@ const clusterDomain = "cluster.local"
 
 // Options are the admission-controller's command-line options.
 type Options struct {
-	Kube      kube.Options
+	Kube      apiclient.Options
 	Endpoints serve.Options
 
 	// Namespace is where the admission controller runs; it is excluded
@@ -91,7 +91,7 @@ func NewOptions() *Options {
 		ns = "aware-system"
 	}
 	return &Options{
-		Kube:                   kube.Options{QPS: 50, Burst: 100},
+		Kube:                   apiclient.Options{QPS: 50, Burst: 100},
 		Endpoints:              endpointOptions(),
 		Namespace:              ns,
 		WebhookBindAddress:     ":8443",

@@ -43,7 +43,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // KWOK's usage annotations; a ".<container>" suffix scopes one to a container.

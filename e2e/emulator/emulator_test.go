@@ -16,7 +16,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 const mib = 1 << 20

@@ -27,8 +27,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aware-k8s/aware/pkg/stats"
-	"github.com/aware-k8s/aware/pkg/train"
+	"github.com/aware-k8s/aware/pkg/lab/train"
+	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // smooth and fractions are the adapt experiment's defaults

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aware-k8s/aware/pkg/train"
+	"github.com/aware-k8s/aware/pkg/lab/train"
 )
 
 // writeStudy writes an adapt.json of two seeds and two apps whose arm

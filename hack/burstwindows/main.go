@@ -2,12 +2,12 @@
 // bursty trace, a variant of the fused default violates its SLO: the share
 // of violating windows at each offset from a burst's first window, and in
 // the windows after it ends (docs/evidence-slo.md).
-// It runs the demo's held-out apps (pkg/demo.Runs) as `rl-agent demo` does.
+// It runs the demo's held-out apps (pkg/lab/demo.Runs) as `rl-agent demo` does.
 //
 // A window is in a burst when its rate is above BurstFactor times the
 // trace's mean: the bursty trace is 0.6× its mean when calm and 3× in a
 // burst (sim.GenerateTrace), so the threshold separates the two whatever
-// the Poisson noise, which pkg/sim keeps out of the trace's rates.
+// the Poisson noise, which pkg/lab/sim keeps out of the trace's rates.
 //
 // Usage: go run ./hack/burstwindows [-apps 64] [-seed 1] [-variant SPEC] [-trace bursty]
 package main
@@ -19,10 +19,10 @@ import (
 	"io"
 	"os"
 
-	"github.com/aware-k8s/aware/pkg/demo"
-	"github.com/aware-k8s/aware/pkg/eval"
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/lab/demo"
+	"github.com/aware-k8s/aware/pkg/lab/eval"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // BurstFactor over the trace's mean marks a burst window.

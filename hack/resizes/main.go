@@ -2,7 +2,7 @@
 // fused default makes on the demo's held-out runs, with the size of each
 // change and the policy's reason, and sums them by size and reason
 // (docs/evidence-slo.md, "Resizes for a drifting floor"). It runs the
-// demo's held-out apps (pkg/demo.Runs) as `rl-agent demo` does; every
+// demo's held-out apps (pkg/lab/demo.Runs) as `rl-agent demo` does; every
 // change it counts is one `rl-agent demo` counts in its SCALE V column.
 //
 // Usage: go run ./hack/resizes [-apps 32] [-seed 1] [-variant SPEC] [-app NAME] [-trace KIND] [-v]
@@ -18,10 +18,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/aware-k8s/aware/pkg/demo"
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/sim"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/lab/demo"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // sizeClasses are the upper ends of the relative-change classes summed.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
 func TestRun(t *testing.T) {

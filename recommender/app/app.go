@@ -23,17 +23,17 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 	"k8s.io/utils/clock"
 
-	"github.com/aware-k8s/aware/pkg/agent"
-	"github.com/aware-k8s/aware/pkg/certs"
-	"github.com/aware-k8s/aware/pkg/cli"
-	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
-	"github.com/aware-k8s/aware/pkg/kube"
-	"github.com/aware-k8s/aware/pkg/leader"
-	"github.com/aware-k8s/aware/pkg/rival"
-	"github.com/aware-k8s/aware/pkg/serve"
-	"github.com/aware-k8s/aware/pkg/target"
-	"github.com/aware-k8s/aware/pkg/usage"
+	"github.com/aware-k8s/aware/pkg/kube/agentclient"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
+	"github.com/aware-k8s/aware/pkg/kube/cli"
+	"github.com/aware-k8s/aware/pkg/kube/leader"
+	"github.com/aware-k8s/aware/pkg/kube/rival"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
+	"github.com/aware-k8s/aware/pkg/kube/target"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 	rlagentv1 "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 	"github.com/aware-k8s/aware/recommender/controller"
 )
@@ -63,7 +63,7 @@ status.`,
 	return cmd
 }
 
-// targets adapts pkg/target to the controller's interface, translating its
+// targets adapts pkg/kube/target to the controller's interface, translating its
 // typed errors into the controller's "cannot act on this" errors.
 type targets struct{ r target.Interface }
 
@@ -105,11 +105,11 @@ func run(ctx context.Context, o *Options) error {
 	logger.Info("Computing the default recommendations with a variant of the fused default (empty: the fused default)", "defaultVariant", o.DefaultVariant)
 	ctx = klog.NewContext(ctx, logger)
 
-	clients, err := kube.NewClients(o.Kube, "aware-recommender")
+	clients, err := apiclient.NewClients(o.Kube, "aware-recommender")
 	if err != nil {
 		return err
 	}
-	metrics, err := metricsclient.NewForConfig(kube.Protobuf(clients.Config))
+	metrics, err := metricsclient.NewForConfig(apiclient.Protobuf(clients.Config))
 	kubeClient, mpaClient, resolver := clients.Kube, clients.MPA, clients.Targets
 	if err != nil {
 		return fmt.Errorf("metrics.k8s.io client: %w", err)
@@ -119,7 +119,7 @@ func run(ctx context.Context, o *Options) error {
 	endpoints := serve.New(reg)
 
 	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace),
-		mpainformers.WithTransform(kube.DropManagedFields))
+		mpainformers.WithTransform(apiclient.DropManagedFields))
 	kubeInf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(o.Namespace))
 	podInf := kubeInf.Core().V1().Pods()
 	if err := podInf.Informer().SetTransform(controller.TrimPod); err != nil {
@@ -157,9 +157,9 @@ func run(ctx context.Context, o *Options) error {
 			return fmt.Errorf("rl agent client for %s: %w", o.RLAgentEndpoint, err)
 		}
 		defer conn.Close()
-		advisor = agent.NewAdvisor(rlagentv1.NewAgentServiceClient(conn), agent.Options{
+		advisor = agentclient.NewAdvisor(rlagentv1.NewAgentServiceClient(conn), agentclient.Options{
 			Timeout:        o.RLAgentTimeout,
-			Breaker:        agent.NewBreaker(o.RLAgentFailureThreshold, o.RLAgentCooldown),
+			Breaker:        agentclient.NewBreaker(o.RLAgentFailureThreshold, o.RLAgentCooldown),
 			Observer:       cm,
 			DefaultVariant: o.DefaultVariant,
 		})

@@ -20,8 +20,8 @@ import (
 	fakescale "k8s.io/client-go/scale/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/aware-k8s/aware/pkg/certs"
-	"github.com/aware-k8s/aware/pkg/target"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
+	"github.com/aware-k8s/aware/pkg/kube/target"
 	"github.com/aware-k8s/aware/recommender/controller"
 )
 

@@ -8,18 +8,18 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/aware-k8s/aware/pkg/certs"
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/kube"
-	"github.com/aware-k8s/aware/pkg/leader"
-	"github.com/aware-k8s/aware/pkg/serve"
-	"github.com/aware-k8s/aware/pkg/usage"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
+	"github.com/aware-k8s/aware/pkg/kube/leader"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 	"github.com/aware-k8s/aware/recommender/controller"
 )
 
 // Options are the recommender's command-line options.
 type Options struct {
-	Kube      kube.Options
+	Kube      apiclient.Options
 	Endpoints serve.Options
 	Leader    leader.Options
 
@@ -68,7 +68,7 @@ const defaultInterval = 15 * time.Second
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
 	return &Options{
-		Kube:                    kube.Options{QPS: 50, Burst: 100},
+		Kube:                    apiclient.Options{QPS: 50, Burst: 100},
 		Endpoints:               serve.NewOptions(),
 		Leader:                  leader.NewOptions("aware-recommender"),
 		RecommenderName:         controller.DefaultRecommenderName,

@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/hpa"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/core/hpa"
 )
 
 // TestDefaultVariant checks --default-variant: the default is the fused

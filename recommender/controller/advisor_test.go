@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
 type fakeAdvisor struct {

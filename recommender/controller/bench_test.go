@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 	testingclock "k8s.io/utils/clock/testing"
 
-	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
 )

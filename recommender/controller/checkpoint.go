@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/vpa"
+	"github.com/aware-k8s/aware/pkg/core/vpa"
 )
 
 // CheckpointVersion is the format written into status.version. A

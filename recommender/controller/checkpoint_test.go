@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/vpa"
+	"github.com/aware-k8s/aware/pkg/core/vpa"
 )
 
 func TestCheckpointSaveRestoreAndGC(t *testing.T) {

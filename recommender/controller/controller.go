@@ -34,14 +34,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	informers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions/autoscaling/v1alpha1"
 	listers "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/podindex"
-	"github.com/aware-k8s/aware/pkg/rival"
-	"github.com/aware-k8s/aware/pkg/usage"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
+	"github.com/aware-k8s/aware/pkg/kube/podindex"
+	"github.com/aware-k8s/aware/pkg/kube/rival"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 // DefaultRecommenderName is the name that also covers autoscalers naming

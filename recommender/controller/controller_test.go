@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
 )
 
 func TestRecommendsAndWritesStatus(t *testing.T) {

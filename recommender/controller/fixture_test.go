@@ -23,10 +23,10 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
-	"github.com/aware-k8s/aware/pkg/usage"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)

@@ -9,13 +9,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/usage"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 // applyGoals sets obs.Goals from m's spec.goals.metrics and this loop's
 // Prometheus readings, so that they drive the replica count with HPA
-// semantics (pkg/fusion rule 10). A goal without a usable reading (not
+// semantics (pkg/core/fusion rule 10). A goal without a usable reading (not
 // read, query failed, no data, NaN, infinite or negative values, an
 // invalid target) is kept with its Problem: it proposes nothing and blocks
 // scale-downs, as a failing metric does in the HPA. Goals AWARE cannot

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aware-k8s/aware/pkg/agent"
-	"github.com/aware-k8s/aware/pkg/usage"
+	"github.com/aware-k8s/aware/pkg/kube/agentclient"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 // Metrics are the recommender's Prometheus metrics. They register into an
@@ -122,7 +122,7 @@ func (m *Metrics) ObservePrometheusQuery(name string, err error) {
 
 var _ usage.QueryObserver = (*Metrics)(nil)
 
-// ObserveAgentCall records one RL agent call (agent.Observer).
+// ObserveAgentCall records one RL agent call (agentclient.Observer).
 func (m *Metrics) ObserveAgentCall(method string, d time.Duration, code string) {
 	m.agentDuration.WithLabelValues(method).Observe(d.Seconds())
 	if code != "OK" {
@@ -130,7 +130,7 @@ func (m *Metrics) ObserveAgentCall(method string, d time.Duration, code string) 
 	}
 }
 
-// ObserveBreaker records the circuit breaker's state (agent.Observer).
-func (m *Metrics) ObserveBreaker(s agent.State) { m.breakerState.Set(float64(s)) }
+// ObserveBreaker records the circuit breaker's state (agentclient.Observer).
+func (m *Metrics) ObserveBreaker(s agentclient.State) { m.breakerState.Set(float64(s)) }
 
-var _ agent.Observer = (*Metrics)(nil)
+var _ agentclient.Observer = (*Metrics)(nil)

@@ -15,7 +15,7 @@ package controller
 //     back; it lands at once when only these calls fail (e.g. RBAC that no
 //     longer lets the recommender list HPAs). The recorder drops an event
 //     the API server answers with an error status; the components' sink
-//     (pkg/kube) has it retry 5xx and 429 answers as it retries an
+//     (pkg/kube/apiclient) has it retry 5xx and 429 answers as it retries an
 //     unreachable server, but any other refusal (e.g. a 403 from an API
 //     server whose authoriser is not ready yet) drops it, and a repeat
 //     recorded after that is another chance. The recorder sends events

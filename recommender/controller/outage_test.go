@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/rival"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
+	"github.com/aware-k8s/aware/pkg/kube/rival"
 )
 
 // eventsWith returns the events among evs whose reason is reason.

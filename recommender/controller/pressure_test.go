@@ -12,7 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/usage"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 // fakePressure answers CPUPressure with fixed values.

@@ -15,9 +15,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/usage"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 // SLOSource reads the request rate and latency percentiles of a

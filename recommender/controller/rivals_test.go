@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/rival"
-	"github.com/aware-k8s/aware/pkg/usage"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
+	"github.com/aware-k8s/aware/pkg/kube/rival"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 type fakeRivals struct {

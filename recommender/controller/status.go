@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
 )
 
 // ownedConditions are the condition types the recommender writes; other

@@ -5,7 +5,7 @@ package app
 import (
 	"github.com/spf13/cobra"
 
-	"github.com/aware-k8s/aware/pkg/cli"
+	"github.com/aware-k8s/aware/pkg/kube/cli"
 )
 
 // NewCommand returns the rl-agent root command.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 func TestDemoCommand(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/aware-k8s/aware/pkg/demo"
+	"github.com/aware-k8s/aware/pkg/lab/demo"
 )
 
 // evalOptions are the flags of `rl-agent eval`: the demo's evaluation, with

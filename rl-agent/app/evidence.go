@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/aware-k8s/aware/pkg/demo"
-	"github.com/aware-k8s/aware/pkg/train"
+	"github.com/aware-k8s/aware/pkg/lab/demo"
+	"github.com/aware-k8s/aware/pkg/lab/train"
 )
 
 // evidenceOptions are the flags of `rl-agent evidence`.
@@ -129,7 +129,7 @@ included, to <experiment>.json in --out:
              its embedding leaves the range seen in pre-training
              (residual space). Every arm acts in --action-space.
   after      the pre-trained agents against the fused HPA+VPA default and
-             the oracle (pkg/eval), paired per (app, trace, seed).
+             the oracle (pkg/lab/eval), paired per (app, trace, seed).
   retrain    a pre-trained agent serving each of --retrain-apps new apps,
              one at a time, whose CPU cost per request changes: when the
              detector fires, the fused default acts while the agent

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 )
 
 // TestTrainMetaThenEval trains Meta-PPO through `rl-agent train
@@ -33,7 +33,7 @@ func TestTrainMetaThenEval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kind, err := policy.CheckpointKind(b); err != nil || kind != policy.KindMetaPPO {
+	if kind, err := nn.CheckpointKind(b); err != nil || kind != nn.KindMetaPPO {
 		t.Fatalf("checkpoint kind %q, %v", kind, err)
 	}
 	out, errOut, err = execute(t, newEvalCommand(), "--checkpoint="+ckpt, "--apps=1", "--steps=30", "--traces=steady",

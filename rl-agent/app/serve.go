@@ -20,14 +20,14 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"github.com/aware-k8s/aware/pkg/certs"
-	"github.com/aware-k8s/aware/pkg/kube"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/lifecycle"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/serve"
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/core/lifecycle"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	"github.com/aware-k8s/aware/rl-agent/server"
 )
 
@@ -40,7 +40,7 @@ type serveOptions struct {
 	TLS                  certs.LinkOptions
 	AuthorizedIdentities []string
 	// Kube reaches the API server for self-managed certificates only.
-	Kube                kube.Options
+	Kube                apiclient.Options
 	MetricsBindAddress  string
 	HealthBindAddress   string
 	ShutdownGracePeriod time.Duration
@@ -57,8 +57,8 @@ type serveOptions struct {
 	// RetrainMin and RetrainMax bound each stay in Retraining, in
 	// episodes (server.Options.Retraining).
 	RetrainMin, RetrainMax int
-	// Policy is the kind of policy served: policy.KindPPO or
-	// policy.KindMetaPPO; empty means the kind of InitialCheckpoint, or PPO
+	// Policy is the kind of policy served: nn.KindPPO or
+	// nn.KindMetaPPO; empty means the kind of InitialCheckpoint, or PPO
 	// without one.
 	Policy string
 	// ActionSpace is the action space of a fresh policy: "paper" or
@@ -85,7 +85,7 @@ const (
 
 // actionSpaceOf names the action space of a policy that initialPolicy
 // accepted.
-func actionSpaceOf(c policy.Config) string {
+func actionSpaceOf(c nn.Config) string {
 	sh, _ := learn.ShapeOf(c)
 	return sh.String()
 }
@@ -104,7 +104,7 @@ func newServeOptions() *serveOptions {
 			"aware-rl-agent." + ns + ".svc", "aware-rl-agent." + ns + ".svc.cluster.local", "localhost", "127.0.0.1",
 		}),
 		AuthorizedIdentities: []string{"aware-recommender"},
-		Kube:                 kube.Options{QPS: 5, Burst: 10},
+		Kube:                 apiclient.Options{QPS: 5, Burst: 10},
 		MetricsBindAddress:   ":8080",
 		HealthBindAddress:    ":8081",
 		ShutdownGracePeriod:  10 * time.Second,
@@ -193,9 +193,9 @@ func (o *serveOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--retrain-min-episodes, --retrain-max-episodes: %w", err))
 	}
 	switch o.Policy {
-	case "", policy.KindPPO, policy.KindMetaPPO:
+	case "", nn.KindPPO, nn.KindMetaPPO:
 	default:
-		errs = append(errs, fmt.Errorf("--policy must be %q or %q, got %q", policy.KindPPO, policy.KindMetaPPO, o.Policy))
+		errs = append(errs, fmt.Errorf("--policy must be %q or %q, got %q", nn.KindPPO, nn.KindMetaPPO, o.Policy))
 	}
 	switch o.ActionSpace {
 	case "", actionSpacePaper:
@@ -203,7 +203,7 @@ func (o *serveOptions) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--action-space must be %q or %q, got %q", actionSpacePaper, actionSpaceResidual, o.ActionSpace))
 	}
-	if o.MetaSignature && (o.Policy != policy.KindMetaPPO || o.InitialCheckpoint != "") {
+	if o.MetaSignature && (o.Policy != nn.KindMetaPPO || o.InitialCheckpoint != "") {
 		errs = append(errs, errors.New("--meta-signature configures a fresh Meta-PPO: it needs --policy=meta-ppo and no --initial-checkpoint, whose policy keeps what it was trained with"))
 	}
 	if n := len(o.EnsembleCheckpoints); n > 0 {
@@ -213,8 +213,8 @@ func (o *serveOptions) Validate() error {
 		if o.InitialCheckpoint != "" {
 			errs = append(errs, errors.New("--ensemble-checkpoints and --initial-checkpoint exclude each other: an ensemble does not train from a starting point"))
 		}
-		if o.Policy == policy.KindMetaPPO || o.ActionSpace == actionSpacePaper {
-			errs = append(errs, fmt.Errorf("--ensemble-checkpoints serves %s policies in the %s action space; --policy=%q --action-space=%q", policy.KindPPO, actionSpaceResidual, o.Policy, o.ActionSpace))
+		if o.Policy == nn.KindMetaPPO || o.ActionSpace == actionSpacePaper {
+			errs = append(errs, fmt.Errorf("--ensemble-checkpoints serves %s policies in the %s action space; --policy=%q --action-space=%q", nn.KindPPO, actionSpaceResidual, o.Policy, o.ActionSpace))
 		}
 		if o.EnsembleQuorum < 0 || o.EnsembleQuorum > n {
 			errs = append(errs, fmt.Errorf("--ensemble-quorum must be in [0, %d] (0: all members), got %d", n, o.EnsembleQuorum))
@@ -276,8 +276,8 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	}
 
 	var ens *server.Ensemble
-	var ppo *policy.PPO
-	var meta *policy.MetaPPO
+	var ppo *nn.PPO
+	var meta *nn.MetaPPO
 	if len(o.EnsembleCheckpoints) > 0 {
 		ens, err = loadEnsemble(o.EnsembleCheckpoints, o.EnsembleQuorum)
 	} else {
@@ -291,14 +291,14 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		logger.Info("Serving a frozen ensemble: it never trains", "checkpoints", o.EnsembleCheckpoints, "quorum", o.EnsembleQuorum)
 	case o.InitialCheckpoint == "" && meta != nil:
 		c := meta.Config()
-		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim, "signatureDim", c.SignatureDim, "seed", o.Seed)
+		logger.Info("Starting from a random policy unless the state directory holds one", "kind", nn.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim, "signatureDim", c.SignatureDim, "seed", o.Seed)
 	case o.InitialCheckpoint == "":
-		logger.Info("Starting from a random policy unless the state directory holds one", "kind", policy.KindPPO, "actionSpace", actionSpaceOf(ppo.Config()), "hidden", ppo.Config().Hidden, "seed", o.Seed)
+		logger.Info("Starting from a random policy unless the state directory holds one", "kind", nn.KindPPO, "actionSpace", actionSpaceOf(ppo.Config()), "hidden", ppo.Config().Hidden, "seed", o.Seed)
 	case meta != nil:
 		c := meta.Config()
-		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim)
+		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", nn.KindMetaPPO, "hidden", c.Hidden, "window", c.Window, "embedDim", c.EmbedDim)
 	default:
-		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", policy.KindPPO, "actionSpace", actionSpaceOf(ppo.Config()), "hidden", ppo.Config().Hidden)
+		logger.Info("Starting from a trained policy unless the state directory holds one", "checkpoint", o.InitialCheckpoint, "kind", nn.KindPPO, "actionSpace", actionSpaceOf(ppo.Config()), "hidden", ppo.Config().Hidden)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -380,7 +380,7 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 func openLink(ctx context.Context, o *serveOptions) (*certs.Link, error) {
 	var secrets corev1client.SecretsGetter
 	if o.TLS.NeedsSecrets() {
-		k, err := kube.NewKube(o.Kube, "aware-rl-agent")
+		k, err := apiclient.NewKube(o.Kube, "aware-rl-agent")
 		if err != nil {
 			return nil, err
 		}
@@ -398,7 +398,7 @@ func loadEnsemble(paths []string, quorum int) (*server.Ensemble, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--ensemble-checkpoints: %w", err)
 		}
-		f, err := policy.FreezeCheckpoint(b)
+		f, err := nn.FreezeCheckpoint(b)
 		if err != nil {
 			return nil, fmt.Errorf("--ensemble-checkpoints %s: %w", p, err)
 		}
@@ -412,25 +412,25 @@ func loadEnsemble(paths []string, quorum int) (*server.Ensemble, error) {
 // Meta-PPO checkpoint of --initial-checkpoint, which must be of --policy's
 // kind when that is set, read the agent's state features and choose among
 // its actions.
-func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err error) {
+func initialPolicy(o *serveOptions) (ppo *nn.PPO, meta *nn.MetaPPO, err error) {
 	if o.InitialCheckpoint == "" {
-		cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
-		if o.ActionSpace == actionSpaceResidual || (o.ActionSpace == "" && o.Policy != policy.KindMetaPPO) {
+		cfg := nn.DefaultConfig(learn.StateDim, int(learn.NumActions))
+		if o.ActionSpace == actionSpaceResidual || (o.ActionSpace == "" && o.Policy != nn.KindMetaPPO) {
 			cfg = learn.ResidualConfig(learn.DefaultFollowBias)
 		}
 		cfg.Seed = o.Seed
-		if o.Policy == policy.KindMetaPPO {
-			mc := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+		if o.Policy == nn.KindMetaPPO {
+			mc := nn.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 			mc.Config = cfg
 			if o.MetaSignature {
 				mc.SignatureDim = learn.SignatureDim
 			}
-			if meta, err = policy.NewMetaPPO(mc); err != nil {
+			if meta, err = nn.NewMetaPPO(mc); err != nil {
 				return nil, nil, fmt.Errorf("create policy: %w", err)
 			}
 			return nil, meta, nil
 		}
-		if ppo, err = policy.NewPPO(cfg); err != nil {
+		if ppo, err = nn.NewPPO(cfg); err != nil {
 			return nil, nil, fmt.Errorf("create policy: %w", err)
 		}
 		return ppo, nil, nil
@@ -439,27 +439,27 @@ func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err 
 	if err != nil {
 		return nil, nil, fmt.Errorf("--initial-checkpoint: %w", err)
 	}
-	kind, err := policy.CheckpointKind(b)
+	kind, err := nn.CheckpointKind(b)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
 	}
 	if o.Policy != "" && kind != o.Policy {
 		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it holds a %q policy, --policy is %q",
-			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, kind, o.Policy)
+			o.InitialCheckpoint, nn.ErrIncompatibleCheckpoint, kind, o.Policy)
 	}
-	var c policy.Config
+	var c nn.Config
 	switch kind {
-	case policy.KindPPO:
-		if ppo, err = policy.NewPPOFromCheckpoint(b); err == nil {
+	case nn.KindPPO:
+		if ppo, err = nn.NewPPOFromCheckpoint(b); err == nil {
 			c = ppo.Config()
 		}
-	case policy.KindMetaPPO:
-		if meta, err = policy.NewMetaPPOFromCheckpoint(b); err == nil {
+	case nn.KindMetaPPO:
+		if meta, err = nn.NewMetaPPOFromCheckpoint(b); err == nil {
 			c = meta.Config().Config
 		}
 	default:
 		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it holds a %q policy; serve runs %q and %q policies",
-			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, kind, policy.KindPPO, policy.KindMetaPPO)
+			o.InitialCheckpoint, nn.ErrIncompatibleCheckpoint, kind, nn.KindPPO, nn.KindMetaPPO)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w", o.InitialCheckpoint, err)
@@ -470,7 +470,7 @@ func initialPolicy(o *serveOptions) (ppo *policy.PPO, meta *policy.MetaPPO, err 
 	}
 	if o.ActionSpace != "" && sh.String() != o.ActionSpace {
 		return nil, nil, fmt.Errorf("--initial-checkpoint %s: %w: it acts in the %s action space, --action-space is %q",
-			o.InitialCheckpoint, policy.ErrIncompatibleCheckpoint, sh, o.ActionSpace)
+			o.InitialCheckpoint, nn.ErrIncompatibleCheckpoint, sh, o.ActionSpace)
 	}
 	return ppo, meta, nil
 }

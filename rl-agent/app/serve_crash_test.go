@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 

@@ -24,10 +24,10 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/aware-k8s/aware/pkg/certs"
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/train"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
+	"github.com/aware-k8s/aware/pkg/lab/train"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -238,7 +238,7 @@ func TestServeEnsemble(t *testing.T) {
 	residual := func(seed uint64) string {
 		cfg := learn.ResidualConfig(learn.DefaultFollowBias)
 		cfg.Seed = seed
-		p, err := policy.NewPPO(cfg)
+		p, err := nn.NewPPO(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -445,32 +445,32 @@ func writePolicy(t *testing.T, l interface{ MarshalBinary() ([]byte, error) }) s
 	return path
 }
 
-func smallPPO(t *testing.T, stateDim int) *policy.PPO {
+func smallPPO(t *testing.T, stateDim int) *nn.PPO {
 	t.Helper()
-	cfg := policy.DefaultConfig(stateDim, int(learn.NumActions))
+	cfg := nn.DefaultConfig(stateDim, int(learn.NumActions))
 	cfg.Hidden = []int{8}
-	p, err := policy.NewPPO(cfg)
+	p, err := nn.NewPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func smallMeta(t *testing.T, stateDim, window int) *policy.MetaPPO {
+func smallMeta(t *testing.T, stateDim, window int) *nn.MetaPPO {
 	t.Helper()
 	return smallMetaAux(t, stateDim, window, 0)
 }
 
 // smallMetaAux is smallMeta with an auxiliary head of auxDim outputs (as
 // `rl-agent train --meta-aux-weight` gives).
-func smallMetaAux(t *testing.T, stateDim, window, auxDim int) *policy.MetaPPO {
+func smallMetaAux(t *testing.T, stateDim, window, auxDim int) *nn.MetaPPO {
 	t.Helper()
-	cfg := policy.DefaultMetaConfig(stateDim, int(learn.NumActions))
+	cfg := nn.DefaultMetaConfig(stateDim, int(learn.NumActions))
 	cfg.Hidden, cfg.Window, cfg.EmbedDim = []int{8}, window, 3
 	if auxDim > 0 {
 		cfg.AuxDim, cfg.AuxWeight = auxDim, 1
 	}
-	m, err := policy.NewMetaPPO(cfg)
+	m, err := nn.NewMetaPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +484,7 @@ func TestInitialPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ddpg, err := policy.NewDDPG(policy.DefaultDDPGConfig(learn.StateDim, 2))
+	ddpg, err := nn.NewDDPG(nn.DefaultDDPGConfig(learn.StateDim, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -492,7 +492,7 @@ func TestInitialPolicy(t *testing.T) {
 	if err := os.WriteFile(garbage, []byte("not a checkpoint"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defaults := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+	defaults := nn.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 	trainedPPO := writePolicy(t, smallPPO(t, learn.StateDim))
 	trainedMeta := writePolicy(t, meta)
 	ro := train.DefaultOptions()
@@ -516,14 +516,14 @@ func TestInitialPolicy(t *testing.T) {
 		space              string // --action-space, and the shape served
 	}{
 		{"none: random PPO", "", "", defaults.Hidden, 0, "", ""},
-		{"none, --policy=ppo: random PPO", "", policy.KindPPO, defaults.Hidden, 0, "", ""},
-		{"none, --policy=meta-ppo: random Meta-PPO", "", policy.KindMetaPPO, defaults.Hidden, defaults.Window, "", ""},
+		{"none, --policy=ppo: random PPO", "", nn.KindPPO, defaults.Hidden, 0, "", ""},
+		{"none, --policy=meta-ppo: random Meta-PPO", "", nn.KindMetaPPO, defaults.Hidden, defaults.Window, "", ""},
 		{"trained PPO", trainedPPO, "", []int{8}, 0, "", ""},
-		{"trained PPO, --policy=ppo", trainedPPO, policy.KindPPO, []int{8}, 0, "", ""},
-		{"trained PPO, --policy=meta-ppo", trainedPPO, policy.KindMetaPPO, nil, 0, `holds a "ppo" policy, --policy is "meta-ppo"`, ""},
+		{"trained PPO, --policy=ppo", trainedPPO, nn.KindPPO, []int{8}, 0, "", ""},
+		{"trained PPO, --policy=meta-ppo", trainedPPO, nn.KindMetaPPO, nil, 0, `holds a "ppo" policy, --policy is "meta-ppo"`, ""},
 		{"trained meta-ppo", trainedMeta, "", o.Hidden, o.Window, "", ""},
-		{"trained meta-ppo, --policy=meta-ppo", trainedMeta, policy.KindMetaPPO, o.Hidden, o.Window, "", ""},
-		{"trained meta-ppo, --policy=ppo", trainedMeta, policy.KindPPO, nil, 0, `holds a "meta-ppo" policy, --policy is "ppo"`, ""},
+		{"trained meta-ppo, --policy=meta-ppo", trainedMeta, nn.KindMetaPPO, o.Hidden, o.Window, "", ""},
+		{"trained meta-ppo, --policy=ppo", trainedMeta, nn.KindPPO, nil, 0, `holds a "meta-ppo" policy, --policy is "ppo"`, ""},
 		{"small meta-ppo", writePolicy(t, smallMeta(t, learn.StateDim, 5)), "", []int{8}, 5, "", ""},
 		{"missing file", filepath.Join(t.TempDir(), "missing"), "", nil, 0, "no such file", ""},
 		{"garbage", garbage, "", nil, 0, "--initial-checkpoint", ""},
@@ -535,9 +535,9 @@ func TestInitialPolicy(t *testing.T) {
 		{"trained residual, --action-space=residual", trainedResidual, "", []int{8}, 0, "", "residual"},
 		{"trained residual, --action-space=paper", trainedResidual, "", nil, 0, `acts in the residual action space, --action-space is "paper"`, "paper"},
 		{"trained PPO, --action-space=residual", trainedPPO, "", nil, 0, `acts in the paper action space, --action-space is "residual"`, "residual"},
-		{"none, --policy=meta-ppo --action-space=residual: random residual Meta-PPO", "", policy.KindMetaPPO, defaults.Hidden, defaults.Window, "", "residual"},
+		{"none, --policy=meta-ppo --action-space=residual: random residual Meta-PPO", "", nn.KindMetaPPO, defaults.Hidden, defaults.Window, "", "residual"},
 		{"trained residual meta-ppo", trainedResidualMeta, "", []int{8}, 4, "", ""},
-		{"trained residual meta-ppo, --action-space=residual", trainedResidualMeta, policy.KindMetaPPO, []int{8}, 4, "", "residual"},
+		{"trained residual meta-ppo, --action-space=residual", trainedResidualMeta, nn.KindMetaPPO, []int{8}, 4, "", "residual"},
 		{"trained residual meta-ppo, --action-space=paper", trainedResidualMeta, "", nil, 0, `acts in the residual action space, --action-space is "paper"`, "paper"},
 		{"trained meta-ppo, --action-space=residual", trainedMeta, "", nil, 0, `acts in the paper action space, --action-space is "residual"`, "residual"},
 	} {
@@ -565,7 +565,7 @@ func TestInitialPolicy(t *testing.T) {
 			if !slices.Equal(hidden, tc.hidden) || window != tc.window {
 				t.Fatalf("hidden %v window %d, want %v and %d", hidden, window, tc.hidden, tc.window)
 			}
-			c := policy.Config{}
+			c := nn.Config{}
 			if m != nil {
 				c = m.Config().Config
 			} else {
@@ -576,7 +576,7 @@ func TestInitialPolicy(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantResidual := tc.space == "residual" || tc.path == trainedResidual || tc.path == trainedResidualMeta ||
-				(tc.space == "" && tc.path == "" && tc.policy != policy.KindMetaPPO)
+				(tc.space == "" && tc.path == "" && tc.policy != nn.KindMetaPPO)
 			if (sh.Residual != nil) != wantResidual {
 				t.Fatalf("serving shape %v, want residual: %v", sh, wantResidual)
 			}
@@ -597,7 +597,7 @@ func TestInitialPolicy(t *testing.T) {
 		}
 		// A fresh one with --meta-signature, and without it.
 		for _, on := range []bool{true, false} {
-			_, m, err := initialPolicy(&serveOptions{Policy: policy.KindMetaPPO, MetaSignature: on, Seed: 1})
+			_, m, err := initialPolicy(&serveOptions{Policy: nn.KindMetaPPO, MetaSignature: on, Seed: 1})
 			if want := map[bool]int{true: learn.SignatureDim}[on]; err != nil || m == nil || m.Config().SignatureDim != want {
 				t.Fatalf("--meta-signature=%t: got %v, %v; want a Meta-PPO reading %d signature values", on, m, err, want)
 			}

@@ -13,11 +13,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/aware-k8s/aware/pkg/demo"
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/sim"
-	"github.com/aware-k8s/aware/pkg/train"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/lab/demo"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+	"github.com/aware-k8s/aware/pkg/lab/train"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
 )
 
 // addTrainingFlags registers the training options on fs, each flag name

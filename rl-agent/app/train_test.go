@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aware-k8s/aware/pkg/eval"
-	"github.com/aware-k8s/aware/pkg/sim"
+	"github.com/aware-k8s/aware/pkg/lab/eval"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 func execute(t *testing.T, cmd *cobra.Command, args ...string) (stdout, stderr string, err error) {

@@ -1,7 +1,7 @@
 package server
 
 // Authorisation of callers by the identity of their verified client
-// certificate (mutual TLS, pkg/certs). Reading is open to any caller whose
+// certificate (mutual TLS, pkg/kube/certs). Reading is open to any caller whose
 // certificate the trusted CA signed; every other method, and any method
 // added later, is for the authorised identities only (the recommender), so
 // that nobody else can feed the agent transitions or change its state.
@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
-	"github.com/aware-k8s/aware/pkg/certs"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 

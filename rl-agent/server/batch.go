@@ -7,19 +7,19 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 )
 
 type decisionJob struct {
 	ctx    context.Context
 	state  []float64
-	window []policy.Step // Meta-PPO only
+	window []nn.Step // Meta-PPO only
 	mask   []bool
 	greedy bool
 	// frozen answers the decision instead of the shared policy: a Serving
 	// workload's frozen copy.
-	frozen *policy.Frozen
+	frozen *nn.Frozen
 	// value says what each residual choice sets, for an ensemble to agree
 	// on (Prepared.ChoiceValue); nil when no ensemble is served.
 	value func(d, i int) float64
@@ -27,13 +27,13 @@ type decisionJob struct {
 }
 
 type decisionResult struct {
-	d   policy.Decision
+	d   nn.Decision
 	err error
 }
 
 // decide queues p for the batcher and waits for its decision, by frozen if
 // not nil, else by the shared policy.
-func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPolicy) (policy.Decision, error) {
+func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPolicy) (nn.Decision, error) {
 	j := &decisionJob{ctx: ctx, state: p.State, window: p.Window, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
 	if frozen != nil {
 		j.frozen = frozen.policy
@@ -47,13 +47,13 @@ func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPol
 	select {
 	case s.queue <- j:
 	default:
-		return policy.Decision{}, ErrOverloaded
+		return nn.Decision{}, ErrOverloaded
 	}
 	select {
 	case r := <-j.reply:
 		return r.d, r.err
 	case <-ctx.Done():
-		return policy.Decision{}, ctx.Err()
+		return nn.Decision{}, ctx.Err()
 	}
 }
 
@@ -133,7 +133,7 @@ func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob 
 // forwardGroup is the decisions of a batch that share a forward pass: one
 // policy (the shared one, or one frozen copy) and one exploration mode.
 type forwardGroup struct {
-	frozen *policy.Frozen // nil: the shared policy
+	frozen *nn.Frozen // nil: the shared policy
 	greedy bool
 	jobs   []*decisionJob
 }
@@ -183,15 +183,15 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 		for i, j := range g {
 			states[i], masks[i] = j.state, j.mask
 		}
-		var windows [][]policy.Step
+		var windows [][]nn.Step
 		if s.opts.MetaLearner != nil {
-			windows = make([][]policy.Step, len(g))
+			windows = make([][]nn.Step, len(g))
 			for i, j := range g {
 				windows[i] = j.window
 			}
 		}
 		s.metrics.batchSize.Observe(float64(len(g)))
-		var ds []policy.Decision
+		var ds []nn.Decision
 		var err error
 		switch {
 		case s.ens != nil:

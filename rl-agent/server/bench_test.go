@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -190,8 +190,8 @@ func BenchmarkBatchedDecisionsInProcessServing(b *testing.B) {
 // Meta-PPO policy (window 16, embedding 8), every workload with a full
 // window: each forward pass also runs the GRU over 16 steps per decision.
 func BenchmarkBatchedDecisionsInProcessMetaPPO(b *testing.B) {
-	cfg := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
-	m, err := policy.NewMetaPPO(cfg)
+	cfg := nn.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+	m, err := nn.NewMetaPPO(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/workload"
-	"github.com/aware-k8s/aware/rl-agent/request"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
 // Physical limits of a measurement or an allocation.
@@ -45,7 +45,7 @@ const (
 	// MaxClockSkew is how far ahead of the agent's clock an observation
 	// may be stamped.
 	MaxClockSkew = 10 * time.Minute
-	// RewardMin and RewardMax are the range of AWARE's reward (pkg/reward):
+	// RewardMin and RewardMax are the range of AWARE's reward (pkg/rl/reward):
 	// utilisation and SLO terms in [0, 1], penalties down to -1.
 	RewardMin, RewardMax = -1.0, 1.0
 	// relTolerance absorbs float rounding in comparisons of two values.
@@ -94,11 +94,11 @@ func newBounds(r prometheus.Registerer, maxWorkloads int, now func() time.Time) 
 
 // boundChecker collects violations and the bounds they broke.
 type boundChecker struct {
-	request.Checker
+	wire.Checker
 	broken []string
 }
 
-func (c *boundChecker) out(bound string, field request.Path, format string, args ...any) {
+func (c *boundChecker) out(bound string, field wire.Path, format string, args ...any) {
 	c.Add(field, format, args...)
 	for _, b := range c.broken {
 		if b == bound {
@@ -121,9 +121,9 @@ func (b *bounds) result(method string, c *boundChecker) error {
 func (b *bounds) checkRecommend(in *recommendInput) error {
 	var c boundChecker
 	now := b.now()
-	c.observation(request.Root("observation"), &in.obs, now)
-	c.constraints(request.Root("constraints"), &in.constraints)
-	c.recommendation(request.Root("default_recommendation"), &in.def, &in.constraints)
+	c.observation(wire.Root("observation"), &in.obs, now)
+	c.constraints(wire.Root("constraints"), &in.constraints)
+	c.recommendation(wire.Root("default_recommendation"), &in.def, &in.constraints)
 	if err := b.result("Recommend", &c); err != nil {
 		return err
 	}
@@ -138,10 +138,10 @@ func (b *bounds) checkOutcome(in *outcomeInput) error {
 	var c boundChecker
 	now := b.now()
 	o := &in.outcome
-	c.observation(request.Root("observation"), &o.Observation, now)
-	c.observation(request.Root("next_observation"), &o.Next, now)
+	c.observation(wire.Root("observation"), &o.Observation, now)
+	c.observation(wire.Root("next_observation"), &o.Next, now)
 	if !o.Observation.Time.IsZero() && !o.Next.Time.IsZero() && !o.Next.Time.After(o.Observation.Time) {
-		next := request.Root("next_observation")
+		next := wire.Root("next_observation")
 		c.out(boundTime, next.Dot("time"), "%s must be after observation.time %s", o.Next.Time.Format(time.RFC3339), o.Observation.Time.Format(time.RFC3339))
 	}
 	cons, known := b.constraintsOf(in.key)
@@ -149,12 +149,12 @@ func (b *bounds) checkOutcome(in *outcomeInput) error {
 	if known {
 		cp = &cons
 	}
-	c.recommendation(request.Root("applied"), &o.Applied, cp)
+	c.recommendation(wire.Root("applied"), &o.Applied, cp)
 	if c.Len() == 0 {
 		// Only on bounded inputs: the reward of malformed ones is
 		// refused elsewhere.
 		if t, err := learn.Reward(&o.Next, o.Config.Alpha); err == nil && !rewardInRange(t.Reward) {
-			c.out(boundReward, request.Root("next_observation"), "yields a reward of %v, outside [%v, %v]", t.Reward, RewardMin, RewardMax)
+			c.out(boundReward, wire.Root("next_observation"), "yields a reward of %v, outside [%v, %v]", t.Reward, RewardMin, RewardMax)
 		}
 	}
 	return b.result("ReportOutcome", &c)
@@ -198,7 +198,7 @@ func (b *bounds) constraintsOf(key string) (workload.Constraints, bool) {
 }
 
 // rewardInRange reports whether r lies in the reward's range, within
-// rounding. pkg/reward keeps it there by construction; the check keeps a
+// rounding. pkg/rl/reward keeps it there by construction; the check keeps a
 // change there from letting crafted observations reach the learner with a
 // reward no genuine window has.
 func rewardInRange(r float64) bool {
@@ -208,7 +208,7 @@ func rewardInRange(r float64) bool {
 // above reports whether x exceeds limit beyond rounding.
 func above(x, limit float64) bool { return x > limit*(1+relTolerance) }
 
-func (c *boundChecker) observation(field request.Path, o *workload.Observation, now time.Time) {
+func (c *boundChecker) observation(field wire.Path, o *workload.Observation, now time.Time) {
 	if o.Replicas > MaxReplicas {
 		c.out(boundReplicas, field.Dot("replicas"), "%d exceeds the largest cluster (%d pods)", o.Replicas, MaxReplicas)
 	}
@@ -251,7 +251,7 @@ func protoName(r workload.Resource) string {
 	return "memory_bytes"
 }
 
-func (c *boundChecker) container(f request.Path, ct *workload.ContainerObservation) {
+func (c *boundChecker) container(f wire.Path, ct *workload.ContainerObservation) {
 	for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
 		req, lim, use, peak := ct.Requests.Get(r), ct.Limits.Get(r), ct.Usage.Get(r), ct.Peak.Get(r)
 		name, maxR := protoName(r), resourceMax(r)
@@ -285,7 +285,7 @@ func (c *boundChecker) container(f request.Path, ct *workload.ContainerObservati
 	}
 }
 
-func (c *boundChecker) constraints(f request.Path, in *workload.Constraints) {
+func (c *boundChecker) constraints(f wire.Path, in *workload.Constraints) {
 	if in.MinReplicas > MaxReplicas || in.MaxReplicas > MaxReplicas {
 		c.out(boundConstraints, f, "replica bounds [%d, %d] exceed the largest cluster (%d pods)", in.MinReplicas, in.MaxReplicas, MaxReplicas)
 	}
@@ -294,7 +294,7 @@ func (c *boundChecker) constraints(f request.Path, in *workload.Constraints) {
 // recommendation checks a recommendation against the physical limits and,
 // when cons is known, the workload's constraints. Replicas 0 is a
 // recommendation without a horizontal part.
-func (c *boundChecker) recommendation(f request.Path, r *workload.Recommendation, cons *workload.Constraints) {
+func (c *boundChecker) recommendation(f wire.Path, r *workload.Recommendation, cons *workload.Constraints) {
 	if r.Replicas > MaxReplicas {
 		c.out(boundAction, f.Dot("replicas"), "%d exceeds the largest cluster (%d pods)", r.Replicas, MaxReplicas)
 	} else if cons != nil && r.Replicas > 0 && (r.Replicas < max(cons.MinReplicas, 1) || (cons.MaxReplicas > 0 && r.Replicas > cons.MaxReplicas)) {

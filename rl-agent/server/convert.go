@@ -1,26 +1,26 @@
 package server
 
-// The requests' conversion and checking live in rl-agent/request, apart
-// from the server so that they can be fuzzed without linking it (see that
-// package); here they are adapted to the agent's types.
+// The requests' conversion and checking live in proto/aware/rlagent/wire,
+// beside the contract and apart from the server, so that they can be fuzzed
+// without linking it (see that package); here they are adapted to the
+// agent's types.
 
 import (
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/lifecycle"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
-	"github.com/aware-k8s/aware/rl-agent/request"
+	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
 // ErrInvalidArgument marks a request that can never succeed as sent.
-var ErrInvalidArgument = request.ErrInvalidArgument
+var ErrInvalidArgument = wire.ErrInvalidArgument
 
 // FieldViolation is one problem with one field.
-type FieldViolation = request.FieldViolation
+type FieldViolation = wire.FieldViolation
 
 // InvalidRequestError lists every problem found in a request. It matches
 // ErrInvalidArgument with errors.Is.
-type InvalidRequestError = request.InvalidRequestError
+type InvalidRequestError = wire.InvalidRequestError
 
 // recommendInput is a validated RecommendRequest.
 type recommendInput struct {
@@ -32,7 +32,7 @@ type recommendInput struct {
 }
 
 func fromRecommendRequest(r *pb.RecommendRequest) (recommendInput, error) {
-	in, err := request.FromRecommend(r)
+	in, err := wire.FromRecommend(r)
 	return recommendInput{key: in.Key, obs: in.Observation, constraints: in.Constraints, def: in.Default, cfg: in.Config}, err
 }
 
@@ -43,7 +43,7 @@ type outcomeInput struct {
 }
 
 func fromReportOutcomeRequest(r *pb.ReportOutcomeRequest) (outcomeInput, error) {
-	in, err := request.FromReportOutcome(r)
+	in, err := wire.FromReportOutcome(r)
 	return outcomeInput{key: in.Key, outcome: learn.Outcome{
 		Observation:   in.Observation,
 		Applied:       in.Applied,
@@ -54,19 +54,5 @@ func fromReportOutcomeRequest(r *pb.ReportOutcomeRequest) (outcomeInput, error) 
 }
 
 func fromGetPolicyStatusRequest(r *pb.GetPolicyStatusRequest) (string, error) {
-	return request.WorkloadKey(r.GetWorkload())
-}
-
-func toStage(s lifecycle.Stage) pb.Stage {
-	switch s {
-	case lifecycle.Bootstrapping:
-		return pb.Stage_STAGE_BOOTSTRAPPING
-	case lifecycle.OnlineTraining:
-		return pb.Stage_STAGE_ONLINE_TRAINING
-	case lifecycle.Serving:
-		return pb.Stage_STAGE_SERVING
-	case lifecycle.Retraining:
-		return pb.Stage_STAGE_RETRAINING
-	}
-	return pb.Stage_STAGE_UNSPECIFIED
+	return wire.WorkloadKey(r.GetWorkload())
 }

@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/aware-k8s/aware/pkg/learn"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -48,7 +48,7 @@ func checkConverted(t *testing.T, in recommendInput, err error) {
 	}
 }
 
-// TestConvertedRequestsEncode: what the conversion (rl-agent/request,
+// TestConvertedRequestsEncode: what the conversion (proto/aware/rlagent/wire,
 // where it is fuzzed) accepts, the agent encodes to a finite state with
 // NoOp legal; what it refuses is refused field by field.
 func TestConvertedRequestsEncode(t *testing.T) {

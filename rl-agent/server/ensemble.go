@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 )
 
 // An ensemble server answers every decision the agent takes with residual
@@ -33,9 +33,9 @@ import (
 // policies (Options.Ensemble) instead of a learner.
 type Ensemble struct {
 	// Members are frozen residual PPO policies that read the same state
-	// features (policy.FreezeCheckpoint of `rl-agent train` checkpoints);
+	// features (nn.FreezeCheckpoint of `rl-agent train` checkpoints);
 	// at least 2.
-	Members []*policy.Frozen
+	Members []*nn.Frozen
 	// Quorum is how many members must deviate the same way for the
 	// ensemble to deviate from the default; 0 means all of them.
 	Quorum int
@@ -56,7 +56,7 @@ type ensembleState struct {
 
 // ensemble is a validated Ensemble.
 type ensemble struct {
-	members []*policy.Frozen
+	members []*nn.Frozen
 	quorum  int
 	sizes   []int
 	state   ensembleState
@@ -86,23 +86,23 @@ func newEnsemble(e *Ensemble) (*ensemble, learn.PolicyShape, error) {
 		if m == nil {
 			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d is nil", i+1)
 		}
-		if m.Kind() != policy.KindPPO {
-			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: a %q policy; an ensemble serves %q policies", i+1, policy.ErrIncompatibleCheckpoint, m.Kind(), policy.KindPPO)
+		if m.Kind() != nn.KindPPO {
+			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: a %q policy; an ensemble serves %q policies", i+1, nn.ErrIncompatibleCheckpoint, m.Kind(), nn.KindPPO)
 		}
 		sh, err := learn.ShapeOf(m.Config().Config)
 		if err != nil {
 			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w", i+1, err)
 		}
 		if sh.Residual == nil {
-			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: it acts in the paper's action space; an ensemble needs residual policies, whose choices can agree on following the default", i+1, policy.ErrIncompatibleCheckpoint)
+			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: it acts in the paper's action space; an ensemble needs residual policies, whose choices can agree on following the default", i+1, nn.ErrIncompatibleCheckpoint)
 		}
 		switch {
 		case i == 0:
 			shape = sh
 		case !fusion.SameVariant(sh.Anchor, shape.Anchor):
-			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained beside another default (anchor %q) than member 1 (%q)", i+1, policy.ErrIncompatibleCheckpoint, sh.Anchor, shape.Anchor)
+			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained beside another default (anchor %q) than member 1 (%q)", i+1, nn.ErrIncompatibleCheckpoint, sh.Anchor, shape.Anchor)
 		case sh.FeaturesOff != shape.FeaturesOff:
-			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained with other state features (%q) than member 1 (%q)", i+1, policy.ErrIncompatibleCheckpoint,
+			return nil, learn.PolicyShape{}, fmt.Errorf("ensemble member %d: %w: trained with other state features (%q) than member 1 (%q)", i+1, nn.ErrIncompatibleCheckpoint,
 				m.Config().StateFeatures, e.Members[0].Config().StateFeatures)
 		}
 		b, err := m.MarshalBinary()
@@ -122,8 +122,8 @@ func newEnsemble(e *Ensemble) (*ensemble, learn.PolicyShape, error) {
 // per decision learn.Agree combines their choices knowing what each sets
 // (values[i], Prepared.ChoiceValue). A decision's Value is the members'
 // mean.
-func (e *ensemble) actBatch(states [][]float64, masks [][]bool, values []func(d, i int) float64) ([]policy.Decision, error) {
-	per := make([][]policy.Decision, len(e.members))
+func (e *ensemble) actBatch(states [][]float64, masks [][]bool, values []func(d, i int) float64) ([]nn.Decision, error) {
+	per := make([][]nn.Decision, len(e.members))
 	for m, f := range e.members {
 		ds, err := f.ActBatch(states, nil, masks, true, nil)
 		if err != nil {
@@ -131,19 +131,19 @@ func (e *ensemble) actBatch(states [][]float64, masks [][]bool, values []func(d,
 		}
 		per[m] = ds
 	}
-	out := make([]policy.Decision, len(states))
+	out := make([]nn.Decision, len(states))
 	choices := make([][]int, len(e.members))
 	for i := range states {
 		var v float64
 		for m := range e.members {
-			choices[m] = policy.SplitAction(per[m][i].Action, e.sizes)
+			choices[m] = nn.SplitAction(per[m][i].Action, e.sizes)
 			v += per[m][i].Value
 		}
 		agreed, err := learn.Agree(choices, e.quorum, values[i])
 		if err != nil {
 			return nil, err
 		}
-		out[i] = policy.Decision{Action: policy.JoinAction(agreed, e.sizes), Value: v / float64(len(e.members))}
+		out[i] = nn.Decision{Action: nn.JoinAction(agreed, e.sizes), Value: v / float64(len(e.members))}
 	}
 	return out, nil
 }
@@ -158,7 +158,7 @@ func (e *ensemble) checkpoint() ([]byte, error) { return json.Marshal(e.state) }
 func (e *ensemble) restore(b []byte) error {
 	st, ok := decodeEnsembleState(b)
 	if !ok {
-		return fmt.Errorf("%w: the state directory holds a trained policy; an ensemble does not train and would overwrite it at the first checkpoint: serve that state directory without --ensemble-checkpoints, or use another one", policy.ErrIncompatibleCheckpoint)
+		return fmt.Errorf("%w: the state directory holds a trained policy; an ensemble does not train and would overwrite it at the first checkpoint: serve that state directory without --ensemble-checkpoints, or use another one", nn.ErrIncompatibleCheckpoint)
 	}
 	if st.Quorum != e.state.Quorum || !slices.Equal(st.Members, e.state.Members) {
 		klog.InfoS("The ensemble differs from the one the checkpoint was written by; the workloads keep their stages", "quorum", e.quorum, "previousQuorum", st.Quorum,
@@ -179,4 +179,4 @@ func decodeEnsembleState(b []byte) (ensembleState, bool) {
 
 // errEnsembleCheckpoint refuses, in a learner server, a checkpoint an
 // ensemble server wrote.
-var errEnsembleCheckpoint = fmt.Errorf("%w: the state directory was written by an ensemble of frozen policies (--ensemble-checkpoints), which holds no weights to train on: serve it with the same flags, or use another state directory", policy.ErrIncompatibleCheckpoint)
+var errEnsembleCheckpoint = fmt.Errorf("%w: the state directory was written by an ensemble of frozen policies (--ensemble-checkpoints), which holds no weights to train on: serve it with the same flags, or use another state directory", nn.ErrIncompatibleCheckpoint)

@@ -8,16 +8,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
 // member is a frozen residual policy whose greedy choice in dimension d
 // is prefer[d], whatever the state: a bias far above what random initial
 // weights give any logit.
-func member(t testing.TB, seed uint64, prefer [learn.NumDimensions]int) *policy.Frozen {
+func member(t testing.TB, seed uint64, prefer [learn.NumDimensions]int) *nn.Frozen {
 	t.Helper()
 	cfg := learn.ResidualConfig(0)
 	cfg.Seed = seed
@@ -26,7 +26,7 @@ func member(t testing.TB, seed uint64, prefer [learn.NumDimensions]int) *policy.
 		cfg.InitBias[off+prefer[d]] = 40
 		off += n
 	}
-	p, err := policy.NewPPO(cfg)
+	p, err := nn.NewPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +37,8 @@ func member(t testing.TB, seed uint64, prefer [learn.NumDimensions]int) *policy.
 // and 512Mi (defaultRec), and the test observation's peaks (which forbid
 // cutting a request): replicas +1, +2, +2; CPU ×1.15, ×1.3, follow;
 // memory follows.
-func ensembleMembers(t testing.TB) []*policy.Frozen {
-	return []*policy.Frozen{
+func ensembleMembers(t testing.TB) []*nn.Frozen {
+	return []*nn.Frozen{
 		member(t, 1, [learn.NumDimensions]int{4, 4, 0}),
 		member(t, 2, [learn.NumDimensions]int{5, 5, 0}),
 		member(t, 3, [learn.NumDimensions]int{5, 0, 0}),
@@ -154,7 +154,7 @@ func TestEnsembleRestart(t *testing.T) {
 
 	o := DefaultOptions()
 	o.Learner, o.Store, o.Registerer = newResidualPPO(t, 1), st, prometheus.NewRegistry()
-	if _, err := New(o); !errors.Is(err, policy.ErrIncompatibleCheckpoint) {
+	if _, err := New(o); !errors.Is(err, nn.ErrIncompatibleCheckpoint) {
 		t.Fatalf("a learner on an ensemble's state: %v, want ErrIncompatibleCheckpoint", err)
 	}
 
@@ -168,25 +168,25 @@ func TestEnsembleRestart(t *testing.T) {
 	lst, _ = restartStore(t, lh, lst, learnerDir)
 	o = DefaultOptions()
 	o.Ensemble, o.Store, o.Registerer = &Ensemble{Members: ensembleMembers(t)}, lst, prometheus.NewRegistry()
-	if _, err := New(o); !errors.Is(err, policy.ErrIncompatibleCheckpoint) {
+	if _, err := New(o); !errors.Is(err, nn.ErrIncompatibleCheckpoint) {
 		t.Fatalf("an ensemble on a learner's state: %v, want ErrIncompatibleCheckpoint", err)
 	}
 }
 
 func TestEnsembleRefused(t *testing.T) {
-	paper, err := policy.NewPPO(policy.DefaultConfig(learn.StateDim, int(learn.NumActions)))
+	paper, err := nn.NewPPO(nn.DefaultConfig(learn.StateDim, int(learn.NumActions)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	noRates := learn.ResidualConfig(learn.DefaultFollowBias)
 	noRates.StateFeatures = "none"
-	other, err := policy.NewPPO(noRates)
+	other, err := nn.NewPPO(noRates)
 	if err != nil {
 		t.Fatal(err)
 	}
 	anchoredCfg := learn.ResidualConfig(learn.DefaultFollowBias)
 	anchoredCfg.Anchor = "limit-target=0.7"
-	anchored, err := policy.NewPPO(anchoredCfg)
+	anchored, err := nn.NewPPO(anchoredCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,10 +200,10 @@ func TestEnsembleRefused(t *testing.T) {
 		{"one member", &Ensemble{Members: ms[:1]}, nil, "at least 2 members"},
 		{"quorum above members", &Ensemble{Members: ms, Quorum: 4}, nil, "quorum 4"},
 		{"negative quorum", &Ensemble{Members: ms, Quorum: -1}, nil, "quorum -1"},
-		{"nil member", &Ensemble{Members: []*policy.Frozen{ms[0], nil}}, nil, "member 2 is nil"},
-		{"paper action space", &Ensemble{Members: []*policy.Frozen{ms[0], paper.Freeze()}}, nil, "paper's action space"},
-		{"other features", &Ensemble{Members: []*policy.Frozen{ms[0], other.Freeze()}}, nil, "other state features"},
-		{"other default", &Ensemble{Members: []*policy.Frozen{ms[0], anchored.Freeze()}}, nil, "another default"},
+		{"nil member", &Ensemble{Members: []*nn.Frozen{ms[0], nil}}, nil, "member 2 is nil"},
+		{"paper action space", &Ensemble{Members: []*nn.Frozen{ms[0], paper.Freeze()}}, nil, "paper's action space"},
+		{"other features", &Ensemble{Members: []*nn.Frozen{ms[0], other.Freeze()}}, nil, "other state features"},
+		{"other default", &Ensemble{Members: []*nn.Frozen{ms[0], anchored.Freeze()}}, nil, "another default"},
 		{"and a learner", &Ensemble{Members: ms}, func(o *Options) { o.Learner = newResidualPPO(t, 1) }, "exactly one of"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

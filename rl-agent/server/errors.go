@@ -8,7 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 )
 
 var (
@@ -41,7 +41,7 @@ var errorCodes = []struct {
 	code codes.Code
 }{
 	{ErrInvalidArgument, codes.InvalidArgument},
-	{policy.ErrInvalidInput, codes.InvalidArgument},
+	{nn.ErrInvalidInput, codes.InvalidArgument},
 	{ErrOverloaded, codes.Unavailable},
 	{ErrShuttingDown, codes.Unavailable},
 	{ErrCannotPersist, codes.Unavailable},

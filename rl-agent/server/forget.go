@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
-	"github.com/aware-k8s/aware/rl-agent/request"
+	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
 // Forgetting. The agent keys workloads by the autoscaler's UID, so a
@@ -149,5 +149,5 @@ func (s *Server) updateCapacity(n int) {
 }
 
 func fromForgetWorkloadRequest(r *pb.ForgetWorkloadRequest) (string, error) {
-	return request.WorkloadKey(r.GetWorkload())
+	return wire.WorkloadKey(r.GetWorkload())
 }

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/lifecycle"
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/core/lifecycle"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 )
 
 // Serving workloads act with frozen weights. The shared policy keeps
@@ -38,7 +38,7 @@ import (
 type frozenPolicy struct {
 	version int64
 	name    string // versionString(version), answered with every decision
-	policy  *policy.Frozen
+	policy  *nn.Frozen
 	refs    int // workloads pinned to it; guarded by pinSet.mu
 
 	// encoded is the checkpoint form, computed once: the copy never
@@ -48,7 +48,7 @@ type frozenPolicy struct {
 	encodeErr  error
 }
 
-func newFrozenPolicy(version int64, f *policy.Frozen) *frozenPolicy {
+func newFrozenPolicy(version int64, f *nn.Frozen) *frozenPolicy {
 	return &frozenPolicy{version: version, name: versionString(version), policy: f}
 }
 
@@ -170,7 +170,7 @@ func (s *Server) storeLive() {
 }
 
 // freezeLive copies the weights the shared policy acts with now.
-func (s *Server) freezeLive() *policy.Frozen {
+func (s *Server) freezeLive() *nn.Frozen {
 	if m := s.opts.MetaLearner; m != nil {
 		return m.Freeze()
 	}
@@ -240,7 +240,7 @@ func (s *Server) repin(ctx context.Context, key string, t *lifecycle.Transition)
 func (s *Server) restorePins(snap *snapshot) error {
 	copies := make(map[int64]*frozenPolicy, len(snap.Frozen))
 	for _, fs := range snap.Frozen {
-		f, err := policy.UnmarshalFrozen(fs.Policy)
+		f, err := nn.UnmarshalFrozen(fs.Policy)
 		if err != nil {
 			return fmt.Errorf("frozen policy %s: %w", versionString(fs.Version), err)
 		}
@@ -277,15 +277,15 @@ func (s *Server) restorePins(snap *snapshot) error {
 // the agents: the served kind, the agents' features and actions, and, for
 // Meta-PPO, the window the agents keep and whether its steps carry a
 // signature.
-func (s *Server) compatibleFrozen(f *policy.Frozen) error {
-	want := policy.KindPPO
+func (s *Server) compatibleFrozen(f *nn.Frozen) error {
+	want := nn.KindPPO
 	if s.opts.MetaLearner != nil {
-		want = policy.KindMetaPPO
+		want = nn.KindMetaPPO
 	}
 	c := f.Config()
 	if f.Kind() != want || c.Window != s.windowLen || (c.SignatureDim > 0) != s.signature {
 		return fmt.Errorf("%w: a %s policy of window %d reading %d signature values per step; the agent serves %s with %d, signature %t",
-			policy.ErrIncompatibleCheckpoint, f.Kind(), c.Window, c.SignatureDim, want, s.windowLen, s.signature)
+			nn.ErrIncompatibleCheckpoint, f.Kind(), c.Window, c.SignatureDim, want, s.windowLen, s.signature)
 	}
 	sh, err := learn.ShapeOf(c.Config)
 	if err != nil {
@@ -293,7 +293,7 @@ func (s *Server) compatibleFrozen(f *policy.Frozen) error {
 	}
 	if sh.String() != s.shape.String() || sh.FeaturesOff != s.shape.FeaturesOff {
 		return fmt.Errorf("%w: a policy of the %s action space reading features %v; the agent serves the %s action space reading %v",
-			policy.ErrIncompatibleCheckpoint, sh, learn.AllFeatures&^sh.FeaturesOff, s.shape, learn.AllFeatures&^s.shape.FeaturesOff)
+			nn.ErrIncompatibleCheckpoint, sh, learn.AllFeatures&^sh.FeaturesOff, s.shape, learn.AllFeatures&^s.shape.FeaturesOff)
 	}
 	return nil
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/lifecycle"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/serve"
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/core/lifecycle"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -29,7 +29,7 @@ type countingLearner struct {
 	greedy atomic.Int64
 }
 
-func (c *countingLearner) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *rand.Rand) ([]policy.Decision, error) {
+func (c *countingLearner) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *rand.Rand) ([]nn.Decision, error) {
 	if greedy {
 		c.greedy.Add(1)
 	}
@@ -105,25 +105,25 @@ func probeStates() [][]float64 {
 	return out
 }
 
-func greedyOn(t *testing.T, act func(states [][]float64, windows [][]policy.Step, masks [][]bool, greedy bool, rng *rand.Rand) ([]policy.Decision, error)) []policy.Decision {
+func greedyOn(t *testing.T, act func(states [][]float64, windows [][]nn.Step, masks [][]bool, greedy bool, rng *rand.Rand) ([]nn.Decision, error)) []nn.Decision {
 	t.Helper()
 	states := probeStates()
-	ds, err := act(states, make([][]policy.Step, len(states)), nil, true, nil)
+	ds, err := act(states, make([][]nn.Step, len(states)), nil, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ds
 }
 
-func liveAct(l Learner) func([][]float64, [][]policy.Step, [][]bool, bool, *rand.Rand) ([]policy.Decision, error) {
-	return func(states [][]float64, _ [][]policy.Step, masks [][]bool, greedy bool, rng *rand.Rand) ([]policy.Decision, error) {
+func liveAct(l Learner) func([][]float64, [][]nn.Step, [][]bool, bool, *rand.Rand) ([]nn.Decision, error) {
+	return func(states [][]float64, _ [][]nn.Step, masks [][]bool, greedy bool, rng *rand.Rand) ([]nn.Decision, error) {
 		return l.ActBatch(states, masks, greedy, rng)
 	}
 }
 
 // serverDecision is the server's own decision for name's next Recommend:
 // the policy recommend routes it to, through the batcher.
-func serverDecision(t *testing.T, s *Server, name string) policy.Decision {
+func serverDecision(t *testing.T, s *Server, name string) nn.Decision {
 	t.Helper()
 	p, in := prepare(t, s, recommendReq(name, 10))
 	d, err := s.decide(ctx(t), p, s.frozenFor(in.key, p))
@@ -228,7 +228,7 @@ func TestFrozenPolicyCap(t *testing.T) {
 		nearlyServing(t, h, name)
 	}
 	var pins []*frozenPolicy
-	var decisions []policy.Decision
+	var decisions []nn.Decision
 	for _, name := range []string{"a", "b", "c"} {
 		waitTrainerIdle(h.srv)
 		v := h.srv.version.Load()
@@ -380,7 +380,7 @@ func TestServingRestart(t *testing.T) {
 			if got := greedyOn(t, after.policy.ActBatch); !reflect.DeepEqual(got, frozenBefore) {
 				t.Errorf("frozen decisions after restart differ:\n%+v\nwant\n%+v", got, frozenBefore)
 			}
-			live := greedyOn(t, func(s [][]float64, w [][]policy.Step, m [][]bool, g bool, r *rand.Rand) ([]policy.Decision, error) {
+			live := greedyOn(t, func(s [][]float64, w [][]nn.Step, m [][]bool, g bool, r *rand.Rand) ([]nn.Decision, error) {
 				return h2.srv.freezeLive().ActBatch(s, w, m, g, r)
 			})
 			if reflect.DeepEqual(live, frozenBefore) {
@@ -402,9 +402,9 @@ func TestServingRestart(t *testing.T) {
 func TestOldCheckpointPinsRestoredPolicy(t *testing.T) {
 	trained := newPPO(t, 7)
 	rng := rand.New(rand.NewPCG(1, 1))
-	demos := make([]policy.Demonstration, 16)
+	demos := make([]nn.Demonstration, 16)
 	for i := range demos {
-		demos[i] = policy.Demonstration{State: probeStates()[i%8], Action: rng.IntN(int(learn.NumActions))}
+		demos[i] = nn.Demonstration{State: probeStates()[i%8], Action: rng.IntN(int(learn.NumActions))}
 	}
 	if _, err := trained.BehaviourClone(demos); err != nil {
 		t.Fatal(err)
@@ -478,8 +478,8 @@ func TestCorruptFrozenCheckpoint(t *testing.T) {
 		frozen []byte
 		want   error
 	}{
-		{"flipped byte", flipped, policy.ErrCorruptCheckpoint},
-		{"other kind", meta, policy.ErrIncompatibleCheckpoint},
+		{"flipped byte", flipped, nn.ErrCorruptCheckpoint},
+		{"other kind", meta, nn.ErrIncompatibleCheckpoint},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := json.Marshal(snapshot{PolicyVersion: 1, Policy: weights, Frozen: []frozenState{{Version: 1, Policy: tc.frozen}}})
@@ -556,7 +556,7 @@ func TestForwardGroupsByPolicy(t *testing.T) {
 		if r.err != nil {
 			t.Fatal(r.err)
 		}
-		var want policy.Decision
+		var want nn.Decision
 		var err error
 		switch {
 		case j.frozen != nil:
@@ -582,7 +582,7 @@ func TestForwardGroupsByPolicy(t *testing.T) {
 	}
 }
 
-func mustAct(t *testing.T, l Learner, s []float64) policy.Decision {
+func mustAct(t *testing.T, l Learner, s []float64) nn.Decision {
 	t.Helper()
 	d, err := l.Act(s, nil, true, nil)
 	if err != nil {

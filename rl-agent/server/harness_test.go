@@ -23,20 +23,20 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func newPPO(t testing.TB, seed uint64) *policy.PPO {
+func newPPO(t testing.TB, seed uint64) *nn.PPO {
 	t.Helper()
-	cfg := policy.DefaultConfig(learn.StateDim, int(learn.NumActions))
+	cfg := nn.DefaultConfig(learn.StateDim, int(learn.NumActions))
 	cfg.MinibatchSize = 16
 	cfg.Seed = seed
-	p, err := policy.NewPPO(cfg)
+	p, err := nn.NewPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ type gatedLearner struct {
 	paused   atomic.Bool
 }
 
-func (g *gatedLearner) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *rand.Rand) ([]policy.Decision, error) {
+func (g *gatedLearner) ActBatch(states [][]float64, masks [][]bool, greedy bool, rng *rand.Rand) ([]nn.Decision, error) {
 	g.calls.Add(1)
 	for {
 		cur := g.maxSize.Load()

@@ -5,8 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/aware-k8s/aware/pkg/lifecycle"
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/core/lifecycle"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 

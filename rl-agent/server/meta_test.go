@@ -12,26 +12,26 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aware-k8s/aware/pkg/agent"
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
-func newMeta(t testing.TB, seed uint64, window int) *policy.MetaPPO {
+func newMeta(t testing.TB, seed uint64, window int) *nn.MetaPPO {
 	t.Helper()
 	return newMetaSignature(t, seed, window, 0)
 }
 
 // newMetaSignature is newMeta whose encoder reads signature values per
 // step.
-func newMetaSignature(t testing.TB, seed uint64, window, signature int) *policy.MetaPPO {
+func newMetaSignature(t testing.TB, seed uint64, window, signature int) *nn.MetaPPO {
 	t.Helper()
-	cfg := policy.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
+	cfg := nn.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
 	cfg.Hidden, cfg.MinibatchSize, cfg.Seed, cfg.Window, cfg.EmbedDim = []int{16}, 8, seed, window, 3
 	cfg.SignatureDim = signature
-	m, err := policy.NewMetaPPO(cfg)
+	m, err := nn.NewMetaPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func waitVersion(t *testing.T, s *Server, v int64) {
 
 // windowOf is the trajectory the server's agent for name would hand to the
 // policy now.
-func windowOf(t *testing.T, s *Server, name string) []policy.Step {
+func windowOf(t *testing.T, s *Server, name string) []nn.Step {
 	t.Helper()
 	p, _ := prepare(t, s, recommendReq(name, 0))
 	return p.Window
@@ -176,12 +176,12 @@ func testMetaPPOServer(t *testing.T, signature int) {
 	// pinned before the restart on the state and the rebuilt window.
 	req := recommendReq("web", 8)
 	p, in := prepare(t, h2.srv, req)
-	ds, err := pinned.policy.ActBatch([][]float64{p.State}, [][]policy.Step{p.Window}, [][]bool{p.Mask}, true, nil)
+	ds, err := pinned.policy.ActBatch([][]float64{p.State}, [][]nn.Step{p.Window}, [][]bool{p.Mask}, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := ds[0]
-	if plain, err := pinned.policy.ActBatch([][]float64{p.State}, [][]policy.Step{nil}, [][]bool{p.Mask}, true, nil); err != nil || plain[0].Value == d.Value {
+	if plain, err := pinned.policy.ActBatch([][]float64{p.State}, [][]nn.Step{nil}, [][]bool{p.Mask}, true, nil); err != nil || plain[0].Value == d.Value {
 		t.Fatalf("the window does not change the critic's value (%v, %v): the check below would not show it was used", plain, err)
 	}
 	want := learn.Apply(&in.obs, &in.constraints, learn.Action(d.Action), learn.DefaultSteps())
@@ -193,8 +193,8 @@ func testMetaPPOServer(t *testing.T, signature int) {
 	if err != nil || r.Stage != pb.Stage_STAGE_SERVING || r.PolicyVersion != pinned.name {
 		t.Fatalf("after restart: %v, %v", r, err)
 	}
-	if r.Source != wantSource || !sameAllocation(r.Recommendation, agent.ToRecommendation(&want)) {
-		t.Fatalf("after restart: answer %v from %v, want %v from %v (action %v)", r.Recommendation, r.Source, agent.ToRecommendation(&want), wantSource, learn.Action(d.Action))
+	if r.Source != wantSource || !sameAllocation(r.Recommendation, wire.ToRecommendation(&want)) {
+		t.Fatalf("after restart: answer %v from %v, want %v from %v (action %v)", r.Recommendation, r.Source, wire.ToRecommendation(&want), wantSource, learn.Action(d.Action))
 	}
 }
 
@@ -234,7 +234,7 @@ func TestPolicyKindMismatch(t *testing.T) {
 				srv.Close()
 				t.Fatal("a server started on a state of another policy")
 			}
-			if !errors.Is(err, policy.ErrIncompatibleCheckpoint) {
+			if !errors.Is(err, nn.ErrIncompatibleCheckpoint) {
 				t.Fatalf("got %v, want ErrIncompatibleCheckpoint", err)
 			}
 			after, err := st.LoadCheckpoint(checkpointName)
@@ -255,7 +255,7 @@ func TestMetaSignatureOfAnotherLength(t *testing.T) {
 		srv.Close()
 		t.Fatal("accepted")
 	}
-	if !errors.Is(err, policy.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), "signature") {
+	if !errors.Is(err, nn.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), "signature") {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -299,13 +299,13 @@ func TestMetaForwardPassesWindows(t *testing.T) {
 		for k := range state {
 			state[k] = rng.Float64()
 		}
-		var window []policy.Step
+		var window []nn.Step
 		for range i % 5 {
 			s := make([]float64, learn.StateDim)
 			for k := range s {
 				s[k] = rng.Float64()
 			}
-			window = append(window, policy.Step{State: s, Action: rng.IntN(int(learn.NumActions)), Reward: rng.Float64()})
+			window = append(window, nn.Step{State: s, Action: rng.IntN(int(learn.NumActions)), Reward: rng.Float64()})
 		}
 		jobs = append(jobs, &decisionJob{ctx: context.Background(), state: state, window: window, greedy: i%2 == 0, reply: make(chan decisionResult, 1)})
 	}

@@ -6,12 +6,12 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/aware-k8s/aware/pkg/agent"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
-// TestCPUPressureArrives: a pressure the recommender sends (pkg/agent's
+// TestCPUPressureArrives: a pressure the recommender sends (pkg/kube/agentclient's
 // conversion, then the wire) reaches the agent's observation unchanged, and
 // a client that predates the field, which never encodes it, gives 0.
 func TestCPUPressureArrives(t *testing.T) {
@@ -31,7 +31,7 @@ func TestCPUPressureArrives(t *testing.T) {
 				Name: "app", Requests: workload.Resources{CPU: 1, Memory: 512 * mi}, CPUPressure: tc.pressure,
 			}}}
 			req := recommendReq("web", 0)
-			wire := agent.ToObservation(&obs)
+			wire := wire.ToObservation(&obs)
 			req.Observation.Containers = wire.Containers
 			want := tc.pressure
 			if tc.old {

@@ -9,18 +9,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/store"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
+	"github.com/aware-k8s/aware/pkg/rl/store"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
-func newResidualPPO(t testing.TB, seed uint64) *policy.PPO {
+func newResidualPPO(t testing.TB, seed uint64) *nn.PPO {
 	t.Helper()
 	cfg := learn.ResidualConfig(learn.DefaultFollowBias)
 	cfg.MinibatchSize = 16
 	cfg.Seed = seed
-	p, err := policy.NewPPO(cfg)
+	p, err := nn.NewPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,30 +78,30 @@ func TestResidualServing(t *testing.T) {
 func TestServerRefusesOtherShapes(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		cfg  policy.Config
+		cfg  nn.Config
 		want string
 	}{
-		{"an older state", policy.DefaultConfig(learn.StateDim-3, int(learn.NumActions)), "state features"},
+		{"an older state", nn.DefaultConfig(learn.StateDim-3, int(learn.NumActions)), "state features"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := policy.NewPPO(tc.cfg)
+			p, err := nn.NewPPO(tc.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			o := DefaultOptions()
 			o.Learner, o.Registerer = p, prometheus.NewRegistry()
-			if _, err := New(o); !errors.Is(err, policy.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), tc.want) {
+			if _, err := New(o); !errors.Is(err, nn.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrIncompatibleCheckpoint naming %q", err, tc.want)
 			}
 		})
 	}
 }
 
-func newResidualMeta(t testing.TB, seed uint64, window int) *policy.MetaPPO {
+func newResidualMeta(t testing.TB, seed uint64, window int) *nn.MetaPPO {
 	t.Helper()
-	cfg := policy.MetaConfig{Config: learn.ResidualConfig(learn.DefaultFollowBias), Window: window, EmbedDim: 3}
+	cfg := nn.MetaConfig{Config: learn.ResidualConfig(learn.DefaultFollowBias), Window: window, EmbedDim: 3}
 	cfg.Hidden, cfg.MinibatchSize, cfg.Seed = []int{16}, 8, seed
-	m, err := policy.NewMetaPPO(cfg)
+	m, err := nn.NewMetaPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

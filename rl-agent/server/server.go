@@ -1,6 +1,6 @@
 // Package server is the rl-agent's gRPC service: the AgentService of
-// proto/aware/rlagent/v1 over the per-workload agents of pkg/learn, one
-// shared policy, and the crash-safe state of pkg/store.
+// proto/aware/rlagent/v1 over the per-workload agents of pkg/rl/learn, one
+// shared policy, and the crash-safe state of pkg/rl/store.
 //
 // The shared policy is PPO (Options.Learner) or Meta-PPO
 // (Options.MetaLearner), whose GRU encoder reads each workload's recent
@@ -13,7 +13,7 @@
 //
 // A workload in lifecycle stage Serving no longer trains the policy, and
 // does not follow it either: on promotion it is pinned to a frozen copy of
-// the policy version current then (policy.Frozen, the weights only), which
+// the policy version current then (nn.Frozen, the weights only), which
 // answers its decisions until it leaves Serving, however the shared policy
 // trains on for the other workloads. Workloads promoted at one version
 // share one copy; at most MaxFrozenPolicies copies are kept (frozen.go).
@@ -52,21 +52,20 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/klog/v2"
 
-	"github.com/aware-k8s/aware/pkg/agent"
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/lifecycle"
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/core/lifecycle"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
-	"github.com/aware-k8s/aware/rl-agent/request"
+	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
 // Learner is the shared policy when it reads no trajectory (PPO); a
 // Meta-PPO policy is Options.MetaLearner. Freeze copies the weights it acts
 // with, which Serving workloads keep acting with while it trains on.
 type Learner interface {
-	policy.DiscreteLearner
-	Freeze() *policy.Frozen
+	nn.DiscreteLearner
+	Freeze() *nn.Frozen
 }
 
 // Options configure a Server. Registerer and exactly one of Learner,
@@ -76,7 +75,7 @@ type Options struct {
 	// MetaLearner is a Meta-PPO policy, served instead of Learner: each
 	// workload's agent keeps its last Window steps, the batched forward
 	// pass embeds them, and training uses them.
-	MetaLearner *policy.MetaPPO
+	MetaLearner *nn.MetaPPO
 	// Ensemble serves frozen residual policies that must agree to deviate
 	// from the default, instead of a learner: nothing trains (ensemble.go).
 	Ensemble *Ensemble
@@ -288,7 +287,7 @@ func New(opts Options) (*Server, error) {
 		flushC:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
-	var cfg policy.Config
+	var cfg nn.Config
 	switch {
 	case opts.Ensemble != nil:
 		if s.ens, s.shape, err = newEnsemble(opts.Ensemble); err != nil {
@@ -298,7 +297,7 @@ func New(opts Options) (*Server, error) {
 		mc := opts.MetaLearner.Config()
 		if mc.SignatureDim != 0 && mc.SignatureDim != learn.SignatureDim {
 			return nil, fmt.Errorf("invalid server options: %w: the meta-learner reads %d signature values per step, the agents compute %d",
-				policy.ErrIncompatibleCheckpoint, mc.SignatureDim, learn.SignatureDim)
+				nn.ErrIncompatibleCheckpoint, mc.SignatureDim, learn.SignatureDim)
 		}
 		s.windowLen, s.signature = mc.Window, mc.SignatureDim > 0
 		cfg = mc.Config
@@ -313,7 +312,7 @@ func New(opts Options) (*Server, error) {
 	if _, err := fusion.ParseVariant(s.shape.Anchor); err != nil {
 		// No recommender can send that default: every request would be
 		// refused.
-		return nil, fmt.Errorf("invalid server options: the policy: %w: its anchor: %w", policy.ErrIncompatibleCheckpoint, err)
+		return nil, fmt.Errorf("invalid server options: the policy: %w: its anchor: %w", nn.ErrIncompatibleCheckpoint, err)
 	}
 	// A residual policy acts on the default recommendation of the variant
 	// it was trained beside; requests from a recommender that computes
@@ -458,7 +457,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	var d *policy.Decision
+	var d *nn.Decision
 	frozen := s.frozenFor(in.key, p)
 	if p.NeedsPolicy {
 		dd, err := s.decide(ctx, p, frozen)
@@ -487,9 +486,9 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 		action = s.shape.ActionName(int(res.Action))
 	}
 	return &pb.RecommendResponse{
-		Recommendation: agent.ToRecommendation(&res.Recommendation),
-		Source:         agent.ToSource(res.Recommendation.Source),
-		Stage:          toStage(res.Stage),
+		Recommendation: wire.ToRecommendation(&res.Recommendation),
+		Source:         wire.ToSource(res.Recommendation.Source),
+		Stage:          wire.ToStage(res.Stage),
 		PolicyVersion:  version,
 		Reason:         res.Recommendation.Reason,
 		Action:         action,
@@ -570,7 +569,7 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	}
 	return &pb.ReportOutcomeResponse{
 		Reward:          res.Reward.Reward,
-		Stage:           toStage(res.Stage),
+		Stage:           wire.ToStage(res.Stage),
 		PolicyVersion:   s.versionFor(in.key, res.Stage),
 		EpisodeComplete: res.EpisodeComplete,
 	}, nil
@@ -622,8 +621,8 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 	}
 	st := a.Status()
 	return &pb.GetPolicyStatusResponse{Status: &pb.PolicyStatus{
-		Workload:      request.Ref(key),
-		Stage:         toStage(st.Stage),
+		Workload:      wire.Ref(key),
+		Stage:         wire.ToStage(st.Stage),
 		PolicyVersion: s.versionFor(key, st.Stage),
 		Episodes:      st.Episodes,
 		Transitions:   st.Transitions,

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/aware-k8s/aware/pkg/agent"
-	"github.com/aware-k8s/aware/pkg/policy"
-	"github.com/aware-k8s/aware/pkg/serve"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
+	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
 func TestInvalidArgument(t *testing.T) {
@@ -139,11 +139,11 @@ func TestRecommendStages(t *testing.T) {
 			t.Fatalf("agent lowered CPU to %v with peak at 95%% of the request", c)
 		}
 		// The recommender's side accepts every answer as it is.
-		rec, err := agent.FromRecommendation(r.Recommendation)
+		rec, err := wire.FromRecommendation(r.Recommendation)
 		if err != nil {
 			t.Fatalf("recommender would reject %v: %v", r.Recommendation, err)
 		}
-		if err := agent.Within(&rec, &workload.Constraints{MinReplicas: 1, MaxReplicas: 10}); err != nil {
+		if err := wire.Within(&rec, &workload.Constraints{MinReplicas: 1, MaxReplicas: 10}); err != nil {
 			t.Fatalf("answer outside the constraints: %v", err)
 		}
 	}
@@ -184,7 +184,7 @@ func TestErrorTable(t *testing.T) {
 	}{
 		{nil, codes.OK},
 		{&InvalidRequestError{Violations: []FieldViolation{{Field: "x", Description: "bad"}}}, codes.InvalidArgument},
-		{fmt.Errorf("act: %w", policy.ErrInvalidInput), codes.InvalidArgument},
+		{fmt.Errorf("act: %w", nn.ErrInvalidInput), codes.InvalidArgument},
 		{ErrOverloaded, codes.Unavailable},
 		{fmt.Errorf("x: %w", ErrShuttingDown), codes.Unavailable},
 		{ErrUnknownWorkload, codes.NotFound},

@@ -13,10 +13,10 @@ import (
 	"google.golang.org/protobuf/proto"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/aware-k8s/aware/pkg/agent"
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/learn"
-	"github.com/aware-k8s/aware/pkg/policy"
+	"github.com/aware-k8s/aware/pkg/kube/agentclient"
+	"github.com/aware-k8s/aware/pkg/rl/learn"
+	"github.com/aware-k8s/aware/pkg/rl/nn"
 	pb "github.com/aware-k8s/aware/proto/aware/rlagent/v1"
 )
 
@@ -24,11 +24,11 @@ const anchor = "limit-target=0.7/hold=24h"
 
 // anchoredPPO is a residual policy trained beside the variant v of the
 // fused default.
-func anchoredPPO(t testing.TB, seed uint64, v string) *policy.PPO {
+func anchoredPPO(t testing.TB, seed uint64, v string) *nn.PPO {
 	t.Helper()
 	cfg := learn.ResidualConfig(learn.DefaultFollowBias)
 	cfg.MinibatchSize, cfg.Seed, cfg.Anchor = 16, seed, v
-	p, err := policy.NewPPO(cfg)
+	p, err := nn.NewPPO(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestDefaultVariant(t *testing.T) {
 		{"anchored learner", anchor, func(o *Options) { o.Learner = anchoredPPO(t, 1, anchor) }},
 		{"anchored ensemble", anchor, func(o *Options) {
 			o.Learner = nil
-			o.Ensemble = &Ensemble{Members: []*policy.Frozen{anchoredPPO(t, 1, anchor).Freeze(), anchoredPPO(t, 2, anchor).Freeze()}}
+			o.Ensemble = &Ensemble{Members: []*nn.Frozen{anchoredPPO(t, 1, anchor).Freeze(), anchoredPPO(t, 2, anchor).Freeze()}}
 		}},
 	}
 	requests := []struct {
@@ -189,14 +189,14 @@ func TestServerRefusesUnknownAnchor(t *testing.T) {
 	}{
 		{"learner", func(o *Options) { o.Learner = anchoredPPO(t, 1, "burst=2") }},
 		{"ensemble", func(o *Options) {
-			o.Ensemble = &Ensemble{Members: []*policy.Frozen{anchoredPPO(t, 1, "burst=2").Freeze(), anchoredPPO(t, 2, "burst=2").Freeze()}}
+			o.Ensemble = &Ensemble{Members: []*nn.Frozen{anchoredPPO(t, 1, "burst=2").Freeze(), anchoredPPO(t, 2, "burst=2").Freeze()}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := DefaultOptions()
 			o.Registerer = prometheus.NewRegistry()
 			tc.opts(&o)
-			if _, err := New(o); !errors.Is(err, policy.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), `unknown setting "burst"`) {
+			if _, err := New(o); !errors.Is(err, nn.ErrIncompatibleCheckpoint) || !strings.Contains(err.Error(), `unknown setting "burst"`) {
 				t.Fatalf("New: %v, want ErrIncompatibleCheckpoint naming the anchor's fault", err)
 			}
 		})
@@ -204,7 +204,7 @@ func TestServerRefusesUnknownAnchor(t *testing.T) {
 }
 
 // TestAdvisorAgainstAnchoredServer runs the recommender's side
-// (agent.Advisor) against a server whose policy was trained beside a
+// (agentclient.Advisor) against a server whose policy was trained beside a
 // variant: told the same variant it gets the agent's answers and reports
 // outcomes that the agent learns from; told another, it applies its
 // default with reason AgentRefusedDefault and the agent's words, its
@@ -224,7 +224,7 @@ func TestAdvisorAgainstAnchoredServer(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, func(o *Options) { o.Learner = anchoredPPO(t, 1, anchor) })
-			a := agent.NewAdvisor(h.client, agent.Options{Timeout: 5 * time.Second, Breaker: agent.NewBreaker(1, time.Hour), DefaultVariant: tc.variant})
+			a := agentclient.NewAdvisor(h.client, agentclient.Options{Timeout: 5 * time.Second, Breaker: agentclient.NewBreaker(1, time.Hour), DefaultVariant: tc.variant})
 			m := &v1alpha1.MultidimPodAutoscaler{
 				ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "uid-web"},
 				Spec:       v1alpha1.MultidimPodAutoscalerSpec{RL: &v1alpha1.RLSpec{Mode: v1alpha1.RLModeOn}},

@@ -15,12 +15,12 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/aware-k8s/aware/pkg/cli"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
-	"github.com/aware-k8s/aware/pkg/kube"
-	"github.com/aware-k8s/aware/pkg/leader"
-	"github.com/aware-k8s/aware/pkg/podindex"
-	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/cli"
+	"github.com/aware-k8s/aware/pkg/kube/leader"
+	"github.com/aware-k8s/aware/pkg/kube/podindex"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
 	"github.com/aware-k8s/aware/updater/controller"
 )
 
@@ -62,7 +62,7 @@ func run(ctx context.Context, o *Options) error {
 	logger := klog.FromContext(ctx).WithName("updater")
 	ctx = klog.NewContext(ctx, logger)
 
-	clients, err := kube.NewClients(o.Kube, "aware-updater")
+	clients, err := apiclient.NewClients(o.Kube, "aware-updater")
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,7 @@ func run(ctx context.Context, o *Options) error {
 	endpoints := serve.New(reg)
 
 	mpaInf := mpainformers.NewSharedInformerFactoryWithOptions(mpaClient, 0, mpainformers.WithNamespace(o.Namespace),
-		mpainformers.WithTransform(kube.DropManagedFields))
+		mpainformers.WithTransform(apiclient.DropManagedFields))
 	kubeInf := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, 0, kubeinformers.WithNamespace(o.Namespace))
 	podInf := kubeInf.Core().V1().Pods()
 	if err := podInf.Informer().SetTransform(trimPod); err != nil {

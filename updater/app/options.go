@@ -7,17 +7,17 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/aware-k8s/aware/pkg/fusion"
-	"github.com/aware-k8s/aware/pkg/kube"
-	"github.com/aware-k8s/aware/pkg/leader"
-	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/leader"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
 	"github.com/aware-k8s/aware/updater/controller"
 	"github.com/aware-k8s/aware/updater/logic"
 )
 
 // Options are the updater's command-line options.
 type Options struct {
-	Kube      kube.Options
+	Kube      apiclient.Options
 	Endpoints serve.Options
 	Leader    leader.Options
 	// Namespace restricts the updater to one namespace; empty means all.
@@ -53,7 +53,7 @@ const defaultInterval = 15 * time.Second
 func NewOptions() *Options {
 	v := logic.DefaultVerticalConfig()
 	return &Options{
-		Kube:                  kube.Options{QPS: 20, Burst: 40},
+		Kube:                  apiclient.Options{QPS: 20, Burst: 40},
 		Endpoints:             serve.NewOptions(),
 		Leader:                leader.NewOptions("aware-updater"),
 		UpdateInterval:        defaultInterval,

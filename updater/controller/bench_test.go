@@ -30,8 +30,8 @@ import (
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpainformers "github.com/aware-k8s/aware/pkg/generated/informers/externalversions"
-	"github.com/aware-k8s/aware/pkg/podindex"
-	"github.com/aware-k8s/aware/pkg/target"
+	"github.com/aware-k8s/aware/pkg/kube/podindex"
+	"github.com/aware-k8s/aware/pkg/kube/target"
 )
 
 // BenchmarkRunOnce is one updater loop over the shape `make bench-vpa`
@@ -39,7 +39,7 @@ import (
 // one-pod Deployments and N more pods under no autoscaler (the VPA side),
 // every recommendation fresh and every pod within its bounds, so the loop
 // reads and decides for every autoscaler and writes nothing. Scale targets
-// are resolved by the real pkg/target resolver from a synced Deployment
+// are resolved by the real pkg/kube/target resolver from a synced Deployment
 // watch over a fake clientset; the MPA and pod caches (with the pod label index the
 // updater adds) are filled directly.
 //

@@ -1,6 +1,6 @@
 // Package controller runs the updater's loop: every interval it reads each
 // MultidimPodAutoscaler from an informer cache, its target's scale through
-// pkg/target and its pods from an informer cache, asks the pure core in
+// pkg/kube/target and its pods from an informer cache, asks the pure core in
 // updater/logic what to do, and does it: replicas through /scale, evictions
 // through the Eviction API (so PodDisruptionBudgets hold), in-place resizes
 // through pods/resize.
@@ -28,18 +28,18 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/fusion"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/core/hpa"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/hpa"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/podindex"
-	"github.com/aware-k8s/aware/pkg/target"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
+	"github.com/aware-k8s/aware/pkg/kube/podindex"
+	"github.com/aware-k8s/aware/pkg/kube/target"
 	"github.com/aware-k8s/aware/updater/logic"
 )
 
-// ScaleTarget is what the controller needs of pkg/target.
+// ScaleTarget is what the controller needs of pkg/kube/target.
 type ScaleTarget interface {
 	Selector(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error)
 	GetScale(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (*autoscalingv1.Scale, schema.GroupResource, error)

@@ -33,9 +33,9 @@ import (
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/podindex"
-	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
+	"github.com/aware-k8s/aware/pkg/kube/podindex"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
 	"github.com/aware-k8s/aware/updater/logic"
 )
 

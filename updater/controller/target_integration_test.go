@@ -22,11 +22,11 @@ import (
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
 	mpalisters "github.com/aware-k8s/aware/pkg/generated/listers/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/podindex"
-	"github.com/aware-k8s/aware/pkg/target"
+	"github.com/aware-k8s/aware/pkg/kube/podindex"
+	"github.com/aware-k8s/aware/pkg/kube/target"
 )
 
-// TestWithTargetResolver wires the controller to the real pkg/target
+// TestWithTargetResolver wires the controller to the real pkg/kube/target
 // resolver over client-go's fake scale client: the replica change reaches
 // the Deployment's /scale.
 func TestWithTargetResolver(t *testing.T) {

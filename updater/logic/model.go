@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/hpa"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/hpa"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
 // Container is one container of a running pod.

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/vpa"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/vpa"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
 // SmallWorkloadPolicy says what happens to a workload that cannot keep

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/target"
+	"github.com/aware-k8s/aware/pkg/kube/target"
 )
 
 // The in-memory forms of the lookups, for Matcher.MatchCached. Each

@@ -26,8 +26,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/target"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
+	"github.com/aware-k8s/aware/pkg/kube/target"
 )
 
 // Ref names a controller in the pod's namespace by API group, kind and
@@ -70,7 +70,7 @@ type Owners interface {
 	Controller(ctx context.Context, namespace string, obj Ref) (*Ref, error)
 }
 
-// Selectors returns the label selector of a scale target. pkg/target's
+// Selectors returns the label selector of a scale target. pkg/kube/target's
 // Resolver (scale subresource, cached) implements it.
 type Selectors interface {
 	Selector(ctx context.Context, namespace string, ref *autoscalingv1.CrossVersionObjectReference) (labels.Selector, error)

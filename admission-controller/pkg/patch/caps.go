@@ -3,8 +3,8 @@ package patch
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/aware-k8s/aware/pkg/mpa"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
 )
 
 // Caps are the bounds a namespace's LimitRanges put on what we may set. A

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/workload"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
 const mi = 1 << 20

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
-	"github.com/aware-k8s/aware/pkg/serve"
+	"github.com/aware-k8s/aware/pkg/kube/serve"
 )
 
 // fakeMatcher returns mpa or err; block waits for the context; boom panics.

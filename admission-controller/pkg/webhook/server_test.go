@@ -35,8 +35,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/aware-k8s/aware/admission-controller/pkg/match"
-	"github.com/aware-k8s/aware/pkg/certs"
-	"github.com/aware-k8s/aware/pkg/target"
+	"github.com/aware-k8s/aware/pkg/kube/certs"
+	"github.com/aware-k8s/aware/pkg/kube/target"
 )
 
 // staticOwners maps ReplicaSet "<name>-rs" to Deployment "<name>", like a

@@ -1,0 +1,168 @@
+// Package fusion is AWARE's fused default: one recommendation for both
+// dimensions of a workload, built from pkg/core/vpa (vertical) and pkg/core/hpa
+// (horizontal) so that the two never fight over CPU.
+//
+// # The rule, in order of precedence
+//
+//  1. Measure per-pod usage normalised to ready pods: per-pod = total usage
+//     / ready replicas (total = mean per-pod usage × pods with metrics).
+//     This is the histogram input for CPU, and for memory in windows that
+//     describe the operating point (rule 6). From the same windows, unless
+//     the pods are CPU-saturated, estimate the CPU-seconds per request
+//     s = Σ total CPU / Σ request rate (sums decayed with a one-hour
+//     half-life).
+//  2. Vertical first: the per-container requests come from VPA's decaying
+//     histograms of that per-pod usage (percentiles, minimums, OOM bump,
+//     confidence bounds, capping to the container policy). Memory keeps
+//     VPA's 15% margin. For CPU the HPA target utilisation is the margin:
+//     target = p90(per-pod CPU) / targetUtilisation. Applying both the VPA
+//     margin and the HPA headroom would stack headroom, and — see below —
+//     makes the two loops disagree forever.
+//  3. SLO floor (when an SLO and the request rate are observed): a request
+//     of s CPU-seconds on a pod with spare capacity x cores has a p95 of
+//     about ln(20)·s/x (processor sharing, exponential tail). The horizontal
+//     loop lets utilisation reach τ(1+tolerance) of the request r, so with
+//     limit/request ratio q the spare is (q − τ(1+tol))·r, and the pod's CPU
+//     request must be at least
+//     floor = g · ln(20)·s/SLO / max(q − τ(1+tol), 0.1).
+//     The CPU target is raised to the floor (lower bound within 10% of it,
+//     so the updater applies it). g ≥ 1 is learned: when the p95 exceeds the
+//     SLO while utilisation is within the HPA target (and the pods are not
+//     CPU-saturated, not OOM-killed in the window, and all run the current
+//     requests), the pod size — not the load — is the bottleneck (latency
+//     the floor does not see, such as I/O wait W, needs g = SLO/(SLO−W)):
+//     g grows so that the floor is 1.25× the current request, capped at 10.
+//     g never decreases.
+//  4. Never shrink while the SLO is violated.
+//  5. Bounds: the upper bound is capped at 1.5× the target, so over-sized
+//     pods (e.g. the user's initial requests) are resized without waiting
+//     for a day of histogram confidence; a request within [lower, upper]
+//     is kept and the target is set to it, so the target is always the
+//     request that will be in effect (and what new pods get).
+//  6. Memory: a window whose p95 exceeds the SLO or whose pods are
+//     CPU-saturated (usage or peak ≥ 90% of the CPU limit, or a CPU
+//     pressure of at least 5%: starved below the limit by the node's other
+//     pods, ContainerObservation.CPUPressure) adds no memory
+//     sample, and an OOM kill of CPU-saturated pods records no OOM bump: in
+//     such windows the working set is the backlog of requests queued for
+//     CPU (each holding memory), a symptom the horizontal loop removes, not
+//     the workload's need. Upstream VPA would keep that peak for a day (one
+//     peak per 24 h interval) and compound OOM bumps across restarts, so
+//     every burst left memory requests at many times the need. OOM kills
+//     outside CPU saturation are bumped as upstream does.
+//  7. Horizontal: the HPA arithmetic (tolerance, missing/unready pods,
+//     stabilization, behavior) measures current CPU usage against the
+//     *recommended* requests, not the current ones, with the HPA target
+//     utilisation applying to the recommended request. A vertical change
+//     therefore never shows up as a utilisation jump that the horizontal
+//     loop would then compensate. A second metric expresses the same target
+//     in requests: desired = ceil(request rate · s / (τ · r)); the HPA takes
+//     the larger proposal. In steady state both agree (usage = rate·s); in
+//     an overload CPU usage saturates at the limit while the request rate
+//     does not, so the rate metric scales out to the real demand at once.
+//  8. SLO override: if the observed p95 exceeds the SLO, replicas never
+//     go down in that step; unless rule 3 classified the violation as
+//     size-bound, the proposal is at least current+1 (still subject to
+//     behavior limits and maxReplicas).
+//  9. maxReplicas: when the horizontal proposal exceeds maxReplicas,
+//     replicas stay at max and the unmet factor (proposal / max) is moved
+//     to the vertical CPU target (capped by maxAllowed), so the capacity the
+//     HPA arithmetic asked for is provided by bigger pods. At minReplicas
+//     nothing is moved: replicas stay at min and the vertical target keeps
+//     following the histogram (and the floor), so pods shrink towards the
+//     per-pod demand at min (the user's availability floor is honoured; the
+//     cost of it is minimised). A scale limited by a behavior rate is not
+//     moved to the vertical side: it is delayed, not refused.
+//  10. Goals (spec.goals.metrics, workload.Observation.Goals; only the
+//     recommender sets them): a Resource CPU goal with a Utilization
+//     target replaces the CPU target utilisation of rules 2, 3 and 7 (as a
+//     second CPU metric it would fight the vertical loop, which sizes the
+//     request for the other target). Every other goal is one more HPA
+//     metric in rule 7 (Resource utilisation against the recommended
+//     request, like CPU): each proposes a count, the largest proposal
+//     wins, within the tolerance, then behavior and min/max. A goal
+//     without a usable reading proposes nothing and, as in the HPA,
+//     blocks a scale-down (reason FailedGetGoalMetric). Rule 9 moves only
+//     the CPU and request-rate factor to the vertical side: bigger pods
+//     need not answer a goal such as a queue length.
+//
+// Options.TargetOfLimit (off by default; a measurement aid of the
+// simulator's evidence) reads the target utilisation of rules 2, 3 and 7 as
+// a fraction of the pods' CPU limit: with limit/request ratio q the request
+// is sized for, and the HPA holds, utilisation q·τ of it, so pods with
+// limits above their requests run above their requests. That is cheaper by
+// the requests' measure but counts on CPU the scheduler did not reserve,
+// which a node shared with other workloads may not have. Two gates put the
+// target back on the request: Options.PressureHold, for a while after the
+// pods were starved of CPU by their node, and Options.BurstRatio, while the
+// request rate is bursty (its decayed peak at least that many times its
+// decayed mean), where a pod running above its request has too little room
+// below its limit for the windows it takes to add pods.
+//
+// Everything is computed from workload.Observation fields (usage, peaks,
+// request rate, latency, SLO, replicas, requests and limits): the same rule
+// runs on real metrics. Without a request rate (or without an SLO) rules 3
+// and the rate metric of rule 7 are off and the policy is the
+// utilisation-only fusion.
+//
+// # Why this settles (the feedback argument)
+//
+// Let D be the total CPU demand, n the ready replicas, u = D/n the per-pod
+// usage, τ the target utilisation and r the recommended per-pod request.
+// The vertical loop sets r = k·p90(u) and the horizontal loop proposes
+// n' = ceil(n·u/(τ·r)). Once the histogram reflects the current u,
+// n'/n = 1/(k·τ): the loops are neutral only if k·τ = 1. Naive HPA+VPA has
+// k = 1.15 and τ = 0.7, so n'/n ≈ 1.24 — outside the 10% tolerance — on
+// every round: each scale-out lowers u, the VPA lowers r, utilisation
+// against the new r is again 87%, and the HPA scales out again; reading the
+// current (stale) requests adds a lag, so replicas and requests chase each
+// other instead of converging. With k = 1/τ (rule 2) and the ratio measured
+// against the recommended r (rule 3), n'/n = u/p90(u). The percentile is
+// the end of the bucket holding u, at most one bucket width above it; with
+// VPA's layout a bucket is at most 10% wide from 0.2 cores up, so the ratio
+// sits within the tolerance band and neither loop moves the other: every (n, r) with r·n·τ ≈ D is a
+// fixed point, and the one reached is the current replica count with the
+// request right-sized. A change in D moves u at once; the horizontal loop
+// answers within a tick (ratio = new u / p90 of old u), which brings u back
+// to the level the histogram knows, so the vertical target barely moves;
+// only a persistent change in per-pod behaviour (e.g. the app got heavier
+// per request) reshapes the histogram and the request.
+//
+// Normalising by ready pods is what makes each scale-out count once. The
+// ready pods serve the whole demand, so total/ready is the load a serving
+// pod carries. Dividing by spec replicas would lower the histogram input as
+// soon as a scale-out is requested, before the new pods serve anything: the
+// vertical loop would shrink pods for capacity that does not exist yet while
+// the horizontal loop still sees the excess — the same demand accounted
+// twice, once in each dimension. A plain mean over pods with metrics has the
+// same flaw in milder form, since starting pods report little usage.
+// With total/ready the input falls exactly when, and by exactly as much as,
+// added replicas take load.
+//
+// Below 0.2 cores per pod buckets are relatively wider (12% at 0.1 cores)
+// and the bias can exceed the tolerance: a scale-in by a replica, after
+// which u rises into the histogram again. There the 25 m floor and
+// minReplicas dominate the sizing anyway.
+//
+// The SLO floor does not disturb this. It depends on s (CPU-seconds per
+// request) and the SLO, which are properties of a request, not of how many
+// pods share the load, so no horizontal move changes it. When it binds
+// (r = floor > u/τ), the horizontal loop sees utilisation below target and
+// scales in to ceil(n·u/(τ·floor)) — by the HPA's ceiling, to a count at
+// which u ≤ τ·floor — and the histogram target p90(u)/τ then stays at or
+// below the floor: a fixed point with few pods of floor size. That is also
+// the cheapest way to meet the SLO: the SLO demands absolute spare capacity
+// ln(20)·s/SLO per pod, so n pods cost D + n·spare, least with the fewest
+// pods the target utilisation allows. The rate metric proposes the same
+// count as the CPU metric whenever usage = rate·s, so it only acts when CPU
+// usage is capped (or s changed, until the one-hour estimate follows).
+//
+// Residual risk: with noisy load, ticks whose usage exceeds 1.1·p90 still
+// trigger scale-outs (as with plain HPA); the scale-down window (300 s, max
+// over the window) keeps those from turning into a cycle. A load step large
+// enough to saturate pods within one window (e.g. a 5× burst) still OOM-kills
+// pods whose memory was sized for the operating point (rule 6 trades those
+// kills for not keeping burst-sized memory for a day). The learned gain g
+// only grows, so a transient violation at low utilisation (e.g. noise near
+// the floor) leaves pods 25% larger for the rest of the workload's life.
+package fusion

@@ -1,0 +1,546 @@
+package fusion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/core/hpa"
+	"github.com/aware-k8s/aware/pkg/core/vpa"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+)
+
+// Policy names for reports.
+const (
+	FusedName = "fused"
+	NaiveName = "hpa+vpa"
+)
+
+// Options configures the "fused" and "hpa+vpa" policies. The zero value
+// means defaults.
+type Options struct {
+	HPA hpa.PolicyOptions
+	VPA vpa.Options
+	// TargetOfLimit makes the HPA target CPU utilisation a fraction of the
+	// pods' CPU limit instead of their request: with limit/request ratio q
+	// the utilisation of the request is held at q times the target.
+	TargetOfLimit bool
+	// PressureHold, with TargetOfLimit, reads the target as a fraction of
+	// the request again for this long after a window in which the pods
+	// were starved of CPU by their node (CPU pressure of at least 5%): the
+	// CPU above the requests is counted on only while the node has shown
+	// that it gives it. 0 keeps the target on the limit whatever the
+	// pressure.
+	PressureHold time.Duration
+	// BurstRatio, with TargetOfLimit, reads the target as a fraction of the
+	// request while the request rate's decayed peak is at least this many
+	// times its decayed mean (both with half-life burstHalfLife): a pod
+	// already running above its request has less room below its limit for
+	// a burst, and on bursty load the windows it takes to add pods are
+	// violations. 0 keeps the target on the limit whatever the load's shape.
+	BurstRatio float64
+	// ScaleUpPercent, when positive, replaces the HPA's default scale-up
+	// rate (the larger of +100% and +4 pods per 15 s) for an autoscaler
+	// that sets no scale-up behaviour of its own: the count may grow by
+	// this percent (or 4 pods) per 15 s. Under bursty load the default rate
+	// is what keeps pods missing for windows after the burst is seen; the
+	// request-rate metric already knows how many are needed. An autoscaler's
+	// own spec.behavior.scaleUp always wins.
+	ScaleUpPercent int32
+}
+
+// Validate rejects unusable options.
+func (o Options) Validate() error {
+	var errs []error
+	if o.PressureHold < 0 {
+		errs = append(errs, fmt.Errorf("pressure hold must be >= 0, got %v", o.PressureHold))
+	}
+	if o.ScaleUpPercent < 0 {
+		errs = append(errs, fmt.Errorf("scale-up percent must be >= 0 (0: the HPA default), got %d", o.ScaleUpPercent))
+	}
+	if !(o.BurstRatio == 0 || o.BurstRatio > 1) || math.IsInf(o.BurstRatio, 0) {
+		errs = append(errs, fmt.Errorf("burst ratio must be 0 (off) or finite and > 1, got %v", o.BurstRatio))
+	}
+	if err := o.HPA.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("hpa: %w", err))
+	}
+	if err := o.VPA.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("vpa: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// NewPolicyFactory returns a factory for the "fused" policy (see the
+// package documentation for the rule).
+func NewPolicyFactory(opts Options) workload.PolicyFactory {
+	return func(c workload.Constraints) (workload.Policy, error) {
+		if err := opts.Validate(); err != nil {
+			return nil, fmt.Errorf("fused: invalid options: %w", err)
+		}
+		h := opts.HPA.WithDefaults()
+		d, err := hpa.NewDecider(WithScaleUp(c, opts.ScaleUpPercent), h.Calculator())
+		if err != nil {
+			return nil, fmt.Errorf("fused: %w", err)
+		}
+		r, err := vpa.NewRecommender(opts.VPA)
+		if err != nil {
+			return nil, fmt.Errorf("fused: %w", err)
+		}
+		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, hold: opts.PressureHold, burstRatio: opts.BurstRatio, decider: d, rec: r, slo: sloState{gain: 1}}, nil
+	}
+}
+
+// WithScaleUp returns c with the HPA's default scale-up rules, at percent
+// instead of +100% per 15 s, when c sets none and percent is positive; c's
+// own rules, and c itself, are left alone. The updater holds a variant's
+// recommendations to the same rules (its --default-variant), or it would
+// cut a faster scale-up back to the HPA's rate.
+func WithScaleUp(c workload.Constraints, percent int32) workload.Constraints {
+	if percent <= 0 || (c.Behavior != nil && c.Behavior.ScaleUp != nil) {
+		return c
+	}
+	up := hpa.DefaultScaleUpRules()
+	up.Policies = slices.Clone(up.Policies)
+	for i := range up.Policies {
+		if up.Policies[i].Type == workload.PercentScalingPolicy {
+			up.Policies[i].Value = percent
+		}
+	}
+	b := workload.Behavior{ScaleUp: &up}
+	if c.Behavior != nil {
+		b.ScaleDown = c.Behavior.ScaleDown
+	}
+	c.Behavior = &b
+	return c
+}
+
+// Fused is the "fused" workload.Policy. Not safe for concurrent use.
+type Fused struct {
+	c       workload.Constraints
+	target  float64
+	ofLimit bool
+	hold    time.Duration
+	// burstRatio is Options.BurstRatio; burst the rate's peak and mean.
+	burstRatio float64
+	burst      burstState
+	// starvedAt is the end of the last window whose pods were starved of
+	// CPU by their node (zero: none yet).
+	starvedAt time.Time
+	decider   *hpa.Decider
+	rec       *vpa.Recommender
+	pods      []hpa.PodMetric
+	metrics   []hpa.Metric
+	slo       sloState
+}
+
+var _ workload.Policy = (*Fused)(nil)
+
+// Name implements workload.Policy.
+func (f *Fused) Name() string { return FusedName }
+
+// Recommender exposes the histograms, e.g. for checkpointing.
+func (f *Fused) Recommender() *vpa.Recommender { return f.rec }
+
+// Recommend implements workload.Policy.
+func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (workload.Recommendation, error) {
+	if err := ctx.Err(); err != nil {
+		return workload.Recommendation{}, err
+	}
+	if err := obs.Validate(); err != nil {
+		return workload.Recommendation{}, fmt.Errorf("fused: invalid observation: %w", err)
+	}
+
+	// 1. Per-pod usage normalised to ready pods; 6. memory only from windows
+	// at the operating point.
+	scale, ok := perReadyPodScale(&obs)
+	usage, request, limit := podCPU(&obs, scale)
+	starved := maxCPUPressure(&obs) >= starvedPressure
+	if starved {
+		f.starvedAt = obs.Time
+	}
+	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit || starved
+	violated := obs.SLO > 0 && obs.Latency.P95 > obs.SLO
+	if f.burstRatio > 0 && obs.Samples > 0 {
+		f.burst.observe(obs.Time, obs.RequestRate)
+	}
+	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
+		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)
+	}
+	if ok && obs.Samples > 0 && obs.RequestRate > 0 && !saturated {
+		f.slo.observe(obs.Time, usage*float64(obs.ReadyReplicas), obs.RequestRate)
+	}
+
+	// 2. Vertical first, with the HPA target as the CPU headroom (a
+	// Resource CPU goal with a Utilization target replaces the default).
+	// q is the pods' CPU limit over their request (1 without a higher limit).
+	q := 1.0
+	if limit > request {
+		q = limit / request
+	}
+	target := f.cpuTarget(&obs, q)
+	containers := f.vertical(&obs, target)
+
+	// 3. SLO floor on the per-pod CPU request, and vertical growth when the
+	// SLO is violated although utilisation is within the HPA target.
+	tolUp := f.decider.Calculator().Tolerances.ScaleUp
+	maxUtil := target * (1 + tolUp)
+	sizeBound := false // the pod size, not the load, limits latency
+	floorNote := ""
+	if s, known := f.slo.cpuPerRequest(); known && obs.SLO > 0 && request > 0 {
+		sizeBound = violated && ok && !saturated && usage <= maxUtil*request
+		// Grow only once the last change has taken effect, and not for a
+		// window whose violation is an OOM kill's lost requests.
+		grow := sizeBound && !anyOOM(&obs) && rolledOut(&obs, request)
+		base := baseFloor(s, obs.SLO, q, maxUtil)
+		if grow {
+			f.slo.gain = min(maxGain, max(f.slo.gain*growStep, growStep*request/base))
+			floorNote = fmt.Sprintf("; SLOVerticalGrow(gain %.3g)", f.slo.gain)
+		}
+		if f.applyFloor(&obs, containers, f.slo.gain*base) && floorNote == "" {
+			floorNote = "; SLOCPUFloor"
+		}
+	}
+	if violated {
+		// 4. Never shrink while the SLO is violated.
+		for i := range containers {
+			co, _ := obs.Container(containers[i].Name)
+			p := f.c.ContainerPolicy(co.Name)
+			for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
+				if p.Controls(r) {
+					containers[i].Target = containers[i].Target.With(r, max(containers[i].Target.Get(r), co.Requests.Get(r)))
+				}
+			}
+		}
+	}
+
+	// 5. Bounds: a request more than upperBand above the target is resized;
+	// one within the bounds is kept, and the target says so.
+	for i := range containers {
+		bandBounds(&containers[i])
+		f.keepWithinBounds(&obs, &containers[i])
+	}
+
+	// 7. Horizontal against the recommended per-pod CPU request (which rule
+	// 5 made the request in effect). 8. An SLO violation never scales in; it
+	// scales out unless the pod size, not the load, is the bottleneck (then
+	// the vertical growth above answers it).
+	podRequest := recommendedPodCPU(&obs, containers)
+	f.pods = hpa.PodMetrics(&obs, workload.CPU, &podRequest, f.pods)
+	floor := int32(0)
+	if violated {
+		floor = obs.Replicas
+		if !sizeBound {
+			floor = obs.Replicas + 1
+		}
+	}
+	metrics := append(f.metrics[:0], hpa.Metric{
+		Name: "cpu", Kind: hpa.ResourceUtilization, Target: target, Pods: f.pods, CPU: true, Window: obs.Window,
+	})
+	if s, known := f.slo.cpuPerRequest(); known && obs.RequestRate > 0 && podRequest > 0 {
+		// The same target expressed in requests: CPU usage saturates at the
+		// limit, the request rate does not.
+		metrics = append(metrics, hpa.Metric{
+			Name: "requests", Kind: hpa.ObjectAverageValue, Value: obs.RequestRate, Target: target * podRequest / s,
+		})
+	}
+	// 10. Goals: each other goal proposes a count; the largest wins.
+	own := len(metrics)
+	metrics = f.goalMetrics(&obs, containers, metrics)
+	f.metrics = metrics
+	dec, err := f.decider.DecideAtLeast(obs.Time, obs.Replicas, metrics, floor)
+	reason := dec.Reason
+	if err != nil {
+		reason = "FailedGetResourceMetric: " + err.Error()
+		if i := slices.IndexFunc(dec.Errors, func(e error) bool { return e != nil }); i >= own {
+			reason = "FailedGetGoalMetric: " + err.Error()
+		}
+		if violated && !sizeBound && obs.Replicas > 0 {
+			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, obs.Replicas+1)
+			reason = "SLOViolated: " + reason
+		}
+	} else if violated {
+		reason = "SLOViolated: " + reason
+	}
+	reason += floorNote
+
+	// 9. At maxReplicas, move the unmet horizontal factor to vertical CPU:
+	// the factor of the CPU and request-rate metrics (and the SLO floor)
+	// only, since bigger pods need not answer a goal metric.
+	proposed := dec.Proposed
+	if len(metrics) > own && dec.Metrics != nil {
+		proposed = floor
+		for i := range own {
+			if dec.Errors[i] == nil {
+				proposed = max(proposed, dec.Metrics[i].Replicas)
+			}
+		}
+	}
+	if err == nil && f.c.MaxReplicas > 0 && dec.Replicas == f.c.MaxReplicas && proposed > f.c.MaxReplicas {
+		factor := float64(proposed) / float64(f.c.MaxReplicas)
+		f.growCPU(&obs, containers, factor)
+		for i := range containers {
+			forceCPU(&containers[i])
+			bandBounds(&containers[i])
+			f.keepWithinBounds(&obs, &containers[i])
+		}
+		reason += "; MaxReplicasVerticalAbsorb"
+	}
+	return workload.Recommendation{Replicas: dec.Replicas, Containers: containers, Source: workload.SourceDefault, Reason: reason}, nil
+}
+
+// vertical computes the container recommendations with CPU sized as
+// p(usage)/targetUtilisation instead of p(usage)·(1+margin).
+func (f *Fused) vertical(obs *workload.Observation, target float64) []workload.ContainerRecommendation {
+	out := make([]workload.ContainerRecommendation, 0, len(obs.Containers))
+	floor := f.rec.PodMinimum(len(obs.Containers))
+	k := 1 / (target * (1 + f.rec.Options().SafetyMargin))
+	for i := range obs.Containers {
+		co := &obs.Containers[i]
+		p := f.c.ContainerPolicy(co.Name)
+		if p.Mode == workload.ContainerModeOff {
+			continue
+		}
+		s := f.rec.State(co.Name)
+		if s.CPU().IsEmpty() && s.Memory().IsEmpty() {
+			out = append(out, workload.ContainerRecommendation{
+				Name: co.Name, Target: co.Requests, LowerBound: co.Requests, UpperBound: co.Requests, UncappedTarget: co.Requests,
+			})
+			continue
+		}
+		e := f.rec.Estimate(s, floor)
+		e.Target.CPU = max(e.Target.CPU*k, floor.CPU)
+		e.LowerBound.CPU = max(e.LowerBound.CPU*k, floor.CPU)
+		e.UpperBound.CPU = max(math.Min(e.UpperBound.CPU*k, f.rec.Options().HistogramMaxCPU()), floor.CPU)
+		out = append(out, keepUnsampled(vpa.Cap(e, p, co), s, co))
+	}
+	return out
+}
+
+// keepUnsampled keeps the current request of a resource whose histogram
+// holds no sample yet. Rule 6 can leave the memory histogram empty while
+// the CPU one fills (every window so far CPU-saturated or violating the
+// SLO; a kill of saturated pods records no bump either), and an empty
+// histogram's percentile is 0, which the floor turns into the pod minimum
+// (250Mi): a cut of a container whose pods are being OOM-killed at their
+// limit, from which the policy never recovers because the saturated
+// windows that follow add no memory sample either. An empty CPU histogram
+// beside a filled memory one (an OOM kill with no pod ready) would cut CPU
+// the same way.
+func keepUnsampled(c workload.ContainerRecommendation, s *vpa.ContainerState, co *workload.ContainerObservation) workload.ContainerRecommendation {
+	for _, r := range []struct {
+		res   workload.Resource
+		empty bool
+	}{{workload.CPU, s.CPU().IsEmpty()}, {workload.Memory, s.Memory().IsEmpty()}} {
+		if !r.empty {
+			continue
+		}
+		cur := co.Requests.Get(r.res)
+		c.Target = c.Target.With(r.res, cur)
+		c.LowerBound = c.LowerBound.With(r.res, cur)
+		c.UpperBound = c.UpperBound.With(r.res, cur)
+		c.UncappedTarget = c.UncappedTarget.With(r.res, cur)
+	}
+	return c
+}
+
+// growCPU multiplies the controlled CPU targets by factor, within maxAllowed.
+func (f *Fused) growCPU(obs *workload.Observation, containers []workload.ContainerRecommendation, factor float64) {
+	for i := range containers {
+		c := &containers[i]
+		p := f.c.ContainerPolicy(c.Name)
+		if !p.Controls(workload.CPU) {
+			continue
+		}
+		v := c.Target.CPU * factor
+		if hi := p.MaxAllowed.CPU; hi > 0 {
+			v = min(v, hi)
+		}
+		if p.ControlledValues == workload.RequestsOnly {
+			if co, ok := obs.Container(c.Name); ok && co.Limits.CPU > 0 {
+				v = min(v, co.Limits.CPU)
+			}
+		}
+		c.Target.CPU = max(c.Target.CPU, v)
+	}
+}
+
+// perReadyPodScale returns the factor turning the observation's mean
+// per-pod usage (over pods with metrics) into total/ready, and false when
+// no pod is ready.
+func perReadyPodScale(obs *workload.Observation) (float64, bool) {
+	if obs.ReadyReplicas <= 0 {
+		return 0, false
+	}
+	withMetrics := float64(obs.ReadyReplicas)
+	if len(obs.Pods) > 0 {
+		n := 0
+		for _, p := range obs.Pods {
+			if p.HasMetrics {
+				n++
+			}
+		}
+		withMetrics = float64(n)
+	}
+	return withMetrics / float64(obs.ReadyReplicas), true
+}
+
+// recommendedPodCPU sums the recommended CPU of the observation's
+// containers; containers without a recommendation (mode Off) count at their
+// current request.
+func recommendedPodCPU(obs *workload.Observation, recs []workload.ContainerRecommendation) float64 {
+	return recommendedPod(obs, recs, workload.CPU)
+}
+
+// recommendedPod is recommendedPodCPU for resource res.
+func recommendedPod(obs *workload.Observation, recs []workload.ContainerRecommendation, res workload.Resource) float64 {
+	sum := 0.0
+	for _, co := range obs.Containers {
+		v := co.Requests.Get(res)
+		for _, r := range recs {
+			if r.Name == co.Name {
+				v = r.Target.Get(res)
+				break
+			}
+		}
+		sum += v
+	}
+	return sum
+}
+
+func minResources(a, b workload.Resources) workload.Resources {
+	return workload.Resources{CPU: min(a.CPU, b.CPU), Memory: min(a.Memory, b.Memory)}
+}
+
+func maxRes(a, b workload.Resources) workload.Resources {
+	return workload.Resources{CPU: max(a.CPU, b.CPU), Memory: max(a.Memory, b.Memory)}
+}
+
+// observe feeds the histograms like vpa.Recommender.Observe with the
+// per-ready-pod scale, except that memory samples are taken only when
+// memory is true and OOM kills are recorded only when oom is true (see rule
+// 6 of the package documentation). ok is false when no pod is ready: then
+// only OOM kills are recorded.
+func (f *Fused) observe(obs *workload.Observation, scale float64, ok, memory, oom bool) error {
+	for i := range obs.Containers {
+		co := &obs.Containers[i]
+		if f.c.ContainerPolicy(co.Name).Mode == workload.ContainerModeOff {
+			continue
+		}
+		s := f.rec.State(co.Name)
+		if ok && obs.Samples > 0 {
+			if err := s.AddCPUSample(obs.Time, co.Usage.CPU*scale, co.Requests.CPU); err != nil {
+				return fmt.Errorf("container %q: %w", co.Name, err)
+			}
+			if memory {
+				mem := co.Peak.Memory
+				if mem == 0 {
+					mem = co.Usage.Memory
+				}
+				if err := s.AddMemorySample(obs.Time, mem*scale); err != nil {
+					return fmt.Errorf("container %q: %w", co.Name, err)
+				}
+			}
+		}
+		if oom && co.OOMKills > 0 {
+			if err := s.RecordOOM(obs.Time, vpa.MemoryAtOOM(co)); err != nil {
+				return fmt.Errorf("container %q: %w", co.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// applyFloor raises the CPU targets of the containers whose CPU is
+// controlled, in proportion, so that the pod's recommended CPU is at least
+// podFloor (within maxAllowed), and raises their lower bounds to within
+// floorBand of the new target so that the change is applied. It reports
+// whether the floor raised anything.
+func (f *Fused) applyFloor(obs *workload.Observation, containers []workload.ContainerRecommendation, podFloor float64) bool {
+	cur := 0.0
+	for i := range containers {
+		if p := f.c.ContainerPolicy(containers[i].Name); p.Controls(workload.CPU) {
+			cur += containers[i].Target.CPU
+		}
+	}
+	if !(cur > 0) || cur >= podFloor {
+		return false
+	}
+	f.growCPU(obs, containers, podFloor/cur)
+	for i := range containers {
+		forceCPU(&containers[i])
+	}
+	return true
+}
+
+// forceCPU raises the CPU lower bound to within floorBand of the target, so
+// that a request further below the target is resized, and keeps the upper
+// bound at least floorBand above it. The target set here (the SLO floor, or
+// the growth at maxReplicas) is above what the histogram asks for, so the
+// histogram's upper bound is below it and rule 5 would put the upper bound
+// on the target itself: the floor moves with the decayed CPU-seconds per
+// request every window, and each drift of a fraction of a percent below a
+// request applied earlier would resize the pods again (measured: up to 48
+// rolling restarts in a day of one app, each for less than 1%).
+func forceCPU(c *workload.ContainerRecommendation) {
+	c.LowerBound.CPU = max(c.LowerBound.CPU, c.Target.CPU*(1-floorBand))
+	c.UpperBound.CPU = max(c.UpperBound.CPU, c.Target.CPU*(1+floorBand))
+}
+
+// bandBounds keeps the target within the bounds and caps the upper bound at
+// upperBand times the target: the fused policy resizes an over-sized pod
+// without waiting for the confidence interval of the histograms to narrow
+// (the horizontal loop, not the upper bound, absorbs load changes).
+func bandBounds(c *workload.ContainerRecommendation) {
+	c.LowerBound = minResources(c.LowerBound, c.Target)
+	c.UpperBound = maxRes(minResources(c.UpperBound, c.Target.Scale(upperBand)), c.Target)
+}
+
+// keepWithinBounds sets the target of each controlled resource whose
+// current request lies within [LowerBound, UpperBound] to that request: the
+// updater would not change it, so the target (which the admission controller
+// gives new pods, and which the horizontal loop measures against) must not
+// differ from it.
+func (f *Fused) keepWithinBounds(obs *workload.Observation, c *workload.ContainerRecommendation) {
+	co, ok := obs.Container(c.Name)
+	if !ok {
+		return
+	}
+	p := f.c.ContainerPolicy(c.Name)
+	for _, r := range []workload.Resource{workload.CPU, workload.Memory} {
+		cur := co.Requests.Get(r)
+		if p.Controls(r) && cur > 0 && cur >= c.LowerBound.Get(r) && cur <= c.UpperBound.Get(r) {
+			c.Target = c.Target.With(r, cur)
+		}
+	}
+}
+
+// anyOOM reports an OOM kill of any container in the window.
+func anyOOM(obs *workload.Observation) bool {
+	for _, co := range obs.Containers {
+		if co.OOMKills > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// peakPodCPU sums the containers' peak per-pod CPU usage of the window.
+// maxCPUPressure is the highest CPU pressure of the pod's containers.
+func maxCPUPressure(obs *workload.Observation) float64 {
+	p := 0.0
+	for _, co := range obs.Containers {
+		p = max(p, co.CPUPressure)
+	}
+	return p
+}
+
+func peakPodCPU(obs *workload.Observation) float64 {
+	sum := 0.0
+	for _, co := range obs.Containers {
+		sum += co.Peak.CPU
+	}
+	return sum
+}

@@ -1,0 +1,165 @@
+package fusion
+
+import (
+	"math"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/core/workload"
+)
+
+// Constants of the SLO-aware CPU floor (see the package documentation).
+const (
+	// tailFactor is ln(20): the p95 of an exponential delay in units of its
+	// mean. A processor-sharing pod with spare capacity x cores serves a
+	// request of s CPU-seconds in s/x on average, so its p95 is about
+	// tailFactor·s/x.
+	tailFactor = 2.995732273553991
+	// cpuPerRequestHalfLife weighs the CPU-seconds-per-request estimate.
+	cpuPerRequestHalfLife = time.Hour
+	// saturatedUtilisation of the CPU limit marks a pod as CPU-bound: its
+	// usage is capped, a backlog forms, and neither its usage per request
+	// nor its working set describe the workload at its operating point.
+	saturatedUtilisation = 0.9
+	// starvedPressure of CPU pressure marks a pod as CPU-bound below its
+	// limit: its node did not give it the CPU it wanted for at least this
+	// share of the window, so, as at the limit, a backlog forms. Measured on
+	// packed simulated nodes (docs/evidence-cost.md), 0.01 removes nearly all the
+	// memory that starved pods' OOM bumps added and 0.1 a little more than
+	// half; 0.05 leaves room for the pressure a busy node shows without
+	// starving anyone (PSI counts any wait of any of the pod's threads).
+	starvedPressure = 0.05
+	// growStep is the vertical step taken when the SLO is violated at a
+	// utilisation the horizontal loop is content with.
+	growStep = 1.25
+	// maxGain bounds the learned correction of the floor (SLO/(SLO−W) for
+	// a non-CPU latency W, so 10 allows W up to 90% of the SLO).
+	maxGain = 10
+	// minSpare is the smallest spare fraction of the request assumed in the
+	// floor's denominator, so that a target utilisation near or above the
+	// limit cannot make the floor infinite.
+	minSpare = 0.1
+	// floorBand: a request within this fraction below the floor is left
+	// alone (no rolling restart for a few percent).
+	floorBand = 0.1
+	// upperBand: a request more than this factor above the target is
+	// resized down.
+	upperBand = 1.5
+)
+
+// sloState is the fused policy's memory for the SLO rule.
+type sloState struct {
+	// cpuSum and rateSum are exponentially decayed sums of the workload's
+	// total CPU usage (cores) and request rate (1/s) over windows whose
+	// pods were not CPU-saturated; their ratio is CPU-seconds per request.
+	cpuSum, rateSum float64
+	last            time.Time
+	// gain ≥ 1 multiplies the floor; it grows when the SLO is violated at
+	// low utilisation (the floor under-estimated the need, e.g. because of
+	// latency that is not CPU: I/O, remote calls).
+	gain float64
+}
+
+// observe updates the CPU-seconds-per-request estimate from a window in
+// which the ready pods used totalCPU cores while serving rate requests/s.
+func (s *sloState) observe(now time.Time, totalCPU, rate float64) {
+	if !s.last.IsZero() {
+		d := decay(s.last, now, cpuPerRequestHalfLife)
+		s.cpuSum *= d
+		s.rateSum *= d
+	}
+	if now.After(s.last) {
+		s.last = now
+	}
+	s.cpuSum += totalCPU
+	s.rateSum += rate
+}
+
+// cpuPerRequest returns the estimated CPU-seconds per request, and false
+// before any usable window.
+func (s *sloState) cpuPerRequest() (float64, bool) {
+	if !(s.rateSum > 0) || !(s.cpuSum > 0) {
+		return 0, false
+	}
+	return s.cpuSum / s.rateSum, true
+}
+
+// baseFloor is the per-pod CPU request (cores) below which a request's p95
+// would exceed the SLO when the pod runs at the highest utilisation the
+// horizontal loop tolerates, before the learned gain: with s CPU-seconds per
+// request, limit/request ratio q and utilisation at most u of the request,
+// the spare capacity of the limit is (q − u)·request and must be at least
+// ln(20)·s/SLO.
+func baseFloor(cpuPerReq, slo, limitRatio, maxUtil float64) float64 {
+	return tailFactor * cpuPerReq / slo / math.Max(limitRatio-maxUtil, minSpare)
+}
+
+// podCPU sums the CPU of the observation's containers: per ready pod usage
+// (scaled), requests and limits (limit 0 when any container has none).
+func podCPU(obs *workload.Observation, scale float64) (usage, request, limit float64) {
+	unlimited := false
+	for _, co := range obs.Containers {
+		usage += co.Usage.CPU * scale
+		request += co.Requests.CPU
+		limit += co.Limits.CPU
+		if co.Limits.CPU <= 0 {
+			unlimited = true
+		}
+	}
+	if unlimited {
+		limit = 0
+	}
+	return usage, request, limit
+}
+
+// rolledOut reports whether every pod runs the current requests and is
+// ready: a vertical change has fully taken effect.
+func rolledOut(obs *workload.Observation, podRequest float64) bool {
+	if obs.ReadyReplicas != obs.Replicas {
+		return false
+	}
+	for _, p := range obs.Pods {
+		if !p.Ready || math.Abs(p.Requests.CPU-podRequest) > 1e-9*math.Max(1, podRequest) {
+			return false
+		}
+	}
+	return true
+}
+
+// burstHalfLife weighs the request rate's peak and mean for the burst gate.
+const burstHalfLife = time.Hour
+
+// burstState tracks the request rate's exponentially decayed peak and mean.
+type burstState struct {
+	peak, mean float64
+	last       time.Time
+}
+
+func (b *burstState) observe(now time.Time, rate float64) {
+	if b.last.IsZero() {
+		b.peak, b.mean, b.last = rate, rate, now
+		return
+	}
+	d := decay(b.last, now, burstHalfLife)
+	if now.After(b.last) {
+		b.last = now
+	}
+	b.peak = max(rate, b.peak*d)
+	b.mean = d*b.mean + (1-d)*rate
+}
+
+// ratio is the decayed peak over the decayed mean (1 before any rate).
+func (b *burstState) ratio() float64 {
+	if !(b.mean > 0) {
+		return 1
+	}
+	return b.peak / b.mean
+}
+
+// decay is the weight left to what was observed at last when now is
+// halfLife-weighted: 1 unless now is after last.
+func decay(last, now time.Time, halfLife time.Duration) float64 {
+	if !now.After(last) {
+		return 1
+	}
+	return math.Exp2(-float64(now.Sub(last)) / float64(halfLife))
+}

@@ -1,0 +1,274 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/core/workload"
+)
+
+const (
+	mib = 1 << 20
+	gib = 1 << 30
+)
+
+// SegmentClass groups profiles by the resource that bounds them.
+type SegmentClass string
+
+const (
+	ClassCPU      SegmentClass = "cpu"
+	ClassMemoryIO SegmentClass = "memory-io"
+	ClassIdle     SegmentClass = "idle"
+	ClassExternal SegmentClass = "external"
+)
+
+// Profile describes one function segment as distributions across
+// applications: each parameter is log-normal with the given median and
+// log-space standard deviation Spread.
+type Profile struct {
+	Name  string
+	Class SegmentClass
+	// CPUSeconds is the median CPU time one request spends in the segment.
+	CPUSeconds float64
+	// BaseMemory is the median resident memory of the segment's runtime.
+	BaseMemory float64
+	// MemoryPerRequest is the median memory each in-flight request holds.
+	MemoryPerRequest float64
+	// IOWait is the median time a request waits on I/O or a remote service,
+	// during which it uses no CPU but still holds its memory.
+	IOWait float64
+	Spread float64
+}
+
+// Profiles returns the 16 segment profiles modelled on the function segments
+// of AWARE's evaluation, in a fixed order.
+func Profiles() []Profile {
+	return []Profile{
+		{Name: "float-loop", Class: ClassCPU, CPUSeconds: 0.080, BaseMemory: 40 * mib, MemoryPerRequest: 1 * mib, Spread: 0.4},
+		{Name: "matrix-multiply", Class: ClassCPU, CPUSeconds: 0.250, BaseMemory: 80 * mib, MemoryPerRequest: 24 * mib, Spread: 0.4},
+		{Name: "image-compress", Class: ClassCPU, CPUSeconds: 0.150, BaseMemory: 60 * mib, MemoryPerRequest: 12 * mib, IOWait: 0.010, Spread: 0.3},
+		{Name: "image-resize", Class: ClassCPU, CPUSeconds: 0.100, BaseMemory: 60 * mib, MemoryPerRequest: 16 * mib, IOWait: 0.010, Spread: 0.3},
+		{Name: "image-rotate", Class: ClassCPU, CPUSeconds: 0.070, BaseMemory: 60 * mib, MemoryPerRequest: 12 * mib, IOWait: 0.010, Spread: 0.3},
+		{Name: "json-to-yaml", Class: ClassCPU, CPUSeconds: 0.020, BaseMemory: 30 * mib, MemoryPerRequest: 2 * mib, Spread: 0.3},
+		{Name: "compress", Class: ClassCPU, CPUSeconds: 0.120, BaseMemory: 40 * mib, MemoryPerRequest: 8 * mib, IOWait: 0.005, Spread: 0.3},
+		{Name: "decompress", Class: ClassCPU, CPUSeconds: 0.060, BaseMemory: 40 * mib, MemoryPerRequest: 8 * mib, IOWait: 0.005, Spread: 0.3},
+		{Name: "write-file", Class: ClassMemoryIO, CPUSeconds: 0.010, BaseMemory: 30 * mib, MemoryPerRequest: 32 * mib, IOWait: 0.030, Spread: 0.3},
+		{Name: "read-file", Class: ClassMemoryIO, CPUSeconds: 0.008, BaseMemory: 30 * mib, MemoryPerRequest: 48 * mib, IOWait: 0.020, Spread: 0.3},
+		{Name: "sleep", Class: ClassIdle, CPUSeconds: 0.0005, BaseMemory: 20 * mib, MemoryPerRequest: 0.5 * mib, IOWait: 0.500, Spread: 0.2},
+		{Name: "object-store-read", Class: ClassExternal, CPUSeconds: 0.005, BaseMemory: 40 * mib, MemoryPerRequest: 4 * mib, IOWait: 0.080, Spread: 0.4},
+		{Name: "object-store-write", Class: ClassExternal, CPUSeconds: 0.006, BaseMemory: 40 * mib, MemoryPerRequest: 6 * mib, IOWait: 0.120, Spread: 0.4},
+		{Name: "object-store-stream", Class: ClassExternal, CPUSeconds: 0.010, BaseMemory: 50 * mib, MemoryPerRequest: 16 * mib, IOWait: 0.250, Spread: 0.4},
+		{Name: "kv-read", Class: ClassExternal, CPUSeconds: 0.002, BaseMemory: 30 * mib, MemoryPerRequest: 1 * mib, IOWait: 0.010, Spread: 0.4},
+		{Name: "kv-write", Class: ClassExternal, CPUSeconds: 0.003, BaseMemory: 30 * mib, MemoryPerRequest: 1 * mib, IOWait: 0.020, Spread: 0.4},
+	}
+}
+
+// App is one generated application: a single-container workload whose
+// per-request behaviour is the sum of its segments.
+type App struct {
+	Name     string
+	Segments []string
+	// Container is the name of the workload's only container.
+	Container string
+	// CPUSeconds is the mean CPU time per request (core-seconds).
+	CPUSeconds float64
+	// IOWait is the mean non-CPU time per request (seconds).
+	IOWait float64
+	// BaseMemory is the working set of an idle pod (bytes).
+	BaseMemory float64
+	// MemoryPerRequest is the memory each in-flight request holds (bytes).
+	MemoryPerRequest float64
+	// StartupDelay is how long a scheduled pod takes to become Ready.
+	StartupDelay time.Duration
+	// SLO is the p95 latency objective (seconds).
+	SLO float64
+	// BaseRate is the app's mean arrival rate (requests/s); traces scale to it.
+	BaseRate float64
+	// Replicas, Requests and Limits are the user's initial deployment.
+	Replicas    int32
+	Requests    workload.Resources
+	Limits      workload.Resources
+	Constraints workload.Constraints
+
+	sizing sizing
+}
+
+// Validate rejects apps the model cannot run.
+func (a *App) Validate() error {
+	switch {
+	case a.Container == "":
+		return fmt.Errorf("app %q: container name is empty", a.Name)
+	case !(a.CPUSeconds > 0):
+		return fmt.Errorf("app %q: cpuSeconds must be > 0, got %g", a.Name, a.CPUSeconds)
+	case a.IOWait < 0 || a.BaseMemory < 0 || a.MemoryPerRequest < 0 || a.BaseRate < 0 || a.SLO < 0:
+		return fmt.Errorf("app %q: negative parameter", a.Name)
+	case a.StartupDelay < 0:
+		return fmt.Errorf("app %q: negative start-up delay", a.Name)
+	case a.Replicas < 0:
+		return fmt.Errorf("app %q: negative replicas", a.Name)
+	}
+	if err := a.Requests.Valid(); err != nil {
+		return fmt.Errorf("app %q requests: %w", a.Name, err)
+	}
+	if err := a.Limits.Valid(); err != nil {
+		return fmt.Errorf("app %q limits: %w", a.Name, err)
+	}
+	if err := a.Constraints.Validate(); err != nil {
+		return fmt.Errorf("app %q constraints: %w", a.Name, err)
+	}
+	return nil
+}
+
+// LimitRatio returns limit/request per resource; 0 means "no limit".
+func (a *App) LimitRatio() workload.Resources {
+	var r workload.Resources
+	if a.Requests.CPU > 0 {
+		r.CPU = a.Limits.CPU / a.Requests.CPU
+	}
+	if a.Requests.Memory > 0 {
+		r.Memory = a.Limits.Memory / a.Requests.Memory
+	}
+	return r
+}
+
+// p95Factor is −ln(0.05): the p95 of an exponential in units of its mean.
+var p95Factor = -math.Log(0.05)
+
+// DefaultAppCount is the size of AWARE's generated app population.
+const DefaultAppCount = 1000
+
+// GenerateApps composes n apps of one to three segments each. Apps depend
+// only on seed and their index, so GenerateApps(seed, 10) is a prefix of
+// GenerateApps(seed, 1000).
+func GenerateApps(seed uint64, n int) ([]App, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("app count must be >= 0, got %d", n)
+	}
+	profiles := Profiles()
+	apps := make([]App, n)
+	for i := range apps {
+		rng := rand.New(rand.NewPCG(seed, splitmix(uint64(i)+0x9e37)))
+		apps[i] = generateApp(rng, i, profiles)
+	}
+	return apps, nil
+}
+
+func generateApp(rng *rand.Rand, i int, profiles []Profile) App {
+	k := 1 + rng.IntN(3)
+	a := App{Name: fmt.Sprintf("app-%04d", i), Container: "main"}
+	for range k {
+		p := profiles[rng.IntN(len(profiles))]
+		a.Segments = append(a.Segments, p.Name)
+		jitter := func(m float64) float64 { return m * math.Exp(p.Spread*rng.NormFloat64()) }
+		a.CPUSeconds += jitter(p.CPUSeconds)
+		a.IOWait += jitter(p.IOWait)
+		// Segments run in one process: the runtime is shared, so base
+		// memory is the largest segment's, not the sum.
+		a.BaseMemory = max(a.BaseMemory, jitter(p.BaseMemory))
+		a.MemoryPerRequest += jitter(p.MemoryPerRequest)
+	}
+	a.BaseMemory += 16 * mib // language runtime
+	a.StartupDelay = time.Duration(5+rng.IntN(36)) * time.Second
+
+	cpuReqs := []float64{0.25, 0.5, 1}
+	a.Replicas = int32(1 + rng.IntN(3))
+	a.Requests.CPU = cpuReqs[rng.IntN(len(cpuReqs))]
+	a.Limits.CPU = a.Requests.CPU * []float64{1, 1.5, 2}[rng.IntN(3)]
+	a.sizing.sloFactor = 1.5 + 1.5*rng.Float64()
+	a.sizing.rho = 0.3 + 0.6*rng.Float64()
+	a.sizing.memorySpare = 1.2 + rng.Float64()
+	a.sizing.memoryLimitRatio = []float64{1, 1.25, 1.5}[rng.IntN(3)]
+	a.size()
+
+	a.Constraints = workload.Constraints{
+		MinReplicas: 1,
+		MaxReplicas: 30,
+		Containers: []workload.ContainerPolicy{{
+			Name:       "*",
+			Mode:       workload.ContainerModeAuto,
+			MinAllowed: workload.Resources{CPU: 0.01, Memory: 32 * mib},
+			MaxAllowed: workload.Resources{CPU: 8, Memory: 16 * gib},
+		}},
+	}
+	return a
+}
+
+// sizing holds the random choices that size an app's deployment from its
+// per-request demand, so that an app given measured demand (WithMeasured)
+// is sized by the same choices.
+type sizing struct {
+	// sloFactor is the SLO over the unloaded p95; rho the initial
+	// deployment's mean utilisation of its CPU limits; memorySpare the
+	// memory request over what the mean load's in-flight requests hold;
+	// memoryLimitRatio the memory limit over the request.
+	sloFactor, rho, memorySpare, memoryLimitRatio float64
+}
+
+// size derives the SLO, base rate and memory request and limit from the
+// per-request demand, the replicas, the CPU limit and a.sizing.
+func (a *App) size() {
+	// The SLO is a multiple of the p95 an unloaded pod with the initial limit
+	// achieves, so it is always reachable with enough capacity.
+	unloaded := a.IOWait + p95Factor*a.CPUSeconds/a.Limits.CPU
+	a.SLO = unloaded * a.sizing.sloFactor
+
+	// Mean load puts the initial deployment at 30–90% of its CPU limits.
+	a.BaseRate = min(max(a.sizing.rho*float64(a.Replicas)*a.Limits.CPU/a.CPUSeconds, 0.5), 400)
+
+	// The user sized memory for the in-flight requests of the mean load (at
+	// least eight), with 20–120% to spare; peaks may still exceed it.
+	a.Requests.Memory = roundUp((a.BaseMemory+math.Max(8, a.meanInFlight())*a.MemoryPerRequest)*a.sizing.memorySpare, 32*mib)
+	a.Limits.Memory = a.Requests.Memory * a.sizing.memoryLimitRatio
+}
+
+// meanInFlight is the requests one pod of the initial deployment holds on
+// average at the base rate.
+func (a *App) meanInFlight() float64 {
+	perPod := a.BaseRate / float64(max(a.Replicas, 1))
+	svc := a.CPUSeconds / a.Limits.CPU
+	return perPod * (a.IOWait + svc/(1-math.Min(perPod*svc, rhoMax)))
+}
+
+// HeldOut reports whether app index i belongs to the held-out evaluation set
+// (every fifth app); the rest are for training.
+func HeldOut(i int) bool { return i%5 == 4 }
+
+func roundUp(x, q float64) float64 { return math.Ceil(x/q) * q }
+
+// splitmix scrambles a counter into a well-mixed 64-bit seed.
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	return x ^ (x >> 31)
+}
+
+// SegmentClasses lists the segment classes in a fixed order.
+func SegmentClasses() []SegmentClass {
+	return []SegmentClass{ClassCPU, ClassMemoryIO, ClassIdle, ClassExternal}
+}
+
+// DominantClass returns the class whose segments take the largest share
+// of a request's median time (the profiles' CPU time plus I/O wait, summed
+// per class over the app's segments; the jitter of the generated app is
+// not kept per segment), ties to the earlier class of SegmentClasses. It
+// is "" when no segment is a known profile.
+func (a *App) DominantClass() SegmentClass {
+	share := map[SegmentClass]float64{}
+	for _, s := range a.Segments {
+		for _, p := range Profiles() {
+			if p.Name == s {
+				share[p.Class] += p.CPUSeconds + p.IOWait
+			}
+		}
+	}
+	var best SegmentClass
+	for _, c := range SegmentClasses() {
+		if v, ok := share[c]; ok && (best == "" || v > share[best]) {
+			best = c
+		}
+	}
+	return best
+}

@@ -1,0 +1,141 @@
+package sim
+
+import (
+	"math"
+
+	"github.com/aware-k8s/aware/pkg/core/workload"
+)
+
+// PodInput is what one window offers one Ready pod of the model.
+type PodInput struct {
+	// Rate is the pod's Poisson arrival rate λi (requests/s), the mean the
+	// window's arrivals are drawn around. The queue's stationary state, and
+	// so its response time, follows Rate: the processor-sharing formula
+	// already accounts for Poisson noise, so the realised arrivals must not
+	// be fed into it a second time.
+	Rate float64
+	// Arrived is how many requests reached the pod in the window (Rate·dt in
+	// expectation): completions and losses are counted from it.
+	Arrived float64
+	// Backlog is the fluid backlog B the previous window left.
+	Backlog float64
+	// CPU is the capacity c in cores: the CPU limit, or the pod's share of an
+	// oversubscribed node.
+	CPU float64
+	// MemoryLimit is the pod's memory limit in bytes (0 means none).
+	MemoryLimit float64
+	// Z is a standard normal draw for the peak working set.
+	Z float64
+}
+
+// PodWindow is what one Ready pod did in one window of the model: steps 4
+// and 5 of the package documentation.
+type PodWindow struct {
+	// Completed, TimedOut and Failed count requests; Failed are those an
+	// OOM kill lost (in flight or queued).
+	Completed, TimedOut, Failed float64
+	// Backlog is the fluid backlog B' carried into the next window (0 after
+	// an OOM kill).
+	Backlog float64
+	// QueueDelay is the backlog's mean delay S·(B+B')/2 and Stationary the
+	// queueing mean S/(1 − min(ρ, ρmax)): a completed request's response
+	// time is IOWait + QueueDelay plus an exponential of mean Stationary.
+	QueueDelay, Stationary float64
+	// InFlight is N, the mean number of requests the pod holds: by Little's
+	// law the window's throughput times its mean response time.
+	InFlight float64
+	// Usage is the window's mean CPU (cores) and working set (bytes); Peak
+	// the peak working set (capped at the limit when OOM-killed).
+	Usage, Peak workload.Resources
+	// OOMKilled: the peak working set exceeded the memory limit.
+	OOMKilled bool
+}
+
+// MeanLatency is the mean response time of the window's completed requests.
+func (w *PodWindow) MeanLatency(a *App) float64 {
+	return a.IOWait + w.QueueDelay + w.Stationary
+}
+
+// LatencyCDF is the fraction of the window's completed requests that took at
+// most x seconds, under the model's shifted-exponential response time.
+func (w *PodWindow) LatencyCDF(a *App, x float64) float64 {
+	shift := a.IOWait + w.QueueDelay
+	if x <= shift || !(w.Stationary > 0) {
+		if x >= shift {
+			return 1
+		}
+		return 0
+	}
+	return 1 - math.Exp(-(x-shift)/w.Stationary)
+}
+
+// PeakMemory is the peak working set of a pod holding n requests in flight
+// on average, for a standard normal draw z: base + perRequest·(n +
+// (1+|z|)·√n). A pod is OOM-killed exactly when it exceeds the memory limit.
+func (a *App) PeakMemory(n, z float64) float64 {
+	return a.BaseMemory + a.MemoryPerRequest*(n+(1+math.Abs(z))*math.Sqrt(n))
+}
+
+// ServePod runs the per-pod model of one window of dt seconds for a Ready
+// pod of a; timeout is when a queued request gives up (seconds). It is the
+// very computation Simulator.Step does for each Ready pod, exported so that
+// an emulator driving real pods models them identically.
+//
+// Invariants: Completed + TimedOut + Failed + B' = Arrived + B (no request
+// is created or lost), Usage.CPU ≤ CPU, and InFlight = Completed/dt ·
+// MeanLatency (Little's law).
+func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
+	cpuSec := a.CPUSeconds
+	svc := cpuSec / in.CPU
+	mu := 1 / svc
+	rho := in.Rate * svc
+	stat := svc / (1 - math.Min(rho, rhoMax))
+	b0 := in.Backlog
+	// Below ρmax the stationary queue holds the window's Poisson surplus, so
+	// the fluid backlog only drains (at the expected spare capacity). At or
+	// beyond ρmax, capacity runs out: the realised arrivals beyond it queue
+	// as backlog, whose random walk carries the near-critical and overloaded
+	// queue.
+	offered := in.Rate * dt
+	if rho > rhoMax {
+		offered = in.Arrived
+	}
+	b1 := math.Max(0, b0+offered-mu*dt)
+	var drop float64
+	if bmax := timeout * mu; b1 > bmax {
+		drop, b1 = b1-bmax, bmax
+	}
+	done := in.Arrived + b0 - b1 - drop
+	if done < 0 {
+		// The outflow counted more requests than there are: capacity fell
+		// (a throttled node) below a backlog already queued, or fewer
+		// requests arrived than the backlog's drain assumed. Take the
+		// excess back from the drops first, then from the backlog.
+		r := math.Min(-done, drop)
+		drop, done = drop-r, done+r
+		b1, done = b1+done, 0
+	}
+	w := PodWindow{QueueDelay: (b0 + b1) / 2 * svc, Stationary: stat}
+	// CPU follows the queue's input, like its state: the mean rate below
+	// ρmax (a window's Poisson surplus is served from the stationary queue,
+	// within capacity, so the long-run use is exactly ρ·c), the realised
+	// arrivals beyond it.
+	w.Usage.CPU = math.Min(math.Max(0, offered+b0-b1-drop)*cpuSec/dt, in.CPU)
+	inflight := done / dt * (a.IOWait + w.QueueDelay + stat)
+	w.InFlight = inflight
+	w.Usage.Memory = a.BaseMemory + a.MemoryPerRequest*inflight
+	w.Peak = workload.Resources{CPU: w.Usage.CPU, Memory: a.PeakMemory(inflight, in.Z)}
+	if in.MemoryLimit > 0 && w.Peak.Memory > in.MemoryLimit {
+		// The kill loses the requests in the pod (in service or waiting in
+		// the stationary queue) and the backlog behind them.
+		lost := math.Min(done, done/dt*(a.IOWait+stat))
+		done -= lost
+		w.Failed = lost + b1
+		b1 = 0
+		w.Peak.Memory = in.MemoryLimit
+		w.Usage.Memory = math.Min(w.Usage.Memory, in.MemoryLimit)
+		w.OOMKilled = true
+	}
+	w.Completed, w.TimedOut, w.Backlog = done, drop, b1
+	return w
+}

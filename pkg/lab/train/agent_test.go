@@ -1,0 +1,79 @@
+package train
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+)
+
+// An agent's replica count goes through the updater's decision
+// (hpa.Horizontal), as in a cluster: a scale-down the learner asks for
+// every window waits out the behaviour's stabilisation window (300 s by
+// default, seeded with the count at start) before it takes effect.
+func TestAgentCountsHeldToTheUpdater(t *testing.T) {
+	base, err := NewLearner(residualOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two replicas fewer than the default, every window.
+	l := fixedLearner{Learner: base, choice: []int{2, 0, 0}}
+	apps, err := sim.GenerateApps(7, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const window = 300 * time.Second
+	tested := false
+	for _, app := range apps {
+		// Eight pods at start, which the default keeps for the window.
+		app.Replicas, app.Constraints.MinReplicas = 8, 1
+		if app.Constraints.MaxReplicas < 8 {
+			continue
+		}
+		tr, err := sim.GenerateTrace(sim.Steady, sim.TraceOptions{Mean: app.BaseRate, Steps: 60, Step: 15 * time.Second, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := sim.New(sim.DefaultConfig(), app, &tr, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := NewAgent(l, app.Constraints, AgentOptions{Greedy: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Step()
+		start := s.Observation()
+		tested = true
+		scaledDown := false
+		for i := range len(tr.Rates) - 1 {
+			obs := s.Observation()
+			rec, err := a.Recommend(context.Background(), obs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Source != workload.SourceAgent {
+				t.Fatalf("window %d: source %q, want the agent's", i, rec.Source)
+			}
+			if rec.Replicas < obs.Replicas {
+				if obs.Time.Sub(start.Time) < window {
+					t.Fatalf("%s window %d (%v after start): scaled down %d -> %d inside the stabilisation window", app.Name, i, obs.Time.Sub(start.Time), obs.Replicas, rec.Replicas)
+				}
+				scaledDown = true
+			}
+			if _, err := s.Apply(rec); err != nil {
+				t.Fatal(err)
+			}
+			s.Step()
+		}
+		if !scaledDown {
+			t.Errorf("%s: the agent's scale-down never took effect in %d windows", app.Name, len(tr.Rates))
+		}
+		break
+	}
+	if !tested {
+		t.Fatal("no generated app allows 8 pods: the test exercises nothing")
+	}
+}
