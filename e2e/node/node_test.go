@@ -9,6 +9,7 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -157,6 +158,7 @@ func TestInstallRunsAsPods(t *testing.T) {
 			}
 		}
 	}
+	usageReachesRecommender(t, env)
 }
 
 // readyOn: a pod of Deployment name (by its app.kubernetes.io/name label)
@@ -395,4 +397,88 @@ func deploymentOverrides(d *appsv1.Deployment, env nodeEnv) error {
 		p.HostPort = p.ContainerPort
 	}
 	return nil
+}
+
+// usageReachesRecommender: the real node's pods are measured. The node has
+// the InternalIP hack/node/up.sh publishes (the kubelet registers none for
+// a loopback --node-ip), metrics-server scrapes its kubelet, and the
+// recommender, running as a pod, reads a real pod's usage: an MPA over a
+// one-pod Deployment (updateMode Off, so nothing acts on it) reports a
+// current CPU metric and ScalingActive=True. Before the address was
+// published, every real pod stayed at MetricsMissing while readiness alone
+// stayed green.
+func usageReachesRecommender(t *testing.T, env nodeEnv) {
+	t.Helper()
+	ctx := context.Background()
+	node, err := tb.Client.CoreV1().Nodes().Get(ctx, env.node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	internal := ""
+	for _, a := range node.Status.Addresses {
+		if a.Type == corev1.NodeInternalIP {
+			internal = a.Address
+		}
+	}
+	if internal != "127.0.0.1" {
+		t.Fatalf("node %s has addresses %+v, want InternalIP 127.0.0.1", env.node, node.Status.Addresses)
+	}
+	manifest := fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: usage-probe, namespace: default}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: usage-probe}}
+  template:
+    metadata: {labels: {app: usage-probe}}
+    spec:
+      hostNetwork: true
+      dnsPolicy: Default
+      nodeSelector: {kubernetes.io/hostname: %s}
+      containers:
+      - name: app
+        image: docker.io/library/aware-pause:node
+        imagePullPolicy: Never
+        resources: {requests: {cpu: 10m, memory: 16Mi}}
+---
+apiVersion: autoscaling.aware.dev/v1alpha1
+kind: MultidimPodAutoscaler
+metadata: {name: usage-probe, namespace: default}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: usage-probe}
+  policy: {updateMode: "Off"}
+  constraints: {global: {minReplicas: 1, maxReplicas: 2}}
+`, env.node)
+	kubectl(t, strings.NewReader(manifest), "apply", "-f", "-")
+	t.Cleanup(func() {
+		kubectl(t, strings.NewReader(manifest), "delete", "--ignore-not-found", "--wait=false", "-f", "-")
+	})
+	var last mpaStatus
+	err = framework.WaitFor(ctx, 3*time.Minute, 5*time.Second, "the recommender reads the probe pod's usage", func(ctx context.Context) (bool, error) {
+		if err := json.Unmarshal(kubectl(t, nil, "get", "mpa", "-n", "default", "usage-probe", "-o", "json"), &last); err != nil {
+			return false, err
+		}
+		active := false
+		for _, c := range last.Status.Conditions {
+			active = active || (c.Type == "ScalingActive" && c.Status == "True")
+		}
+		return active && len(last.Status.CurrentMetrics) > 0, nil
+	})
+	if err != nil {
+		cmd := exec.Command(filepath.Join(tb.Env["AWARE_TESTBED_BIN"], "kubectl"), "get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods")
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+tb.KubeconfigPath)
+		metrics, _ := cmd.CombinedOutput()
+		t.Fatalf("%v; the MPA's status: %+v; metrics.k8s.io: %s", err, last.Status, metrics)
+	}
+	t.Logf("usage reached the recommender: %+v", last.Status)
+}
+
+// mpaStatus is the part of an MPA's status usageReachesRecommender reads.
+type mpaStatus struct {
+	Status struct {
+		Conditions []struct {
+			Type, Status, Reason, Message string
+		} `json:"conditions"`
+		CurrentMetrics []json.RawMessage `json:"currentMetrics"`
+	} `json:"status"`
 }

@@ -251,6 +251,29 @@ start_kubelet() {
 	wait_for kubelet node_ready
 }
 
+# publish_address: the kubelet refuses a loopback --node-ip as the node's
+# address ("nodeIP can't be loopback address") and then registers none, so
+# metrics-server cannot scrape it ("no address matched types
+# [InternalIP]"), kubectl logs fails ("no preferred addresses found") and the
+# recommender gets no usage for any real pod. Without --node-ip it would
+# publish a non-loopback address of the host, which no test traffic may
+# target. So 127.0.0.1 is published on the node's status subresource: the
+# kubelet's address setter fails before it touches the addresses, and its
+# status updates leave them as they are (checked after one update period).
+publish_address() {
+	KUBECONFIG="${TESTBED_DIR}/kubeconfig" "${KUBECTL}" patch node "${NODE_NAME}" --subresource=status --type=merge \
+		-p "{\"status\":{\"addresses\":[{\"type\":\"InternalIP\",\"address\":\"127.0.0.1\"},{\"type\":\"Hostname\",\"address\":\"${NODE_NAME}\"}]}}" >&2
+	wait_for kubelet node_has_address
+	sleep 12 # the kubelet's status update period is 10 s
+	node_has_address || die "the kubelet removed the node's published InternalIP 127.0.0.1"
+	log "node ${NODE_NAME} has InternalIP 127.0.0.1"
+}
+
+node_has_address() {
+	[[ "$(KUBECONFIG="${TESTBED_DIR}/kubeconfig" "${KUBECTL}" get node "${NODE_NAME}" \
+		-o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')" == 127.0.0.1 ]]
+}
+
 node_ready() {
 	[[ "$(KUBECONFIG="${TESTBED_DIR}/kubeconfig" "${KUBECTL}" get node "${NODE_NAME}" \
 		-o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')" == True ]]
@@ -283,6 +306,7 @@ main() {
 	done
 	write_kubelet_config
 	start_kubelet "${kubelet}"
+	publish_address
 	UP_OK=1
 	log "node ${NODE_NAME} Ready; kubelet on 127.0.0.1:${KUBELET_PORT}, containerd on ${CONTAINERD_SOCK}"
 }

@@ -697,7 +697,13 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	obs.Replicas = tgt.Replicas
 	sloReason, sloMsg := c.applySLO(ctx, m, &obs, ext)
 	goalProblems := c.applyGoals(ctx, m, &obs, ext)
-	if obs.Samples == 0 {
+	// Without usage the last recommendation is kept, unless a container
+	// was OOM-killed: one killed at start (CrashLoopBackOff) never reports
+	// usage, and would otherwise never get more memory. The policy records
+	// the kill (the memory at the kill, bumped, as VPA does) and keeps the
+	// replica count, which nothing measures.
+	oomOnly := obs.Samples == 0 && anyOOMKill(&obs)
+	if obs.Samples == 0 && !oomOnly {
 		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing", "no valid usage for any matched pod; the last recommendation is kept", now)
 		return s, false
 	}
@@ -741,6 +747,8 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 		from += "; " + goalProblems
 	}
 	switch {
+	case oomOnly:
+		setCondition(s, v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing", "no valid usage for any matched pod; memory was raised after an OOM kill and the replica count is kept", now)
 	case strings.Contains(def.Reason, "FailedGetGoalMetric"):
 		msg := "the other metrics would scale down, which a goal without a reading prevents (as in the HPA): the replica count is kept"
 		if goalProblems != "" {

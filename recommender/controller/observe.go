@@ -66,11 +66,13 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 		}
 	}
 	obs.Containers = make([]workload.ContainerObservation, 0, len(newest.Spec.Containers))
-	for _, c := range newest.Spec.Containers {
+	for i := range newest.Spec.Containers {
+		c := &newest.Spec.Containers[i]
+		r := containerResources(newest, c)
 		obs.Containers = append(obs.Containers, workload.ContainerObservation{
 			Name:     c.Name,
-			Requests: mpa.Resources(c.Resources.Requests),
-			Limits:   mpa.Resources(c.Resources.Limits),
+			Requests: mpa.Resources(r.Requests),
+			Limits:   mpa.Resources(r.Limits),
 		})
 	}
 	counts := make([]int, len(obs.Containers))
@@ -89,8 +91,8 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 		if s.Ready {
 			obs.ReadyReplicas++
 		}
-		for _, c := range p.Spec.Containers {
-			s.Requests = s.Requests.Add(mpa.Resources(c.Resources.Requests))
+		for i := range p.Spec.Containers {
+			s.Requests = s.Requests.Add(mpa.Resources(containerResources(p, &p.Spec.Containers[i]).Requests))
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			t := cs.LastTerminationState.Terminated
@@ -131,6 +133,33 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 	}
 	obs.StartupDelay, _ = workload.MedianStartupDelay(obs.Pods)
 	return obs
+}
+
+// containerResources is what container c of p runs with: the requests and
+// limits the kubelet reports enacted (status.containerStatuses[].resources),
+// else the spec's. While an in-place resize is pending, deferred, infeasible
+// or in progress, the spec already holds the new values but the container
+// still has the old ones, and a utilisation computed from the spec would be
+// wrong (kubernetes/kubernetes#142155, open for the HPA). A kubelet without
+// in-place resize, or a pod not started yet, reports none: then the spec is
+// what the container gets.
+func containerResources(p *corev1.Pod, c *corev1.Container) corev1.ResourceRequirements {
+	for i := range p.Status.ContainerStatuses {
+		if cs := &p.Status.ContainerStatuses[i]; cs.Name == c.Name && cs.Resources != nil {
+			return *cs.Resources
+		}
+	}
+	return c.Resources
+}
+
+// anyOOMKill reports an OOM kill of any container in obs's window.
+func anyOOMKill(obs *workload.Observation) bool {
+	for _, co := range obs.Containers {
+		if co.OOMKills > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // validSample reports whether every value of pu is usable, counting the

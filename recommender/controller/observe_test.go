@@ -9,9 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 )
 
 func TestMetricsSourceDown(t *testing.T) {
@@ -129,6 +131,84 @@ func TestStartupDelayInObservation(t *testing.T) {
 			}
 			if err := obs.Validate(); err != nil {
 				t.Errorf("invalid observation: %v", err)
+			}
+		})
+	}
+}
+
+// TestOOMKillAtStartRaisesMemory: a container OOM-killed before it ever
+// reports usage (CrashLoopBackOff at start) still gets more memory, as
+// VPA gives it (the memory at the kill, bumped), instead of the last
+// recommendation being kept forever; replicas are kept, since nothing
+// measures the load.
+func TestOOMKillAtStartRaisesMemory(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		limit string // the memory limit the kill happened at; "" for none
+		want  int64  // the least memory target after the kill
+	}{
+		{"at the limit", "768Mi", 768 << 20},
+		{"no limit: at the request", "", 512 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPod("ns", "web", "web-1", false)
+			if tc.limit != "" {
+				p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse(tc.limit)}
+			}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", RestartCount: 5, LastTerminationState: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{Reason: "OOMKilled", FinishedAt: metav1.NewTime(t0.Add(-10 * time.Second))}}}}
+			f := newFixture(t, newMPA("ns", "web"), p)
+			f.start()
+			f.tick()
+			m := f.mpa("ns", "web")
+			if m.Status.Recommendation == nil || len(m.Status.Recommendation.ContainerRecommendations) != 1 {
+				t.Fatalf("no recommendation after an OOM kill without usage: %+v", m.Status)
+			}
+			got := m.Status.Recommendation.ContainerRecommendations[0].Target.Memory().Value()
+			if got <= tc.want {
+				t.Fatalf("memory target %d after an OOM kill at %d, want more", got, tc.want)
+			}
+			wantCond(t, m, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided")
+			wantCond(t, m, v1alpha1.ScalingActive, corev1.ConditionFalse, "MetricsMissing")
+			if m.Status.DesiredReplicas != 1 {
+				t.Errorf("desired replicas %d without any usage, want the current 1", m.Status.DesiredReplicas)
+			}
+		})
+	}
+}
+
+// TestRequestsFromContainerStatus: while an in-place resize is pending or
+// in progress, pod.spec already holds the new requests but the container
+// still runs with the old ones (status.containerStatuses[].resources);
+// utilisation and the current allocation are computed from what the
+// container has (kubernetes/kubernetes#142155 for the HPA).
+func TestRequestsFromContainerStatus(t *testing.T) {
+	actual := func(cpu, mem string) *corev1.ResourceRequirements {
+		return &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		status  *corev1.ResourceRequirements
+		wantCPU float64
+	}{
+		{"resize pending: the old request", actual("250m", "256Mi"), 0.25},
+		{"no status resources: the spec", nil, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPod("ns", "web", "web-1", true) // spec: 500m, 512Mi
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", Resources: tc.status}}
+			kept, err := TrimPod(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			use := map[string]*usage.PodUsage{"web-1": ptr(podUsage("ns", "web-1", 0.2, 100<<20))}
+			obs := observation(t0, 30*time.Second, t0.Add(-time.Minute), []*corev1.Pod{kept.(*corev1.Pod)}, use, nil, map[string]int{})
+			if got := obs.Containers[0].Requests.CPU; got != tc.wantCPU {
+				t.Errorf("container request %g cores, want %g", got, tc.wantCPU)
+			}
+			if got := obs.Pods[0].Requests.CPU; got != tc.wantCPU {
+				t.Errorf("pod request %g cores, want %g", got, tc.wantCPU)
 			}
 		})
 	}

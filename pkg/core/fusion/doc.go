@@ -49,7 +49,12 @@
 //     the workload's need. Upstream VPA would keep that peak for a day (one
 //     peak per 24 h interval) and compound OOM bumps across restarts, so
 //     every burst left memory requests at many times the need. OOM kills
-//     outside CPU saturation are bumped as upstream does.
+//     outside CPU saturation are bumped as upstream does, and the request
+//     the container was killed at is not kept by rule 5: the memory target
+//     and lower bound are at least the kill's bumped memory, so the updater
+//     applies the raise (upstream's updater applies a quick OOM's
+//     recommendation whatever its bounds). A container killed at start,
+//     before it reports any usage, gets the same raise.
 //  7. Horizontal: the HPA arithmetic (tolerance, missing/unready pods,
 //     stabilization, behavior) measures current CPU usage against the
 //     *recommended* requests, not the current ones, with the HPA target

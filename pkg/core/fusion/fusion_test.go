@@ -539,3 +539,51 @@ func TestFloorKeepsARequestNearIt(t *testing.T) {
 		})
 	}
 }
+
+// TestOOMKilledRequestNotKept: rule 5 keeps a request within the bounds,
+// and with little history the bounds are wide; a memory request the
+// container was OOM-killed at (outside CPU saturation) is proven too small
+// and is not kept: the target and the lower bound are at least the kill's
+// bumped memory, so that the updater applies the raise. Under CPU
+// saturation rule 6 records no bump and nothing is forced.
+func TestOOMKilledRequestNotKept(t *testing.T) {
+	const gib = 1 << 30
+	for _, tc := range []struct {
+		name      string
+		rate      float64
+		wantRaise bool
+	}{
+		{"moderate load", 24, true},
+		{"CPU-saturated", 100, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+			// A few windows of 900 MiB per pod: the 1 GiB request lies
+			// within the young histogram's bounds and is kept.
+			var rec workload.Recommendation
+			for i := range 8 {
+				o := served(t0.Add(time.Duration(i)*15*time.Second), 4, 24, 0.1, 1)
+				o.Containers[0].Usage.Memory, o.Containers[0].Peak.Memory = 900<<20, 900<<20
+				var err error
+				if rec, err = p.Recommend(context.Background(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c, _ := rec.Container("app"); c.Target.Memory != gib {
+				t.Fatalf("before the kill: memory target %.0f MiB, want the 1 GiB request kept (the case needs it)", c.Target.Memory/(1<<20))
+			}
+			o := served(t0.Add(2*time.Minute), 4, tc.rate, 0.1, 1)
+			o.Containers[0].OOMKills = 1
+			rec, err := p.Recommend(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := rec.Container("app")
+			need := 1.2 * gib // the kill at the 1 GiB limit, bumped as VPA does
+			if raised := c.Target.Memory >= need && c.LowerBound.Memory >= need; raised != tc.wantRaise {
+				t.Errorf("memory target %.0f MiB, lower bound %.0f MiB: raised to the kill's %.0f MiB = %v, want %v",
+					c.Target.Memory/(1<<20), c.LowerBound.Memory/(1<<20), need/(1<<20), raised, tc.wantRaise)
+			}
+		})
+	}
+}

@@ -166,6 +166,9 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	if f.burstRatio > 0 && obs.Samples > 0 {
 		f.burst.observe(obs.Time, obs.RequestRate)
 	}
+	// What an OOM kill needs is read before the kill is recorded: the
+	// record raises the interval's peak, which the need is computed from.
+	ooms := f.oomNeeds(&obs, !saturated)
 	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
 		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)
 	}
@@ -181,7 +184,7 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		q = limit / request
 	}
 	target := f.cpuTarget(&obs, q)
-	containers := f.vertical(&obs, target)
+	containers := f.vertical(&obs, target, ooms)
 
 	// 3. SLO floor on the per-pod CPU request, and vertical growth when the
 	// SLO is violated although utilisation is within the HPA target.
@@ -293,7 +296,9 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 
 // vertical computes the container recommendations with CPU sized as
 // p(usage)/targetUtilisation instead of p(usage)·(1+margin).
-func (f *Fused) vertical(obs *workload.Observation, target float64) []workload.ContainerRecommendation {
+// ooms[name], when set, is the memory an OOM kill of that container in this
+// window needs (rule 6).
+func (f *Fused) vertical(obs *workload.Observation, target float64, ooms map[string]float64) []workload.ContainerRecommendation {
 	out := make([]workload.ContainerRecommendation, 0, len(obs.Containers))
 	floor := f.rec.PodMinimum(len(obs.Containers))
 	k := 1 / (target * (1 + f.rec.Options().SafetyMargin))
@@ -314,6 +319,16 @@ func (f *Fused) vertical(obs *workload.Observation, target float64) []workload.C
 		e.Target.CPU = max(e.Target.CPU*k, floor.CPU)
 		e.LowerBound.CPU = max(e.LowerBound.CPU*k, floor.CPU)
 		e.UpperBound.CPU = max(math.Min(e.UpperBound.CPU*k, f.rec.Options().HistogramMaxCPU()), floor.CPU)
+		if need, ok := ooms[co.Name]; ok {
+			// The request the container was killed at is proven too
+			// small: the target is at least the kill's need, and so is the
+			// lower bound, so that rule 5 does not keep that request and
+			// the updater applies the raise (as VPA's updater applies a
+			// quick OOM's recommendation whatever its bounds).
+			e.Target.Memory = max(e.Target.Memory, need)
+			e.LowerBound.Memory = max(e.LowerBound.Memory, need)
+			e.UpperBound.Memory = max(e.UpperBound.Memory, need)
+		}
 		out = append(out, keepUnsampled(vpa.Cap(e, p, co), s, co))
 	}
 	return out
@@ -515,6 +530,29 @@ func (f *Fused) keepWithinBounds(obs *workload.Observation, c *workload.Containe
 			c.Target = c.Target.With(r, cur)
 		}
 	}
+}
+
+// oomNeeds maps each controlled container OOM-killed in the window to the
+// memory its kill needs (vpa.ContainerState.OOMNeed of the memory at the
+// kill), when bumps are recorded (bump; see rule 6). nil when none was
+// killed, so the common window allocates nothing.
+func (f *Fused) oomNeeds(obs *workload.Observation, bump bool) map[string]float64 {
+	if !bump {
+		return nil
+	}
+	var out map[string]float64
+	for i := range obs.Containers {
+		co := &obs.Containers[i]
+		p := f.c.ContainerPolicy(co.Name)
+		if co.OOMKills == 0 || p.Mode == workload.ContainerModeOff || !p.Controls(workload.Memory) {
+			continue
+		}
+		if out == nil {
+			out = map[string]float64{}
+		}
+		out[co.Name] = f.rec.State(co.Name).OOMNeed(vpa.MemoryAtOOM(co))
+	}
+	return out
 }
 
 // anyOOM reports an OOM kill of any container in the window.

@@ -117,9 +117,15 @@ func (s *ContainerState) RecordOOM(t time.Time, memoryUsed float64) error {
 	if !s.windowEnd.IsZero() && t.Before(s.windowEnd.Add(-s.opts.MemoryAggregationInterval)) {
 		return fmt.Errorf("OOM at %s is older than the current aggregation interval", t)
 	}
+	return s.addMemory(t, s.OOMNeed(memoryUsed), true)
+}
+
+// OOMNeed is the memory RecordOOM records for a kill at memoryUsed: the
+// larger of the kill's memory and the interval's peak, bumped by
+// OOMBumpRatio and at least OOMMinBump.
+func (s *ContainerState) OOMNeed(memoryUsed float64) float64 {
 	used := max(memoryUsed, s.memPeak)
-	needed := max(used+s.opts.OOMMinBump, used*s.opts.OOMBumpRatio)
-	return s.addMemory(t, needed, true)
+	return max(used+s.opts.OOMMinBump, used*s.opts.OOMBumpRatio)
 }
 
 // Samples returns the number of CPU samples recorded.
