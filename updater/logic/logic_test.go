@@ -399,3 +399,39 @@ func TestVerticalConfigValidate(t *testing.T) {
 		t.Fatal("invalid config accepted")
 	}
 }
+
+// TestVerticalEvictsDeadOOMKilledPod: a pod OOM-killed into
+// CrashLoopBackOff is not alive, so the live-replica guards (no eviction
+// while a replica is missing, none below minReplicas) would keep it forever
+// at the memory it dies at. Evicting it takes nothing from the live
+// replicas, and its replacement is admitted with the raised memory; a dead
+// pod that was not OOM-killed is still left alone.
+func TestVerticalEvictsDeadOOMKilledPod(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	cfg.MinReplicas = 2
+	dead := func(oom bool) Pod {
+		p := pod("a", 1, 0.25, t0.Add(-10*time.Minute)) // below the 0.5 GiB lower bound
+		p.Alive = false
+		if oom {
+			p.Containers[0].LastOOMKill = t0.Add(-30 * time.Second)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		replicas int32
+		pods     []Pod
+		want     []string
+	}{
+		{"the only replica, OOM-killed", 1, []Pod{dead(true)}, []string{"a:Evict:OOMKilled"}},
+		{"the only replica, dead otherwise", 1, []Pod{dead(false)}, nil},
+		{"two replicas, the dead one OOM-killed", 2, []Pod{dead(true), pod("b", 1, 1, t0.Add(-time.Hour))}, []string{"a:Evict:OOMKilled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := testWorkload(v1alpha1.UpdateModeRecreate, tc.replicas, tc.pods...)
+			if p := DecideVertical(t0, cfg, w, open()); !slices.Equal(names(p.Updates), tc.want) {
+				t.Errorf("updates %v (skips %v), want %v", names(p.Updates), skips(p.Skips), tc.want)
+			}
+		})
+	}
+}

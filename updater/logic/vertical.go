@@ -263,12 +263,19 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 		if c.pod.Alive {
 			after--
 		}
-		if small {
+		// A pod OOM-killed into CrashLoopBackOff serves nothing: evicting it
+		// takes nothing from the live replicas, and its replacement is
+		// admitted with the raised memory. The live-replica guards below
+		// would otherwise hold it at the memory it dies at for as long as
+		// it, or the other replicas, are down.
+		switch deadOOM := !c.pod.Alive && c.reason == ReasonOOMKilled; {
+		case deadOOM:
+		case small:
 			if cfg.SmallWorkloads != SmallWorkloadOutsideBounds || !c.reason.urgent() || alive < w.Replicas || evictions(plan) > 0 {
 				skip(SkipMinReplicas)
 				continue
 			}
-		} else if after < cfg.MinReplicas {
+		case after < cfg.MinReplicas:
 			skip(SkipMinReplicas)
 			continue
 		}
