@@ -177,6 +177,10 @@ type desCase struct {
 	// overSLO bounds |simulator − reference| of the fraction of windows
 	// whose p95 exceeds the SLO (traces only; 0 is not checked).
 	overSLO float64
+	// spread bounds the reference's coefficient of variation of a window's
+	// p95 at a steady load below ρmax, where the simulator's is 0: every
+	// window of the model has the stationary p95.
+	spread band
 }
 
 // desSeeds is how many seeds each comparison pools: 2 by default (about 4
@@ -244,6 +248,7 @@ func (s *cmpSummary) add(o cmpSummary, w float64) {
 	s.Lost += w * o.Lost
 	s.InFlight += w * o.InFlight
 	s.OverSLO += w * o.OverSLO
+	s.P95WinSD += w * o.P95WinSD
 }
 
 // TestDESCompare runs the simulator and the discrete-event reference on the
@@ -257,17 +262,25 @@ func TestDESCompare(t *testing.T) {
 	for _, c := range desCases() {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.run(t)
-			t.Logf("| %s | %.3f | %.3f ± %.3f | %.3f | %.3f ± %.3f | %.2f%% | %.2f%% | %.1f | %.1f | %.3f | %.3f |",
+			t.Logf("| %s | %.3f | %.3f ± %.3f | %.3f | %.3f ± %.3f | %.2f%% | %.2f%% | %.1f | %.1f | %.3f | %.3f | %.2f | %.2f |",
 				c.name, r.sim.Mean, r.des.Mean, 1.96*r.desMeanSD/math.Sqrt(float64(desSeeds())),
 				r.sim.P95Pool, r.des.P95Pool, 1.96*r.desP95SD/math.Sqrt(float64(desSeeds())),
 				100*r.sim.Lost/r.arrivals, 100*r.des.Lost/r.arrivals, r.sim.InFlight, r.des.InFlight,
-				r.sim.OverSLO, r.des.OverSLO)
+				r.sim.OverSLO, r.des.OverSLO, r.sim.P95WinSD/r.sim.P95Win, r.des.P95WinSD/r.des.P95Win)
 			c.mean.check(t, "mean response", r.sim.Mean, r.des.Mean)
 			c.p95.check(t, "p95", r.sim.P95Pool, r.des.P95Pool)
 			if c.lost != (band{}) {
 				c.lost.check(t, "lost requests", r.sim.Lost, r.des.Lost)
 			} else if c.kind == Steady && c.rho < 0.9 && (r.sim.Lost > 0 || r.des.Lost > 1e-3*r.arrivals) {
 				t.Errorf("requests lost in a stable queue: simulator %g, reference %g of %g", r.sim.Lost, r.des.Lost, r.arrivals)
+			}
+			if c.spread != (band{}) {
+				if cv := r.sim.P95WinSD / r.sim.P95Win; cv > 1e-4 { // the sum of squares leaves ~1e-7
+					t.Errorf("the simulator's window p95 varies (CV %.3g) at a steady load below ρmax", cv)
+				}
+				if cv := r.des.P95WinSD / r.des.P95Win; !(cv >= c.spread.lo && cv <= c.spread.hi) {
+					t.Errorf("the reference's window p95 has CV %.3f, outside [%.2f, %.2f]", cv, c.spread.lo, c.spread.hi)
+				}
 			}
 			if c.overSLO > 0 && math.Abs(r.sim.OverSLO-r.des.OverSLO) > c.overSLO {
 				t.Errorf("windows over the SLO: simulator %.3f, reference %.3f, differ by more than %.3f", r.sim.OverSLO, r.des.OverSLO, c.overSLO)
