@@ -212,7 +212,7 @@ const (
 	// splitRandom sends each request to a pod drawn uniformly: each pod's
 	// arrivals are then Poisson of rate λ/pods, the simulator's assumption.
 	splitRandom desSplit = iota
-	// splitRoundRobin sends them in turn, as kube-proxy's round-robin
+	// splitRoundRobin sends them in turn, as a round-robin balancer
 	// would: each pod's inter-arrival times are Erlang, less variable.
 	splitRoundRobin
 )
