@@ -51,8 +51,12 @@
 //     surplus is held by the stationary queue and the backlog only drains;
 //     from ρmax on, capacity runs out and the realised arrivals beyond it
 //     queue as backlog, whose random walk carries near-critical and
-//     overloaded queues. pkg/lab/sim's validation suite (validate_test.go)
-//     checks the model against M/M/1-PS closed forms within 5%.
+//     overloaded queues. The validation suite (validate_test.go) checks
+//     that the code computes these formulas, within 5%; a discrete-event
+//     processor-sharing queue (des_test.go, desref_test.go) is the
+//     independent reference for the model, which holds in the mean below
+//     ρ = 0.95 and differs in the p95's shape and in overload
+//     (docs/simulator.md).
 //
 //     PS mean response time is insensitive to the service distribution, so
 //     S/(1−ρ) holds for any CPU-seconds distribution. Percentiles assume the

@@ -10,8 +10,11 @@ import (
 	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
-// The validation suite: the simulator against closed forms of queueing
-// theory and against its own documented model, each within validationTol.
+// The validation suite: the simulator against the closed forms it is built
+// from and against its own documented model, each within validationTol.
+// It checks the code, not the model (below ρmax the model is the closed
+// form); the independent reference for the model is the discrete-event
+// queue of desref_test.go.
 // The rates are low on purpose (a few requests per pod per window, as most
 // serverless functions see), where any double counting of the arrivals'
 // Poisson noise shows: feeding each window's sampled rate into the
