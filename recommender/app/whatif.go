@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/kube/apiclient"
 	"github.com/aware-k8s/aware/pkg/kube/usage"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
@@ -80,7 +81,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusAddress, "prometheus-address", o.PrometheusAddress, "Base URL of the Prometheus HTTP API holding the cluster's history (the recommender's --prometheus-address). Required.")
 	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of each range query (a long period is read in several).")
 	fs.DurationVar(&o.PrometheusWindow, "prometheus-window", o.PrometheusWindow, "Least range of rate() ({{.Window}} is the larger of it and --step); should cover two scrapes.")
-	tmpl := " A Go template over the query data (docs/prometheus.md)."
+	tmpl := " PromQL template in Go's text/template syntax, as the recommender's flag of the same name takes it."
 	fs.StringVar(&o.Queries.CPU, "prometheus-query-cpu", o.Queries.CPU, "Per-pod, per-container CPU usage in cores."+tmpl)
 	fs.StringVar(&o.Queries.Memory, "prometheus-query-memory", o.Queries.Memory, "Per-pod, per-container working set in bytes."+tmpl)
 	fs.StringVar(&o.Queries.Latency, "prometheus-query-latency", o.Queries.Latency, "Latency at .Quantile of the SLO histogram."+tmpl)
@@ -96,7 +97,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json.")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "Arrival seeds each workload is replayed with; the paired comparison's pairs are (workload, seed).")
-	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused.")
+	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
 	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
 	fs.Float64Var(&o.Fit.MinCPUR2, "fit-min-cpu-r2", o.Fit.MinCPUR2, "Least share of the CPU's variance the request rate must explain, or the workload is not predicted.")
 	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay (not yet measured from the history).")
@@ -137,6 +138,11 @@ func (o *WhatifOptions) Validate() error {
 	}
 	if o.Seeds < 2 {
 		errs = append(errs, fmt.Errorf("--seeds %d: at least 2, for the paired comparison's interval", o.Seeds))
+	}
+	for _, p := range o.Policies {
+		if err := whatif.ValidPolicy(p); err != nil {
+			errs = append(errs, fmt.Errorf("--policies: %w", err))
+		}
 	}
 	if o.Output == "" {
 		errs = append(errs, errors.New("--output must name a directory"))

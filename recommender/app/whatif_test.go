@@ -201,6 +201,8 @@ func TestWhatifValidate(t *testing.T) {
 		{"deployment without rate", func(o *WhatifOptions) { o.Deployments = []string{"a"} }, "--slo-metric or --rate-query"},
 		{"bad metric", func(o *WhatifOptions) { o.SLOMetric = "a-b" }, "--slo-metric"},
 		{"one seed", func(o *WhatifOptions) { o.Seeds = 1 }, "--seeds"},
+		{"unknown policy", func(o *WhatifOptions) { o.Policies = []string{"hpa", "kpa"} }, `--policies: whatif: unknown policy "kpa"`},
+		{"bad variant", func(o *WhatifOptions) { o.Policies = []string{"fused:target=2"} }, "--policies"},
 		{"negative slo", func(o *WhatifOptions) { o.SLO = -time.Second }, "--slo"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/core/hpa"
@@ -72,8 +73,27 @@ func newRecorded(s *Series) (*recorded, error) {
 	return &recorded{container: s.Container, replicas: reps, cpu: cpu, mem: mem}, nil
 }
 
+// VariantPrefix names a variant of the fused default: "fused:" followed
+// by fusion.ParseVariant's spec, as the demo and the recommender's
+// --default-variant read it (e.g. "fused:target=0.6").
+const VariantPrefix = "fused:"
+
+// ValidPolicy reports whether name is a policy Replay knows, so a
+// command can refuse it before reading any history.
+func ValidPolicy(name string) error {
+	_, err := contender(name, nil)
+	return err
+}
+
 // contender returns the named policy for the runs of byApp.
 func contender(name string, byApp map[string]*Series) (eval.Contender, error) {
+	if spec, ok := strings.CutPrefix(name, VariantPrefix); ok {
+		o, err := fusion.ParseVariant(spec)
+		if err != nil {
+			return eval.Contender{}, fmt.Errorf("whatif: policy %q: %w", name, err)
+		}
+		return eval.FromFactory(name, fusion.NewPolicyFactory(o)), nil
+	}
 	switch name {
 	case PolicyActual:
 		return eval.Contender{Name: name, New: func(r eval.Run, _ sim.Config) (workload.Policy, error) {
@@ -92,7 +112,7 @@ func contender(name string, byApp map[string]*Series) (eval.Contender, error) {
 	case PolicyFused:
 		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{})), nil
 	}
-	return eval.Contender{}, fmt.Errorf("whatif: unknown policy %q (known: %v)", name, Policies())
+	return eval.Contender{}, fmt.Errorf("whatif: unknown policy %q (known: %s and %sSPEC)", name, strings.Join(Policies(), ", "), VariantPrefix)
 }
 
 // ReplayOptions configure a replay. Zero fields take defaults.

@@ -278,6 +278,18 @@ func TestReplay(t *testing.T) {
 			t.Fatal("replayed nothing without an error")
 		}
 	})
+	t.Run("fused variant", func(t *testing.T) {
+		res, err := Replay(context.Background(), ws[:1], ReplayOptions{Seeds: 2, Policies: []string{"fused:target=0.5"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(res.Report.Summaries); n != 2 || res.Report.Summaries[1].Policy != "fused:target=0.5" {
+			t.Fatalf("summaries %+v", res.Report.Summaries)
+		}
+		if _, err := Replay(context.Background(), ws[:1], ReplayOptions{Policies: []string{"fused:target=7"}}); err == nil {
+			t.Fatal("a bad variant was accepted")
+		}
+	})
 	t.Run("unknown policy", func(t *testing.T) {
 		if _, err := Replay(context.Background(), ws[:1], ReplayOptions{Policies: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "unknown policy") {
 			t.Fatalf("err %v", err)
