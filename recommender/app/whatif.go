@@ -100,7 +100,8 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
 	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
 	fs.Float64Var(&o.Fit.MinCPUR2, "fit-min-cpu-r2", o.Fit.MinCPUR2, "Least share of the CPU's variance the request rate must explain, or the workload is not predicted.")
-	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay (not yet measured from the history).")
+	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
+	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -289,7 +290,8 @@ func toSeries(name string, t whatifTarget, h usage.WorkloadHistory) *whatif.Seri
 	return &whatif.Series{
 		Name: name, Container: t.Container, Start: h.Start, Step: h.Step,
 		Rate: h.Rate, CPU: h.CPU, Memory: h.Memory, Replicas: h.Replicas, P95: h.Latency, SLO: t.SLO,
-		RequestCPU: spec(h.RequestCPU, t.RequestCPU), RequestMemory: spec(h.RequestMemory, t.RequestMemory),
+		StartupDelays: h.StartupDelays,
+		RequestCPU:    spec(h.RequestCPU, t.RequestCPU), RequestMemory: spec(h.RequestMemory, t.RequestMemory),
 		LimitCPU: spec(h.LimitCPU, t.LimitCPU), LimitMemory: spec(h.LimitMemory, t.LimitMemory),
 	}
 }

@@ -78,6 +78,11 @@ func historyProm(t *testing.T) *httptest.Server {
 			perPod(func(float64, *rand.Rand) float64 { return 0.5 })
 		case strings.Contains(q, "kube_pod_container_resource_requests") && web:
 			perPod(func(float64, *rand.Rand) float64 { return 512 << 20 })
+		case strings.Contains(q, "kube_pod_status_ready_time") && web:
+			// Three pods of the day's rollouts, Ready 20 s after start.
+			for _, p := range []string{"web-5d9c-a", "web-5d9c-b", "web-41ff-c"} {
+				ss = append(ss, series{fmt.Sprintf(`"pod":%q`, p), func(float64, *rand.Rand) float64 { return 20 }})
+			}
 		case strings.Contains(q, "kube_deployment_status_replicas"):
 			ss = append(ss, series{``, func(float64, *rand.Rand) float64 { return 2 }})
 		}
@@ -140,6 +145,9 @@ func TestRunWhatif(t *testing.T) {
 	}
 	if len(res.Fits) != 2 || res.Fits[0].Refused != "" || res.Fits[1].Refused == "" {
 		t.Fatalf("fits %+v", res.Fits)
+	}
+	if f := res.Fits[0]; !f.StartupMeasured || f.StartupDelaySeconds != 20 {
+		t.Errorf("start-up %gs measured %v, the fixture's pods took 20 s", f.StartupDelaySeconds, f.StartupMeasured)
 	}
 	if s := res.Fits[0].CPU.Slope; math.Abs(s/0.04-1) > 0.05 {
 		t.Errorf("CPU seconds per request %g, the fixture's is 0.04", s)

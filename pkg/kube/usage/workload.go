@@ -94,6 +94,11 @@ type WorkloadHistory struct {
 	// pods with a CPU sample.
 	Replicas                                         []float64
 	RequestCPU, RequestMemory, LimitCPU, LimitMemory []float64
+	// StartupDelays are the seconds from start to Ready of the pods
+	// kube-state-metrics reports (kube_pod_status_ready_time −
+	// kube_pod_start_time, each pod's last value), sorted; empty without
+	// kube-state-metrics.
+	StartupDelays []float64
 	// Sources says where each series came from, or that it was not served
 	// ("none"), by series name.
 	Sources map[string]string
@@ -226,6 +231,8 @@ func (p *Prometheus) WorkloadHistory(ctx context.Context, q WorkloadQuery) (Work
 	} {
 		jobs = append(jobs, job{k.series, ksm(k.metric, k.resource), pod(k.series)})
 	}
+	sel2 := fmt.Sprintf(`{namespace="%s", pod=~"%s"}`, q.Namespace, quote(q.PodRegex))
+	jobs = append(jobs, job{"startup", fmt.Sprintf(`max by (pod) (kube_pod_status_ready_time%s) - on (pod) max by (pod) (kube_pod_start_time%s)`, sel2, sel2), pod("startup")})
 	if q.Deployment != "" {
 		rq := fmt.Sprintf(`sum(kube_deployment_status_replicas{namespace="%s", deployment="%s"})`, q.Namespace, q.Deployment)
 		jobs = append(jobs, job{"replicas", rq, one(h.Replicas)})
@@ -283,6 +290,20 @@ func (p *Prometheus) WorkloadHistory(ctx context.Context, q WorkloadQuery) (Work
 		if !slices.ContainsFunc(perPod[s], func(m map[string]float64) bool { return len(m) > 0 }) {
 			h.Sources[s] = "none"
 		}
+	}
+	last := map[string]float64{}
+	for _, pods := range perPod["startup"] {
+		for name, v := range pods {
+			last[name] = v
+		}
+	}
+	for _, v := range last {
+		h.StartupDelays = append(h.StartupDelays, v)
+	}
+	slices.Sort(h.StartupDelays)
+	h.Sources["startup"] = "kube-state-metrics"
+	if len(h.StartupDelays) == 0 {
+		h.Sources["startup"] = "none"
 	}
 	h.Sources["replicas"] = "kube-state-metrics"
 	if q.Deployment == "" || !slices.ContainsFunc(h.Replicas, func(x float64) bool { return !math.IsNaN(x) }) {

@@ -22,6 +22,7 @@ const (
 	whatifReqM = `sum by (pod) (kube_pod_container_resource_requests{namespace="shop", pod=~"web-.+", resource="memory"})`
 	whatifLim  = `sum by (pod) (kube_pod_container_resource_limits{namespace="shop", pod=~"web-.+", resource="cpu"})`
 	whatifReps = `sum(kube_deployment_status_replicas{namespace="shop", deployment="web"})`
+	whatifUp   = `max by (pod) (kube_pod_status_ready_time{namespace="shop", pod=~"web-.+"}) - on (pod) max by (pod) (kube_pod_start_time{namespace="shop", pod=~"web-.+"})`
 )
 
 func whatifQuery(start time.Time, steps int) WorkloadQuery {
@@ -58,6 +59,9 @@ func TestWorkloadHistory(t *testing.T) {
 		f.set(whatifReqM, matrix(series(`"pod":"web-1"`, start, m, "256", "256", "256", "256", "256")))
 		f.set(whatifLim, matrix(series(`"pod":"web-1"`, start, m, "1", "1", "1", "1", "1")))
 		f.set(whatifReps, matrix(series(``, start, m, "1", "1", "2", "2", "2")))
+		// web-2 became Ready 12 s after it started; web-1 flapped, and
+		// its last value counts.
+		f.set(whatifUp, matrix(series(`"pod":"web-1"`, start, m, "20", "20", "45"), series(`"pod":"web-2"`, start.Add(2*m), m, "12", "12", "12")))
 	}
 	t.Run("every series", func(t *testing.T) {
 		f := newFakeProm(t)
@@ -91,21 +95,24 @@ func TestWorkloadHistory(t *testing.T) {
 		if want := (Drops{DropNaN: 2, DropNegative: 1, DropInfinite: 1}); !mapsEqual(h.Dropped, want) {
 			t.Errorf("dropped %v, want %v", h.Dropped, want)
 		}
-		if len(progress) != 9 || progress[8] != "9/9" {
+		if len(h.StartupDelays) != 2 || h.StartupDelays[0] != 12 || h.StartupDelays[1] != 45 || h.Sources["startup"] != "kube-state-metrics" {
+			t.Errorf("start-up delays %v", h.StartupDelays)
+		}
+		if len(progress) != 10 || progress[9] != "10/10" {
 			t.Errorf("progress %v", progress)
 		}
 	})
 	t.Run("no kube-state-metrics", func(t *testing.T) {
 		f := newFakeProm(t)
 		full(f)
-		for _, q := range []string{whatifReq, whatifReqM, whatifLim, whatifReps} {
+		for _, q := range []string{whatifReq, whatifReqM, whatifLim, whatifReps, whatifUp} {
 			f.set(q, matrix())
 		}
 		h, err := newProm(t, f.URL, Queries{}).WorkloadHistory(context.Background(), whatifQuery(start, 5))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Sources["replicas"] != "pod count" || h.Sources["requestCPU"] != "none" {
+		if h.Sources["replicas"] != "pod count" || h.Sources["requestCPU"] != "none" || h.Sources["startup"] != "none" || h.StartupDelays != nil {
 			t.Errorf("sources %v", h.Sources)
 		}
 		if h.Replicas[0] != 1 || h.Replicas[2] != 2 || h.Replicas[3] != 1 {
@@ -150,8 +157,8 @@ func TestWorkloadHistoryChunks(t *testing.T) {
 		}
 		byQuery[r.Get("query")] = append(byQuery[r.Get("query")], span{int64(from), int64(to)})
 	}
-	if len(byQuery) != 9 {
-		t.Errorf("%d queries, want 9", len(byQuery))
+	if len(byQuery) != 10 {
+		t.Errorf("%d queries, want 10", len(byQuery))
 	}
 	for q, spans := range byQuery {
 		if len(spans) != 3 {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/core/workload"
@@ -35,8 +36,9 @@ type FitOptions struct {
 	// base alone yet has an R² near 0.
 	MaxMemoryResidual float64
 	// StartupDelay is the pods' start-up delay assumed when the history
-	// does not measure it.
-	StartupDelay time.Duration
+	// measures it for fewer than MinStartupPods pods.
+	StartupDelay   time.Duration
+	MinStartupPods int
 	// NodeCPU is the CPU a pod without a CPU limit may use (the node's).
 	NodeCPU float64
 }
@@ -44,7 +46,7 @@ type FitOptions struct {
 // DefaultFitOptions: a day of one-minute steps is plenty; an hour is the
 // least accepted.
 func DefaultFitOptions() FitOptions {
-	return FitOptions{MinPoints: 60, MinCPUR2: 0.5, MaxMemoryResidual: 0.25, StartupDelay: 30 * time.Second, NodeCPU: 16}
+	return FitOptions{MinPoints: 60, MinCPUR2: 0.5, MaxMemoryResidual: 0.25, StartupDelay: 30 * time.Second, MinStartupPods: 3, NodeCPU: 16}
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -60,6 +62,9 @@ func (o FitOptions) withDefaults() FitOptions {
 	}
 	if o.StartupDelay == 0 {
 		o.StartupDelay = d.StartupDelay
+	}
+	if o.MinStartupPods <= 0 {
+		o.MinStartupPods = d.MinStartupPods
 	}
 	if o.NodeCPU == 0 {
 		o.NodeCPU = d.NodeCPU
@@ -160,6 +165,9 @@ type Fit struct {
 func FitApp(s *Series, o FitOptions) (Fit, error) {
 	o = o.withDefaults()
 	f := Fit{Workload: s.Name, StartupDelaySeconds: o.StartupDelay.Seconds()}
+	if d, ok := median(s.StartupDelays); ok && len(s.StartupDelays) >= o.MinStartupPods {
+		f.StartupDelaySeconds, f.StartupMeasured = d, true
+	}
 	refuse := func(err error, format string, args ...any) (Fit, error) {
 		f.Refused = fmt.Sprintf(format, args...)
 		return f, fmt.Errorf("%w: %s: %s", err, s.Name, f.Refused)
@@ -235,6 +243,25 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	}
 	f.App = app
 	return f, nil
+}
+
+// median is the median of the finite, non-negative values of xs: a
+// readiness flap makes one pod's delay long, and the median ignores it.
+func median(xs []float64) (float64, bool) {
+	var v []float64
+	for _, x := range xs {
+		if ok(x) && x >= 0 {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2, true
+	}
+	return v[len(v)/2], true
 }
 
 // app builds the simulator's app, deployed as the history starts.

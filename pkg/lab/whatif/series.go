@@ -43,6 +43,9 @@ type Series struct {
 	P95 []float64
 	// SLO is the p95 objective (seconds); 0 means none.
 	SLO float64
+	// StartupDelays are pods' seconds from start to Ready, one per pod
+	// the history saw; may be empty.
+	StartupDelays []float64
 }
 
 // ErrSeries is returned for a series the what-if cannot use at all.

@@ -90,6 +90,9 @@ func TestFitRecoversTruth(t *testing.T) {
 		if f.CPU.R2 < 0.9 {
 			t.Errorf("seed %d: CPU R² %g on the model's own data", seed, f.CPU.R2)
 		}
+		if f.StartupMeasured || f.App.StartupDelay != 30*time.Second {
+			t.Errorf("seed %d: start-up delay %s measured %v without pod history", seed, f.App.StartupDelay, f.StartupMeasured)
+		}
 		if f.App.Replicas != int32(s.Replicas[0]) || f.App.Requests.CPU != s.RequestCPU[0] || f.App.Limits.Memory != s.LimitMemory[0] {
 			t.Errorf("seed %d: app not deployed as the history starts: %+v", seed, f.App)
 		}
@@ -161,6 +164,33 @@ func TestFitRefuses(t *testing.T) {
 			}
 			if !strings.Contains(f.Refused, tc.reason) {
 				t.Errorf("reason %q does not say %q", f.Refused, tc.reason)
+			}
+		})
+	}
+}
+
+func TestFitStartupDelay(t *testing.T) {
+	tests := []struct {
+		name     string
+		delays   []float64
+		want     time.Duration
+		measured bool
+	}{
+		{"none", nil, 30 * time.Second, false},
+		{"too few pods", []float64{5, 6}, 30 * time.Second, false},
+		{"median ignores a flap", []float64{12, 10, 900, 11}, 11500 * time.Millisecond, true},
+		{"invalid values skipped", []float64{8, math.NaN(), -1, 9, 10}, 9 * time.Second, true},
+	}
+	s := record(t, truthApp("ns/up"), 300, 9)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.StartupDelays = tc.delays
+			f, err := FitApp(s, FitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.App.StartupDelay != tc.want || f.StartupMeasured != tc.measured {
+				t.Errorf("start-up %s measured %v, want %s %v", f.App.StartupDelay, f.StartupMeasured, tc.want, tc.measured)
 			}
 		})
 	}
