@@ -332,15 +332,15 @@ func (k kubeWorkloads) Workloads(ctx context.Context, o *WhatifOptions) ([]whati
 	if err != nil {
 		return nil, fmt.Errorf("listing MultidimPodAutoscalers in %s: %w", o.Namespace, err)
 	}
-	want := map[string]bool{}
+	want, missing := map[string]bool{}, map[string]bool{}
 	for _, n := range o.MPAs {
-		want[n] = true
+		want[n], missing[n] = true, true
 	}
 	for _, m := range list.Items {
 		if len(want) > 0 && !want[m.Name] {
 			continue
 		}
-		delete(want, m.Name)
+		delete(missing, m.Name)
 		ref := m.Spec.ScaleTargetRef
 		if ref == nil || ref.Kind != "Deployment" {
 			klog.FromContext(ctx).Info("Skipping an MPA whose target is not a Deployment (only Deployments are replayed so far)", "mpa", m.Name)
@@ -359,8 +359,10 @@ func (k kubeWorkloads) Workloads(ctx context.Context, o *WhatifOptions) ([]whati
 			return nil, err
 		}
 	}
-	for n := range want {
-		return nil, fmt.Errorf("MultidimPodAutoscaler %s/%s not found (or not matching --selector)", o.Namespace, n)
+	for _, n := range o.MPAs {
+		if missing[n] {
+			return nil, fmt.Errorf("MultidimPodAutoscaler %s/%s not found (or not matching --selector)", o.Namespace, n)
+		}
 	}
 	return out, nil
 }

@@ -17,6 +17,17 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	mpafake "github.com/aware-k8s/aware/pkg/generated/clientset/versioned/fake"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
 	"github.com/aware-k8s/aware/pkg/kube/cli"
 	"github.com/aware-k8s/aware/pkg/kube/usage"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
@@ -243,5 +254,88 @@ func TestWhatifCommand(t *testing.T) {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %q", flag)
 		}
+	}
+}
+
+func TestKubeWorkloads(t *testing.T) {
+	ctx := context.Background()
+	deploy := func(name string) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name}, Spec: appsv1.DeploymentSpec{
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "app", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
+					Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+				{Name: "proxy", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}},
+			}}}}}
+	}
+	mpa := func(name, target, kind string, labels map[string]string, slo *v1alpha1.SLOSpec) *v1alpha1.MultidimPodAutoscaler {
+		m := &v1alpha1.MultidimPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: labels}}
+		m.Spec.ScaleTargetRef = &autoscalingv1.CrossVersionObjectReference{Kind: kind, Name: target, APIVersion: "apps/v1"}
+		if slo != nil {
+			m.Spec.RL = &v1alpha1.RLSpec{SLO: slo}
+		}
+		return m
+	}
+	slo := &v1alpha1.SLOSpec{Metric: autoscalingv2.MetricIdentifier{Name: "web_request_duration_seconds"}, Percentile: 95, Target: metav1.Duration{Duration: 250 * time.Millisecond}}
+	clients := &apiclient.Clients{
+		Kube: kubefake.NewSimpleClientset(deploy("web"), deploy("api")),
+		MPA: mpafake.NewSimpleClientset(
+			mpa("web", "web", "Deployment", map[string]string{"team": "a"}, slo),
+			mpa("api", "api", "Deployment", map[string]string{"team": "b"}, nil),
+			mpa("db", "db", "StatefulSet", map[string]string{"team": "a"}, nil),
+			mpa("gone", "gone", "Deployment", map[string]string{"team": "c"}, nil),
+		),
+	}
+	k := kubeWorkloads{clients}
+	tests := []struct {
+		name  string
+		edit  func(o *WhatifOptions)
+		want  []string
+		error string
+	}{
+		{"by selector, statefulsets skipped", func(o *WhatifOptions) { o.Selector = "team=a" }, []string{"web"}, ""},
+		{"by name", func(o *WhatifOptions) { o.MPAs = []string{"api"} }, []string{"api"}, ""},
+		{"missing mpa", func(o *WhatifOptions) { o.MPAs = []string{"nope"} }, nil, "MultidimPodAutoscaler shop/nope not found"},
+		{"missing deployment", func(o *WhatifOptions) { o.MPAs = []string{"gone"} }, nil, "deployment shop/gone"},
+		{"deployments", func(o *WhatifOptions) { o.Deployments, o.SLOMetric, o.SLO = []string{"api"}, "m", time.Second }, []string{"api"}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewWhatifOptions()
+			o.Namespace = "shop"
+			tc.edit(o)
+			got, err := k.Workloads(ctx, o)
+			if tc.error != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.error) {
+					t.Fatalf("err %v, want %q", err, tc.error)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, w := range got {
+				names = append(names, w.Deployment)
+			}
+			if fmt.Sprint(names) != fmt.Sprint(tc.want) {
+				t.Fatalf("workloads %v, want %v", names, tc.want)
+			}
+			w := got[0]
+			if w.Container != "app" || math.Abs(w.RequestCPU-0.6) > 1e-9 || w.RequestMemory != 256<<20 || w.LimitCPU != 1 {
+				t.Errorf("spec of %s: %+v (requests summed over containers)", w.Deployment, w)
+			}
+			switch tc.name {
+			case "by selector, statefulsets skipped":
+				if w.SLOMetric != "web_request_duration_seconds" || w.SLO != 0.25 || w.Percentile != 95 {
+					t.Errorf("SLO from the MPA: %+v", w)
+				}
+			case "deployments":
+				if w.SLOMetric != "m" || w.SLO != 1 {
+					t.Errorf("SLO from the flags: %+v", w)
+				}
+			}
+		})
 	}
 }

@@ -141,6 +141,9 @@ func FuzzPrometheusResponse(f *testing.F) {
 					}
 				}
 			}
+			for _, x := range h.StartupDelays {
+				validReading(t, "start-up delay", usage.Reading{Value: x, OK: true})
+			}
 		case 4:
 			r, err := p.CPUPressure(ctx, "shop")
 			if err != nil {
