@@ -70,7 +70,7 @@ func NewWhatifOptions() *WhatifOptions {
 		Step:              time.Minute,
 		Output:            "aware-whatif",
 		Seeds:             5,
-		Policies:          whatif.Policies(),
+		Policies:          whatif.Policies()[1:], // what actually ran is always replayed, first
 		Fit:               whatif.DefaultFitOptions(),
 	}
 }
