@@ -60,6 +60,7 @@ status.`,
 	cli.Prepare(cmd)
 	opts.AddFlags(cmd.Flags())
 	logging.Install(cmd)
+	cmd.AddCommand(newWhatifCommand())
 	return cmd
 }
 

@@ -10,7 +10,10 @@
 // the recommender's current-usage source. Prometheus reads the Prometheus
 // HTTP API with configurable PromQL templates: current usage (it also
 // implements Source), usage history (range queries, for autoscalers
-// without a checkpoint), containers' CPU pressure (PSI), the request rate,
+// without a checkpoint), a workload's whole history for the what-if replay
+// (WorkloadHistory: request rate, latency, per-pod usage, replicas,
+// requests and limits, in chunked range queries), containers' CPU
+// pressure (PSI), the request rate,
 // error rate and latency percentiles of the SLO histogram, and
 // goals.metrics of type Pods, Object and External, with ToGoal converting a
 // goal and its reading into a policy's input (workload.Goal). Prometheus

@@ -51,11 +51,11 @@ func validReading(t *testing.T, what string, r usage.Reading) {
 }
 
 // readers is how many readers FuzzPrometheusResponse chooses from.
-const readers = 5
+const readers = 6
 
 // FuzzPrometheusResponse feeds arbitrary Prometheus HTTP API answers to
 // the readers of the Prometheus source (SLO, pod usage, history, goals, CPU
-// pressure; one per input): none may panic, and a value they mark valid
+// pressure, a workload's what-if history; one per input): none may panic, and a value they mark valid
 // (SLO and goal readings, history points, pressures) is finite and
 // non-negative, as the recommender relies on; a pressure is also at most 1.
 func FuzzPrometheusResponse(f *testing.F) {
@@ -121,6 +121,28 @@ func FuzzPrometheusResponse(f *testing.F) {
 						validReading(t, "history point", usage.Reading{Value: pt.Value, OK: true})
 					}
 				}
+			}
+		case 5:
+			const steps = 3
+			h, err := p.WorkloadHistory(ctx, usage.WorkloadQuery{Namespace: "shop", PodRegex: "web-.+", Deployment: "web",
+				SLOMetric: "http_request_duration_seconds", Start: now.Add(-2 * time.Hour), Steps: steps, Step: time.Hour})
+			if err != nil {
+				return
+			}
+			// Every series is on the grid; a value is a gap (NaN) or
+			// finite and non-negative.
+			for _, v := range [][]float64{h.Rate, h.Latency, h.CPU, h.Memory, h.Replicas, h.RequestCPU, h.RequestMemory, h.LimitCPU, h.LimitMemory} {
+				if len(v) != steps {
+					t.Fatalf("a series has %d values, want %d", len(v), steps)
+				}
+				for _, x := range v {
+					if !math.IsNaN(x) {
+						validReading(t, "workload history", usage.Reading{Value: x, OK: true})
+					}
+				}
+			}
+			for _, x := range h.StartupDelays {
+				validReading(t, "start-up delay", usage.Reading{Value: x, OK: true})
 			}
 		case 4:
 			r, err := p.CPUPressure(ctx, "shop")

@@ -1,0 +1,313 @@
+package whatif
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+)
+
+// Refusals: the fit declines to predict, and says why, rather than replay
+// an app that does not describe the workload.
+var (
+	// ErrTooThin: too few usable steps, or a rate that never varied, so
+	// the regression cannot tell per-request cost from idle cost.
+	ErrTooThin = errors.New("whatif: data too thin to fit")
+	// ErrPoorFit: the simulator's model does not explain the history
+	// (CPU R² or memory residuals beyond the options' bounds).
+	ErrPoorFit = errors.New("whatif: the model fits the history poorly")
+)
+
+// FitOptions bound the fit. Zero fields take DefaultFitOptions' values.
+type FitOptions struct {
+	// MinPoints is the fewest steps with rate, CPU, memory and replicas
+	// all present that the fit accepts.
+	MinPoints int
+	// MinCPUR2 is the least share of the total CPU's variance the rate
+	// must explain.
+	MinCPUR2 float64
+	// MaxMemoryResidual is the largest RMS residual of the per-pod working
+	// set, as a fraction of its mean. Memory is judged by its residual, not
+	// R², because a working set that hardly moves is well fitted by its
+	// base alone yet has an R² near 0.
+	MaxMemoryResidual float64
+	// StartupDelay is the pods' start-up delay assumed when the history
+	// measures it for fewer than MinStartupPods pods.
+	StartupDelay   time.Duration
+	MinStartupPods int
+	// NodeCPU is the CPU a pod without a CPU limit may use (the node's).
+	NodeCPU float64
+}
+
+// DefaultFitOptions: a day of one-minute steps is plenty; an hour is the
+// least accepted.
+func DefaultFitOptions() FitOptions {
+	return FitOptions{MinPoints: 60, MinCPUR2: 0.5, MaxMemoryResidual: 0.25, StartupDelay: 30 * time.Second, MinStartupPods: 3, NodeCPU: 16}
+}
+
+func (o FitOptions) withDefaults() FitOptions {
+	d := DefaultFitOptions()
+	if o.MinPoints <= 0 {
+		o.MinPoints = d.MinPoints
+	}
+	if o.MinCPUR2 == 0 {
+		o.MinCPUR2 = d.MinCPUR2
+	}
+	if o.MaxMemoryResidual == 0 {
+		o.MaxMemoryResidual = d.MaxMemoryResidual
+	}
+	if o.StartupDelay == 0 {
+		o.StartupDelay = d.StartupDelay
+	}
+	if o.MinStartupPods <= 0 {
+		o.MinStartupPods = d.MinStartupPods
+	}
+	if o.NodeCPU == 0 {
+		o.NodeCPU = d.NodeCPU
+	}
+	return o
+}
+
+// Regression is a least-squares line y = Intercept + Slope·x and how well
+// it fits.
+type Regression struct {
+	Slope     float64 `json:"slope"`
+	Intercept float64 `json:"intercept"`
+	// R2 is the share of y's variance the line explains (1 − SSres/SStot).
+	R2 float64 `json:"r2"`
+	// RMSResidual is the root mean square of y − line, in y's unit.
+	RMSResidual float64 `json:"rmsResidual"`
+	// MeanY is y's mean, to judge the residual against.
+	MeanY  float64 `json:"meanY"`
+	Points int     `json:"points"`
+}
+
+// regress fits y on x; ok is false when x has no variance.
+func regress(x, y []float64) (Regression, bool) {
+	n := float64(len(x))
+	r := Regression{Points: len(x)}
+	if len(x) < 2 {
+		return r, false
+	}
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx, my = mx/n, my/n
+	var sxx, sxy, syy float64
+	for i := range x {
+		dx, dy := x[i]-mx, y[i]-my
+		sxx += dx * dx
+		sxy += dx * dy
+		syy += dy * dy
+	}
+	r.MeanY = my
+	// Relative to the scale of x, so a constant rate with rounding noise
+	// still counts as constant.
+	if !(sxx > 1e-12*n*(mx*mx+1e-12)) {
+		return r, false
+	}
+	r.Slope = sxy / sxx
+	r.Intercept = my - r.Slope*mx
+	var ss float64
+	for i := range x {
+		e := y[i] - (r.Intercept + r.Slope*x[i])
+		ss += e * e
+	}
+	r.RMSResidual = math.Sqrt(ss / n)
+	if syy > 0 {
+		r.R2 = 1 - ss/syy
+	} else {
+		r.R2 = 1
+	}
+	return r, true
+}
+
+// Fit is the simulator's app estimated from a history, with its quality.
+type Fit struct {
+	Workload string `json:"workload"`
+	// CPU regresses the total CPU (cores, per-pod CPU × replicas) on the
+	// request rate: its slope is the CPU seconds per request, its
+	// intercept the CPU the pods use idle (the simulator has none: it is
+	// reported, not simulated).
+	CPU Regression `json:"cpu"`
+	// Memory regresses the per-pod working set (bytes) on the requests a
+	// pod holds in flight: its intercept is the base memory, its slope the
+	// memory per request in flight.
+	Memory Regression `json:"memory"`
+	// StartupDelaySeconds is the start-up delay the app is given;
+	// StartupMeasured is false when it is FitOptions.StartupDelay.
+	StartupDelaySeconds float64 `json:"startupDelaySeconds"`
+	StartupMeasured     bool    `json:"startupMeasured"`
+	// Refused says why the fit declines to predict; empty when it does.
+	Refused string `json:"refused,omitempty"`
+	// App is the fitted app; meaningful only when Refused is empty.
+	App sim.App `json:"-"`
+}
+
+// FitApp estimates the simulator's app from s. It returns an error wrapping
+// ErrSeries, ErrTooThin or ErrPoorFit when it cannot predict, with the fit
+// as far as it went (Refused holds the reason).
+//
+// The model is the simulator's: a request costs CPUSeconds of CPU, a pod's
+// working set is BaseMemory plus MemoryPerRequest per request in flight,
+// and a pod serves as a processor-sharing queue of capacity its CPU limit.
+// In flight per pod is estimated by Little's law from the per-pod rate and
+// the simulator's own response time for it, S/(1−ρ) with S = CPUSeconds/
+// limit; the history has no I/O wait, so the app has none (IOWait 0), and
+// memory per request is what makes the fitted app's working set follow
+// the recorded one.
+func FitApp(s *Series, o FitOptions) (Fit, error) {
+	o = o.withDefaults()
+	f := Fit{Workload: s.Name, StartupDelaySeconds: o.StartupDelay.Seconds()}
+	if d, ok := median(s.StartupDelays); ok && len(s.StartupDelays) >= o.MinStartupPods {
+		f.StartupDelaySeconds, f.StartupMeasured = d, true
+	}
+	refuse := func(err error, format string, args ...any) (Fit, error) {
+		f.Refused = fmt.Sprintf(format, args...)
+		return f, fmt.Errorf("%w: %s: %s", err, s.Name, f.Refused)
+	}
+	if err := s.Validate(); err != nil {
+		f.Refused = err.Error()
+		return f, err
+	}
+	var rate, total []float64
+	var idx []int
+	for i := range s.Rate {
+		r, c, m, n := s.Rate[i], s.CPU[i], s.Memory[i], s.Replicas[i]
+		if !ok(r, c, m, n) || n <= 0 || r < 0 || c < 0 || m < 0 {
+			continue
+		}
+		rate = append(rate, r)
+		total = append(total, c*n)
+		idx = append(idx, i)
+	}
+	if len(idx) < o.MinPoints {
+		return refuse(ErrTooThin, "%d usable steps (rate, CPU, memory and replicas all present), need %d", len(idx), o.MinPoints)
+	}
+	cpu, varied := regress(rate, total)
+	f.CPU = cpu
+	if !varied {
+		return refuse(ErrTooThin, "the request rate never varied over %d steps, so CPU per request cannot be told from idle CPU", len(idx))
+	}
+	if cpu.Slope <= 0 {
+		return refuse(ErrPoorFit, "CPU does not grow with the request rate (%.3g core-seconds per request)", cpu.Slope)
+	}
+	if cpu.R2 < o.MinCPUR2 {
+		return refuse(ErrPoorFit, "the request rate explains %.0f%% of the CPU's variance, need %.0f%% (is the rate query the workload's?)", 100*cpu.R2, 100*o.MinCPUR2)
+	}
+	cpuSeconds := cpu.Slope
+	inflight := make([]float64, len(idx))
+	mem := make([]float64, len(idx))
+	for k, i := range idx {
+		limit := at(s.LimitCPU, i)
+		if !ok(limit) || limit <= 0 {
+			limit = o.NodeCPU
+		}
+		lambda := s.Rate[i] / s.Replicas[i]
+		svc := cpuSeconds / limit
+		rho := math.Min(lambda*svc, 0.98)
+		inflight[k] = lambda * svc / (1 - rho)
+		mem[k] = s.Memory[i]
+	}
+	m, varied := regress(inflight, mem)
+	if !varied { // one pod's load never changed: all of it is base memory
+		m.Slope, m.Intercept = 0, m.MeanY
+	}
+	f.Memory = m
+	base, perReq := m.Intercept, m.Slope
+	if perReq < 0 || base < 0 {
+		// A working set that falls with load is not the model's; keep the
+		// mean as the base and judge the residual of that.
+		base, perReq = m.MeanY, 0
+		var ss float64
+		for _, y := range mem {
+			ss += (y - base) * (y - base)
+		}
+		f.Memory.RMSResidual = math.Sqrt(ss / float64(len(mem)))
+	}
+	if m.MeanY <= 0 {
+		return refuse(ErrTooThin, "the working set is zero throughout")
+	}
+	if rel := f.Memory.RMSResidual / m.MeanY; rel > o.MaxMemoryResidual {
+		return refuse(ErrPoorFit, "the working set's residual is %.0f%% of its mean, more than %.0f%%", 100*rel, 100*o.MaxMemoryResidual)
+	}
+	app, err := f.app(s, cpuSeconds, base, perReq, o)
+	if err != nil {
+		return refuse(ErrSeries, "%v", err)
+	}
+	f.App = app
+	return f, nil
+}
+
+// median is the median of the finite, non-negative values of xs: a
+// readiness flap makes one pod's delay long, and the median ignores it.
+func median(xs []float64) (float64, bool) {
+	var v []float64
+	for _, x := range xs {
+		if ok(x) && x >= 0 {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return 0, false
+	}
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2, true
+	}
+	return v[len(v)/2], true
+}
+
+// app builds the simulator's app, deployed as the history starts.
+func (f *Fit) app(s *Series, cpuSeconds, base, perReq float64, o FitOptions) (sim.App, error) {
+	reqCPU, okc := filled(s.RequestCPU)
+	reqMem, okm := filled(s.RequestMemory)
+	reps, okr := filled(s.Replicas)
+	rates, _ := filled(s.Rate)
+	if !okc || !okm || !okr {
+		return sim.App{}, errors.New("requests or replicas are never recorded")
+	}
+	limCPU, _ := filled(s.LimitCPU)
+	limMem, _ := filled(s.LimitMemory)
+	var mean float64
+	for _, r := range rates {
+		mean += r
+	}
+	peak := 0.0
+	for _, r := range reps {
+		peak = math.Max(peak, r)
+	}
+	a := sim.App{
+		Name:             s.Name,
+		Container:        s.Container,
+		CPUSeconds:       cpuSeconds,
+		BaseMemory:       base,
+		MemoryPerRequest: perReq,
+		StartupDelay:     time.Duration(f.StartupDelaySeconds * float64(time.Second)),
+		SLO:              s.SLO,
+		BaseRate:         mean / float64(len(rates)),
+		Replicas:         int32(max(1, math.Round(reps[0]))),
+		Requests:         workload.Resources{CPU: reqCPU[0], Memory: reqMem[0]},
+		Constraints: workload.Constraints{
+			MinReplicas: 1,
+			// Room for the policies to scale beyond what ran.
+			MaxReplicas: int32(max(10, 2*math.Ceil(peak))),
+		},
+	}
+	if len(limCPU) > 0 {
+		a.Limits.CPU = limCPU[0]
+	}
+	if len(limMem) > 0 {
+		a.Limits.Memory = limMem[0]
+	}
+	if err := a.Validate(); err != nil {
+		return sim.App{}, err
+	}
+	return a, nil
+}

@@ -1,0 +1,328 @@
+package whatif
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/core/hpa"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+)
+
+const step = time.Minute
+
+// truthApp is the app whose history the tests record: its CPU seconds per
+// request, base memory and memory per request are the truth the fit must
+// find.
+func truthApp(name string) sim.App {
+	return sim.App{
+		Name: name, Container: "app",
+		CPUSeconds: 0.05, BaseMemory: 200 << 20, MemoryPerRequest: 4 << 20,
+		StartupDelay: 30 * time.Second, SLO: 0.4, BaseRate: 40,
+		Replicas: 4, Requests: workload.Resources{CPU: 0.5, Memory: 512 << 20},
+		Limits:      workload.Resources{CPU: 1, Memory: 1 << 30},
+		Constraints: workload.Constraints{MinReplicas: 1, MaxReplicas: 40},
+	}
+}
+
+// record runs app under a diurnal trace with the HPA, as a cluster would
+// have run it, and returns what Prometheus would have recorded.
+func record(t *testing.T, app sim.App, steps int, seed uint64) *Series {
+	t.Helper()
+	tr, err := sim.GenerateTrace(sim.Diurnal, sim.TraceOptions{Mean: app.BaseRate, Steps: steps, Step: step, Seed: seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultConfig()
+	cfg.Step = step
+	s, err := sim.New(cfg, app, &tr, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := hpa.NewPolicyFactory(hpa.PolicyOptions{})(app.Constraints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := &Series{Name: app.Name, Container: app.Container, Start: cfg.Start, Step: step, SLO: app.SLO}
+	for range steps {
+		m := s.Step()
+		ready := float64(m.Ready)
+		out.Rate = append(out.Rate, m.Arrivals/step.Seconds())
+		out.CPU = append(out.CPU, m.Used.CPU/ready)
+		out.Memory = append(out.Memory, m.Used.Memory/ready)
+		out.Replicas = append(out.Replicas, ready)
+		out.RequestCPU = append(out.RequestCPU, m.Requests.CPU)
+		out.RequestMemory = append(out.RequestMemory, m.Requests.Memory)
+		out.LimitCPU = append(out.LimitCPU, m.Limits.CPU)
+		out.LimitMemory = append(out.LimitMemory, m.Limits.Memory)
+		out.P95 = append(out.P95, m.Latency.P95)
+		rec, err := pol.Recommend(context.Background(), s.Observation())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Apply(rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func TestFitRecoversTruth(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3} {
+		app := truthApp("shop/web")
+		s := record(t, app, 1440, seed)
+		f, err := FitApp(s, FitOptions{})
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if e := f.App.CPUSeconds/app.CPUSeconds - 1; math.Abs(e) > 0.05 {
+			t.Errorf("seed %d: CPU seconds %g, truth %g (%.1f%%)", seed, f.App.CPUSeconds, app.CPUSeconds, 100*e)
+		}
+		if e := f.App.BaseMemory/app.BaseMemory - 1; math.Abs(e) > 0.10 {
+			t.Errorf("seed %d: base memory %g, truth %g (%.1f%%)", seed, f.App.BaseMemory, app.BaseMemory, 100*e)
+		}
+		if f.CPU.R2 < 0.9 {
+			t.Errorf("seed %d: CPU R² %g on the model's own data", seed, f.CPU.R2)
+		}
+		if f.StartupMeasured || f.App.StartupDelay != 30*time.Second {
+			t.Errorf("seed %d: start-up delay %s measured %v without pod history", seed, f.App.StartupDelay, f.StartupMeasured)
+		}
+		if f.App.Replicas != int32(s.Replicas[0]) || f.App.Requests.CPU != s.RequestCPU[0] || f.App.Limits.Memory != s.LimitMemory[0] {
+			t.Errorf("seed %d: app not deployed as the history starts: %+v", seed, f.App)
+		}
+	}
+}
+
+// synthetic is a series with CPU = perReq·rate/replicas + noise, for the
+// refusals.
+func synthetic(n int, rate func(i int) float64, cpu func(i int, r float64) float64) *Series {
+	s := &Series{Name: "ns/syn", Container: "app", Step: step}
+	for i := range n {
+		r := rate(i)
+		s.Rate = append(s.Rate, r)
+		s.Replicas = append(s.Replicas, 2)
+		s.CPU = append(s.CPU, cpu(i, r)/2)
+		s.Memory = append(s.Memory, 100<<20)
+		s.RequestCPU = append(s.RequestCPU, 0.5)
+		s.RequestMemory = append(s.RequestMemory, 256<<20)
+	}
+	return s
+}
+
+func TestFitRefuses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	wave := func(i int) float64 { return 10 + 5*math.Sin(float64(i)/30) }
+	linear := func(_ int, r float64) float64 { return 0.1 * r }
+	tests := []struct {
+		name   string
+		series *Series
+		want   error
+		reason string
+	}{
+		{"few points", synthetic(30, wave, linear), ErrTooThin, "30 usable steps"},
+		{"gaps leave too few", func() *Series {
+			s := synthetic(200, wave, linear)
+			for i := range 150 {
+				s.CPU[i] = math.NaN()
+			}
+			return s
+		}(), ErrTooThin, "50 usable steps"},
+		{"constant rate", synthetic(500, func(int) float64 { return 10 }, linear), ErrTooThin, "never varied"},
+		{"cpu unrelated to rate", synthetic(500, wave, func(_ int, r float64) float64 { return 0.01*r + 2*rng.Float64() }), ErrPoorFit, "of the CPU's variance"},
+		{"cpu falls with rate", synthetic(500, wave, func(_ int, r float64) float64 { return 5 - 0.1*r }), ErrPoorFit, "does not grow"},
+		{"memory all over", func() *Series {
+			s := synthetic(500, wave, linear)
+			for i := range s.Memory {
+				s.Memory[i] = float64(rng.IntN(1000)+1) * (1 << 20)
+			}
+			return s
+		}(), ErrPoorFit, "working set's residual"},
+		{"mismatched lengths", func() *Series {
+			s := synthetic(100, wave, linear)
+			s.Memory = s.Memory[:50]
+			return s
+		}(), ErrSeries, "memory has 50 values"},
+		{"no requests recorded", func() *Series {
+			s := synthetic(100, wave, linear)
+			for i := range s.RequestCPU {
+				s.RequestCPU[i] = math.NaN()
+			}
+			return s
+		}(), ErrSeries, "never recorded"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := FitApp(tc.series, FitOptions{})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if !strings.Contains(f.Refused, tc.reason) {
+				t.Errorf("reason %q does not say %q", f.Refused, tc.reason)
+			}
+		})
+	}
+}
+
+func TestFitStartupDelay(t *testing.T) {
+	tests := []struct {
+		name     string
+		delays   []float64
+		want     time.Duration
+		measured bool
+	}{
+		{"none", nil, 30 * time.Second, false},
+		{"too few pods", []float64{5, 6}, 30 * time.Second, false},
+		{"median ignores a flap", []float64{12, 10, 900, 11}, 11500 * time.Millisecond, true},
+		{"invalid values skipped", []float64{8, math.NaN(), -1, 9, 10}, 9 * time.Second, true},
+	}
+	s := record(t, truthApp("ns/up"), 300, 9)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.StartupDelays = tc.delays
+			f, err := FitApp(s, FitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.App.StartupDelay != tc.want || f.StartupMeasured != tc.measured {
+				t.Errorf("start-up %s measured %v, want %s %v", f.App.StartupDelay, f.StartupMeasured, tc.want, tc.measured)
+			}
+		})
+	}
+}
+
+func TestFitAcceptsGappySeries(t *testing.T) {
+	s := record(t, truthApp("ns/gappy"), 600, 4)
+	for i := 0; i+1 < len(s.Rate); i += 7 { // two steps in seven lost
+		s.CPU[i], s.Rate[i+1] = math.NaN(), math.NaN()
+	}
+	f, err := FitApp(s, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := f.App.CPUSeconds/0.05 - 1; math.Abs(e) > 0.05 {
+		t.Errorf("CPU seconds %g with gaps, truth 0.05", f.App.CPUSeconds)
+	}
+}
+
+// TestConsistency: replaying what actually ran on the model's own history
+// gives back its cost and replicas closely, and the error is reported, not
+// hidden: with the requests doubled in the "recorded" replay, it is +100%.
+func TestConsistency(t *testing.T) {
+	s := record(t, truthApp("ns/web"), 1440, 5)
+	f, err := FitApp(s, FitOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sim.DefaultConfig()
+	c, err := Check(s, f.App, cfg, sim.DefaultPrices(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(c.CostError) > 0.05 {
+		t.Errorf("cost error %.1f%%, want within 5%%: %+v", 100*c.CostError, c)
+	}
+	if c.ReplicasMAE > 0.5 {
+		t.Errorf("replicas MAE %g: %+v", c.ReplicasMAE, c)
+	}
+	if math.Abs(c.CPUError) > 0.05 {
+		t.Errorf("CPU error %.1f%%: %+v", 100*c.CPUError, c)
+	}
+	if !c.LatencyMeasured || math.Abs(c.SLOError) > 0.05 {
+		t.Errorf("SLO error %g (measured %v): %+v", c.SLOError, c.LatencyMeasured, c)
+	}
+	t.Run("error shows", func(t *testing.T) {
+		bad := *s
+		bad.Memory = append([]float64(nil), s.Memory...)
+		for i := range bad.Memory {
+			bad.Memory[i] *= 2
+		}
+		c, err := Check(&bad, f.App, cfg, sim.DefaultPrices(), 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.MemoryError > -0.4 {
+			t.Errorf("memory error %.1f%% on a history with twice the working set, want about -50%%", 100*c.MemoryError)
+		}
+	})
+}
+
+func TestReplay(t *testing.T) {
+	var ws []Workload
+	for i, name := range []string{"ns/a", "ns/b", "ns/thin"} {
+		n := 720
+		if name == "ns/thin" {
+			n = 20
+		}
+		s := record(t, truthApp(name), n, uint64(10+i))
+		f, err := FitApp(s, FitOptions{})
+		if name == "ns/thin" {
+			if !errors.Is(err, ErrTooThin) {
+				t.Fatalf("thin: %v", err)
+			}
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		ws = append(ws, Workload{Series: s, Fit: f})
+	}
+	res, err := Replay(context.Background(), ws, ReplayOptions{Seeds: 3, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Fits) != 3 || len(res.Consistency) != 2 {
+		t.Fatalf("fits %d consistency %d", len(res.Fits), len(res.Consistency))
+	}
+	if got := len(res.Report.Summaries); got != len(Policies()) {
+		t.Fatalf("%d summaries, want %d", got, len(Policies()))
+	}
+	if res.Report.Summaries[0].Policy != PolicyActual || res.Report.Summaries[0].Runs != 6 {
+		t.Errorf("first summary %+v, want actual over 6 runs", res.Report.Summaries[0])
+	}
+	if len(res.Comparisons) != len(Policies())-1 || res.Comparisons[0].Pairs != 6 {
+		t.Errorf("comparisons %+v", res.Comparisons)
+	}
+	var text, js bytes.Buffer
+	if err := res.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ns/thin: not predicted", "CPU seconds per request", "error bar", "Paired against actual", "fused"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("text lacks %q:\n%s", want, text.String())
+		}
+	}
+	t.Log("\n" + text.String())
+	if err := res.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"refused"`) || !strings.Contains(js.String(), `"costError"`) {
+		t.Errorf("JSON lacks the refusal or the error bar")
+	}
+
+	t.Run("all refused", func(t *testing.T) {
+		if _, err := Replay(context.Background(), ws[2:], ReplayOptions{}); err == nil {
+			t.Fatal("replayed nothing without an error")
+		}
+	})
+	t.Run("fused variant", func(t *testing.T) {
+		res, err := Replay(context.Background(), ws[:1], ReplayOptions{Seeds: 2, Policies: []string{"fused:target=0.5"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(res.Report.Summaries); n != 2 || res.Report.Summaries[1].Policy != "fused:target=0.5" {
+			t.Fatalf("summaries %+v", res.Report.Summaries)
+		}
+		if _, err := Replay(context.Background(), ws[:1], ReplayOptions{Policies: []string{"fused:target=7"}}); err == nil {
+			t.Fatal("a bad variant was accepted")
+		}
+	})
+	t.Run("unknown policy", func(t *testing.T) {
+		if _, err := Replay(context.Background(), ws[:1], ReplayOptions{Policies: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "unknown policy") {
+			t.Fatalf("err %v", err)
+		}
+	})
+}

@@ -1,0 +1,382 @@
+package app
+
+// The what-if command lives in the recommender because the recommender is
+// what reads a cluster's Prometheus: it takes the same --prometheus-address
+// and query templates, reads the same MPAs, and ships in the image a new
+// user already runs, so no extra binary or kubectl plugin has to be
+// installed. pkg/kube/usage reads the history and pkg/lab/whatif (pure)
+// fits and replays it; this file only wires the two, which the layering
+// allows a binary's app package alone to do.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/kube/apiclient"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
+	"github.com/aware-k8s/aware/pkg/lab/whatif"
+)
+
+// WhatifOptions configure `recommender whatif`.
+type WhatifOptions struct {
+	Kube              apiclient.Options
+	PrometheusAddress string
+	PrometheusTimeout time.Duration
+	PrometheusWindow  time.Duration
+	Queries           usage.Queries
+	// Namespace holds the workloads; MPAs (names) or Selector (a label
+	// selector on MPAs) pick them, or Deployments names them directly.
+	Namespace   string
+	Selector    string
+	MPAs        []string
+	Deployments []string
+	// SLOMetric, SLO and RateQuery apply to every workload and override
+	// an MPA's spec.rl.slo.
+	SLOMetric string
+	SLO       time.Duration
+	RateQuery string
+	Period    time.Duration
+	Step      time.Duration
+	Output    string
+	Seeds     int
+	Policies  []string
+	Fit       whatif.FitOptions
+}
+
+// NewWhatifOptions returns the defaults: the last 7 days at one minute.
+func NewWhatifOptions() *WhatifOptions {
+	return &WhatifOptions{
+		Kube:              apiclient.Options{QPS: 20, Burst: 40},
+		PrometheusTimeout: 30 * time.Second,
+		PrometheusWindow:  2 * time.Minute,
+		Queries:           usage.DefaultQueries(),
+		Namespace:         "default",
+		Period:            7 * 24 * time.Hour,
+		Step:              time.Minute,
+		Output:            "aware-whatif",
+		Seeds:             5,
+		Policies:          whatif.Policies()[1:], // what actually ran is always replayed, first
+		Fit:               whatif.DefaultFitOptions(),
+	}
+}
+
+// AddFlags binds the options to fs.
+func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
+	o.Kube.AddFlags(fs)
+	fs.StringVar(&o.PrometheusAddress, "prometheus-address", o.PrometheusAddress, "Base URL of the Prometheus HTTP API holding the cluster's history (the recommender's --prometheus-address). Required.")
+	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of each range query (a long period is read in several).")
+	fs.DurationVar(&o.PrometheusWindow, "prometheus-window", o.PrometheusWindow, "Least range of rate() ({{.Window}} is the larger of it and --step); should cover two scrapes.")
+	tmpl := " PromQL template in Go's text/template syntax, as the recommender's flag of the same name takes it."
+	fs.StringVar(&o.Queries.CPU, "prometheus-query-cpu", o.Queries.CPU, "Per-pod, per-container CPU usage in cores."+tmpl)
+	fs.StringVar(&o.Queries.Memory, "prometheus-query-memory", o.Queries.Memory, "Per-pod, per-container working set in bytes."+tmpl)
+	fs.StringVar(&o.Queries.Latency, "prometheus-query-latency", o.Queries.Latency, "Latency at .Quantile of the SLO histogram."+tmpl)
+	fs.StringVar(&o.Queries.RequestRate, "prometheus-query-request-rate", o.Queries.RequestRate, "Requests per second counted by the SLO histogram."+tmpl)
+	fs.StringVarP(&o.Namespace, "namespace", "n", o.Namespace, "Namespace of the workloads.")
+	fs.StringVarP(&o.Selector, "selector", "l", o.Selector, "Label selector of the MultidimPodAutoscalers whose workloads are replayed (all in the namespace when no --mpa or --deployment is given).")
+	fs.StringSliceVar(&o.MPAs, "mpa", o.MPAs, "Names of MultidimPodAutoscalers whose Deployments are replayed.")
+	fs.StringSliceVar(&o.Deployments, "deployment", o.Deployments, "Names of Deployments to replay, with or without an MPA; give --slo-metric or --rate-query.")
+	fs.StringVar(&o.SLOMetric, "slo-metric", o.SLOMetric, "Latency histogram of every workload (its _count gives the request rate, its buckets the p95); overrides the MPAs' spec.rl.slo.metric.")
+	fs.DurationVar(&o.SLO, "slo", o.SLO, "p95 latency objective of every workload; overrides the MPAs' spec.rl.slo.target. 0 with no MPA SLO: SLO violations are not counted.")
+	fs.StringVar(&o.RateQuery, "rate-query", o.RateQuery, "PromQL of the request rate (requests/s, one series), for workloads without an SLO histogram; the same for every workload.")
+	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending now.")
+	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json.")
+	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "Arrival seeds each workload is replayed with; the paired comparison's pairs are (workload, seed).")
+	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
+	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
+	fs.Float64Var(&o.Fit.MinCPUR2, "fit-min-cpu-r2", o.Fit.MinCPUR2, "Least share of the CPU's variance the request rate must explain, or the workload is not predicted.")
+	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
+	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
+}
+
+var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// Validate reports every bad flag at once.
+func (o *WhatifOptions) Validate() error {
+	var errs []error
+	if u, err := url.Parse(o.PrometheusAddress); o.PrometheusAddress == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--prometheus-address %q must be an http(s) URL", o.PrometheusAddress))
+	}
+	if o.PrometheusTimeout <= 0 || o.PrometheusWindow <= 0 {
+		errs = append(errs, errors.New("--prometheus-timeout and --prometheus-window must be positive"))
+	}
+	if o.Step <= 0 || o.Period < o.Step {
+		errs = append(errs, fmt.Errorf("--step (%s) must be positive and --period (%s) at least one step", o.Step, o.Period))
+	} else if o.Step%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("--step %s must be whole seconds", o.Step))
+	}
+	if !dns1123.MatchString(o.Namespace) {
+		errs = append(errs, fmt.Errorf("--namespace %q is not a namespace name", o.Namespace))
+	}
+	if len(o.Deployments) > 0 && (len(o.MPAs) > 0 || o.Selector != "") {
+		errs = append(errs, errors.New("give --deployment, or --mpa / --selector, not both"))
+	}
+	if len(o.Deployments) > 0 && o.SLOMetric == "" && o.RateQuery == "" {
+		errs = append(errs, errors.New("--deployment needs --slo-metric or --rate-query: the request rate is read from one of them"))
+	}
+	if o.SLOMetric != "" {
+		if err := usage.ValidMetricName(o.SLOMetric); err != nil {
+			errs = append(errs, fmt.Errorf("--slo-metric: %w", err))
+		}
+	}
+	if o.SLO < 0 {
+		errs = append(errs, fmt.Errorf("--slo %s must not be negative", o.SLO))
+	}
+	if o.Seeds < 2 {
+		errs = append(errs, fmt.Errorf("--seeds %d: at least 2, for the paired comparison's interval", o.Seeds))
+	}
+	for _, p := range o.Policies {
+		if err := whatif.ValidPolicy(p); err != nil {
+			errs = append(errs, fmt.Errorf("--policies: %w", err))
+		}
+	}
+	if o.Output == "" {
+		errs = append(errs, errors.New("--output must name a directory"))
+	}
+	if err := o.Kube.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func newWhatifCommand() *cobra.Command {
+	o := NewWhatifOptions()
+	cmd := &cobra.Command{
+		Use:   "whatif",
+		Short: "Replays the autoscaling policies on a workload's own Prometheus history",
+		Long: `whatif reads each workload's request rate, CPU and memory per pod,
+replicas, requests and limits (and latency, where an SLO histogram is known)
+from Prometheus over --period, fits the simulator's model of the workload to
+it, and replays what actually ran, the HPA, the VPA, both, and the fused
+default on the recorded rate. It prints each fit's quality (or why it
+refuses to predict), how closely the replay of what ran reproduces the
+history (the what-if's error bar), the policies' table and their paired
+comparison against what ran, and writes the whole as whatif.json in
+--output. It changes nothing in the cluster. See docs/whatif.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			clients, err := apiclient.NewClients(o.Kube, "aware-whatif")
+			if err != nil {
+				return err
+			}
+			return runWhatif(cmd.Context(), o, kubeWorkloads{clients}, time.Now(), cmd.OutOrStdout())
+		},
+	}
+	o.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// whatifTarget is one workload to replay, as the cluster describes it now.
+type whatifTarget struct {
+	Namespace, Deployment, Container string
+	SLOMetric                        string
+	Selector                         *metav1.LabelSelector
+	Percentile                       float64
+	// SLO is the p95 objective (seconds); 0 means none.
+	SLO float64
+	// Requests and limits per pod (summed over containers) of the current
+	// spec, used where kube-state-metrics has no history.
+	RequestCPU, RequestMemory, LimitCPU, LimitMemory float64
+}
+
+// workloadLister finds the workloads to replay.
+type workloadLister interface {
+	Workloads(ctx context.Context, o *WhatifOptions) ([]whatifTarget, error)
+}
+
+// podRegex matches a Deployment's pods: <name>-<template hash>-<suffix>.
+func podRegex(deployment string) string {
+	return regexp.QuoteMeta(deployment) + `-[a-z0-9]+-[a-z0-9]+`
+}
+
+func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now time.Time, stdout io.Writer) error {
+	logger := klog.FromContext(ctx).WithName("whatif")
+	targets, err := lister.Workloads(ctx, o)
+	if err != nil {
+		return err
+	}
+	if len(targets) == 0 {
+		return fmt.Errorf("no workloads to replay in namespace %q", o.Namespace)
+	}
+	prom, err := usage.NewPrometheus(usage.PrometheusOptions{Address: o.PrometheusAddress, Timeout: o.PrometheusTimeout, Window: o.PrometheusWindow, Queries: o.Queries})
+	if err != nil {
+		return err
+	}
+	// The grid ends at the last whole step, so every query of every
+	// workload shares it.
+	end := now.Truncate(o.Step)
+	steps := int(o.Period / o.Step)
+	start := end.Add(-time.Duration(steps-1) * o.Step)
+	var ws []whatif.Workload
+	for i, t := range targets {
+		name := t.Namespace + "/" + t.Deployment
+		logger.Info("Reading history", "workload", name, "index", i+1, "of", len(targets), "start", start, "steps", steps)
+		h, err := prom.WorkloadHistory(ctx, usage.WorkloadQuery{
+			Namespace: t.Namespace, PodRegex: podRegex(t.Deployment), Deployment: t.Deployment,
+			SLOMetric: t.SLOMetric, Selector: t.Selector, Percentile: t.Percentile, RateQuery: o.RateQuery,
+			Start: start, Steps: steps, Step: o.Step,
+			Progress: func(done, total int) { logger.V(1).Info("Progress", "workload", name, "queries", done, "of", total) },
+		})
+		if err != nil {
+			return fmt.Errorf("reading the history of %s: %w", name, err)
+		}
+		logger.Info("Read history", "workload", name, "sources", h.Sources, "dropped", h.Dropped)
+		s := toSeries(name, t, h)
+		f, err := whatif.FitApp(s, o.Fit)
+		if err != nil && !errors.Is(err, whatif.ErrTooThin) && !errors.Is(err, whatif.ErrPoorFit) && !errors.Is(err, whatif.ErrSeries) {
+			return err
+		}
+		ws = append(ws, whatif.Workload{Series: s, Fit: f})
+	}
+	res, err := whatif.Replay(ctx, ws, whatif.ReplayOptions{Seeds: o.Seeds, Policies: o.Policies})
+	if res != nil {
+		if werr := res.WriteText(stdout); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.Output, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", o.Output, err)
+	}
+	path := filepath.Join(o.Output, "whatif.json")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := res.WriteJSON(f); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	fmt.Fprintf(stdout, "\nWrote %s\n", path)
+	return nil
+}
+
+// toSeries converts a read history; requests and limits that
+// kube-state-metrics did not serve come from the current spec.
+func toSeries(name string, t whatifTarget, h usage.WorkloadHistory) *whatif.Series {
+	spec := func(v []float64, current float64) []float64 {
+		out := make([]float64, len(v))
+		for i, x := range v {
+			if math.IsNaN(x) {
+				x = current
+			}
+			out[i] = x
+		}
+		return out
+	}
+	return &whatif.Series{
+		Name: name, Container: t.Container, Start: h.Start, Step: h.Step,
+		Rate: h.Rate, CPU: h.CPU, Memory: h.Memory, Replicas: h.Replicas, P95: h.Latency, SLO: t.SLO,
+		StartupDelays: h.StartupDelays,
+		RequestCPU:    spec(h.RequestCPU, t.RequestCPU), RequestMemory: spec(h.RequestMemory, t.RequestMemory),
+		LimitCPU: spec(h.LimitCPU, t.LimitCPU), LimitMemory: spec(h.LimitMemory, t.LimitMemory),
+	}
+}
+
+// kubeWorkloads reads the MPAs and Deployments from the cluster.
+type kubeWorkloads struct{ c *apiclient.Clients }
+
+var _ workloadLister = kubeWorkloads{}
+
+func (k kubeWorkloads) Workloads(ctx context.Context, o *WhatifOptions) ([]whatifTarget, error) {
+	var out []whatifTarget
+	deploy := func(name string, t whatifTarget) error {
+		d, err := k.c.Kube.AppsV1().Deployments(o.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("deployment %s/%s: %w", o.Namespace, name, err)
+		}
+		t.Namespace, t.Deployment = o.Namespace, name
+		specResources(&t, d.Spec.Template.Spec.Containers)
+		if o.SLOMetric != "" {
+			t.SLOMetric = o.SLOMetric
+		}
+		if o.SLO > 0 {
+			t.SLO = o.SLO.Seconds()
+		}
+		out = append(out, t)
+		return nil
+	}
+	if len(o.Deployments) > 0 {
+		for _, d := range o.Deployments {
+			if err := deploy(d, whatifTarget{}); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	api := k.c.MPA.AutoscalingV1alpha1().MultidimPodAutoscalers(o.Namespace)
+	list, err := api.List(ctx, metav1.ListOptions{LabelSelector: o.Selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing MultidimPodAutoscalers in %s: %w", o.Namespace, err)
+	}
+	want, missing := map[string]bool{}, map[string]bool{}
+	for _, n := range o.MPAs {
+		want[n], missing[n] = true, true
+	}
+	for _, m := range list.Items {
+		if len(want) > 0 && !want[m.Name] {
+			continue
+		}
+		delete(missing, m.Name)
+		ref := m.Spec.ScaleTargetRef
+		if ref == nil || ref.Kind != "Deployment" {
+			klog.FromContext(ctx).Info("Skipping an MPA whose target is not a Deployment (only Deployments are replayed so far)", "mpa", m.Name)
+			continue
+		}
+		var t whatifTarget
+		if rl := m.Spec.RL; rl != nil && rl.SLO != nil {
+			t.SLOMetric, t.Selector = rl.SLO.Metric.Name, rl.SLO.Metric.Selector
+			t.Percentile, t.SLO = float64(rl.SLO.Percentile), rl.SLO.Target.Seconds()
+			if t.Percentile != 0 && t.Percentile != 95 {
+				// The replay counts p95 violations: read the p95.
+				t.Percentile, t.SLO = 95, 0
+			}
+		}
+		if err := deploy(ref.Name, t); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range o.MPAs {
+		if missing[n] {
+			return nil, fmt.Errorf("MultidimPodAutoscaler %s/%s not found (or not matching --selector)", o.Namespace, n)
+		}
+	}
+	return out, nil
+}
+
+// specResources sets t's container (the first) and per-pod requests and
+// limits, summed over the containers.
+func specResources(t *whatifTarget, cs []corev1.Container) {
+	for i, c := range cs {
+		if i == 0 {
+			t.Container = c.Name
+		}
+		t.RequestCPU += c.Resources.Requests.Cpu().AsApproximateFloat64()
+		t.RequestMemory += c.Resources.Requests.Memory().AsApproximateFloat64()
+		t.LimitCPU += c.Resources.Limits.Cpu().AsApproximateFloat64()
+		t.LimitMemory += c.Resources.Limits.Memory().AsApproximateFloat64()
+	}
+}
