@@ -103,7 +103,7 @@ verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofm
 	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: ## Run go vet, the pinned staticcheck (e2e files included) and make chart.
+lint: ## Run go vet, the pinned staticcheck (e2e files included), make chart and make rules.
 	go vet ./...
 	go vet -tags e2e ./e2e/...
 	go vet -tags e2enode ./e2e/node/
@@ -112,6 +112,12 @@ lint: ## Run go vet, the pinned staticcheck (e2e files included) and make chart.
 	go vet -tags benchvpa ./hack/benchvpa/...
 	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/...
 	$(MAKE) chart
+	$(MAKE) rules
+
+.PHONY: rules
+rules: ## Check the alerting rules (deploy/helm/aware/files/rules.yaml) with promtool and run their unit tests (deploy/helm/rules_test.yaml).
+	promtool="$$(hack/promtool.sh)" && "$$promtool" check rules deploy/helm/aware/files/rules.yaml && \
+		"$$promtool" test rules deploy/helm/rules_test.yaml
 
 .PHONY: chart
 chart: ## Lint the Helm chart (deploy/helm/aware) and check it renders what kustomize builds from deploy/, with the pinned helm and kustomize.
