@@ -57,6 +57,7 @@ push: images ## Push the images to REGISTRY (e.g. make push REGISTRY=ghcr.io/exa
 .PHONY: check
 check: ## Everything CI runs, set-up included: deps, unit tests, verify, lint, fuzz, images, e2e.
 	hack/install-deps_test.sh
+	hack/release_test.sh
 	hack/e2e_test.sh
 	hack/install-deps.sh
 	$(MAKE) test
@@ -150,6 +151,11 @@ e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc 
 .PHONY: bench-vpa
 bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/performance.md.
 	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
+
+.PHONY: release
+release: ## Release HEAD as VERSION (make release VERSION=v0.2.0; DRY_RUN=1 only prints): CHANGELOG.md section, chart and deploy/ stamped, one commit tagged, then make build images. Pushes nothing.
+	@[[ '$(origin VERSION)' == 'command line' ]] || { echo "make release needs VERSION=vX.Y.Z on the command line"; exit 1; }
+	hack/release.sh $(if $(filter 1,$(DRY_RUN)),--dry-run) '$(VERSION)'
 
 .PHONY: clean
 clean: ## Remove build outputs.
