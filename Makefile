@@ -57,6 +57,7 @@ push: images ## Push the images to REGISTRY (e.g. make push REGISTRY=ghcr.io/exa
 .PHONY: check
 check: ## Everything CI runs, set-up included: deps, unit tests, verify, lint, fuzz, images, e2e.
 	hack/install-deps_test.sh
+	hack/release_test.sh
 	hack/e2e_test.sh
 	hack/install-deps.sh
 	$(MAKE) test
@@ -103,7 +104,7 @@ verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofm
 	if [[ -n "$$out" ]]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: ## Run go vet, the pinned staticcheck (e2e files included) and make chart.
+lint: ## Run go vet, the pinned staticcheck (e2e files included), make chart and make rules.
 	go vet ./...
 	go vet -tags e2e ./e2e/...
 	go vet -tags e2enode ./e2e/node/
@@ -112,6 +113,12 @@ lint: ## Run go vet, the pinned staticcheck (e2e files included) and make chart.
 	go vet -tags benchvpa ./hack/benchvpa/...
 	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/...
 	$(MAKE) chart
+	$(MAKE) rules
+
+.PHONY: rules
+rules: ## Check the alerting rules (deploy/helm/aware/files/rules.yaml) with promtool and run their unit tests (deploy/helm/rules_test.yaml).
+	promtool="$$(hack/promtool.sh)" && "$$promtool" check rules deploy/helm/aware/files/rules.yaml && \
+		"$$promtool" test rules deploy/helm/rules_test.yaml
 
 .PHONY: chart
 chart: ## Lint the Helm chart (deploy/helm/aware) and check it renders what kustomize builds from deploy/, with the pinned helm and kustomize.
@@ -144,6 +151,11 @@ e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc 
 .PHONY: bench-vpa
 bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/performance.md.
 	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
+
+.PHONY: release
+release: ## Release HEAD as VERSION (make release VERSION=v0.2.0; DRY_RUN=1 only prints): CHANGELOG.md section, chart and deploy/ stamped, one commit tagged, then make build images. Pushes nothing.
+	@[[ '$(origin VERSION)' == 'command line' ]] || { echo "make release needs VERSION=vX.Y.Z on the command line"; exit 1; }
+	hack/release.sh $(if $(filter 1,$(DRY_RUN)),--dry-run) '$(VERSION)'
 
 .PHONY: clean
 clean: ## Remove build outputs.

@@ -61,7 +61,12 @@ aware::deps::check() {
 		echo "MISSING go: install Go 1.26 (https://go.dev/dl) and put it on the PATH" >&2
 		return 1
 	fi
-	echo "dependencies present: ${#AWARE_DEB_PACKAGES[@]} Debian packages, $(go version)"
+	# promtool (make rules) comes from Debian's prometheus package without
+	# installing it: hack/promtool.sh caches it by version.
+	if ! "$(dirname "${BASH_SOURCE[0]}")/promtool.sh" --check >/dev/null; then
+		return 1
+	fi
+	echo "dependencies present: ${#AWARE_DEB_PACKAGES[@]} Debian packages, promtool, $(go version)"
 }
 
 aware::deps::install() {
@@ -84,6 +89,7 @@ main() {
 		;;
 	"")
 		aware::deps::install
+		"$(dirname "${BASH_SOURCE[0]}")/promtool.sh" >/dev/null
 		aware::deps::check
 		protoc --version
 		# shellcheck source=tools.sh source-path=SCRIPTDIR

@@ -22,10 +22,15 @@ printf installed
 STUBEOF
 chmod +x "${STUB}/dpkg-query"
 
+# A stand-in promtool; PROMTOOL says which one the check is given.
+printf '#!/bin/sh\n' >"${STUB}/promtool"
+chmod +x "${STUB}/promtool"
+PROMTOOL="${STUB}/promtool"
+
 fail=0
 check() { # NAME ABSENT WANT_RC WANT_TEXT
 	local out rc=0
-	out="$(ABSENT="$2" PATH="${STUB}:${PATH}" "${HACK}/install-deps.sh" --check 2>&1)" || rc=$?
+	out="$(ABSENT="$2" AWARE_PROMTOOL="${PROMTOOL}" PATH="${STUB}:${PATH}" "${HACK}/install-deps.sh" --check 2>&1)" || rc=$?
 	if [[ "${rc}" != "$3" ]] || ! grep -qF -- "$4" <<<"${out}"; then
 		echo "FAIL $1: exit ${rc} (want $3), output lacks '$4':" >&2
 		echo "${out}" >&2
@@ -39,4 +44,6 @@ check "all present" "" 0 "dependencies present"
 check "well-known protos missing" "libprotobuf-dev" 1 "libprotobuf-dev: google/protobuf"
 check "two missing, both named" "protobuf-compiler jq" 1 "jq: the e2e testbed"
 check "two missing, first named" "protobuf-compiler jq" 1 "protobuf-compiler: protoc"
+PROMTOOL="${STUB}/no-promtool"
+check "promtool missing" "" 1 "MISSING promtool: run hack/install-deps.sh"
 exit "${fail}"

@@ -124,6 +124,14 @@ var ensembleValues = []string{
 	"rlAgent.ensemble.volume.configMap.name=aware-rl-agent-ensemble",
 }
 
+// monitoringValues are the chart's values that say what
+// components/monitoring does.
+var monitoringValues = []string{
+	"monitoring.podMonitor.enabled=true",
+	"monitoring.prometheusRule.enabled=true",
+	"monitoring.dashboard.enabled=true",
+}
+
 // overlay writes a kustomization of deploy/ with components, as a user's
 // overlay outside deploy/ would be (kustomize refuses an overlay inside the
 // base it builds on, and absolute paths), and returns its directory.
@@ -149,8 +157,9 @@ func overlay(t *testing.T, components ...string) string {
 }
 
 // TestChartMatchesKustomize: with its default values the chart installs
-// exactly what `kustomize build deploy/` does, and with the ensemble's
-// values what an overlay with components/rl-agent-ensemble does.
+// exactly what `kustomize build deploy/` does, with the ensemble's values
+// what an overlay with components/rl-agent-ensemble does, and with the
+// monitoring values what one with components/monitoring does.
 func TestChartMatchesKustomize(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -159,6 +168,7 @@ func TestChartMatchesKustomize(t *testing.T) {
 	}{
 		{"defaults", func(*testing.T) string { return "../" }, nil},
 		{"rl-agent ensemble", func(t *testing.T) string { return overlay(t, "components/rl-agent-ensemble") }, ensembleValues},
+		{"monitoring", func(t *testing.T) string { return overlay(t, "components/monitoring") }, monitoringValues},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			k, err := render(t, tool(t, "AWARE_KUSTOMIZE"), "build", tc.dir(t))
@@ -361,6 +371,36 @@ func TestChartValues(t *testing.T) {
 			wantErr: "rlAgent.ensemble.quorum=2 needs rlAgent.ensemble.checkpoints"},
 		{name: "ensemble without a volume", set: []string{"rlAgent.ensemble.checkpoints={a.ckpt,b.ckpt}"},
 			wantErr: `"a.ckpt" is relative to rlAgent.ensemble.mountPath, but rlAgent.ensemble.volume names no volume`},
+		{name: "monitoring with selector labels and Grafana's namespace", set: append(slices.Clone(monitoringValues),
+			"monitoring.prometheusRule.labels.release=kube-prometheus-stack", "monitoring.podMonitor.labels.release=kube-prometheus-stack",
+			"monitoring.podMonitor.interval=30s", "monitoring.dashboard.namespace=grafana"),
+			check: func(t *testing.T, objs map[string]object) {
+				for _, k := range []string{"PrometheusRule/" + ns + "/aware", "PodMonitor/" + ns + "/aware"} {
+					if got := dig(objs[k], "metadata", "labels", "release"); got != "kube-prometheus-stack" {
+						t.Errorf("%s label release=%v", k, got)
+					}
+				}
+				if got := dig(objs["PodMonitor/"+ns+"/aware"], "spec", "podMetricsEndpoints", 0, "interval"); got != "30s" {
+					t.Errorf("scrape interval %v", got)
+				}
+				cm := objs["ConfigMap/grafana/aware-grafana-dashboard"]
+				if got := dig(cm, "metadata", "labels", "grafana_dashboard"); got != "1" {
+					t.Errorf("dashboard ConfigMap in grafana: label grafana_dashboard=%v", got)
+				}
+				if d, _ := dig(cm, "data", "aware-dashboard.json").(string); !strings.Contains(d, `"uid": "aware-overview"`) {
+					t.Errorf("dashboard ConfigMap lacks the dashboard")
+				}
+				if groups, _ := dig(objs["PrometheusRule/"+ns+"/aware"], "spec", "groups").([]any); len(groups) == 0 {
+					t.Error("PrometheusRule without groups")
+				}
+			}},
+		{name: "monitoring off by default", check: func(t *testing.T, objs map[string]object) {
+			for k := range objs {
+				if strings.HasPrefix(k, "PrometheusRule/") || strings.HasPrefix(k, "PodMonitor/") || strings.Contains(k, "grafana") {
+					t.Errorf("%s rendered with the default values", k)
+				}
+			}
+		}},
 		{name: "resources", set: []string{"rlAgent.resources.limits.memory=4Gi"},
 			check: func(t *testing.T, objs map[string]object) {
 				if got := dig(container(objs["Deployment/"+ns+"/aware-rl-agent"]), "resources", "limits", "memory"); got != "4Gi" {

@@ -287,6 +287,9 @@ func New(opts Options) (*Server, error) {
 		flushC:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
+	if err := s.registerRetraining(opts.Registerer); err != nil {
+		return nil, err
+	}
 	var cfg nn.Config
 	switch {
 	case opts.Ensemble != nil:

@@ -307,6 +307,9 @@ func (m *Machine) Gates() Gates { return m.gates }
 // Stage returns the current stage.
 func (m *Machine) Stage() Stage { return m.st.Stage }
 
+// Since returns when the current stage was entered.
+func (m *Machine) Since() time.Time { return m.st.Since }
+
 // State returns a copy of the persistent state.
 func (m *Machine) State() State {
 	st := m.st

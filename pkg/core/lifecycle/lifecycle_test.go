@@ -119,8 +119,14 @@ func TestFullCycle(t *testing.T) {
 			}
 			if ok {
 				path = append(path, tr.To)
+				if !m.Since().Equal(now) {
+					t.Errorf("entered %v at %v, Since says %v", tr.To, now, m.Since())
+				}
 			}
 		}
+	}
+	if !m.Since().Equal(t0) {
+		t.Errorf("Since %v before any transition, want the creation time %v", m.Since(), t0)
 	}
 	feed(0.2, 0.3, 0.7, 0.7, 0.7) // bootstrap: gate passes on the 5th
 	feed(0.7, 0.7, 0.7)           // online: stable → serving

@@ -391,6 +391,14 @@ func (a *Agent) Stage() lifecycle.Stage {
 	return a.machine.Stage()
 }
 
+// StageSince returns the current stage and when it was entered, without
+// copying the rest of the state as State does.
+func (a *Agent) StageSince() (lifecycle.Stage, time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.machine.Stage(), a.machine.Since()
+}
+
 // Status returns the agent's state for GetPolicyStatus.
 func (a *Agent) Status() Status {
 	a.mu.Lock()
