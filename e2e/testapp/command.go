@@ -33,8 +33,13 @@ type Options struct {
 	MaxRequestsPerConn      int64
 	IdleTimeout             time.Duration
 	ShutdownTimeout         time.Duration
-	FileSDDir               string
-	Namespace, Pod          string
+	FileSD                  FileSD
+}
+
+// FileSD names this replica's Prometheus file_sd target: Dir/Pod.json,
+// labelled namespace and pod.
+type FileSD struct {
+	Dir, Namespace, Pod string
 }
 
 // NewOptions returns the defaults.
@@ -43,7 +48,7 @@ func NewOptions() *Options {
 		Address: "127.0.0.1:8080", CPU: 20 * time.Millisecond, Memory: "1Mi", BaseMemory: "32Mi",
 		MaxCPU: 10 * time.Second, MaxSleep: 10 * time.Second, MaxMemory: "512Mi",
 		MaxRequestsPerConn: 100, IdleTimeout: 5 * time.Second, ShutdownTimeout: 30 * time.Second,
-		Namespace: os.Getenv("POD_NAMESPACE"), Pod: os.Getenv("POD_NAME"),
+		FileSD: FileSD{Namespace: os.Getenv("POD_NAMESPACE"), Pod: os.Getenv("POD_NAME")},
 	}
 }
 
@@ -62,9 +67,9 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxRequestsPerConn, "max-requests-per-connection", o.MaxRequestsPerConn, "close a client connection after this many requests (0: never), so clients reach new replicas")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "close a keep-alive connection idle this long")
 	fs.DurationVar(&o.ShutdownTimeout, "shutdown-timeout", o.ShutdownTimeout, "on SIGTERM, how long to wait for requests in flight")
-	fs.StringVar(&o.FileSDDir, "file-sd", o.FileSDDir, "directory to write this replica's Prometheus file_sd target (the --metrics-address, labels namespace and pod) into, removed on exit")
-	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "namespace label of the --file-sd target (default $POD_NAMESPACE)")
-	fs.StringVar(&o.Pod, "pod", o.Pod, "pod label and file name of the --file-sd target (default $POD_NAME)")
+	fs.StringVar(&o.FileSD.Dir, "file-sd", o.FileSD.Dir, "directory to write this replica's Prometheus file_sd target (the --metrics-address, labels namespace and pod) into, removed on exit")
+	fs.StringVar(&o.FileSD.Namespace, "namespace", o.FileSD.Namespace, "namespace label of the --file-sd target (default $POD_NAMESPACE)")
+	fs.StringVar(&o.FileSD.Pod, "pod", o.FileSD.Pod, "pod label and file name of the --file-sd target (default $POD_NAME)")
 }
 
 // Config converts and checks the options.
@@ -101,11 +106,11 @@ func (o *Options) Validate() error {
 	if o.IdleTimeout <= 0 || o.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--idle-timeout and --shutdown-timeout must be > 0"))
 	}
-	if o.FileSDDir != "" && (o.MetricsAddress == "" || o.Pod == "") {
+	if o.FileSD.Dir != "" && (o.MetricsAddress == "" || o.FileSD.Pod == "") {
 		errs = append(errs, errors.New("--file-sd needs --metrics-address and --pod (or $POD_NAME)"))
 	}
-	if o.Pod != "" && (filepath.Base(o.Pod) != o.Pod || o.Pod == "." || o.Pod == "..") {
-		errs = append(errs, fmt.Errorf("--pod %q must be a plain name (it names the --file-sd file)", o.Pod))
+	if o.FileSD.Pod != "" && (filepath.Base(o.FileSD.Pod) != o.FileSD.Pod || o.FileSD.Pod == "." || o.FileSD.Pod == "..") {
+		errs = append(errs, fmt.Errorf("--pod %q must be a plain name (it names the --file-sd file)", o.FileSD.Pod))
 	}
 	return errors.Join(errs...)
 }
@@ -167,8 +172,8 @@ func (o *Options) Run(ctx context.Context) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", metricsHandler)
 		servers = append(servers, &Served{Listener: ml, Handler: mux})
-		if o.FileSDDir != "" {
-			path, err := writeFileSD(o.FileSDDir, o.Pod, ml.Addr().String(), o.Namespace)
+		if o.FileSD.Dir != "" {
+			path, err := writeFileSD(o.FileSD.Dir, o.FileSD.Pod, ml.Addr().String(), o.FileSD.Namespace)
 			if err != nil {
 				_ = l.Close()
 				_ = ml.Close()

@@ -97,7 +97,8 @@ func (s *Server) Ready() bool {
 // Drain makes /readyz fail from now on, for a graceful shutdown.
 func (s *Server) Drain() { s.draining.Store(true) }
 
-// Handler serves the work on / and the probes on /healthz and /readyz.
+// Handler serves the work on / and the probes on /healthz and /readyz;
+// any other path is not found.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -110,7 +111,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	})
-	mux.HandleFunc("/", s.serveWork)
+	// The work is on / alone, so a stray path (a scrape of /metrics on the
+	// wrong port) is a 404, not a burn.
+	mux.HandleFunc("/{$}", s.serveWork)
 	return s.closeAfter(mux)
 }
 

@@ -192,6 +192,28 @@ func TestReadiness(t *testing.T) {
 	}
 }
 
+func TestPaths(t *testing.T) {
+	s, _, _ := newTestServer(t, testConfig())
+	h := s.Handler()
+	for _, tc := range []struct {
+		path string
+		code int
+	}{
+		{"/", 200}, {"/?cpu=1ms", 200}, {"/healthz", 200}, {"/readyz", 200}, {"/metrics", 404}, {"/work", 404},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, tc.path, nil))
+			if rec.Code != tc.code {
+				t.Errorf("status %d, want %d", rec.Code, tc.code)
+			}
+		})
+	}
+	if got := testutil.ToFloat64(s.m.requests.WithLabelValues("200")); got != 2 {
+		t.Errorf("%g work requests counted, want 2", got)
+	}
+}
+
 func TestParseWork(t *testing.T) {
 	s, _, _ := newTestServer(t, testConfig())
 	for _, tc := range []struct {
@@ -363,8 +385,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad memory", func(o *Options) { o.Memory = "much" }, "--memory-per-request"},
 		{"negative cpu", func(o *Options) { o.CPU = -time.Second }, "--cpu must be >= 0"},
 		{"cpu over the cap", func(o *Options) { o.CPU = time.Minute }, "above --max-cpu"},
-		{"file sd without a metrics address", func(o *Options) { o.FileSDDir, o.Pod = "/tmp", "p" }, "--file-sd needs"},
-		{"pod with a slash", func(o *Options) { o.Pod = "../x" }, "plain name"},
+		{"file sd without a metrics address", func(o *Options) { o.FileSD.Dir, o.FileSD.Pod = "/tmp", "p" }, "--file-sd needs"},
+		{"pod with a slash", func(o *Options) { o.FileSD.Pod = "../x" }, "plain name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()
