@@ -22,9 +22,13 @@ REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_SOURCE := https://github.com/aware-k8s/aware
 IMAGE_ARCH ?= $(shell go env GOARCH)
+# The real-node benchmark's workload (e2e/cmd): built into images of their
+# own by make images, kept apart from the product's BINARIES (not pushed,
+# not in the Helm chart).
+WORKLOAD_BINARIES := testapp loadgen
 # Packages under test: everything except the e2e suite, which needs a
-# control plane (make e2e).
-UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e')
+# control plane (make e2e); the workload's packages need none.
+UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e') ./e2e/testapp/... ./e2e/loadgen/...
 
 .PHONY: help
 help: ## Show this help.
@@ -36,17 +40,25 @@ build: ## Build the four binaries into bin/.
 	go build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./,$(BINARIES))
 
 .PHONY: images
-images: ## Build one OCI image per binary (static, scratch base, user 65532) into bin/images/aware-BINARY (OCI layouts).
+images: images-workload ## Build one OCI image per binary (static, scratch base, user 65532) into bin/images/aware-BINARY (OCI layouts), and the workload's.
 	@mkdir -p $(IMAGE_DIR)/bin
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS) -buildid=' -o $(IMAGE_DIR)/bin/ $(addprefix ./,$(BINARIES))
 	go run ./hack/images build --binaries $(IMAGE_DIR)/bin --out $(IMAGE_DIR) --tag '$(TAG)' \
 		--version '$(VERSION)' --revision '$(REVISION)' --source '$(IMAGE_SOURCE)' --epoch '$(SOURCE_DATE_EPOCH)' \
 		--arch $(IMAGE_ARCH) $(BINARIES)
 
+.PHONY: images-workload
+images-workload: ## Build the real-node benchmark's workload images, aware-testapp and aware-loadgen, the same way (docs/real-node.md).
+	@mkdir -p $(IMAGE_DIR)/bin-workload
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) go build -trimpath -tags $(GOTAGS) -ldflags '$(LDFLAGS) -buildid=' -o $(IMAGE_DIR)/bin-workload/ $(addprefix ./e2e/cmd/,$(WORKLOAD_BINARIES))
+	go run ./hack/images build --binaries $(IMAGE_DIR)/bin-workload --out $(IMAGE_DIR) --tag '$(TAG)' \
+		--version '$(VERSION)' --revision '$(REVISION)' --source '$(IMAGE_SOURCE)' --epoch '$(SOURCE_DATE_EPOCH)' \
+		--arch $(IMAGE_ARCH) $(WORKLOAD_BINARIES)
+
 .PHONY: images-test
 images-test: images ## Build the images, then open each and check entrypoint, user, labels, size and that its binary runs.
 	AWARE_IMAGES_DIR='$(abspath $(IMAGE_DIR))' AWARE_IMAGES_TAG='$(TAG)' AWARE_IMAGES_VERSION='$(VERSION)' \
-		AWARE_IMAGES_REVISION='$(REVISION)' AWARE_IMAGES_SOURCE='$(IMAGE_SOURCE)' \
+		AWARE_IMAGES_REVISION='$(REVISION)' AWARE_IMAGES_SOURCE='$(IMAGE_SOURCE)' AWARE_IMAGES_WORKLOAD='$(WORKLOAD_BINARIES)' \
 		go test -tags images -count=1 -run TestBuiltImages ./hack/images/
 
 .PHONY: push
