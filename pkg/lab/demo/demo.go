@@ -428,8 +428,18 @@ func contender(name string) eval.Contender {
 		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{}))
 	}
 	return eval.Contender{Name: name, New: func(r eval.Run, cfg sim.Config) (workload.Policy, error) {
-		return oracle.New(r.App, r.Trace, cfg, oracle.Options{WithinRequests: name == PolicyOracleRequests})
+		return oracle.New(r.App, r.Trace, cfg, oracle.Options{WithinRequests: name == PolicyOracleRequests, FeasibleFirst: fileTrace(r)})
 	}}
+}
+
+// fileTrace reports whether r runs under a file's trace (an Azure
+// function's or a rate series'). The oracle chooses its pod size feasible
+// first there (oracle.Options.FeasibleFirst): a sparse function's bursts
+// otherwise make it pick a pod that cannot serve them. The generated
+// traces keep the cheapest size, so that the default table stays as
+// measured until the change is judged on it.
+func fileTrace(r eval.Run) bool {
+	return strings.HasPrefix(r.Trace.Name, "azure:") || strings.HasPrefix(r.Trace.Name, "csv:")
 }
 
 // SimConfig is the simulator configuration of o's window, resize mode and
