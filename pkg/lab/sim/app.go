@@ -240,7 +240,10 @@ func (a App) WithRate(rate float64) App {
 		rho = 0.6
 	}
 	n := math.Ceil(rate * a.CPUSeconds / (rho * a.Limits.CPU))
-	lo, hi := float64(max(a.Constraints.MinReplicas, 1)), float64(max(a.Constraints.MaxReplicas, 1))
+	lo, hi := float64(max(a.Constraints.MinReplicas, 1)), float64(math.MaxInt32)
+	if a.Constraints.MaxReplicas > 0 { // 0: no bound
+		hi = float64(max(a.Constraints.MaxReplicas, a.Constraints.MinReplicas, 1))
+	}
 	a.Replicas = int32(min(max(n, lo), hi))
 	a.BaseRate = rate
 	a.sizeMemory()

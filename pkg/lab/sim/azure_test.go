@@ -354,3 +354,37 @@ func TestAzureWorkloadRun(t *testing.T) {
 		}
 	}
 }
+
+// TestWithRate: the initial replicas put the given rate at the app's drawn
+// utilisation, within the constraints' bounds (none when MaxReplicas is 0).
+func TestWithRate(t *testing.T) {
+	apps, err := GenerateApps(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := apps[0]
+	perPod := a.sizing.rho * a.Limits.CPU / a.CPUSeconds // requests/s one pod carries
+	unbounded := a
+	unbounded.Constraints.MaxReplicas = 0
+	for _, tc := range []struct {
+		name string
+		app  App
+		rate float64
+		want int32
+	}{
+		{"a tenth of a pod", a, perPod / 10, 1},
+		{"seven pods", a, 6.5 * perPod, 7},
+		{"past the most replicas", a, 100 * perPod, 30},
+		{"no most replicas", unbounded, 100 * perPod, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.app.WithRate(tc.rate)
+			if got.Replicas != tc.want || got.BaseRate != tc.rate {
+				t.Errorf("replicas %d, base rate %g; want %d, %g", got.Replicas, got.BaseRate, tc.want, tc.rate)
+			}
+			if err := got.Validate(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
