@@ -2,6 +2,8 @@ package app
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +14,17 @@ func TestDemoCommand(t *testing.T) {
 	azure, err := sim.WriteAzureFixture(t.TempDir(), 2, 1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	sample, err := sim.WriteAzureSample(dir, sim.AzureSampleOptions{Functions: 10, FirstMinute: 480, Minutes: 20, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	series, uneven := filepath.Join(dir, "rates.csv"), filepath.Join(dir, "uneven.csv")
+	for p, text := range map[string]string{series: "time,rate\n0,5\n60,10\n", uneven: "0,1\n60,1\n180,1\n"} {
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, tc := range []struct {
 		name     string
@@ -68,8 +81,21 @@ func TestDemoCommand(t *testing.T) {
 			name: "azure memory file in place of the durations",
 			args: []string{"--apps=1", "--steps=40", "--traces=steady", "--no-progress", "--no-agent",
 				"--azure-csv=" + azure.Invocations, "--azure-durations-csv=" + azure.Memory},
-			wantErr: azure.Memory + ": azure durations: line 1: header has 12 columns",
+			wantErr: azure.Memory + ": azure durations: line 1: header has no column HashFunction",
 		},
+		{
+			name: "azure sample of part of a day, recorded, and a rate series, without trace kinds",
+			args: []string{"--apps=1", "--steps=5760", "--traces=", "--policies=fused", "--no-progress", "--no-agent",
+				"--azure-csv=" + sample.Invocations, "--azure-durations-csv=" + sample.Durations, "--azure-memory-csv=" + sample.Memory,
+				"--azure-rate=recorded", "--trace-csv=" + series, "--trace-csv-cpu=0.02", "--trace-csv-memory=64"},
+			wantRows: []string{"fused"},
+			wantText: "azure runs: Azure functions of " + sample.Invocations + ", rate recorded; 80 windows each\ncsv runs: rate series " + series + ", as recorded; 8 windows each",
+		},
+		{name: "bad azure rate", args: []string{"--azure-rate=loud"}, wantErr: `unknown azure rate mode "loud"`},
+		{name: "uneven rate series", args: []string{"--apps=1", "--steps=10", "--traces=", "--no-progress", "--no-agent", "--trace-csv=" + uneven},
+			wantErr: uneven + ": rate series: line 3: 120s after line 2"},
+		{name: "series demand without a series", args: []string{"--trace-csv-cpu=1"}, wantErr: "no series file is named"},
+		{name: "no trace at all", args: []string{"--traces="}, wantErr: "at least one trace kind, Azure invocations file or rate series"},
 		{name: "series trace not run", args: []string{"--traces=steady", "--series-trace=ramp"}, wantErr: `series trace "ramp" is not among`},
 		{name: "bad agent training", args: []string{"--train-episodes=0"}, wantErr: "episodes must be > 0"},
 		{name: "missing agent checkpoint", args: []string{"--apps=1", "--steps=10", "--agent-checkpoint=nope.ckpt", "--no-progress"}, wantErr: "nope.ckpt"},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -70,12 +71,37 @@ func (f *featuresFlag) Set(s string) error {
 	return nil
 }
 
-// addAzureFlags registers the three Azure Functions 2019 trace files; use
-// says what the invocations file does for the command.
-func addAzureFlags(fs *pflag.FlagSet, f *sim.AzureFiles, use string) {
-	fs.StringVar(&f.Invocations, "azure-csv", f.Invocations, "Azure Functions 2019 invocations file (invocations_per_function_md.anon.dNN.csv): "+use+", scaled to the app's mean rate")
-	fs.StringVar(&f.Durations, "azure-durations-csv", f.Durations, "Azure Functions 2019 durations file (function_durations_percentiles.anon.dNN.csv): such an app takes its function's mean execution time as its time per request (needs --azure-csv)")
-	fs.StringVar(&f.Memory, "azure-memory-csv", f.Memory, "Azure Functions 2019 memory file (app_memory_percentiles.anon.dNN.csv): such an app takes its memory from the function's app, idle at the 1st percentile and at the mean load at the 50th (needs --azure-csv)")
+// addAzureFlags registers the three Azure Functions 2019 trace files and
+// the rate mode; use says what the invocations file does for the command.
+func addAzureFlags(fs *pflag.FlagSet, f *sim.AzureFiles, rate *sim.AzureRate, use string) {
+	fs.StringVar(&f.Invocations, "azure-csv", f.Invocations, "Azure Functions 2019 invocations file (invocations_per_function_md.anon.dNN.csv, or a sample of some of its minutes, e.g. 480..959, as the header numbers them): "+use+", as --azure-rate says; a run is at most as long as the file's minutes")
+	fs.StringVar(&f.Durations, "azure-durations-csv", f.Durations, "Azure Functions 2019 durations file (function_durations_percentiles.anon.dNN.csv; columns found by name): such an app takes its function's mean execution time as its time per request (needs --azure-csv)")
+	fs.StringVar(&f.Memory, "azure-memory-csv", f.Memory, "Azure Functions 2019 memory file (app_memory_percentiles.anon.dNN.csv; columns found by name, others such as a HashFunction ignored): such an app takes its memory from the function's app, idle at the 1st percentile and at the mean load at the 50th (needs --azure-csv)")
+	fs.StringVar((*string)(rate), "azure-rate", string(*rate), fmt.Sprint("how a function's invocations become its app's load: scaled (the default: the counts times one factor, to the app's mean rate, but never so far that the busiest minute asks more than the app's most replicas serve, each at the load an initial pod carries at the app's mean rate; a sparse function keeps its shape at a lower mean instead of becoming a burst no deployment could take), recorded (the function's own counts per minute, the arrivals Poisson within each minute, with the app deployed for the function's mean rate: named for what it replays, the counts as the trace recorded them), or mean (scaled to the app's mean rate whatever the busiest minute becomes; a function invoked once in hours then sends the run's whole traffic in one minute)"))
+}
+
+// addSeriesFlags registers a rate series file and its app's demand; use
+// says what the series does for the command.
+func addSeriesFlags(fs *pflag.FlagSet, f *sim.SeriesFile, use string) {
+	fs.StringVar(&f.Path, "trace-csv", f.Path, "rate series CSV, rows of time,rate (requests/s) or, under a header naming the second column count, requests or invocations, time,count per interval; the time is RFC 3339, YYYY-MM-DD HH:MM:SS (UTC) or seconds from the start, the rows evenly spaced (their spacing is the interval; uneven rows are refused), each value holding until the next row: "+use+", resampled to --step, at its recorded rates, with the app deployed for its mean rate; a run is at most as long as the series")
+	fs.Float64Var(&f.CPUSeconds, "trace-csv-cpu", f.CPUSeconds, "CPU time of one request of the --trace-csv app, in core-seconds (0: the generated app's)")
+	fs.Float64Var(&f.IOWait, "trace-csv-io-wait", f.IOWait, "time one request of the --trace-csv app waits without CPU, in seconds (0: the generated app's)")
+	fs.Var((*mibFlag)(&f.BaseMemory), "trace-csv-memory", "memory an idle pod of the --trace-csv app holds, in MiB (0: the generated app's)")
+	fs.Var((*mibFlag)(&f.MemoryPerRequest), "trace-csv-request-memory", "memory each request in flight of the --trace-csv app holds, in MiB (0: the generated app's)")
+}
+
+// mibFlag is an amount of bytes set in MiB.
+type mibFlag float64
+
+func (m *mibFlag) String() string { return strconv.FormatFloat(float64(*m)/(1<<20), 'g', -1, 64) }
+func (m *mibFlag) Type() string   { return "MiB" }
+func (m *mibFlag) Set(s string) error {
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+		return fmt.Errorf("%q is not a finite non-negative number of MiB", s)
+	}
+	*m = mibFlag(v * (1 << 20))
+	return nil
 }
 
 // trainOptions are the flags of `rl-agent train`.
@@ -99,7 +125,8 @@ func (o *trainOptions) AddFlags(fs *pflag.FlagSet) {
 	addTrainingFlags(fs, &o.Options, "")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces, arrivals, initial weights and exploration; equal seeds give identical checkpoints")
 	fs.StringSliceVar(&o.traces, "traces", o.traces, "trace kinds episodes cycle through")
-	addAzureFlags(fs, &o.Azure, `episodes also cycle through the kind "azure": a training app under one of its functions`)
+	addAzureFlags(fs, &o.Azure, &o.AzureRate, `episodes also cycle through the kind "azure": a training app under one of its functions`)
+	addSeriesFlags(fs, &o.Series, `episodes also cycle through the kind "csv": a training app under a seed-chosen stretch of it`)
 	fs.DurationVar(&o.Step, "step", o.Step, "window length (the agent's decision interval)")
 	fs.StringVar(&o.Resize, "resize", o.Resize, "how vertical changes reach pods: Restart or InPlace")
 	fs.Float64Var(&o.Tenants, "tenants", o.Tenants, "fraction of each node's CPU beyond the app's requests on it that other workloads request and use, in [0, 1] (0: the app runs alone; 1: packed, busy nodes, where a pod gets no CPU beyond its request)")

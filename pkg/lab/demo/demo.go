@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,6 +73,13 @@ type Options struct {
 	// with the function's measured execution time and its app's memory
 	// when those files are given (sim.App.WithMeasured).
 	Azure sim.AzureFiles
+	// AzureRate is how a function's invocations become the app's load
+	// (empty: sim.AzureRateScaled).
+	AzureRate sim.AzureRate
+	// Series, when its Path is set, is a rate series file; every app then
+	// also runs under it (after the Azure run), resampled to the window
+	// (sim.SeriesFile).
+	Series sim.SeriesFile
 	// Policies are evaluated in this order.
 	Policies []string
 	// Extra contenders (for instance a trained agent) run after Policies.
@@ -215,8 +223,14 @@ func (o *Options) Validate() error {
 	if o.Step <= 0 {
 		errs = append(errs, fmt.Errorf("step must be > 0, got %s", o.Step))
 	}
-	if len(o.Traces) == 0 {
-		errs = append(errs, errors.New("at least one trace kind is needed"))
+	if len(o.Traces) == 0 && o.Azure.Invocations == "" && o.Series.Path == "" {
+		errs = append(errs, errors.New("at least one trace kind, Azure invocations file or rate series is needed"))
+	}
+	if _, err := sim.ParseAzureRate(string(o.AzureRate)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Series.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	for _, t := range o.Traces {
 		if !slices.Contains(sim.TraceKinds(), sim.TraceKind(t)) {
@@ -278,15 +292,37 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// seriesTrace is the trace kind whose time series is plotted.
+// seriesTrace is the trace whose time series is plotted: a kind of
+// o.Traces or, with none, the first of the files' traces.
 func (o *Options) seriesTrace() string {
 	switch {
 	case o.SeriesTrace != "":
 		return o.SeriesTrace
 	case slices.Contains(o.Traces, string(sim.FlashCrowd)):
 		return string(sim.FlashCrowd)
+	case len(o.Traces) > 0:
+		return o.Traces[0]
 	}
-	return o.Traces[0]
+	return o.traces()[0]
+}
+
+// Labels of the runs under the files' traces.
+const (
+	AzureTraceLabel  = "azure"
+	SeriesTraceLabel = "csv"
+)
+
+// traces labels each app's runs in order: the trace kinds, then the
+// Azure function's and the rate series' when their files are given.
+func (o *Options) traces() []string {
+	ts := slices.Clone(o.Traces)
+	if o.Azure.Invocations != "" {
+		ts = append(ts, AzureTraceLabel)
+	}
+	if o.Series.Path != "" {
+		ts = append(ts, SeriesTraceLabel)
+	}
+	return ts
 }
 
 // Derived policies: the fused default through the paper's one-step actions,
@@ -392,8 +428,18 @@ func contender(name string) eval.Contender {
 		return eval.FromFactory(name, fusion.NewPolicyFactory(fusion.Options{}))
 	}
 	return eval.Contender{Name: name, New: func(r eval.Run, cfg sim.Config) (workload.Policy, error) {
-		return oracle.New(r.App, r.Trace, cfg, oracle.Options{WithinRequests: name == PolicyOracleRequests})
+		return oracle.New(r.App, r.Trace, cfg, oracle.Options{WithinRequests: name == PolicyOracleRequests, FeasibleFirst: fileTrace(r)})
 	}}
+}
+
+// fileTrace reports whether r runs under a file's trace (an Azure
+// function's or a rate series'). The oracle chooses its pod size feasible
+// first there (oracle.Options.FeasibleFirst): a sparse function's bursts
+// otherwise make it pick a pod that cannot serve them. The generated
+// traces keep the cheapest size, so that the default table stays as
+// measured until the change is judged on it.
+func fileTrace(r eval.Run) bool {
+	return strings.HasPrefix(r.Trace.Name, "azure:") || strings.HasPrefix(r.Trace.Name, "csv:")
 }
 
 // SimConfig is the simulator configuration of o's window, resize mode and
@@ -413,7 +459,11 @@ func Runs(o Options) ([]eval.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	azure, err := readAzure(o)
+	azure, err := sim.LoadAzure(o.Azure)
+	if err != nil {
+		return nil, err
+	}
+	series, err := o.Series.Load(o.Step)
 	if err != nil {
 		return nil, err
 	}
@@ -436,26 +486,22 @@ func Runs(o Options) ([]eval.Run, error) {
 		}
 		if len(azure) > 0 {
 			w := &azure[(held-1)%len(azure)]
-			app, tr, err := w.Run(apps[i], o.Step, o.Steps, 0)
+			// A file of part of a day gives runs as long as its minutes.
+			app, tr, err := w.Run(apps[i], o.Step, min(o.Steps, w.Windows(o.Step)), 0, o.AzureRate)
 			if err != nil {
 				return nil, err
 			}
 			runs = append(runs, eval.Run{App: app, Trace: &tr, Seed: (o.Seed*1_000_003+uint64(i))*16 + 15})
 		}
+		if series != nil {
+			app, tr, err := series.Run(apps[i], min(o.Steps, len(series.Rates)), 0)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, eval.Run{App: app, Trace: &tr, Seed: (o.Seed*1_000_003+uint64(i))*16 + 14})
+		}
 	}
 	return runs, nil
-}
-
-// readAzure loads the usable functions of o.Azure.
-func readAzure(o Options) ([]sim.AzureWorkload, error) {
-	ws, err := sim.LoadAzure(o.Azure)
-	if err != nil || ws == nil {
-		return nil, err
-	}
-	if limit := sim.AzureMinutes * int(time.Minute/o.Step); o.Steps > limit {
-		return nil, fmt.Errorf("%s: a day of per-minute counts covers %d windows of %s, fewer than the %d steps asked", o.Azure.Invocations, limit, o.Step, o.Steps)
-	}
-	return ws, nil
 }
 
 // trainOptions are agent k's training options with the demo's seed (plus
@@ -464,7 +510,7 @@ func (o *Options) trainOptions(k int) train.Options {
 	t := o.Agent.Train
 	t.Seed, t.Step, t.Resize, t.Tenants = o.Seed+uint64(k), o.Step, o.Resize, o.Tenants
 	t.Traces = slices.Clone(o.Traces)
-	t.Azure = o.Azure
+	t.Azure, t.AzureRate, t.Series = o.Azure, o.AzureRate, o.Series
 	return t
 }
 
@@ -591,16 +637,14 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 
 	cfg := o.SimConfig()
 	hours := float64(o.Steps) * o.Step.Hours()
-	traces := slices.Clone(o.Traces)
-	if o.Azure.Invocations != "" {
-		traces = append(traces, "azure")
-	}
+	traces := o.traces()
 	npol := len(cs)
 	if o.Agent != nil {
 		npol += o.Agent.count() + len(o.Agent.Quorums)
 	}
 	fmt.Fprintf(stdout, "AWARE %s: %d held-out apps × %d traces (%s) × %d policies, %d windows of %s (%.3g h) per run, seed %d\n\n",
 		o.name(), len(runs)/len(traces), len(traces), strings.Join(traces, ","), npol, o.Steps, o.Step, hours, o.Seed)
+	writeFileRuns(stdout, o, runs, len(traces))
 	var agentFiles, agentNames []string
 	if o.Agent != nil {
 		acs, files, err := agents(ctx, o, dir, stdout, stderr)
@@ -615,7 +659,7 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		agentFiles = files
 	}
 
-	series := o.SeriesApp*len(traces) + slices.Index(o.Traces, o.seriesTrace())
+	series := o.SeriesApp*len(traces) + slices.Index(traces, o.seriesTrace())
 	eo := eval.Options{Config: cfg, Workers: o.Workers, SeriesRun: series}
 	if o.Progress {
 		eo.Progress = NewProgressBar(stderr)
@@ -671,6 +715,32 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %s\n", filepath.Base(p))
 	}
 	return nil
+}
+
+// writeFileRuns says what the runs under the files' traces are, when
+// there are any: their rate mode and how long they run (at most the
+// file's data, which may be shorter than o.Steps).
+func writeFileRuns(w io.Writer, o Options, runs []eval.Run, per int) {
+	for k, label := range o.traces()[len(o.Traces):] {
+		lo, hi := math.MaxInt, 0
+		for i := len(o.Traces) + k; i < len(runs); i += per {
+			n := len(runs[i].Trace.Rates)
+			lo, hi = min(lo, n), max(hi, n)
+		}
+		what := fmt.Sprintf("rate series %s, as recorded", o.Series.Path)
+		if label == AzureTraceLabel {
+			rate, _ := sim.ParseAzureRate(string(o.AzureRate))
+			what = fmt.Sprintf("Azure functions of %s, rate %s", o.Azure.Invocations, rate)
+		}
+		span := strconv.Itoa(lo)
+		if hi != lo {
+			span = fmt.Sprintf("%d to %d", lo, hi)
+		}
+		fmt.Fprintf(w, "%s runs: %s; %s windows each\n", label, what, span)
+	}
+	if len(o.traces()) > len(o.Traces) {
+		fmt.Fprintln(w)
+	}
 }
 
 func (o *Options) name() string {

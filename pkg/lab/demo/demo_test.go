@@ -336,13 +336,57 @@ func TestRunsAzure(t *testing.T) {
 			t.Errorf("busy rate %g, want %g", got, want)
 		}
 	}
+	// Past the file's day the run ends with its data, never padded.
 	o.Steps = 5761
-	if _, err := Runs(o); err == nil || !strings.Contains(err.Error(), "covers 5760 windows") {
-		t.Errorf("error %v, want one about the day's length", err)
+	if runs, err := Runs(o); err != nil || len(runs[2].Trace.Rates) != 5760 || len(runs[0].Trace.Rates) != 5761 {
+		t.Errorf("runs past the day: %v", err)
 	}
 	o.Azure.Invocations = filepath.Join(t.TempDir(), "missing.csv")
 	if _, err := Runs(o); err == nil {
 		t.Error("a missing file was accepted")
+	}
+}
+
+// TestRunsFilesOnly: with no trace kind, the runs are the files' alone: a
+// sample of part of a day (as long as its minutes) and a rate series.
+func TestRunsFilesOnly(t *testing.T) {
+	o := tinyOptions()
+	o.Traces, o.Steps = nil, 5760
+	dir := t.TempDir()
+	files, err := sim.WriteAzureSample(dir, sim.AzureSampleOptions{Functions: 30, FirstMinute: 480, Minutes: 60, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Azure, o.AzureRate = files, sim.AzureRateRecorded
+	o.Series.Path = filepath.Join(dir, "rates.csv")
+	if err := os.WriteFile(o.Series.Path, []byte("time,count\n2024-05-01 10:00:00,600\n2024-05-01 10:10:00,1200\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := Runs(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(runs) != 2*o.Apps {
+		t.Fatalf("%d runs, want %d apps × (azure, csv)", len(runs), o.Apps)
+	}
+	for i, r := range runs {
+		want, n := "azure:", 240 // an hour of 15-second windows
+		if i%2 == 1 {
+			want, n = "csv:rates.csv", 80 // twenty minutes
+		}
+		if !strings.HasPrefix(r.Trace.Name, want) || len(r.Trace.Rates) != n {
+			t.Errorf("run %d: %s with %d windows, want %s… with %d", i, r.Trace.Name, len(r.Trace.Rates), want, n)
+		}
+	}
+	if got := runs[1].Trace.Rates; got[0] != 1 || got[79] != 2 {
+		t.Errorf("series rates %g..%g, want 1..2 requests/s", got[0], got[79])
+	}
+	o.Azure, o.Series = sim.AzureFiles{}, sim.SeriesFile{}
+	if err := o.Validate(); err == nil {
+		t.Error("no trace kind and no file was accepted")
 	}
 }
 

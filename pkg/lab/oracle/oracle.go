@@ -72,6 +72,14 @@ type Options struct {
 	// plans on the limits and requests a fraction of them, so that its pods
 	// run above their requests on capacity the cost does not charge.
 	WithinRequests bool
+	// FeasibleFirst chooses, among the pod sizes of the grid, the one with
+	// the fewest windows it cannot serve within the constraints
+	// (Plan.Infeasible), then the cheapest of those. Without it the
+	// cheapest size wins even when a larger one would serve windows it
+	// cannot: under a trace whose bursts are short and far above its mean
+	// (a sparse serverless function), the cheapest plan is a small pod
+	// that loses nearly every request of the bursts (docs/serverless.md).
+	FeasibleFirst bool
 }
 
 func (o Options) withDefaults() Options {
@@ -197,10 +205,14 @@ func Compute(app sim.App, trace *sim.Trace, cfg sim.Config, o Options) (Plan, er
 	}
 
 	need := make([]int32, len(rates))
-	best := Plan{Cost: math.Inf(1)}
+	best := Plan{Cost: math.Inf(1), Infeasible: math.MaxInt}
 	for c := cpuLo; c <= cpuHi*1.0000001; c *= 1.01 {
 		plan, ok := evaluate(app, cfg, o, rates, c, c0, ratio, pol, minN, maxN, lookahead, need)
-		if ok && plan.Cost < best.Cost {
+		better := plan.Cost < best.Cost
+		if o.FeasibleFirst && plan.Infeasible != best.Infeasible {
+			better = plan.Infeasible < best.Infeasible
+		}
+		if ok && better {
 			best = plan
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -205,5 +206,54 @@ func TestWithinRequests(t *testing.T) {
 	}
 	if tested == 0 {
 		t.Fatal("no generated app has limits above its requests: the test is vacuous")
+	}
+}
+
+// TestFeasibleFirst: under short bursts far above the mean, the cheapest
+// pod size leaves burst windows unserved, and FeasibleFirst picks a size
+// that serves them, at a higher cost; on a trace every size can serve, the
+// two agree.
+func TestFeasibleFirst(t *testing.T) {
+	apps, err := sim.GenerateApps(1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := apps[0]
+	cfg := sim.DefaultConfig()
+	n := 480
+	burst := sim.Trace{Step: cfg.Step, Rates: make([]float64, n)}
+	// Two minutes at the rate the app's 30 pods serve at its initial per-pod
+	// load, after hours at rest.
+	for i := 200; i < 208; i++ {
+		burst.Rates[i] = sim.PeakCapacity(app)
+	}
+	steady := sim.Trace{Step: cfg.Step, Rates: slices.Repeat([]float64{app.BaseRate}, n)}
+	for _, tc := range []struct {
+		name   string
+		trace  *sim.Trace
+		differ bool
+	}{
+		{"short bursts", &burst, true},
+		{"steady", &steady, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cheap, err := Compute(app, tc.trace, cfg, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := Compute(app, tc.trace, cfg, Options{FeasibleFirst: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.Infeasible > cheap.Infeasible || first.Cost < cheap.Cost {
+				t.Fatalf("feasible first: %d infeasible windows at cost %g; cheapest: %d at %g", first.Infeasible, first.Cost, cheap.Infeasible, cheap.Cost)
+			}
+			if tc.differ != (first.Infeasible < cheap.Infeasible) {
+				t.Errorf("infeasible windows %d (feasible first) and %d (cheapest), want them to differ: %v", first.Infeasible, cheap.Infeasible, tc.differ)
+			}
+			if tc.differ && first.Infeasible != 0 {
+				t.Errorf("feasible first leaves %d windows unserved", first.Infeasible)
+			}
+		})
 	}
 }

@@ -216,11 +216,38 @@ func (a *App) size() {
 
 	// Mean load puts the initial deployment at 30–90% of its CPU limits.
 	a.BaseRate = min(max(a.sizing.rho*float64(a.Replicas)*a.Limits.CPU/a.CPUSeconds, 0.5), 400)
+	a.sizeMemory()
+}
 
+// sizeMemory derives the memory request and limit from the base rate.
+func (a *App) sizeMemory() {
 	// The user sized memory for the in-flight requests of the mean load (at
 	// least eight), with 20–120% to spare; peaks may still exceed it.
 	a.Requests.Memory = roundUp((a.BaseMemory+math.Max(8, a.meanInFlight())*a.MemoryPerRequest)*a.sizing.memorySpare, 32*mib)
 	a.Limits.Memory = a.Requests.Memory * a.sizing.memoryLimitRatio
+}
+
+// WithRate returns a copy of a deployed for a mean arrival rate of rate
+// (requests/s) instead of its generated base rate: as many initial
+// replicas (within the constraints) as put that load at the app's drawn
+// utilisation of their CPU limits, and memory sized for it by the same
+// choices. A replayed trace whose rate is its own (an Azure function's
+// recorded invocations, a rate series) uses it, so that the user's
+// deployment fits the load as the generated app's fits its base rate.
+func (a App) WithRate(rate float64) App {
+	rho := a.sizing.rho
+	if rho <= 0 { // not a generated app: the middle of the drawn range
+		rho = 0.6
+	}
+	n := math.Ceil(rate * a.CPUSeconds / (rho * a.Limits.CPU))
+	lo, hi := float64(max(a.Constraints.MinReplicas, 1)), float64(math.MaxInt32)
+	if a.Constraints.MaxReplicas > 0 { // 0: no bound
+		hi = float64(max(a.Constraints.MaxReplicas, a.Constraints.MinReplicas, 1))
+	}
+	a.Replicas = int32(min(max(n, lo), hi))
+	a.BaseRate = rate
+	a.sizeMemory()
+	return a
 }
 
 // meanInFlight is the requests one pod of the initial deployment holds on

@@ -1,9 +1,11 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,8 @@ func TestReadAzureDurations(t *testing.T) {
 	}{
 		{"header and row", durHeader + "\n" + durRow + "\n", "", 1},
 		{"no header", durRow + "\n" + durRow + "\n", "", 2},
-		{"wrong header", strings.Replace(durHeader, "Minimum", "Min", 1) + "\n", `line 1: header column 6 is "Min"`, 0},
+		{"wrong header", strings.Replace(durHeader, "Minimum", "Min", 1) + "\n", "line 1: header has no column Minimum", 0},
+		{"columns in another order, extra ignored", "Extra," + reorder(durHeader) + "\nx," + reorder(durRow) + "\n", "", 1},
 		{"short row", durHeader + "\n" + durRow + "\no,a,f,1\n", "line 3: 4 columns, want 14", 0},
 		{"empty function", durHeader + "\no,a,,1,1,1,1,1,1,1,1,1,1,1\n", "line 2: HashFunction is empty", 0},
 		{"not a number", durHeader + "\no,a,f,x,1,1,1,1,1,1,1,1,1,1\n", `line 2: Average: value "x"`, 0},
@@ -69,6 +72,8 @@ func TestReadAzureMemory(t *testing.T) {
 	}{
 		{"header and row", memHeader + "\n" + memRow + "\n", "", 1},
 		{"extra column", memHeader + "\n" + memRow + ",1\n", "line 2: 13 columns, want 12", 0},
+		{"HashFunction first, as samples have it", "HashFunction," + memHeader + "\nf," + memRow + "\n", "", 1},
+		{"HashFunction first, short row", "HashFunction," + memHeader + "\n" + memRow + "\n", "line 2: 12 columns, want 13", 0},
 		{"empty app", memHeader + "\no,,1,1,1,1,1,1,1,1,1,1\n", "line 2: HashApp is empty", 0},
 		{"infinite", memHeader + "\no,a,1,Inf,1,1,1,1,1,1,1,1\n", `line 2: AverageAllocatedMb: value "Inf"`, 0},
 		{"percentiles out of order", memHeader + "\no,a,1,1,5,4,4,4,4,4,4,4\n", "line 2: memory percentiles decrease", 0},
@@ -127,7 +132,7 @@ func TestLoadAzure(t *testing.T) {
 		wantErr string
 	}{
 		{"malformed durations", AzureFiles{Invocations: f.Invocations, Durations: bad}, bad + ": azure durations: line 3: 5 columns"},
-		{"memory is not durations", AzureFiles{Invocations: f.Invocations, Memory: f.Durations}, f.Durations + ": azure memory: line 1: header has 14 columns"},
+		{"memory is not durations", AzureFiles{Invocations: f.Invocations, Memory: f.Durations}, f.Durations + ": azure memory: line 1: header has no column SampleCount"},
 		{"missing file", AzureFiles{Invocations: filepath.Join(dir, "none.csv")}, "none.csv: no such file"},
 		{"durations without invocations", AzureFiles{Durations: f.Durations}, "need the invocations file"},
 		{"no function matches", AzureFiles{Invocations: f.Invocations, Durations: writeFile(t, dir, "d.csv", durHeader+"\n"+durRow+"\n")}, "no invoked function"},
@@ -191,6 +196,132 @@ func TestWithMeasured(t *testing.T) {
 	}
 }
 
+// reorder swaps a row's first two and last two fields: the same columns
+// in another order.
+func reorder(row string) string {
+	f := strings.Split(row, ",")
+	n := len(f)
+	f[0], f[1], f[n-2], f[n-1] = f[1], f[0], f[n-1], f[n-2]
+	return strings.Join(f, ",")
+}
+
+// invocations builds an invocation file whose header numbers minutes
+// first..last, with rows of counts i%5 for minute i.
+func invocations(first, last int, header bool, rows int) string {
+	var b strings.Builder
+	if header {
+		b.WriteString("HashOwner,HashApp,HashFunction,Trigger")
+		for m := first; m <= last; m++ {
+			fmt.Fprintf(&b, ",%d", m)
+		}
+		b.WriteString("\n")
+	}
+	for r := range rows {
+		fmt.Fprintf(&b, "o,a,f%d,http", r)
+		for m := first; m <= last; m++ {
+			fmt.Fprintf(&b, ",%d", m%5)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func TestReadAzureCSVLayouts(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, wantErr string
+		wantFirst, wantN  int
+	}{
+		{"full day", invocations(1, 1440, true, 2), "", 1, 1440},
+		{"a sample of minutes 480 to 959 (484 columns)", invocations(480, 959, true, 2), "", 480, 480},
+		{"one minute", invocations(7, 7, true, 1), "", 7, 1},
+		{"no header, a full day", invocations(1, 1440, false, 2), "", 1, 1440},
+		{"no header, part of a day from minute 1", invocations(1, 30, false, 2), "", 1, 30},
+		{"columns in another order", "Trigger,HashFunction,HashApp,HashOwner,10,11\nhttp,f,a,o,1,2\n", "", 10, 2},
+		{"named extra column ignored", "HashOwner,HashApp,HashFunction,Trigger,Region,1,2\no,a,f,http,eu,3,4\n", "", 1, 2},
+		{"gap in the minutes", "HashOwner,HashApp,HashFunction,Trigger,1,2,4\n", "", 0, 0},
+		{"minutes out of order", "HashOwner,HashApp,HashFunction,Trigger,2,1\n", "", 0, 0},
+		{"minute past the day", "HashOwner,HashApp,HashFunction,Trigger,1440,1441\n", "", 0, 0},
+		{"minutes not adjacent", "HashOwner,HashApp,HashFunction,Trigger,1,x,2\n", "", 0, 0},
+		{"no minute column", "HashOwner,HashApp,HashFunction,Trigger\n", "", 0, 0},
+		{"missing named column", "HashOwner,HashApp,HashFunction,1\n", "", 0, 0},
+		{"short row names its line", invocations(480, 959, true, 2) + "o,a,f,http,1\n", "line 4: 5 columns, want 484", 0, 0},
+		{"bad count names line and minute", invocations(480, 482, true, 1) + "o,a,f,http,1,x,3\n", `line 3: minute 481: count "x"`, 0, 0},
+		{"no header, too many minutes", invocations(1, 1441, false, 1), "line 1: 1445 columns", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			want := tc.wantErr
+			if tc.wantN == 0 && want == "" {
+				want = "line 1: header"
+			}
+			fs, err := ReadAzureCSV(strings.NewReader(tc.in))
+			if !wantError(t, err, want) {
+				return
+			}
+			for _, f := range fs {
+				if f.FirstMinute != tc.wantFirst || len(f.Counts) != tc.wantN {
+					t.Fatalf("function %s: minutes %d..+%d, want %d..+%d", f.Function, f.FirstMinute, len(f.Counts), tc.wantFirst, tc.wantN)
+				}
+				if f.Counts[0] != float64(tc.wantFirst%5) && tc.name != "columns in another order" && tc.name != "named extra column ignored" {
+					t.Errorf("function %s: first count %g, want %d", f.Function, f.Counts[0], tc.wantFirst%5)
+				}
+			}
+		})
+	}
+}
+
+// TestLoadAzureSample: the sample layout (minutes of part of the day, a
+// HashFunction column first in the memory file) loads, and each rate mode
+// keeps its promise.
+func TestLoadAzureSample(t *testing.T) {
+	f, err := WriteAzureSample(t.TempDir(), AzureSampleOptions{Functions: 60, FirstMinute: 480, Minutes: 120, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := LoadAzure(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) < 20 {
+		t.Fatalf("%d usable functions of 60", len(ws))
+	}
+	apps, _ := GenerateApps(1, len(ws))
+	step := 15 * time.Second
+	for i, w := range ws {
+		if w.FirstMinute != 480 || len(w.Counts) != 120 || w.Measured.IdleMemory == 0 || w.Measured.Duration == 0 {
+			t.Fatalf("%s: minutes %d..+%d, measured %+v", w.Function, w.FirstMinute, len(w.Counts), w.Measured)
+		}
+		if _, _, err := w.Run(apps[i], step, w.Windows(step)+1, 0, AzureRateScaled); err == nil {
+			t.Fatalf("%s: a run past the file's minutes was not refused", w.Function)
+		}
+		for _, mode := range AzureRates() {
+			t.Run(fmt.Sprintf("%s/%s", w.Function[:6], mode), func(t *testing.T) {
+				app, tr, err := w.Run(apps[i], step, w.Windows(step), 0, mode)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(tr.Rates) != 480 {
+					t.Fatalf("%d windows, want 480", len(tr.Rates))
+				}
+				peak := slices.Max(tr.Rates)
+				switch mode {
+				case AzureRateRecorded:
+					within(t, "mean", tr.Mean(), w.MeanRate(), 1e-9)
+					within(t, "base rate", app.BaseRate, w.MeanRate(), 1e-9)
+				case AzureRateScaled:
+					if peak > PeakCapacity(app)*(1+1e-9) || tr.Mean() > app.BaseRate*(1+1e-9) {
+						t.Errorf("peak %g above capacity %g, or mean %g above base %g", peak, PeakCapacity(app), tr.Mean(), app.BaseRate)
+					}
+				case AzureRateMean:
+					within(t, "mean", tr.Mean(), app.BaseRate, 1e-9)
+				}
+				if err := app.Validate(); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+}
+
 func TestAzureWorkloadRun(t *testing.T) {
 	f, err := WriteAzureFixture(t.TempDir(), 2, 4)
 	if err != nil {
@@ -201,17 +332,19 @@ func TestAzureWorkloadRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	apps, _ := GenerateApps(1, 1)
-	app, tr, err := ws[0].Run(apps[0], 15*time.Second, 100, 4*AzureMinutes-50)
+	app, tr, err := ws[0].Run(apps[0], 15*time.Second, 100, 50, AzureRateMean)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(tr.Rates) != 100 || app.CPUSeconds+app.IOWait != ws[0].Measured.Duration {
 		t.Fatalf("%d rates, duration %g", len(tr.Rates), app.CPUSeconds+app.IOWait)
 	}
-	// The window wraps around the day: window 50 is the day's first.
 	day, _ := ws[0].Trace(15*time.Second, app.BaseRate/ws[0].MeanRate())
-	if tr.Rates[50] != day.Rates[0] || tr.Rates[49] != day.Rates[len(day.Rates)-1] {
-		t.Errorf("the trace does not wrap around the day")
+	if tr.Rates[0] != day.Rates[50] || tr.Rates[99] != day.Rates[149] {
+		t.Errorf("the run is not windows 50 to 149 of the day")
+	}
+	if _, _, err := ws[0].Run(apps[0], 15*time.Second, 100, 4*AzureMinutes-50, AzureRateMean); err == nil {
+		t.Errorf("a run past the day's end wrapped around instead of being refused")
 	}
 	if s, err := New(Config{}, app, &tr, 1); err != nil {
 		t.Fatal(err)
@@ -219,5 +352,39 @@ func TestAzureWorkloadRun(t *testing.T) {
 		for range 100 {
 			s.Step()
 		}
+	}
+}
+
+// TestWithRate: the initial replicas put the given rate at the app's drawn
+// utilisation, within the constraints' bounds (none when MaxReplicas is 0).
+func TestWithRate(t *testing.T) {
+	apps, err := GenerateApps(2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := apps[0]
+	perPod := a.sizing.rho * a.Limits.CPU / a.CPUSeconds // requests/s one pod carries
+	unbounded := a
+	unbounded.Constraints.MaxReplicas = 0
+	for _, tc := range []struct {
+		name string
+		app  App
+		rate float64
+		want int32
+	}{
+		{"a tenth of a pod", a, perPod / 10, 1},
+		{"seven pods", a, 6.5 * perPod, 7},
+		{"past the most replicas", a, 100 * perPod, 30},
+		{"no most replicas", unbounded, 100 * perPod, 100},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.app.WithRate(tc.rate)
+			if got.Replicas != tc.want || got.BaseRate != tc.rate {
+				t.Errorf("replicas %d, base rate %g; want %d, %g", got.Replicas, got.BaseRate, tc.want, tc.rate)
+			}
+			if err := got.Validate(); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }

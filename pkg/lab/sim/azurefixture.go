@@ -19,13 +19,13 @@ import (
 func WriteAzureFixture(dir string, n int, seed uint64) (AzureFiles, error) {
 	rng := rand.New(rand.NewPCG(seed, splitmix(seed^0x617a757265)))
 	var inv, dur, mem bytes.Buffer
-	inv.WriteString(strings.Join(azureInvocationColumns, ","))
+	inv.WriteString(strings.Join(azureInvocations.columns, ","))
 	for m := 1; m <= AzureMinutes; m++ {
 		inv.WriteString("," + strconv.Itoa(m))
 	}
 	inv.WriteString("\n")
-	dur.WriteString(strings.Join(azureDurationColumns, ",") + "\n")
-	mem.WriteString(strings.Join(azureMemoryColumns, ",") + "\n")
+	dur.WriteString(strings.Join(azureDurations.columns, ",") + "\n")
+	mem.WriteString(strings.Join(azureMemory.columns, ",") + "\n")
 	for i := range n {
 		owner, app, fn := fmt.Sprintf("owner%02d", i/2), fmt.Sprintf("app%02d", i/2), fmt.Sprintf("fn%03d", i)
 		fmt.Fprintf(&inv, "%s,%s,%s,http", owner, app, fn)

@@ -43,17 +43,33 @@ const (
 // whether it is CPU-bound). Base memory is the idle allocation; each request
 // in flight holds the difference between the typical and idle allocations
 // over the requests one pod holds on average at the mean load.
-func (a App) WithMeasured(m Measured) App {
+func (a App) WithMeasured(m Measured) App { return a.withMeasured(m, 0) }
+
+// WithMeasuredRate is WithMeasured for an app whose mean load is rate
+// (requests/s) rather than the generated base rate: it is deployed for it
+// (WithRate), and its memory per request is what the function's app holds
+// at that load.
+func (a App) WithMeasuredRate(m Measured, rate float64) App { return a.withMeasured(m, rate) }
+
+// withMeasured applies m; a rate above 0 replaces the base rate.
+func (a App) withMeasured(m Measured, rate float64) App {
 	if m.Duration > 0 {
 		d := math.Max(m.Duration, minMeasuredDuration)
 		cpuShare := a.CPUSeconds / (a.CPUSeconds + a.IOWait)
 		a.CPUSeconds, a.IOWait = d*cpuShare, d*(1-cpuShare)
 	}
 	a.size() // the base rate and in-flight count follow the new demand
+	if rate > 0 {
+		a = a.WithRate(rate)
+	}
 	if m.IdleMemory > 0 {
 		a.BaseMemory = m.IdleMemory
 		a.MemoryPerRequest = math.Max((m.TypicalMemory-m.IdleMemory)/math.Max(a.meanInFlight(), 1), minMemoryPerRequest)
-		a.size()
+		if rate > 0 {
+			a.sizeMemory()
+		} else {
+			a.size()
+		}
 	}
 	return a
 }
@@ -80,24 +96,103 @@ type AzureWorkload struct {
 	Measured Measured
 }
 
-// Run returns app under this workload: with the function's measured demand
-// and the trace of its invocations scaled to the app's base rate, n windows
-// of step from window start (wrapping around the day).
-func (w *AzureWorkload) Run(app App, step time.Duration, n, start int) (App, Trace, error) {
-	app = app.WithMeasured(w.Measured)
+// AzureRate says how an Azure function's invocations become an app's load.
+type AzureRate string
+
+const (
+	// AzureRateScaled scales the function's counts by one factor, to the
+	// app's base rate, unless its busiest minute would then exceed the
+	// app's peak capacity (PeakCapacity): then the factor puts the busiest
+	// minute there. The shape is kept exactly, and no minute asks more
+	// than the app's largest deployment serves; a sparse function, whose
+	// busiest minute is far above its mean, gets a mean below the base
+	// rate instead of a burst no deployment of the app could take.
+	AzureRateScaled AzureRate = "scaled"
+	// AzureRateRecorded replays the function's own counts (requests/s as
+	// recorded), and the app is deployed for the function's mean rate
+	// (App.WithRate).
+	AzureRateRecorded AzureRate = "recorded"
+	// AzureRateMean scales the counts to the app's base rate whatever the
+	// busiest minute becomes: a function invoked once in eight hours puts
+	// the whole run's traffic in that minute. Kept to reproduce runs made
+	// before the other modes.
+	AzureRateMean AzureRate = "mean"
+)
+
+// AzureRates lists the modes, the default first.
+func AzureRates() []AzureRate { return []AzureRate{AzureRateScaled, AzureRateRecorded, AzureRateMean} }
+
+// PeakCapacity is the highest rate AzureRateScaled lets a minute ask of
+// app: its most replicas (Constraints.MaxReplicas), each at the load one
+// pod of the initial deployment carries at the base rate. That load is
+// what the user sized a pod's CPU (at the drawn utilisation of its limit)
+// and memory (the requests in flight, with headroom) for, so the app
+// serves it with its own pods, scaled out only.
+func PeakCapacity(app App) float64 {
+	return float64(max(app.Constraints.MaxReplicas, 1)) / float64(max(app.Replicas, 1)) * app.BaseRate
+}
+
+// ParseAzureRate reads a mode's name; empty is AzureRateScaled.
+func ParseAzureRate(s string) (AzureRate, error) {
+	if s == "" {
+		return AzureRateScaled, nil
+	}
+	if slices.Contains(AzureRates(), AzureRate(s)) {
+		return AzureRate(s), nil
+	}
+	return "", fmt.Errorf("unknown azure rate mode %q (known: %v)", s, AzureRates())
+}
+
+// Windows is how many windows of step the function's minutes cover.
+func (f *AzureFunction) Windows(step time.Duration) int {
+	if step <= 0 || step > time.Minute {
+		return 0
+	}
+	return len(f.Counts) * int(time.Minute/step)
+}
+
+// Scale is the factor mode applies to the function's recorded rates for
+// app (already given the function's measured demand).
+func (w *AzureWorkload) Scale(app App, mode AzureRate) (float64, error) {
 	mean := w.MeanRate()
 	if !(mean > 0) {
-		return App{}, Trace{}, fmt.Errorf("azure function %s has no invocations", w.Function)
+		return 0, fmt.Errorf("azure function %s has no invocations", w.Function)
 	}
-	day, err := w.Trace(step, app.BaseRate/mean)
+	switch mode {
+	case AzureRateRecorded:
+		return 1, nil
+	case AzureRateMean:
+		return app.BaseRate / mean, nil
+	case AzureRateScaled, "":
+		return math.Min(app.BaseRate/mean, PeakCapacity(app)/w.PeakRate()), nil
+	}
+	return 0, fmt.Errorf("unknown azure rate mode %q (known: %v)", mode, AzureRates())
+}
+
+// Run returns app under this workload: with the function's measured demand
+// and the trace of its invocations, scaled as mode says, n windows of step
+// from window start. The run never goes past the function's minutes: a
+// file that holds part of a day gives runs of at most that part.
+func (w *AzureWorkload) Run(app App, step time.Duration, n, start int, mode AzureRate) (App, Trace, error) {
+	if mode == AzureRateRecorded {
+		app = app.WithMeasuredRate(w.Measured, w.MeanRate())
+	} else {
+		app = app.WithMeasured(w.Measured)
+	}
+	scale, err := w.Scale(app, mode)
 	if err != nil {
 		return App{}, Trace{}, err
 	}
-	tr := Trace{Name: day.Name, Step: day.Step, Rates: make([]float64, n)}
-	for i := range n {
-		tr.Rates[i] = day.Rates[(start+i)%len(day.Rates)]
+	all, err := w.Trace(step, scale)
+	if err != nil {
+		return App{}, Trace{}, err
 	}
-	return app, tr, nil
+	if start < 0 || n <= 0 || start+n > len(all.Rates) {
+		return App{}, Trace{}, fmt.Errorf("azure function %s: its %d minutes from minute %d cover %d windows of %s, not windows %d to %d",
+			w.Function, len(w.Counts), w.FirstMinute, len(all.Rates), step, start, start+n-1)
+	}
+	all.Rates = all.Rates[start : start+n]
+	return app, all, nil
 }
 
 // LoadAzure reads the files f names and returns the functions that have any

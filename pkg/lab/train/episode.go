@@ -44,9 +44,11 @@ type spec struct {
 	pinned Learner
 	app    sim.App
 	kind   sim.TraceKind
-	// azure is the function an "azure" episode runs under.
-	azure *sim.AzureWorkload
-	seed  uint64
+	// azure is the function an "azure" episode runs under; series the
+	// rate series a "csv" one does.
+	azure  *sim.AzureWorkload
+	series *sim.SeriesWorkload
+	seed   uint64
 }
 
 // rollout is one episode's experience.
@@ -194,27 +196,39 @@ func mix(seed, i uint64) uint64 {
 }
 
 // AzureTrace is the trace kind of episodes that run under an Azure
-// function (Options.Azure).
-const AzureTrace sim.TraceKind = "azure"
+// function (Options.Azure); SeriesTrace of those that run under the rate
+// series (Options.Series).
+const (
+	AzureTrace  sim.TraceKind = "azure"
+	SeriesTrace sim.TraceKind = "csv"
+)
 
-// episodeTrace returns the episode's trace; an "azure" episode also gets
-// its app's measured demand (sp.app changes).
+// episodeTrace returns the episode's trace; an "azure" or "csv" episode
+// also gets its app's demand from the file (sp.app changes), under a
+// seed-chosen stretch of the file's data (which Train checked is long
+// enough).
 func episodeTrace(sp *spec, o Options) (sim.Trace, error) {
 	n := o.EpisodeSteps + 1
-	if sp.azure == nil {
-		full := max(n, o.TraceSteps)
-		tr, err := sim.GenerateTrace(sp.kind, sim.TraceOptions{
-			Mean: sp.app.BaseRate, Steps: full, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
-		})
-		if err != nil || full == n {
-			return tr, err
-		}
-		off := int(mix(sp.seed, 0x736c696365) % uint64(full-n+1))
-		tr.Rates = tr.Rates[off : off+n]
-		return tr, nil
+	switch {
+	case sp.azure != nil:
+		start := int(sp.seed % uint64(sp.azure.Windows(o.Step)-n+1))
+		app, tr, err := sp.azure.Run(sp.app, o.Step, n, start, o.AzureRate)
+		sp.app = app
+		return tr, err
+	case sp.series != nil:
+		start := int(sp.seed % uint64(len(sp.series.Rates)-n+1))
+		app, tr, err := sp.series.Run(sp.app, n, start)
+		sp.app = app
+		return tr, err
 	}
-	day := sim.AzureMinutes * int(time.Minute/o.Step)
-	app, tr, err := sp.azure.Run(sp.app, o.Step, n, int(sp.seed%uint64(day)))
-	sp.app = app
-	return tr, err
+	full := max(n, o.TraceSteps)
+	tr, err := sim.GenerateTrace(sp.kind, sim.TraceOptions{
+		Mean: sp.app.BaseRate, Steps: full, Step: o.Step, Period: 24 * time.Hour, Seed: sp.seed,
+	})
+	if err != nil || full == n {
+		return tr, err
+	}
+	off := int(mix(sp.seed, 0x736c696365) % uint64(full-n+1))
+	tr.Rates = tr.Rates[off : off+n]
+	return tr, nil
 }

@@ -92,8 +92,13 @@ type Options struct {
 	// the cycle: such an episode runs its app with the measured demand of
 	// one of the trace's usable functions (app i takes function i, round
 	// robin; sim.LoadAzure) under a seed-chosen stretch of its invocations,
-	// scaled to the app's base rate.
-	Azure sim.AzureFiles
+	// scaled as AzureRate says (empty: sim.AzureRateScaled).
+	Azure     sim.AzureFiles
+	AzureRate sim.AzureRate
+	// Series, when its Path is set, adds the kind "csv" to the cycle: a
+	// training app under a seed-chosen stretch of the rate series, with
+	// the file's demand (sim.SeriesWorkload.Run).
+	Series sim.SeriesFile
 	// Seed derives the apps, traces, arrivals, initial weights, minibatch
 	// shuffling and exploration.
 	Seed uint64
@@ -359,6 +364,12 @@ func (o *Options) Validate() error {
 	}
 	if !o.Azure.Empty() && (o.Step <= 0 || o.Step > time.Minute || time.Minute%o.Step != 0) {
 		bad("azure traces need a step that divides one minute, got %s", o.Step)
+	}
+	if _, err := sim.ParseAzureRate(string(o.AzureRate)); err != nil {
+		bad("%w", err)
+	}
+	if err := o.Series.Validate(); err != nil {
+		bad("%w", err)
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		bad("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize)

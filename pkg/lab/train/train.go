@@ -185,9 +185,23 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
+	series, err := o.Series.Load(o.Step)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
 	kinds := slices.Clone(o.Traces)
 	if len(azure) > 0 {
+		// An episode is a stretch of the file's minutes, never padded.
+		if w := azure[0].Windows(o.Step); w < o.EpisodeSteps+1 {
+			return nil, fmt.Errorf("train: %s: its %d minutes cover %d windows of %s, fewer than an episode's %d", o.Azure.Invocations, len(azure[0].Counts), w, o.Step, o.EpisodeSteps+1)
+		}
 		kinds = append(kinds, string(AzureTrace))
+	}
+	if series != nil {
+		if len(series.Rates) < o.EpisodeSteps+1 {
+			return nil, fmt.Errorf("train: %s: the series covers %d windows of %s, fewer than an episode's %d", o.Series.Path, len(series.Rates), o.Step, o.EpisodeSteps+1)
+		}
+		kinds = append(kinds, string(SeriesTrace))
 	}
 	// One lifecycle per app, as per workload in the cluster; from scratch
 	// every app starts where the agent acts.
@@ -291,8 +305,11 @@ func Train(ctx context.Context, o Options) (*Result, error) {
 				kind: sim.TraceKind(kinds[(a+i/len(apps))%len(kinds)]),
 				seed: mix(o.Seed, uint64(i)),
 			}
-			if sp.kind == AzureTrace {
+			switch sp.kind {
+			case AzureTrace:
 				sp.azure = &azure[a%len(azure)]
+			case SeriesTrace:
+				sp.series = series
 			}
 			specs = append(specs, sp)
 		}
