@@ -51,6 +51,12 @@ func WriteAzureFixture(dir string, n int, seed uint64) (AzureFiles, error) {
 			mem.WriteString("\n")
 		}
 	}
+	return writeAzureFiles(dir, "azure fixture", &inv, &dur, &mem)
+}
+
+// writeAzureFiles writes the three files of one day in the Azure Functions
+// 2019 trace's names into dir; what names the writer in errors.
+func writeAzureFiles(dir, what string, inv, dur, mem *bytes.Buffer) (AzureFiles, error) {
 	f := AzureFiles{
 		Invocations: filepath.Join(dir, "invocations_per_function_md.anon.d01.csv"),
 		Durations:   filepath.Join(dir, "function_durations_percentiles.anon.d01.csv"),
@@ -59,9 +65,9 @@ func WriteAzureFixture(dir string, n int, seed uint64) (AzureFiles, error) {
 	for _, out := range []struct {
 		path string
 		b    *bytes.Buffer
-	}{{f.Invocations, &inv}, {f.Durations, &dur}, {f.Memory, &mem}} {
+	}{{f.Invocations, inv}, {f.Durations, dur}, {f.Memory, mem}} {
 		if err := os.WriteFile(out.path, out.b.Bytes(), 0o644); err != nil {
-			return AzureFiles{}, fmt.Errorf("azure fixture: %w", err)
+			return AzureFiles{}, fmt.Errorf("%s: %w", what, err)
 		}
 	}
 	return f, nil

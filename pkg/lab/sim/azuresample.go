@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 )
@@ -104,18 +102,5 @@ func WriteAzureSample(dir string, o AzureSampleOptions) (AzureFiles, error) {
 		}
 		dur.WriteString("\n")
 	}
-	f := AzureFiles{
-		Invocations: filepath.Join(dir, "invocations_per_function_md.anon.d01.csv"),
-		Durations:   filepath.Join(dir, "function_durations_percentiles.anon.d01.csv"),
-		Memory:      filepath.Join(dir, "app_memory_percentiles.anon.d01.csv"),
-	}
-	for _, out := range []struct {
-		path string
-		b    *bytes.Buffer
-	}{{f.Invocations, &inv}, {f.Durations, &dur}, {f.Memory, &mem}} {
-		if err := os.WriteFile(out.path, out.b.Bytes(), 0o644); err != nil {
-			return AzureFiles{}, fmt.Errorf("azure sample: %w", err)
-		}
-	}
-	return f, nil
+	return writeAzureFiles(dir, "azure sample", &inv, &dur, &mem)
 }
