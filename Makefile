@@ -164,6 +164,10 @@ e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc 
 bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/performance.md.
 	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
 
+.PHONY: bench-real
+bench-real: images ## Run every policy (real HPA, VPA, both, the fused default) against the same trace on the test app as real pods on a real node; root, slow (10 min a run), not in check. docs/real-node.md.
+	AWARE_IMAGES_TAG='$(TAG)' hack/bench-real.sh $(BENCH_REAL_ARGS)
+
 .PHONY: release
 release: ## Release HEAD as VERSION (make release VERSION=v0.2.0; DRY_RUN=1 only prints): CHANGELOG.md section, chart and deploy/ stamped, one commit tagged, then make build images. Pushes nothing.
 	@[[ '$(origin VERSION)' == 'command line' ]] || { echo "make release needs VERSION=vX.Y.Z on the command line"; exit 1; }

@@ -21,36 +21,14 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${BENCH_VPA_OUT:-${ROOT}/bench-vpa-out}"
-CACHE="${AWARE_CACHE:-${HOME}/.cache/aware}"
-VPA_MODULE=k8s.io/autoscaler/vertical-pod-autoscaler
-
 die() {
 	echo "bench-vpa.sh: $*" >&2
 	exit 1
 }
 
-# The wrapper module's builds must not see a workspace or -mod flags.
-vpa_go() { (cd "${ROOT}/hack/vpa" && GOWORK=off GOFLAGS= go "$@"); }
-
-VPA_VERSION="$(vpa_go list -m -f '{{.Version}}' "${VPA_MODULE}")" || die "cannot resolve ${VPA_MODULE} in hack/vpa/go.mod"
-VPA_DIR="$(vpa_go list -m -f '{{.Dir}}' "${VPA_MODULE}")"
-[[ -n "${VPA_DIR}" ]] || { vpa_go mod download "${VPA_MODULE}" && VPA_DIR="$(vpa_go list -m -f '{{.Dir}}' "${VPA_MODULE}")"; }
-VPA_BIN="${CACHE}/vpa/${VPA_VERSION}_$(go env GOOS)-$(go env GOARCH)/bin"
-
-if [[ -x "${VPA_BIN}/recommender" && -x "${VPA_BIN}/updater" && -x "${VPA_BIN}/admission-controller" ]]; then
-	echo "bench-vpa.sh: VPA ${VPA_VERSION} binaries cached in ${VPA_BIN}" >&2
-else
-	echo "bench-vpa.sh: building VPA ${VPA_VERSION} from the Go module proxy (a few minutes on 2 cores)" >&2
-	tmp="$(mktemp -d "${CACHE}/vpa-build.XXXXXX" 2>/dev/null || { mkdir -p "${CACHE}" && mktemp -d "${CACHE}/vpa-build.XXXXXX"; })"
-	start=${SECONDS}
-	vpa_go build -trimpath -ldflags '-s -w' -o "${tmp}/" \
-		"${VPA_MODULE}/pkg/recommender" "${VPA_MODULE}/pkg/updater" "${VPA_MODULE}/pkg/admission-controller" ||
-		{ rm -rf "${tmp}"; die "building VPA ${VPA_VERSION} failed (see above)"; }
-	mkdir -p "$(dirname "${VPA_BIN}")"
-	rm -rf "${VPA_BIN}"
-	mv "${tmp}" "${VPA_BIN}"
-	echo "bench-vpa.sh: built VPA in $((SECONDS - start)) s into ${VPA_BIN}" >&2
-fi
+vpa="$("${ROOT}/hack/vpa/build.sh")" || die "building VPA failed (see above)"
+{ read -r VPA_VERSION; read -r VPA_BIN; read -r VPA_DIR; } <<<"${vpa}"
+echo "bench-vpa.sh: VPA ${VPA_VERSION}" >&2
 
 mkdir -p "${OUT}/bin"
 # Built as make build does (and VPA's are): trimmed paths, stripped, and

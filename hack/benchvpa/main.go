@@ -191,7 +191,7 @@ func run(ctx context.Context, o options) error {
 	if err := ensureNamespace(ctx, tb.Client); err != nil {
 		return err
 	}
-	if h.certFile, h.keyFile, err = servingCert(tb.CAFile, filepath.Join(tb.Dir, "certs", "ca.key"), o.out); err != nil {
+	if h.certFile, h.keyFile, err = tb.ServingCert(o.out, "webhook"); err != nil {
 		return err
 	}
 	// One target exists before anything starts: the webhook's pod.

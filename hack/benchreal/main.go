@@ -1,0 +1,269 @@
+//go:build benchreal
+
+// Command benchreal runs the same trace against each autoscaling policy in
+// turn on the real node (make bench-real, hack/bench-real.sh): the real
+// HPA of the testbed's controller-manager, VPA built from its module, both
+// together, and the fused default of the MultidimPodAutoscaler served by
+// the four components running as pods from deploy/. The workload is the
+// test app (aware-testapp) in the host's network, driven by the load
+// generator (loadgen) as a local process. Every 15-s window is recorded;
+// the table and the paired comparison are printed and written with every
+// run's windows as JSON. docs/real-node.md explains every measure.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/aware-k8s/aware/e2e/framework"
+	"github.com/aware-k8s/aware/e2e/nodeinstall"
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+)
+
+// Policies are the runs the harness knows, in their default order.
+var Policies = []string{"hpa", "vpa", "hpa+vpa", "fused"}
+
+type options struct {
+	policies       []string
+	repeat         int
+	firstRep       int
+	duration       time.Duration
+	trace          string
+	mean           float64
+	seed           uint64
+	slo            time.Duration
+	window         time.Duration
+	cpu            time.Duration
+	memPerRequest  string
+	baseMemory     string
+	startupDelay   time.Duration
+	appPort        int
+	cooldown       time.Duration
+	out            string
+	repo           string
+	loadgenBin     string
+	vpaBin, vpaDir string
+	merge          []string
+	reference      string
+	smoke          bool
+}
+
+func main() {
+	var o options
+	var policies, merge string
+	flag.StringVar(&policies, "policies", strings.Join(Policies, ","), "comma-separated policies to run, of "+strings.Join(Policies, ", "))
+	flag.IntVar(&o.repeat, "repeat", 3, "repetitions of every policy; the order alternates (reversed in odd repetitions)")
+	flag.IntVar(&o.firstRep, "first-rep", 0, "number of the first repetition (to spread repetitions over invocations; a repetition's seed is --seed plus its number)")
+	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "length of each run's load (at least 8m)")
+	flag.StringVar(&o.trace, "trace", "step-change", "the simulator's trace kind the load generator replays")
+	flag.Float64Var(&o.mean, "mean", 16, "the trace's mean rate, requests/s")
+	flag.Uint64Var(&o.seed, "seed", 1, "seed of the trace and the arrivals of repetition 0")
+	flag.DurationVar(&o.slo, "slo", 250*time.Millisecond, "the p95 latency objective")
+	flag.DurationVar(&o.window, "window", 15*time.Second, "width of a record")
+	flag.DurationVar(&o.cpu, "cpu", 20*time.Millisecond, "the app's CPU time per request")
+	flag.StringVar(&o.memPerRequest, "memory-per-request", "1Mi", "the app's memory per request in flight")
+	flag.StringVar(&o.baseMemory, "base-memory", "48Mi", "the app's base memory")
+	flag.DurationVar(&o.startupDelay, "startup-delay", 5*time.Second, "the app's start-up delay before it is ready")
+	flag.IntVar(&o.appPort, "app-port", 0, "loopback port the app's replicas share (0: the testbed's base port + 40)")
+	flag.DurationVar(&o.cooldown, "cooldown", 20*time.Second, "pause between runs, after the previous run's pods are gone")
+	flag.StringVar(&o.out, "out", "bench-real-out", "directory for results.json, results.txt and logs")
+	flag.StringVar(&o.repo, "repo", ".", "the repository's root (deploy/ is installed from it)")
+	flag.StringVar(&o.loadgenBin, "loadgen", "", "the load generator's binary")
+	flag.StringVar(&o.vpaBin, "vpa-bin", "", "directory of VPA's recommender, updater and admission-controller")
+	flag.StringVar(&o.vpaDir, "vpa-module-dir", "", "VPA's module source directory (its deploy/ CRD and RBAC)")
+	flag.StringVar(&merge, "merge", "", "comma-separated results.json files to merge and report, instead of running")
+	flag.StringVar(&o.reference, "reference", "fused", "the policy every other is compared with")
+	flag.BoolVar(&o.smoke, "smoke", false, "allow runs shorter than 8m, to try the harness (results say so)")
+	flag.Parse()
+	o.policies = strings.Split(policies, ",")
+	if merge != "" {
+		o.merge = strings.Split(merge, ",")
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "benchreal: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	if len(o.merge) > 0 {
+		err = mergeReport(o)
+	} else {
+		err = run(ctx, o)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchreal: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func (o options) validate() error {
+	if len(o.merge) > 0 {
+		return nil
+	}
+	var errs []error
+	for _, p := range o.policies {
+		if !slices.Contains(Policies, p) {
+			errs = append(errs, fmt.Errorf("--policies: unknown policy %q (want some of %s)", p, strings.Join(Policies, ", ")))
+		}
+	}
+	if o.repeat < 1 {
+		errs = append(errs, errors.New("--repeat must be at least 1"))
+	}
+	if o.duration < 8*time.Minute && !o.smoke {
+		errs = append(errs, fmt.Errorf("--duration %s: a run lasts at least 8m", o.duration))
+	}
+	if o.loadgenBin == "" {
+		errs = append(errs, errors.New("--loadgen is required"))
+	}
+	needVPA := slices.ContainsFunc(o.policies, func(p string) bool { return strings.Contains(p, "vpa") })
+	if needVPA && (o.vpaBin == "" || o.vpaDir == "") {
+		errs = append(errs, errors.New("--vpa-bin and --vpa-module-dir are required for the vpa policies"))
+	}
+	return errors.Join(errs...)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s benchreal: %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, o options) error {
+	tb, err := framework.Load()
+	if err != nil {
+		return err
+	}
+	env, err := nodeinstall.EnvFrom(tb)
+	if err != nil {
+		return err
+	}
+	if o.appPort == 0 {
+		o.appPort = env.BasePort + 40
+	}
+	logDir := filepath.Join(o.out, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	h := &harness{o: o, tb: tb, env: env, logDir: logDir}
+	in := &nodeinstall.Installer{TB: tb, Env: env, Repo: o.repo, FieldManager: "aware-bench-real"}
+	logf("installing deploy/ as pods on %s (images :%s)", env.Node, env.Tag)
+	if _, err := in.Install(ctx); err != nil {
+		return err
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := in.Uninstall(c); err != nil {
+			logf("uninstall: %v", err)
+		}
+	}()
+	if slices.ContainsFunc(o.policies, func(p string) bool { return strings.Contains(p, "vpa") }) {
+		stopVPA, err := h.startVPA(ctx)
+		if err != nil {
+			return err
+		}
+		defer stopVPA()
+	}
+	var runs []result.Run
+	order := 0
+	for rep := o.firstRep; rep < o.firstRep+o.repeat; rep++ {
+		ps := slices.Clone(o.policies)
+		if rep%2 == 1 {
+			slices.Reverse(ps)
+		}
+		for _, p := range ps {
+			if ctx.Err() != nil {
+				break
+			}
+			logf("run %d: %s, repetition %d", order, p, rep)
+			r, err := h.trial(ctx, p, rep, order)
+			order++
+			if err != nil {
+				logf("run %s repetition %d failed: %v", p, rep, err)
+				if ctx.Err() != nil {
+					break
+				}
+				continue
+			}
+			runs = append(runs, r)
+			// Written after every run, so an interrupted invocation keeps
+			// what it measured.
+			if err := h.write(runs); err != nil {
+				return err
+			}
+		}
+	}
+	if len(runs) == 0 {
+		return errors.New("no run completed")
+	}
+	return h.write(runs)
+}
+
+// settings are the invocation's, written beside the runs.
+func (o options) settings() map[string]string {
+	return map[string]string{
+		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
+		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
+		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "smoke": fmt.Sprint(o.smoke),
+	}
+}
+
+func (h *harness) write(runs []result.Run) error {
+	f, err := os.Create(filepath.Join(h.o.out, "results.json"))
+	if err != nil {
+		return err
+	}
+	if err := result.WriteRuns(f, h.o.settings(), runs); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return report(h.o, runs)
+}
+
+func report(o options, runs []result.Run) error {
+	var b strings.Builder
+	if err := result.WriteTable(&b, runs, o.reference); err != nil {
+		return err
+	}
+	fmt.Print(b.String())
+	return os.WriteFile(filepath.Join(o.out, "results.txt"), []byte(b.String()), 0o644)
+}
+
+func mergeReport(o options) error {
+	var runs []result.Run
+	for _, p := range o.merge {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		rs, err := result.ReadRuns(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		runs = append(runs, rs...)
+	}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(o.out, "results.json"))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := result.WriteRuns(f, map[string]string{"merged": strings.Join(o.merge, ",")}, runs); err != nil {
+		return err
+	}
+	return report(o, runs)
+}

@@ -1,0 +1,207 @@
+package result
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+// run builds a run of n 15-s windows: expected counts from rates (per
+// second), p95 from p95s, ready CPU requests from ready.
+func run(policy string, rep int, rates, p95s, ready []float64) Run {
+	r := Run{Policy: policy, Rep: rep, SLO: 0.25, Window: 15, CPUSecondsPerRequest: 0.02}
+	for i := range rates {
+		w := Window{Index: i, Start: float64(15 * i), End: float64(15 * (i + 1)), Expected: 15 * rates[i], Sent: int(15 * rates[i]),
+			OK: int(15 * rates[i]), P95: p95s[i], Replicas: 1, Ready: 1,
+			CPURequested: 0.5, MemoryRequested: 1 << 30, ReadyCPURequested: ready[i], CPUUsed: 0.25, MemoryUsed: 1 << 29}
+		r.Windows = append(r.Windows, w)
+	}
+	return r
+}
+
+func TestSummarise(t *testing.T) {
+	r := run("fused", 0, []float64{10, 10, 10, 30}, []float64{0.1, 0.3, 0.1, 0.1}, []float64{1, 1, 1, 1})
+	r.Windows[2].Lost = 3
+	r.Windows[3].OOMKills = 1
+	r.Windows[1].ReplicaChanges, r.Windows[2].Resizes, r.Windows[3].Evictions = 2, 1, 1
+	s, err := Summarise(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 0.5 cores and 1 GiB for 60 s: (0.5 + 1/7.5)·60/3600.
+	if want := (0.5 + 1/7.5) * 60 / 3600; math.Abs(s.Cost-want) > 1e-12 {
+		t.Errorf("cost %g, want %g", s.Cost, want)
+	}
+	if s.Violations != 0.5 { // window 1 (p95) and window 2 (lost)
+		t.Errorf("violations %g, want 0.5", s.Violations)
+	}
+	if want := 3.0 / (15 * 60); math.Abs(s.LostShare-want) > 1e-12 {
+		t.Errorf("lost share %g, want %g", s.LostShare, want)
+	}
+	if s.OOMKills != 1 || s.ReplicaChanges != 2 || s.Resizes != 1 || s.Evictions != 1 {
+		t.Errorf("events %+v", s)
+	}
+	// The OOM window's reward is −1; the others lie in [0, 1].
+	if !(s.Reward < 0.75) || !(s.Reward > -1) {
+		t.Errorf("reward %g", s.Reward)
+	}
+}
+
+func TestSummariseRefuses(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*Run)
+		want string
+	}{
+		{"no windows", func(r *Run) { r.Windows = nil }, "no windows"},
+		{"no SLO", func(r *Run) { r.SLO = 0 }, "must be > 0"},
+		{"NaN usage", func(r *Run) { r.Windows[1].CPUUsed = math.NaN() }, "window 1"},
+		{"negative request", func(r *Run) { r.Windows[0].CPURequested = -1 }, "window 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run("hpa", 0, []float64{1, 1}, []float64{0.1, 0.1}, []float64{1, 1})
+			tc.mod(&r)
+			if _, err := Summarise(r); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestReaction(t *testing.T) {
+	nan := math.NaN()
+	for _, tc := range []struct {
+		name          string
+		rates, p95s   []float64
+		ready         []float64
+		slo, capacity float64
+	}{
+		{
+			name:  "violations after the step, capacity two windows later",
+			rates: []float64{10, 10, 10, 30, 30, 30, 30},
+			p95s:  []float64{0.1, 0.1, 0.1, 0.5, 0.9, 0.2, 0.1},
+			// Demand 30/s × 0.02 s = 0.6 cores.
+			ready: []float64{0.2, 0.2, 0.2, 0.2, 0.4, 0.6, 0.6},
+			slo:   30, capacity: 45,
+		},
+		{
+			name:  "no violation",
+			rates: []float64{10, 10, 30, 30},
+			p95s:  []float64{0.1, 0.1, 0.1, 0.1},
+			ready: []float64{1, 1, 1, 1},
+			slo:   0, capacity: 15,
+		},
+		{
+			name:  "a late violation is not the step's",
+			rates: []float64{10, 10, 30, 30, 30, 30, 30},
+			p95s:  []float64{0.1, 0.1, 0.1, 0.1, 0.1, 0.9, 0.1},
+			ready: []float64{0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1},
+			slo:   0, capacity: nan,
+		},
+		{
+			name:  "no step",
+			rates: []float64{10, 10, 10, 10},
+			p95s:  []float64{0.1, 0.9, 0.1, 0.1},
+			ready: []float64{1, 1, 1, 1},
+			slo:   nan, capacity: nan,
+		},
+		{
+			name:  "violating to the end",
+			rates: []float64{10, 10, 40, 40},
+			p95s:  []float64{0.1, 0.1, 0.3, 0.3},
+			ready: []float64{0.1, 0.1, 0.1, 0.1},
+			slo:   30, capacity: nan,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			slo, capacity := Reaction(run("x", 0, tc.rates, tc.p95s, tc.ready))
+			if !same(slo, tc.slo) || !same(capacity, tc.capacity) {
+				t.Fatalf("reaction (%g, %g), want (%g, %g)", slo, capacity, tc.slo, tc.capacity)
+			}
+		})
+	}
+}
+
+func same(a, b float64) bool { return a == b || math.IsNaN(a) && math.IsNaN(b) }
+
+func TestCompare(t *testing.T) {
+	var runs []Run
+	// fused costs 0.5 cores, hpa 0.6 in every pair; hpa violates one window
+	// more in each of three repetitions.
+	for rep := range 3 {
+		f := run("fused", rep, []float64{10, 10, 10, 10}, []float64{0.1, 0.1, 0.1, 0.1}, []float64{1, 1, 1, 1})
+		h := run("hpa", rep, []float64{10, 10, 10, 10}, []float64{0.1, 0.9, 0.1, 0.1}, []float64{1, 1, 1, 1})
+		for i := range h.Windows {
+			h.Windows[i].CPURequested = 0.6 + 0.01*float64(rep)
+		}
+		runs = append(runs, h, f)
+	}
+	var sums []Summary
+	for _, r := range runs {
+		s, err := Summarise(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, s)
+	}
+	cs, err := Compare(sums, "fused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 1 || cs[0].Policy != "hpa" || cs[0].Pairs != 3 {
+		t.Fatalf("comparisons %+v", cs)
+	}
+	c := cs[0]
+	if math.Abs(c.Violations.Mean-0.25) > 1e-12 || c.Violations.Lo != c.Violations.Mean {
+		t.Errorf("violations %+v, want +0.25 with no spread", c.Violations)
+	}
+	if !(c.Cost.Lo > 0) || !(c.CostRatio > 1.1) {
+		t.Errorf("cost %+v ratio %g, want hpa dearer with an interval above 0", c.Cost, c.CostRatio)
+	}
+	if _, err := Compare(sums, "vpa"); err == nil {
+		t.Error("a reference without runs was accepted")
+	}
+	if _, err := Compare(append(sums, Summary{Policy: "vpa", Rep: 9}), "fused"); !errors.Is(err, ErrUnpaired) {
+		t.Errorf("a policy without a shared repetition: %v, want ErrUnpaired", err)
+	}
+}
+
+func TestWriteAndReadRuns(t *testing.T) {
+	runs := []Run{
+		run("hpa", 0, []float64{10, 10, 10, 30}, []float64{0.1, 0.1, 0.1, 0.4}, []float64{0.1, 0.1, 0.1, 0.1}),
+		run("fused", 0, []float64{10, 10, 10, 30}, []float64{0.1, 0.1, 0.1, 0.1}, []float64{1, 1, 1, 1}),
+	}
+	var b bytes.Buffer
+	if err := WriteRuns(&b, map[string]string{"trace": "step-change"}, runs); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadRuns(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[1].Policy != "fused" || len(got[1].Windows) != 4 || got[0].Windows[3].P95 != 0.4 {
+		t.Fatalf("read back %+v", got)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, got, "fused"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"policy", "hpa ", "fused ", "paired by repetition", "25.0%"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	for _, tc := range []struct{ name, in string }{
+		{"other kind", `{"kind":"x","runs":[]}`},
+		{"unknown field", `{"kind":"aware-bench-real/v1","runs":[],"extra":1}`},
+		{"not JSON", `kind: x`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := ReadRuns(strings.NewReader(tc.in)); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}

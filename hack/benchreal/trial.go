@@ -1,0 +1,317 @@
+//go:build benchreal
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aware-k8s/aware/e2e/framework"
+	"github.com/aware-k8s/aware/e2e/loadgen"
+	"github.com/aware-k8s/aware/e2e/nodeinstall"
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+type harness struct {
+	o      options
+	tb     *framework.Testbed
+	env    nodeinstall.Env
+	logDir string
+}
+
+// namespace of one run: a fresh one each time, so nothing of a run (a
+// VPA checkpoint, an HPA's history) reaches the next.
+func namespace(policy string, rep int) string {
+	return fmt.Sprintf("bench-real-%s-%d", strings.ReplaceAll(policy, "+", "-"), rep)
+}
+
+// trial runs the trace once against policy.
+func (h *harness) trial(ctx context.Context, policy string, rep, order int) (result.Run, error) {
+	ns := namespace(policy, rep)
+	r := result.Run{Policy: policy, Rep: rep, Order: order, SLO: h.o.slo.Seconds(), Window: h.o.window.Seconds()}
+	in := &nodeinstall.Installer{TB: h.tb, Env: h.env}
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if err := h.deleteNamespace(c, ns); err != nil {
+			logf("deleting %s: %v", ns, err)
+		}
+	}()
+	if err := h.deleteNamespace(ctx, ns); err != nil {
+		return r, err
+	}
+	if _, err := in.Kubectl(ctx, strings.NewReader(h.manifest(ns, policy)), "apply", "-f", "-"); err != nil {
+		return r, err
+	}
+	if err := framework.WaitFor(ctx, 3*time.Minute, 2*time.Second, "the app ready in "+ns, func(ctx context.Context) (bool, error) {
+		d, err := h.tb.Client.AppsV1().Deployments(ns).Get(ctx, "testapp", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return d.Status.ReadyReplicas >= 1, nil
+	}); err != nil {
+		return r, err
+	}
+	cpuBefore := readCPU(h.tb.Dir)
+	start := time.Now()
+	r.Start = start.UTC().Format(time.RFC3339)
+	records := filepath.Join(h.o.out, fmt.Sprintf("loadgen-%s-%d.jsonl", strings.ReplaceAll(policy, "+", "-"), rep))
+	lg := exec.CommandContext(ctx, h.o.loadgenBin,
+		"--target", fmt.Sprintf("http://127.0.0.1:%d/", h.o.appPort),
+		"--trace", h.o.trace, "--mean", fmt.Sprint(h.o.mean), "--trace-step", h.o.window.String(),
+		"--seed", fmt.Sprint(h.o.seed+uint64(rep)), "--duration", h.o.duration.String(),
+		"--window", h.o.window.String(), "--timeout", "10s", "--records", records)
+	logFile, err := os.Create(filepath.Join(h.logDir, fmt.Sprintf("loadgen-%d.log", order)))
+	if err != nil {
+		return r, err
+	}
+	defer logFile.Close()
+	lg.Stdout, lg.Stderr = logFile, logFile
+	if err := lg.Start(); err != nil {
+		return r, fmt.Errorf("start loadgen: %w", err)
+	}
+	s := newSampler(h.tb, ns, "testapp", start, h.o.window)
+	sctx, stopSampling := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.loop(sctx)
+	}()
+	lgErr := lg.Wait()
+	stopSampling()
+	wg.Wait()
+	cpuAfter := readCPU(h.tb.Dir)
+	if lgErr != nil {
+		return r, fmt.Errorf("loadgen: %w (log %s)", lgErr, logFile.Name())
+	}
+	recs, err := readRecords(records)
+	if err != nil {
+		return r, err
+	}
+	r.CPU = cpuAfter.minus(cpuBefore)
+	if lg.ProcessState != nil {
+		r.CPU.LoadGen = (lg.ProcessState.UserTime() + lg.ProcessState.SystemTime()).Seconds()
+	}
+	r.Windows = s.windows(recs)
+	var used, ok float64
+	for _, w := range r.Windows {
+		used += w.CPUUsed * (w.End - w.Start)
+		ok += float64(w.OK)
+	}
+	if ok > 0 {
+		r.CPUSecondsPerRequest = used / ok
+	}
+	return r, nil
+}
+
+func (h *harness) deleteNamespace(ctx context.Context, ns string) error {
+	c := h.tb.Client.CoreV1().Namespaces()
+	if err := c.Delete(ctx, ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err := framework.WaitFor(ctx, 3*time.Minute, time.Second, ns+" gone", func(ctx context.Context) (bool, error) {
+		_, err := c.Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		return err
+	}
+	// The port is free again and the machine quiet before the next run.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(h.o.cooldown):
+		return nil
+	}
+}
+
+func readRecords(path string) ([]loadgen.Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []loadgen.Record
+	sc := bufio.NewScanner(f)
+	for line := 1; sc.Scan(); line++ {
+		var r loadgen.Record
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no records", path)
+	}
+	return out, nil
+}
+
+// The app and the policy's objects. The requests start small and equal
+// for every policy: one replica of 100m and 96Mi; the CPU limit equals the
+// request, so a replica cannot borrow idle cores and its size matters (the
+// autoscalers scale limits with requests). The bounds are the same for
+// every policy: 1-8 replicas, 50m-1 CPU, 64Mi-1Gi per container.
+func (h *harness) manifest(ns, policy string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: testapp, namespace: %[1]s}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: testapp}}
+  template:
+    metadata: {labels: {app: testapp}}
+    spec:
+      hostNetwork: true
+      dnsPolicy: Default
+      nodeSelector: {kubernetes.io/hostname: %[2]s}
+      terminationGracePeriodSeconds: 15
+      containers:
+      - name: app
+        image: aware-testapp:%[3]s
+        imagePullPolicy: Never
+        args: [--address=127.0.0.1:%[4]d, --reuse-port, --cpu=%[5]s, --memory-per-request=%[6]s, --base-memory=%[7]s, --startup-delay=%[8]s, --shutdown-timeout=10s]
+        resources:
+          requests: {cpu: 100m, memory: 96Mi}
+          limits: {cpu: 100m, memory: 256Mi}
+        readinessProbe:
+          httpGet: {path: /readyz, port: %[4]d}
+          periodSeconds: 2
+          failureThreshold: 1
+`, ns, h.env.Node, h.env.Tag, h.o.appPort, h.o.cpu, h.o.memPerRequest, h.o.baseMemory, h.o.startupDelay)
+	hpa := `---
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: testapp, namespace: %[1]s}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: testapp}
+  minReplicas: 1
+  maxReplicas: 8
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 70}}
+`
+	vpa := `---
+apiVersion: autoscaling.k8s.io/v1
+kind: VerticalPodAutoscaler
+metadata: {name: testapp, namespace: %[1]s}
+spec:
+  targetRef: {apiVersion: apps/v1, kind: Deployment, name: testapp}
+  updatePolicy: {updateMode: InPlaceOrRecreate, minReplicas: 1}
+  resourcePolicy:
+    containerPolicies:
+    - containerName: '*'
+      minAllowed: {cpu: 50m, memory: 64Mi}
+      maxAllowed: {cpu: "1", memory: 1Gi}
+      controlledResources: [cpu, memory]
+`
+	mpa := `---
+apiVersion: autoscaling.aware.dev/v1alpha1
+kind: MultidimPodAutoscaler
+metadata: {name: testapp, namespace: %[1]s}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: testapp}
+  policy: {updateMode: InPlaceOrRecreate}
+  constraints: {global: {minReplicas: 1, maxReplicas: 8}}
+  resourcePolicy:
+    containerPolicies:
+    - containerName: '*'
+      minAllowed: {cpu: 50m, memory: 64Mi}
+      maxAllowed: {cpu: "1", memory: 1Gi}
+      controlledResources: [cpu, memory]
+`
+	switch policy {
+	case "hpa":
+		fmt.Fprintf(&b, hpa, ns)
+	case "vpa":
+		fmt.Fprintf(&b, vpa, ns)
+	case "hpa+vpa":
+		fmt.Fprintf(&b, hpa, ns)
+		fmt.Fprintf(&b, vpa, ns)
+	case "fused":
+		fmt.Fprintf(&b, mpa, ns)
+	}
+	return b.String()
+}
+
+// cpuTimes are cumulative CPU seconds by part of the machine.
+type cpuTimes struct {
+	at                          time.Time
+	machine, controlPlane, node float64
+	pods                        float64
+}
+
+func (a cpuTimes) minus(b cpuTimes) result.CPUShare {
+	return result.CPUShare{
+		Machine: a.machine - b.machine, ControlPlane: a.controlPlane - b.controlPlane,
+		Node: a.node - b.node, Components: a.pods - b.pods, Wall: a.at.Sub(b.at).Seconds(),
+	}
+}
+
+// readCPU reads the machine's CPU time (/proc/stat), the testbed's
+// processes' (its pids/), the node's kubelet and containerd (node/pids/),
+// and every pod's (the kubepods cgroup). A part that cannot be read is 0.
+func readCPU(dir string) cpuTimes {
+	c := cpuTimes{at: time.Now()}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		for i, v := range f[1:] {
+			if i == 3 || i == 4 { // idle, iowait
+				continue
+			}
+			var x float64
+			fmt.Sscan(v, &x)
+			c.machine += x / 100
+		}
+	}
+	c.controlPlane = pidsCPU(filepath.Join(dir, "pids"))
+	c.node = pidsCPU(filepath.Join(dir, "node", "pids"))
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/kubepods/cpuacct.usage"); err == nil {
+		var ns float64
+		fmt.Sscan(strings.TrimSpace(string(b)), &ns)
+		c.pods = ns / 1e9
+	}
+	return c
+}
+
+func pidsCPU(dir string) float64 {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
+	var total float64
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(b)), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(fields) < 13 {
+			continue
+		}
+		var u, k float64
+		fmt.Sscan(fields[11], &u)
+		fmt.Sscan(fields[12], &k)
+		total += (u + k) / 100
+	}
+	return total
+}
