@@ -38,11 +38,14 @@ type sampler struct {
 	resources map[types.UID]string
 	restarts  map[string]int32
 	gone      map[types.UID]bool
+	// startup has each pod's creation-to-Ready seconds, once Ready.
+	startup map[types.UID]float64
 }
 
 func newSampler(tb *framework.Testbed, ns, name string, start time.Time, window time.Duration) *sampler {
 	return &sampler{tb: tb, ns: ns, name: name, start: start, window: window, prevSpec: -1,
-		resources: map[types.UID]string{}, restarts: map[string]int32{}, gone: map[types.UID]bool{}}
+		resources: map[types.UID]string{}, restarts: map[string]int32{}, gone: map[types.UID]bool{},
+		startup: map[types.UID]float64{}}
 }
 
 func (s *sampler) loop(ctx context.Context) {
@@ -108,6 +111,13 @@ func (s *sampler) take(ctx context.Context) (sample, error) {
 		if framework.PodReady(p) {
 			smp.ready++
 			smp.readyCPUReq += cpu
+			if _, ok := s.startup[p.UID]; !ok && p.CreationTimestamp.Time.After(s.start) {
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady {
+						s.startup[p.UID] = c.LastTransitionTime.Sub(p.CreationTimestamp.Time).Seconds()
+					}
+				}
+			}
 		}
 		if prev, ok := s.resources[p.UID]; ok && prev != key {
 			smp.resize++
@@ -211,6 +221,16 @@ func (s *sampler) windows(recs []loadgen.Record) []result.Window {
 		}
 		w.Replicas, w.Ready, w.ReadyCPURequested = last.replicas, last.ready, last.readyCPUReq
 		out = append(out, w)
+	}
+	return out
+}
+
+// startups are the creation-to-Ready seconds of the pods created during
+// the run, in no particular order.
+func (s *sampler) startups() []float64 {
+	out := make([]float64, 0, len(s.startup))
+	for _, v := range s.startup {
+		out = append(out, v)
 	}
 	return out
 }

@@ -104,6 +104,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		r.CPU.LoadGen = (lg.ProcessState.UserTime() + lg.ProcessState.SystemTime()).Seconds()
 	}
 	r.Windows = s.windows(recs)
+	r.StartupSeconds = s.startups()
 	var used, ok float64
 	for _, w := range r.Windows {
 		used += w.CPUUsed * (w.End - w.Start)

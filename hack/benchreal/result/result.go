@@ -78,6 +78,10 @@ type Run struct {
 	// CPUSecondsPerRequest is what the app measured it burned per request
 	// (its own counter), for the reaction time's demand.
 	CPUSecondsPerRequest float64 `json:"cpuSecondsPerRequest"`
+	// StartupSeconds are, for each pod that became Ready during the run,
+	// the seconds from its creation to its Ready condition: scheduling,
+	// the container's start and the app's start-up delay.
+	StartupSeconds []float64 `json:"startupSeconds,omitempty"`
 	// CPU seconds the run took, by part of the machine.
 	CPU CPUShare `json:"cpu"`
 }
