@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"runtime"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -68,7 +67,7 @@ type Server struct {
 	cfg      Config
 	clock    clock.PassiveClock
 	started  time.Time
-	base     []byte
+	base     *Held
 	draining atomic.Bool
 	m        *metrics
 }
@@ -83,7 +82,11 @@ func New(cfg Config, clk clock.PassiveClock, reg prometheus.Registerer) (*Server
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, clock: clk, started: clk.Now(), base: Hold(cfg.BaseMemory), m: m}
+	base, err := Hold(cfg.BaseMemory)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, clock: clk, started: clk.Now(), base: base, m: m}
 	m.held.Set(float64(cfg.BaseMemory))
 	return s, nil
 }
@@ -244,7 +247,11 @@ func (s *Server) serveWork(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Do(ctx context.Context, work Work) (Result, error) {
 	s.m.held.Add(float64(work.Memory))
 	defer s.m.held.Sub(float64(work.Memory))
-	buf := Hold(work.Memory)
+	buf, err := Hold(work.Memory)
+	if err != nil {
+		return Result{}, err
+	}
+	defer buf.Release()
 	used, wall, err := Burn(work.CPU)
 	s.m.cpu.Add(used.Seconds())
 	if err != nil {
@@ -258,7 +265,6 @@ func (s *Server) Do(ctx context.Context, work Work) (Result, error) {
 			t.Stop()
 		}
 	}
-	runtime.KeepAlive(buf)
 	return Result{CPUSeconds: used.Seconds(), WallSeconds: wall.Seconds(), MemoryBytes: work.Memory}, nil
 }
 
@@ -271,6 +277,6 @@ func (s *Server) InFlight() float64 { return gaugeValue(s.m.inFlight) }
 
 // Close releases the base memory.
 func (s *Server) Close() {
-	s.base = nil
+	s.base.Release()
 	s.m.held.Sub(float64(s.cfg.BaseMemory))
 }

@@ -100,16 +100,25 @@ func rss(t *testing.T) int64 {
 	return pages * int64(os.Getpagesize())
 }
 
-func TestHoldIsResident(t *testing.T) {
+func TestHoldIsResidentUntilReleased(t *testing.T) {
 	const n = 64 << 20
 	before := rss(t)
-	b := Hold(n)
+	b, err := Hold(n)
+	if err != nil {
+		t.Fatal(err)
+	}
 	after := rss(t)
-	if len(b) != n {
-		t.Fatalf("held %d bytes, want %d", len(b), n)
+	if b.Len() != n {
+		t.Fatalf("held %d bytes, want %d", b.Len(), n)
 	}
 	if grew := after - before; grew < n*3/4 {
 		t.Errorf("resident set grew by %d bytes for a hold of %d: the memory is not touched", grew, n)
+	}
+	b.Release()
+	b.Release() // twice is harmless
+	// Released at once, not when a garbage collection runs.
+	if shrank := after - rss(t); shrank < n*3/4 {
+		t.Errorf("resident set shrank by %d bytes after releasing %d: the memory is still resident", shrank, n)
 	}
 }
 

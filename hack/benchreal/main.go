@@ -55,6 +55,7 @@ type options struct {
 	merge          []string
 	reference      string
 	smoke          bool
+	initialCPU     string
 }
 
 func main() {
@@ -65,11 +66,12 @@ func main() {
 	flag.IntVar(&o.firstRep, "first-rep", 0, "number of the first repetition (to spread repetitions over invocations; a repetition's seed is --seed plus its number)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "length of each run's load (at least 8m)")
 	flag.StringVar(&o.trace, "trace", "step-change", "the simulator's trace kind the load generator replays")
-	flag.Float64Var(&o.mean, "mean", 16, "the trace's mean rate, requests/s")
+	flag.Float64Var(&o.mean, "mean", 20, "the trace's mean rate, requests/s")
 	flag.Uint64Var(&o.seed, "seed", 1, "seed of the trace and the arrivals of repetition 0")
 	flag.DurationVar(&o.slo, "slo", 250*time.Millisecond, "the p95 latency objective")
 	flag.DurationVar(&o.window, "window", 15*time.Second, "width of a record")
-	flag.DurationVar(&o.cpu, "cpu", 20*time.Millisecond, "the app's CPU time per request")
+	flag.DurationVar(&o.cpu, "cpu", 10*time.Millisecond, "the app's CPU time per request")
+	flag.StringVar(&o.initialCPU, "initial-cpu", "200m", "the app's CPU request and limit at the start of every run (one replica)")
 	flag.StringVar(&o.memPerRequest, "memory-per-request", "1Mi", "the app's memory per request in flight")
 	flag.StringVar(&o.baseMemory, "base-memory", "48Mi", "the app's base memory")
 	flag.DurationVar(&o.startupDelay, "startup-delay", 5*time.Second, "the app's start-up delay before it is ready")
@@ -212,7 +214,7 @@ func (o options) settings() map[string]string {
 	return map[string]string{
 		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
 		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
-		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "smoke": fmt.Sprint(o.smoke),
+		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "smoke": fmt.Sprint(o.smoke),
 	}
 }
 

@@ -66,7 +66,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	start := time.Now()
 	r.Start = start.UTC().Format(time.RFC3339)
 	records := filepath.Join(h.o.out, fmt.Sprintf("loadgen-%s-%d.jsonl", strings.ReplaceAll(policy, "+", "-"), rep))
-	lg := exec.CommandContext(ctx, h.o.loadgenBin,
+	lg := exec.Command(h.o.loadgenBin,
 		"--target", fmt.Sprintf("http://127.0.0.1:%d/", h.o.appPort),
 		"--trace", h.o.trace, "--mean", fmt.Sprint(h.o.mean), "--trace-step", h.o.window.String(),
 		"--seed", fmt.Sprint(h.o.seed+uint64(rep)), "--duration", h.o.duration.String(),
@@ -88,7 +88,18 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		defer wg.Done()
 		s.loop(sctx)
 	}()
-	lgErr := lg.Wait()
+	// Interrupted, the load generator stops sending and writes the
+	// windows it has: SIGINT, not the context's kill.
+	waited := make(chan error, 1)
+	go func() { waited <- lg.Wait() }()
+	var lgErr error
+	select {
+	case lgErr = <-waited:
+	case <-ctx.Done():
+		_ = lg.Process.Signal(os.Interrupt)
+		<-waited
+		lgErr = ctx.Err()
+	}
 	stopSampling()
 	wg.Wait()
 	cpuAfter := readCPU(h.tb.Dir)
@@ -160,10 +171,11 @@ func readRecords(path string) ([]loadgen.Record, error) {
 	return out, nil
 }
 
-// The app and the policy's objects. The requests start small and equal
-// for every policy: one replica of 100m and 96Mi; the CPU limit equals the
-// request, so a replica cannot borrow idle cores and its size matters (the
-// autoscalers scale limits with requests). The bounds are the same for
+// The app and the policy's objects. The requests start equal for every
+// policy: one replica of --initial-cpu and 96Mi, enough for the trace's
+// first third; the CPU limit equals the request, so a replica cannot
+// borrow idle cores and its size matters (the autoscalers scale limits
+// with requests). The bounds are the same for
 // every policy: 1-8 replicas, 50m-1 CPU, 64Mi-1Gi per container.
 func (h *harness) manifest(ns, policy string) string {
 	var b strings.Builder
@@ -190,13 +202,14 @@ spec:
         imagePullPolicy: Never
         args: [--address=127.0.0.1:%[4]d, --reuse-port, --cpu=%[5]s, --memory-per-request=%[6]s, --base-memory=%[7]s, --startup-delay=%[8]s, --shutdown-timeout=10s]
         resources:
-          requests: {cpu: 100m, memory: 96Mi}
-          limits: {cpu: 100m, memory: 256Mi}
+          requests: {cpu: %[9]s, memory: 96Mi}
+          limits: {cpu: %[9]s, memory: 256Mi}
         readinessProbe:
           httpGet: {path: /readyz, port: %[4]d}
           periodSeconds: 2
-          failureThreshold: 1
-`, ns, h.env.Node, h.env.Tag, h.o.appPort, h.o.cpu, h.o.memPerRequest, h.o.baseMemory, h.o.startupDelay)
+          timeoutSeconds: 2
+          failureThreshold: 3
+`, ns, h.env.Node, h.env.Tag, h.o.appPort, h.o.cpu, h.o.memPerRequest, h.o.baseMemory, h.o.startupDelay, h.o.initialCPU)
 	hpa := `---
 apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
