@@ -415,7 +415,10 @@ func (c Calibration) Write(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "calibration of the simulator's app from %d real runs:\n", c.Runs)
 	line := func(name string, e Estimate, scale float64, unit string) {
-		fmt.Fprintf(&b, "  %-26s %.4g %s [%.4g, %.4g] (n = %d): %s\n", name, e.Value/scale, unit, e.Lo/scale, e.Hi/scale, e.N, e.Method)
+		if unit != "" {
+			unit = " " + unit
+		}
+		fmt.Fprintf(&b, "  %-26s %.4g%s [%.4g, %.4g] (n = %d): %s\n", name, e.Value/scale, unit, e.Lo/scale, e.Hi/scale, e.N, e.Method)
 	}
 	line("CPU per request", c.CPUSecondsPerRequest, 1e-3, "ms")
 	line("base memory", c.BaseMemory, sim.MiB, "MiB")

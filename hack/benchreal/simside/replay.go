@@ -22,9 +22,9 @@ import (
 // requests out at the same age unless the settings say "timeout".
 const LoadGenTimeout = 10 * time.Second
 
-// Policies are the simulator's counterparts of the harness's runs: the
+// policy is the simulator's counterpart of one of the harness's runs: the
 // HPA and VPA models of pkg/core, both together (fusion's naive
-// combination), and the fused default, built as the demo builds them.
+// combination), or the fused default, built as the demo builds them.
 func policy(name string) (workload.PolicyFactory, error) {
 	switch name {
 	case "hpa":
