@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // The goals for the simulator against the real node, per policy.
@@ -32,6 +33,11 @@ type Row struct {
 	Real, Simulated Side
 	// CostOff and ViolationsOff flag a miss of the goals.
 	CostOff, ViolationsOff bool
+	// CostRel (simulated/real − 1) and ViolationsDiff (simulated − real)
+	// are the paired differences over the repetitions, with 95% intervals.
+	CostRel, ViolationsDiff stats.Interval
+
+	costRel, violDiff []float64
 }
 
 // CostRatio is the simulated mean cost over the real one (NaN without a
@@ -81,6 +87,10 @@ func Compare(real, simulated []result.Run) ([]Row, error) {
 		row.Pairs++
 		add(&row.Real, rs)
 		add(&row.Simulated, ss)
+		if rs.Cost > 0 {
+			row.costRel = append(row.costRel, ss.Cost/rs.Cost-1)
+		}
+		row.violDiff = append(row.violDiff, ss.Violations-rs.Violations)
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("no real runs")
@@ -90,6 +100,15 @@ func Compare(real, simulated []result.Run) ([]Row, error) {
 		for _, s := range []*Side{&r.Real, &r.Simulated} {
 			n := float64(r.Pairs)
 			s.Cost, s.Violations, s.LostShare, s.Churn, s.Reward = s.Cost/n, s.Violations/n, s.LostShare/n, s.Churn/n, s.Reward/n
+		}
+		var err error
+		if len(r.costRel) > 0 {
+			if r.CostRel, err = stats.Mean(r.costRel, 0.95); err != nil {
+				return nil, fmt.Errorf("%s: %w", r.Policy, err)
+			}
+		}
+		if r.ViolationsDiff, err = stats.Mean(r.violDiff, 0.95); err != nil {
+			return nil, fmt.Errorf("%s: %w", r.Policy, err)
 		}
 		ratio := r.CostRatio()
 		r.CostOff = math.IsNaN(ratio) || math.Abs(ratio-1) > CostTolerance
@@ -166,6 +185,15 @@ func WriteSideBySide(w io.Writer, real, simulated []result.Run) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(&b, "\npaired by repetition, simulated − real, mean [95% interval]:")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "policy\tpairs\tcost (relative, %)\tSLO-violating windows (points)")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", r.Policy, r.Pairs, pairedInterval(r.CostRel, 100), pairedInterval(r.ViolationsDiff, 100))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	fmt.Fprintf(&b, "goals: cost within %.0f%% (COST), SLO-violating windows within %.0f points (SLO): %d of %d policies miss\n",
 		100*CostTolerance, 100*ViolationTolerance, misses, len(rows))
 	rr := Ranking(rows, func(r Row) Side { return r.Real })
@@ -177,4 +205,15 @@ func WriteSideBySide(w io.Writer, real, simulated []result.Run) error {
 	fmt.Fprintf(&b, "ranking by reward, best first: real %s; simulated %s (%s)\n", strings.Join(rr, " > "), strings.Join(rs, " > "), same)
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// pairedInterval prints a scaled interval, the mean alone below two pairs.
+func pairedInterval(iv stats.Interval, scale float64) string {
+	if iv.N == 0 {
+		return "-"
+	}
+	if iv.N < 2 {
+		return fmt.Sprintf("%+.1f", iv.Mean*scale)
+	}
+	return fmt.Sprintf("%+.1f [%+.1f, %+.1f]", iv.Mean*scale, iv.Lo*scale, iv.Hi*scale)
 }

@@ -281,7 +281,7 @@ func TestWriteSideBySide(t *testing.T) {
 		want      []string
 		not       []string
 	}{
-		{"identical", real, []string{"0 of 4 policies miss", "(same)", "+0.0"}, []string{"  COST", "  SLO\n", "DIFFERENT"}},
+		{"identical", real, []string{"0 of 4 policies miss", "(same)", "+0.0 [+0.0, +0.0]"}, []string{"  COST", "  SLO\n", "DIFFERENT"}},
 		// Half the CPU per request: half the load, so cheaper and faster.
 		{"a different app", replayAll(t, known(0.01, 48*sim.MiB, sim.MiB, 20, 0.005), set, 2), []string{"  COST", "policies miss"}, []string{"0 of 4"}},
 	} {
@@ -337,6 +337,13 @@ func TestCompareFlagsAndRanking(t *testing.T) {
 		if rows[i].CostOff != want.cost || rows[i].ViolationsOff != want.slo {
 			t.Errorf("%s: cost off %v, SLO off %v; want %v, %v", rows[i].Policy, rows[i].CostOff, rows[i].ViolationsOff, want.cost, want.slo)
 		}
+	}
+	// 0.3 cores more on a cost of 1 core and 1 GiB (1/7.5 of a core).
+	if iv := rows[1].CostRel; iv.N != 1 || math.Abs(iv.Mean-0.3/(1+1/7.5)) > 1e-9 {
+		t.Errorf("b's paired relative cost %+v, want +0.265 over one pair", iv)
+	}
+	if iv := rows[2].ViolationsDiff; iv.N != 1 || iv.Mean != 1 {
+		t.Errorf("c's paired violations %+v, want +1 over one pair", iv)
 	}
 	// Real: all equal, by name. Simulated: a beats b (less over-allocation),
 	// c's violations put it last.
