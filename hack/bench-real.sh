@@ -16,7 +16,10 @@
 #
 # Needs root. Extra arguments go to the harness, e.g. --policies hpa,fused
 # --repeat 2 --first-rep 3 (go run -tags benchreal ./hack/benchreal -h
-# lists them); --merge a.json,b.json reports several invocations together.
+# lists them); --merge a.json,b.json reports several invocations together;
+# --simulate then sets the simulator, calibrated from the runs, beside them
+# (simulated.json, side-by-side.txt, sim-POLICY.svg). --merge needs no
+# testbed: go run -tags benchreal ./hack/benchreal --merge ... --simulate.
 # Each run lasts --duration (10 min by default) plus about a minute of
 # set-up and teardown. Not part of make check or CI.
 #

@@ -8,14 +8,20 @@
 // test app (aware-testapp) in the host's network, driven by the load
 // generator (loadgen) as a local process. Every 15-s window is recorded;
 // the table and the paired comparison are printed and written with every
-// run's windows as JSON. docs/real-node.md explains every measure.
+// run's windows as JSON. With --simulate the simulator is set beside the
+// runs (package simside): calibrated from them, it replays every run, and
+// the two are printed and plotted side by side. docs/real-node.md explains
+// every measure.
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -27,6 +33,8 @@ import (
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/e2e/nodeinstall"
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/simside"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // Policies are the runs the harness knows, in their default order.
@@ -56,6 +64,9 @@ type options struct {
 	reference      string
 	smoke          bool
 	initialCPU     string
+	simulate       bool
+	simNodeCPU     float64
+	simNodeMemory  float64
 }
 
 func main() {
@@ -85,6 +96,9 @@ func main() {
 	flag.StringVar(&merge, "merge", "", "comma-separated results.json files to merge and report, instead of running")
 	flag.StringVar(&o.reference, "reference", "fused", "the policy every other is compared with")
 	flag.BoolVar(&o.smoke, "smoke", false, "allow runs shorter than 8m, to try the harness (results say so)")
+	flag.BoolVar(&o.simulate, "simulate", false, "after the runs (or with --merge): calibrate the simulator's app from them, replay every run's policy and repetition in the simulator, print the two side by side and write simulated.json, side-by-side.txt and sim-POLICY.svg")
+	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
+	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
 	flag.Parse()
 	o.policies = strings.Split(policies, ",")
 	if merge != "" {
@@ -109,10 +123,13 @@ func main() {
 }
 
 func (o options) validate() error {
-	if len(o.merge) > 0 {
-		return nil
-	}
 	var errs []error
+	if o.simulate && (!(o.simNodeCPU > 0) || !(o.simNodeMemory > 0)) {
+		errs = append(errs, fmt.Errorf("--sim-node-cpu %g and --sim-node-memory-gib %g must be > 0", o.simNodeCPU, o.simNodeMemory))
+	}
+	if len(o.merge) > 0 {
+		return errors.Join(errs...)
+	}
 	for _, p := range o.policies {
 		if !slices.Contains(Policies, p) {
 			errs = append(errs, fmt.Errorf("--policies: unknown policy %q (want some of %s)", p, strings.Join(Policies, ", ")))
@@ -206,7 +223,17 @@ func run(ctx context.Context, o options) error {
 	if len(runs) == 0 {
 		return errors.New("no run completed")
 	}
-	return h.write(runs)
+	if err := h.write(runs); err != nil {
+		return err
+	}
+	if !o.simulate {
+		return nil
+	}
+	sets := make([]map[string]string, len(runs))
+	for i := range sets {
+		sets[i] = o.settings()
+	}
+	return simulate(o, runs, sets, o.settings())
 }
 
 // settings are the invocation's, written beside the runs.
@@ -244,28 +271,126 @@ func report(o options, runs []result.Run) error {
 
 func mergeReport(o options) error {
 	var runs []result.Run
+	// Every run keeps its own file's settings: the simulator replays its
+	// trace from them.
+	var sets []map[string]string
 	for _, p := range o.merge {
 		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
-		rs, err := result.ReadRuns(f)
+		rf, err := simside.ReadFile(f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		runs = append(runs, rs...)
+		runs = append(runs, rf.Runs...)
+		for range rf.Runs {
+			sets = append(sets, rf.Settings)
+		}
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
+	// The inputs' settings are kept when they all agree, so that a merged
+	// file can be merged (and simulated) again.
+	settings := map[string]string{}
+	for i, s := range sets {
+		s = maps.Clone(s)
+		delete(s, "merged")
+		if i == 0 {
+			maps.Copy(settings, s)
+		} else if !maps.Equal(s, settings) {
+			clear(settings)
+			break
+		}
+	}
+	settings["merged"] = strings.Join(o.merge, ",")
 	f, err := os.Create(filepath.Join(o.out, "results.json"))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if err := result.WriteRuns(f, map[string]string{"merged": strings.Join(o.merge, ",")}, runs); err != nil {
+	if err := result.WriteRuns(f, settings, runs); err != nil {
 		return err
 	}
-	return report(o, runs)
+	if err := report(o, runs); err != nil {
+		return err
+	}
+	if !o.simulate {
+		return nil
+	}
+	return simulate(o, runs, sets, settings)
+}
+
+// simulate sets the simulator beside the real runs (simside): it
+// calibrates the simulator's app from them, replays each run's policy and
+// repetition on its trace, prints the calibration, the side-by-side table
+// and the simulated runs' own table, and writes simulated.json,
+// side-by-side.txt and one SVG per policy (its first repetition).
+func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
+	cal, err := simside.Calibrate(runs)
+	if err != nil {
+		return fmt.Errorf("--simulate: %w", err)
+	}
+	cal.Node.CPU, cal.Node.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
+	sims := make([]result.Run, 0, len(runs))
+	for i, r := range runs {
+		s, err := simside.Replay(cal, sets[i], r.Policy, r.Rep)
+		if err != nil {
+			return fmt.Errorf("--simulate: %s repetition %d: %w", r.Policy, r.Rep, err)
+		}
+		s.Order = r.Order
+		sims = append(sims, s)
+	}
+	calJSON, err := json.Marshal(cal)
+	if err != nil {
+		return err
+	}
+	simSettings := maps.Clone(settings)
+	simSettings["calibration"] = string(calJSON)
+	f, err := os.Create(filepath.Join(o.out, "simulated.json"))
+	if err != nil {
+		return err
+	}
+	if err := result.WriteRuns(f, simSettings, sims); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	var b strings.Builder
+	if err := cal.Write(&b); err != nil {
+		return err
+	}
+	b.WriteString("\n")
+	if err := simside.WriteSideBySide(&b, runs, sims); err != nil {
+		return err
+	}
+	b.WriteString("\nthe simulated runs:\n")
+	if err := result.WriteTable(&b, sims, o.reference); err != nil {
+		return err
+	}
+	fmt.Print(b.String())
+	if err := os.WriteFile(filepath.Join(o.out, "side-by-side.txt"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	first := map[string]int{}
+	for i, r := range runs {
+		if j, ok := first[r.Policy]; !ok || r.Rep < runs[j].Rep {
+			first[r.Policy] = i
+		}
+	}
+	for p, i := range first {
+		var svg bytes.Buffer
+		if err := simside.WriteSVG(&svg, runs[i], sims[i]); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		name := filepath.Join(o.out, "sim-"+strings.ReplaceAll(p, "+", "-")+".svg")
+		if err := os.WriteFile(name, svg.Bytes(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

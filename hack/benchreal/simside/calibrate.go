@@ -1,0 +1,440 @@
+// Package simside sets the simulator beside the real-node benchmark (make
+// bench-real, hack/benchreal): it calibrates the simulator's app from the
+// real runs' measurements (Calibrate), replays every real run's trace and
+// policy in the simulator on one node sized like the real one (Replay),
+// and prints and plots the two side by side (WriteSideBySide, WriteSVG).
+// Simulated runs are result.Runs, so result.Summarise and
+// result.WriteTable read them as they read real ones.
+//
+// Like hack/benchreal/result it is pure: no client, no clock, no I/O
+// beyond the readers and writers it is given. docs/real-node.md ("The
+// simulator beside it") describes the method.
+package simside
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+)
+
+// The real node (the testbed's kubelet on this machine) has about 2 CPUs
+// and 24 GiB allocatable, and the four components of deploy/ run on it as
+// pods requesting 700m and 1 GiB between them (recommender 100m/256Mi,
+// updater 50m/128Mi, admission controller 50m/128Mi, rl-agent 500m/512Mi).
+// The app's pods get what is left; the simulated node has that much.
+const (
+	DefaultNodeCPU    = 2 - 0.7
+	DefaultNodeMemory = 24*sim.GiB - 1*sim.GiB
+)
+
+// Minimum data Calibrate accepts: fewer and it refuses.
+const (
+	// MinFitWindows is the fewest calm windows for the memory fit.
+	MinFitWindows = 10
+	// MinThrottleWindows is the fewest windows for the latency fit; with
+	// fewer the throttling is reported unresolved (not refused: the other
+	// figures do not depend on it).
+	MinThrottleWindows = 8
+	// maxThrottleRho keeps the latency fit to the stationary regime, where
+	// the simulator's formula applies; near saturation the backlog rules.
+	maxThrottleRho = 0.9
+)
+
+// ErrThinData is wrapped by every refusal for lack of data.
+var ErrThinData = errors.New("too little data to calibrate")
+
+// Estimate is one calibrated figure: its value, a range and how it was
+// measured. For a median the range is the interquartile range; for a
+// least-squares coefficient it is ±1.96 standard errors.
+type Estimate struct {
+	Value  float64 `json:"value"`
+	Lo     float64 `json:"lo"`
+	Hi     float64 `json:"hi"`
+	N      int     `json:"n"`
+	Method string  `json:"method"`
+}
+
+// Throttling is how the real app's p95 grows with the load on its CPU
+// limit, set against the simulator's formula. The simulator serves a pod
+// as a processor-sharing queue of capacity c (its CPU limit), so with S =
+// CPU seconds per request / c and ρ the pod's utilisation of its limit its
+// p95 is W + ln(20)·S/(1−ρ). The real windows give the same regressor x =
+// S/(1−ρ), and a least-squares line p95 = Shift + Slope·x says how the real
+// container behaves: a Slope near ln 20 ≈ 3.0 is the simulator's shape, a
+// smaller one a real container faster than the model at low load (the CFS
+// quota lets a short request run at a full core within its period), a
+// larger one a slower one.
+type Throttling struct {
+	Resolved bool   `json:"resolved"`
+	Reason   string `json:"reason,omitempty"`
+	Windows  int    `json:"windows"`
+	// Shift and Slope are the free fit, R2 its coefficient of determination.
+	Shift Estimate `json:"shift"`
+	Slope Estimate `json:"slope"`
+	R2    float64  `json:"r2"`
+	// SimSlope is the simulator's, ln 20.
+	SimSlope float64 `json:"simSlope"`
+	// IOWait is what the simulated app uses as its I/O wait W: the median
+	// of p95 − ln(20)·x over the windows, at least 0. It is the shift that
+	// brings the simulator's p95 closest to the real one with the
+	// simulator's own slope; the slope itself the simulator cannot take.
+	IOWait Estimate `json:"ioWait"`
+}
+
+// Calibration is the simulator's app as the real runs measured it.
+type Calibration struct {
+	// CPUSecondsPerRequest is core-seconds per request.
+	CPUSecondsPerRequest Estimate `json:"cpuSecondsPerRequest"`
+	// BaseMemory (bytes per Ready pod) and MemoryPerRequest (bytes per
+	// request in flight) are one least-squares fit, R2 its coefficient of
+	// determination over MemoryWindows windows.
+	BaseMemory       Estimate `json:"baseMemory"`
+	MemoryPerRequest Estimate `json:"memoryPerRequest"`
+	MemoryR2         float64  `json:"memoryR2"`
+	MemoryWindows    int      `json:"memoryWindows"`
+	// StartupSeconds is a new pod's creation-to-Ready time.
+	StartupSeconds Estimate   `json:"startupSeconds"`
+	Throttling     Throttling `json:"throttling"`
+	// Node is the simulated node's allocatable (DefaultNodeCPU and
+	// DefaultNodeMemory unless the caller changes it).
+	Node workload.Resources `json:"node"`
+	// Runs is how many runs were read.
+	Runs int `json:"runs"`
+}
+
+// Calibrate estimates the simulator's app from the real runs: the CPU
+// seconds per request (median of the runs' own measurement), the I/O wait
+// and the throttling shape (a fit of p95 against utilisation), the base
+// memory and memory per request in flight (a fit of the memory used
+// against Ready pods and requests in flight), and the start-up delay
+// (median of the pods' creation-to-Ready times). It refuses, with an error
+// wrapping ErrThinData, when the runs cannot support one of the figures
+// the simulator needs; only the throttling shape may stay unresolved.
+func Calibrate(runs []result.Run) (Calibration, error) {
+	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, Runs: len(runs)}
+	if len(runs) == 0 {
+		return c, fmt.Errorf("%w: no runs", ErrThinData)
+	}
+	var cpu, cpuLossy, startup []float64
+	for _, r := range runs {
+		if v := r.CPUSecondsPerRequest; v > 0 && !math.IsInf(v, 0) {
+			// A lost request burned CPU but was not answered, so a run that
+			// lost many overstates the CPU per request: those runs count
+			// only when no run kept its losses under maxLostShare.
+			if lostShare(r) <= maxLostShare {
+				cpu = append(cpu, v)
+			} else {
+				cpuLossy = append(cpuLossy, v)
+			}
+		}
+		for _, s := range r.StartupSeconds {
+			if s >= 0 && !math.IsInf(s, 0) {
+				startup = append(startup, s)
+			}
+		}
+	}
+	how := "median over the runs that lost at most 1% of their requests of each run's CPU used (metrics.k8s.io, integrated over its windows) over its requests answered"
+	if len(cpu) == 0 {
+		cpu = cpuLossy
+		how = "median over the runs (all lost more than 1% of their requests, so this overstates it) of each run's CPU used (metrics.k8s.io, integrated over its windows) over its requests answered"
+	}
+	if len(cpu) == 0 {
+		return c, fmt.Errorf("%w: no run measured its CPU seconds per request (no requests answered, or no usage from metrics.k8s.io)", ErrThinData)
+	}
+	c.CPUSecondsPerRequest = median(cpu, how)
+	if len(startup) == 0 {
+		return c, fmt.Errorf("%w: no pod became Ready during any run, so the start-up delay is unmeasured (run a policy that adds or replaces pods)", ErrThinData)
+	}
+	c.StartupSeconds = median(startup, "median over the pods created during the runs of creation to Ready (scheduling, the container's start, the app's delay, the readiness probe)")
+	c.Throttling = fitThrottling(runs, c.CPUSecondsPerRequest.Value)
+	if err := c.fitMemory(runs); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// calmBefore is how many calm windows must precede one for it to count:
+// the backlog an overload leaves takes a window or two to drain.
+const calmBefore = 2
+
+// maxLostShare is the most a run may lose and still measure the CPU per
+// request.
+const maxLostShare = 0.01
+
+func lostShare(r result.Run) float64 {
+	var sent, lost int
+	for _, w := range r.Windows {
+		sent += w.Sent
+		lost += w.Lost
+	}
+	if sent == 0 {
+		return 0
+	}
+	return float64(lost) / float64(sent)
+}
+
+// calmWindows are the windows whose averages describe one stationary
+// state of one set of pods of one size: the pods neither changed nor
+// started in the window (Ready = desired, no scaling, resize, eviction or
+// OOM kill), nothing was lost, the load on the pods' limits stayed below
+// ρ = 0.9 (the simulator's stationary regime), and the calmBefore windows
+// before were calm too, so no backlog of an overload is still draining. Each comes
+// with its S/(1−ρ) and ρ.
+func calmWindows(runs []result.Run, cpuSeconds float64) (ws []result.Window, xs []float64) {
+	for _, r := range runs {
+		calm := 0 // calm windows in a row before this one
+		for _, w := range r.Windows {
+			ok := w.Ready > 0 && w.Ready == w.Replicas && w.OOMKills == 0 && w.ReplicaChanges == 0 &&
+				w.Resizes == 0 && w.Evictions == 0 && w.CPURequested > 0 && w.Lost == 0 && w.End > w.Start
+			var x float64
+			if ok {
+				var rho float64
+				x, rho = throttleX(w, cpuSeconds)
+				ok = rho <= maxThrottleRho
+			}
+			if ok && calm >= calmBefore {
+				ws = append(ws, w)
+				xs = append(xs, x)
+			}
+			calm++
+			if !ok {
+				calm = 0
+			}
+		}
+	}
+	return ws, xs
+}
+
+// throttleX is the simulator's regressor S/(1−ρ) for a window, with ρ.
+func throttleX(w result.Window, cpuSeconds float64) (x, rho float64) {
+	dt := w.End - w.Start
+	// The offered load: the rate series' mean over the window, which the
+	// queue's stationary state follows; the realised arrivals would add
+	// their Poisson noise to the regressor (and bias the slope down).
+	perPod := w.Expected / dt / float64(w.Ready)
+	// The harness sets the CPU limit equal to the request and every
+	// autoscaler here scales both together, so the request is the limit.
+	c := w.CPURequested / float64(w.Ready)
+	s := cpuSeconds / c
+	rho = perPod * s
+	return s / (1 - rho), rho
+}
+
+func fitThrottling(runs []result.Run, cpuSeconds float64) Throttling {
+	t := Throttling{SimSlope: math.Log(20)}
+	ws, xs := calmWindows(runs, cpuSeconds)
+	var ys, resid []float64
+	for i, w := range ws {
+		if !(w.P95 > 0) {
+			xs[i] = math.NaN() // no traffic: no latency
+			continue
+		}
+		ys = append(ys, w.P95)
+		resid = append(resid, w.P95-t.SimSlope*xs[i])
+	}
+	xs = slices.DeleteFunc(xs, math.IsNaN)
+	t.Windows = len(xs)
+	if len(xs) < MinThrottleWindows {
+		t.Reason = fmt.Sprintf("%d calm windows with traffic, want %d", len(xs), MinThrottleWindows)
+		return t
+	}
+	f, err := leastSquares([][]float64{ones(len(xs)), xs}, ys)
+	if err != nil {
+		t.Reason = "p95 against S/(1−ρ): " + err.Error() + " (the load on the pods' limits hardly varied)"
+		return t
+	}
+	t.Resolved = true
+	const how = "least squares of the windows' p95 on S/(1−ρ), S = CPU seconds per request / CPU request per Ready pod, ρ = the trace's rate per Ready pod × S; calm windows (one stationary state: no change of the pods, no loss, ρ ≤ 0.9, after two calm windows)"
+	t.Shift, t.Slope, t.R2 = f.estimate(0, how), f.estimate(1, how), f.r2
+	iow := median(resid, "median over the same windows of p95 − ln(20)·S/(1−ρ), at least 0: the shift that best fits the simulator's own slope")
+	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
+	t.IOWait = iow
+	return t
+}
+
+// inFlight estimates the requests a window's pods held on average. Little's
+// law wants the window's mean latency, but the load generator records only
+// its percentiles, so the mean is read off the p95 through the simulator's
+// own latency model (W plus an exponential: mean = W + (p95 − W)/ln 20).
+// The fit therefore gives the memory per request that makes the
+// simulator's memory match the real one wherever its latency matches; it
+// is an assumption about the shape of the latency, not a measurement of it.
+func inFlight(w result.Window, ioWait float64) float64 {
+	if w.OK == 0 || !(w.P95 > 0) {
+		return 0
+	}
+	mean := ioWait + math.Max(w.P95-ioWait, 0)/math.Log(20)
+	return float64(w.OK) / (w.End - w.Start) * mean
+}
+
+func (c *Calibration) fitMemory(runs []result.Run) error {
+	ws, _ := calmWindows(runs, c.CPUSecondsPerRequest.Value)
+	var pods, inflight, used []float64
+	for _, w := range ws {
+		if w.MemoryUsed > 0 {
+			pods = append(pods, float64(w.Ready))
+			inflight = append(inflight, inFlight(w, c.Throttling.IOWait.Value))
+			used = append(used, w.MemoryUsed)
+		}
+	}
+	c.MemoryWindows = len(used)
+	if len(used) < MinFitWindows {
+		return fmt.Errorf("%w: %d calm windows with memory usage (Ready = desired pods, no scaling, resize, eviction, OOM kill or loss, ρ ≤ 0.9, after two calm windows), want %d", ErrThinData, len(used), MinFitWindows)
+	}
+	f, err := leastSquares([][]float64{pods, inflight}, used)
+	if err != nil {
+		return fmt.Errorf("%w: memory against Ready pods and requests in flight: %v", ErrThinData, err)
+	}
+	const how = "least squares, without intercept, of the windows' memory used (metrics.k8s.io working set) on Ready pods and requests in flight (answered rate × mean latency read off the p95); calm windows"
+	c.BaseMemory, c.MemoryPerRequest, c.MemoryR2 = f.estimate(0, how), f.estimate(1, how), f.r2
+	if !(c.BaseMemory.Value > 0) {
+		return fmt.Errorf("%w: the memory fit gives a base of %.0f bytes per pod", ErrThinData, c.BaseMemory.Value)
+	}
+	if c.MemoryPerRequest.Value < 0 {
+		// Noise larger than the signal: the requests in flight held too
+		// little memory to be seen beside the base. The simulator gets 0.
+		c.MemoryPerRequest.Value = 0
+		c.MemoryPerRequest.Method += "; the fit was negative (not resolved beside the base) and is taken as 0"
+	}
+	return nil
+}
+
+// fit is a least-squares solution.
+type fit struct {
+	coef, se []float64
+	r2       float64
+	n        int
+}
+
+func (f fit) estimate(i int, method string) Estimate {
+	return Estimate{Value: f.coef[i], Lo: f.coef[i] - 1.96*f.se[i], Hi: f.coef[i] + 1.96*f.se[i], N: f.n, Method: method}
+}
+
+func ones(n int) []float64 {
+	o := make([]float64, n)
+	for i := range o {
+		o[i] = 1
+	}
+	return o
+}
+
+// leastSquares fits y on the columns of x (two of them) by the normal
+// equations, with standard errors and the R² about y's mean. It refuses a
+// nearly singular system: columns that do not vary independently.
+func leastSquares(x [][]float64, y []float64) (fit, error) {
+	if len(x) != 2 {
+		return fit{}, fmt.Errorf("want 2 regressors, got %d", len(x))
+	}
+	n := len(y)
+	if n <= 2 {
+		return fit{}, fmt.Errorf("%d points for 2 coefficients", n)
+	}
+	var a11, a12, a22, b1, b2 float64
+	for i := range y {
+		a11 += x[0][i] * x[0][i]
+		a12 += x[0][i] * x[1][i]
+		a22 += x[1][i] * x[1][i]
+		b1 += x[0][i] * y[i]
+		b2 += x[1][i] * y[i]
+	}
+	det := a11*a22 - a12*a12
+	if !(a11 > 0 && a22 > 0) || det <= 1e-9*a11*a22 {
+		return fit{}, errors.New("the regressors are (nearly) collinear")
+	}
+	f := fit{n: n, coef: []float64{(a22*b1 - a12*b2) / det, (a11*b2 - a12*b1) / det}}
+	var mean, ssRes, ssTot float64
+	for _, v := range y {
+		mean += v / float64(n)
+	}
+	for i, v := range y {
+		e := v - f.coef[0]*x[0][i] - f.coef[1]*x[1][i]
+		ssRes += e * e
+		ssTot += (v - mean) * (v - mean)
+	}
+	s2 := ssRes / float64(n-2)
+	f.se = []float64{math.Sqrt(s2 * a22 / det), math.Sqrt(s2 * a11 / det)}
+	f.r2 = math.NaN()
+	if ssTot > 0 {
+		f.r2 = 1 - ssRes/ssTot
+	}
+	return f, nil
+}
+
+// median with the interquartile range (linear interpolation).
+func median(v []float64, method string) Estimate {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	q := func(p float64) float64 {
+		h := p * float64(len(s)-1)
+		lo := int(math.Floor(h))
+		hi := min(lo+1, len(s)-1)
+		return s[lo] + (h-float64(lo))*(s[hi]-s[lo])
+	}
+	return Estimate{Value: q(0.5), Lo: q(0.25), Hi: q(0.75), N: len(s), Method: method}
+}
+
+// App is the simulator's app the calibration describes, deployed as the
+// harness deploys the test app (hack/benchreal/trial.go's manifest): one
+// replica of initialCPU (limit the same) and 96Mi (limit 256Mi), 1–8
+// replicas, 50m–1 CPU and 64Mi–1Gi per container, with the SLO given.
+func (c Calibration) App(slo, initialCPU float64) sim.App {
+	return sim.App{
+		Name:             "testapp",
+		Container:        "app",
+		CPUSeconds:       c.CPUSecondsPerRequest.Value,
+		IOWait:           c.Throttling.IOWait.Value,
+		BaseMemory:       c.BaseMemory.Value,
+		MemoryPerRequest: c.MemoryPerRequest.Value,
+		StartupDelay:     seconds(c.StartupSeconds.Value),
+		SLO:              slo,
+		Replicas:         1,
+		Requests:         workload.Resources{CPU: initialCPU, Memory: 96 * sim.MiB},
+		Limits:           workload.Resources{CPU: initialCPU, Memory: 256 * sim.MiB},
+		Constraints: workload.Constraints{
+			MinReplicas: 1,
+			MaxReplicas: 8,
+			Containers: []workload.ContainerPolicy{{
+				Name:       "*",
+				Mode:       workload.ContainerModeAuto,
+				MinAllowed: workload.Resources{CPU: 0.05, Memory: 64 * sim.MiB},
+				MaxAllowed: workload.Resources{CPU: 1, Memory: 1 * sim.GiB},
+			}},
+		},
+	}
+}
+
+// Write prints the calibration: every figure with its range and method.
+func (c Calibration) Write(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "calibration of the simulator's app from %d real runs:\n", c.Runs)
+	line := func(name string, e Estimate, scale float64, unit string) {
+		if unit != "" {
+			unit = " " + unit
+		}
+		fmt.Fprintf(&b, "  %-26s %.4g%s [%.4g, %.4g] (n = %d): %s\n", name, e.Value/scale, unit, e.Lo/scale, e.Hi/scale, e.N, e.Method)
+	}
+	line("CPU per request", c.CPUSecondsPerRequest, 1e-3, "ms")
+	line("base memory", c.BaseMemory, sim.MiB, "MiB")
+	line("memory per request", c.MemoryPerRequest, sim.MiB, "MiB")
+	fmt.Fprintf(&b, "  %-26s R² %.3f over %d windows\n", "memory fit", c.MemoryR2, c.MemoryWindows)
+	line("start-up (creation→Ready)", c.StartupSeconds, 1, "s")
+	t := c.Throttling
+	if t.Resolved {
+		line("p95 shift", t.Shift, 1e-3, "ms")
+		line("p95 slope on S/(1−ρ)", t.Slope, 1, "")
+		fmt.Fprintf(&b, "  %-26s R² %.3f over %d windows; the simulator's slope is ln 20 = %.3f\n", "p95 fit", t.R2, t.Windows, t.SimSlope)
+		line("I/O wait (simulated)", t.IOWait, 1e-3, "ms")
+	} else {
+		fmt.Fprintf(&b, "  %-26s unresolved: %s; the simulated app has no I/O wait\n", "throttling", t.Reason)
+	}
+	fmt.Fprintf(&b, "  %-26s %.3g cores, %.3g GiB (one node)\n", "simulated node", c.Node.CPU, c.Node.Memory/sim.GiB)
+	_, err := io.WriteString(w, b.String())
+	return err
+}

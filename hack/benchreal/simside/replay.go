@@ -1,0 +1,308 @@
+package simside
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
+	"github.com/aware-k8s/aware/pkg/core/hpa"
+	"github.com/aware-k8s/aware/pkg/core/vpa"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+)
+
+// LoadGenTimeout is when the harness's load generator gives a request up
+// (hack/benchreal/trial.go passes --timeout 10s); the simulator times
+// requests out at the same age unless the settings say "timeout".
+const LoadGenTimeout = 10 * time.Second
+
+// policy is the simulator's counterpart of one of the harness's runs: the
+// HPA and VPA models of pkg/core, both together (fusion's naive
+// combination), or the fused default, built as the demo builds them.
+func policy(name string) (workload.PolicyFactory, error) {
+	switch name {
+	case "hpa":
+		return hpa.NewPolicyFactory(hpa.PolicyOptions{}), nil // 70%, the harness's HPA target
+	case "vpa":
+		return vpa.NewPolicyFactory(vpa.PolicyOptions{}), nil
+	case "hpa+vpa":
+		return fusion.NewNaiveFactory(fusion.Options{}), nil
+	case "fused":
+		return fusion.NewPolicyFactory(fusion.Options{}), nil
+	}
+	return nil, fmt.Errorf("policy %q has no simulated counterpart (want hpa, vpa, hpa+vpa or fused)", name)
+}
+
+// Trace is what the real run replayed, from its settings.
+type Trace struct {
+	Kind     sim.TraceKind
+	Mean     float64
+	Seed     uint64
+	Duration time.Duration
+	Step     time.Duration
+	SLO      float64
+	Timeout  time.Duration
+	// InitialCPU is the one replica's CPU request and limit at the start
+	// (cores; the harness's --initial-cpu, 0.1 in files written before it).
+	InitialCPU float64
+}
+
+// ParseSettings reads the trace of a results file's settings (the
+// harness's "trace", "mean", "seed", "duration", "window", "slo" and, if
+// present, "timeout").
+func ParseSettings(s map[string]string) (Trace, error) {
+	var t Trace
+	get := func(k string) (string, error) {
+		v, ok := s[k]
+		if !ok || v == "" {
+			return "", fmt.Errorf("settings: no %q (a merged file without its runs' settings?)", k)
+		}
+		return v, nil
+	}
+	v, err := get("trace")
+	if err != nil {
+		return t, err
+	}
+	t.Kind = sim.TraceKind(v)
+	if v, err = get("mean"); err != nil {
+		return t, err
+	}
+	if t.Mean, err = strconv.ParseFloat(v, 64); err != nil || !(t.Mean > 0) {
+		return t, fmt.Errorf("settings: mean %q must be a rate > 0", v)
+	}
+	if v, err = get("seed"); err != nil {
+		return t, err
+	}
+	if t.Seed, err = strconv.ParseUint(v, 10, 64); err != nil {
+		return t, fmt.Errorf("settings: seed %q: %w", v, err)
+	}
+	for _, d := range []struct {
+		key string
+		dst *time.Duration
+	}{{"duration", &t.Duration}, {"window", &t.Step}} {
+		if v, err = get(d.key); err != nil {
+			return t, err
+		}
+		if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
+			return t, fmt.Errorf("settings: %s %q must be a duration > 0", d.key, v)
+		}
+	}
+	if v, err = get("slo"); err != nil {
+		return t, err
+	}
+	slo, err := time.ParseDuration(v)
+	if err != nil || slo <= 0 {
+		return t, fmt.Errorf("settings: slo %q must be a duration > 0", v)
+	}
+	t.SLO = slo.Seconds()
+	t.Timeout = LoadGenTimeout
+	t.InitialCPU = 0.1
+	if v, ok := s["initialCpu"]; ok {
+		if t.InitialCPU, err = cores(v); err != nil {
+			return t, fmt.Errorf("settings: initialCpu: %w", err)
+		}
+	}
+	if v, ok := s["timeout"]; ok {
+		if t.Timeout, err = time.ParseDuration(v); err != nil || t.Timeout <= 0 {
+			return t, fmt.Errorf("settings: timeout %q must be a duration > 0", v)
+		}
+	}
+	return t, nil
+}
+
+// Rates is the trace the load generator replayed for repetition rep: the
+// same generator, kind, mean, seed (the settings' plus rep), step and
+// number of steps as e2e/loadgen.TraceSeries.
+func (t Trace) Rates(rep int) (sim.Trace, error) {
+	steps := int((t.Duration + t.Step - 1) / t.Step)
+	return sim.GenerateTrace(t.Kind, sim.TraceOptions{Mean: t.Mean, Steps: steps, Step: t.Step, Seed: t.Seed + uint64(rep)})
+}
+
+// Replay runs policy in the simulator on the trace of the real run of
+// repetition rep (settings as a result.File's): the calibrated app on one
+// node of cal.Node, resized in place (the harness's VPA and MPA use
+// InPlaceOrRecreate), from the harness's initial deployment, with the
+// simulator's arrivals drawn from the same seed as the load generator's.
+// Every window becomes a result.Window as the harness records it, so
+// result.Summarise and result.WriteTable read the run unchanged.
+func Replay(cal Calibration, settings map[string]string, policyName string, rep int) (result.Run, error) {
+	run := result.Run{Policy: policyName, Rep: rep}
+	tr, err := ParseSettings(settings)
+	if err != nil {
+		return run, err
+	}
+	if rep < 0 {
+		return run, fmt.Errorf("repetition %d must be >= 0", rep)
+	}
+	factory, err := policy(policyName)
+	if err != nil {
+		return run, err
+	}
+	trace, err := tr.Rates(rep)
+	if err != nil {
+		return run, err
+	}
+	cfg := sim.DefaultConfig()
+	cfg.Step, cfg.Nodes, cfg.NodeCapacity = tr.Step, 1, cal.Node
+	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
+	app := cal.App(tr.SLO, tr.InitialCPU)
+	app.BaseRate = tr.Mean
+	s, err := sim.New(cfg, app, &trace, tr.Seed+uint64(rep))
+	if err != nil {
+		return run, fmt.Errorf("simulator: %w", err)
+	}
+	p, err := factory(app.Constraints)
+	if err != nil {
+		return run, fmt.Errorf("policy %s: %w", policyName, err)
+	}
+	run.SLO, run.Window = tr.SLO, tr.Step.Seconds()
+	rec := newRecorder(cfg)
+	ctx := context.Background()
+	var used, ok float64
+	for range trace.Rates {
+		m := s.Step()
+		w := rec.window(m, s.Observation())
+		run.Windows = append(run.Windows, w)
+		used += w.CPUUsed * (w.End - w.Start)
+		ok += m.Completed
+		r, err := p.Recommend(ctx, s.Observation())
+		if err != nil {
+			// A policy that cannot decide leaves the workload as it is, as
+			// the recommender and the evaluator do.
+			continue
+		}
+		if _, err := s.Apply(r); err != nil {
+			return run, fmt.Errorf("window %d: %w", w.Index, err)
+		}
+	}
+	// Measured as the harness measures it, not copied from the app.
+	if ok > 0 {
+		run.CPUSecondsPerRequest = used / ok
+	}
+	run.StartupSeconds = rec.startups
+	return run, nil
+}
+
+// podState is what the recorder remembers of a simulated pod.
+type podState struct {
+	requests   workload.Resources
+	started    time.Time
+	hasMetrics bool
+	ready      bool
+	// created is when the pod (or its replacement after an eviction) was
+	// created, in seconds from the start; counted is set once its
+	// creation-to-Ready time is recorded.
+	created float64
+	counted bool
+}
+
+// recorder turns StepMetrics and the pods' samples into result.Windows,
+// counting events as the harness's sampler counts them: a replica change
+// when the desired count changed, a resize when a running pod's requests
+// changed, an eviction when a pod was restarted by the rollout (an OOM
+// kill restarts a container, not the pod).
+type recorder struct {
+	dt       float64
+	start    time.Time
+	prevRepl int32
+	pods     map[string]*podState
+	startups []float64
+}
+
+func newRecorder(cfg sim.Config) *recorder {
+	// As the harness's sampler, the first window counts no replica change.
+	return &recorder{dt: cfg.Step.Seconds(), start: cfg.Start, prevRepl: -1, pods: map[string]*podState{}}
+}
+
+func (r *recorder) window(m sim.StepMetrics, obs workload.Observation) result.Window {
+	t0 := float64(m.Step) * r.dt
+	w := result.Window{
+		Index: m.Step, Start: t0, End: t0 + r.dt,
+		Expected: m.Rate * r.dt,
+		Sent:     int(math.Round(m.Arrivals)),
+		OK:       int(math.Round(m.Completed)),
+		Lost:     int(math.Round(m.Failed + m.TimedOut)),
+		P95:      m.Latency.P95,
+		Replicas: int(m.Replicas), Ready: int(m.Ready),
+		CPURequested: m.Allocated.CPU, MemoryRequested: m.Allocated.Memory,
+		CPUUsed: m.Used.CPU, MemoryUsed: m.Used.Memory,
+		OOMKills:  m.OOMKills,
+		Evictions: max(0, m.Restarts-m.OOMKills),
+	}
+	if w.Sent == 0 {
+		w.P95 = 0 // the harness has no latency without requests
+	}
+	if r.prevRepl >= 0 && m.Replicas != r.prevRepl {
+		w.ReplicaChanges = 1
+	}
+	r.prevRepl = m.Replicas
+	seen := make(map[string]bool, len(obs.Pods))
+	for _, p := range obs.Pods {
+		seen[p.Name] = true
+		if p.Ready {
+			w.ReadyCPURequested += p.Requests.CPU
+		}
+		st, ok := r.pods[p.Name]
+		switch {
+		case !ok:
+			// Created at the window's start, when the simulator reconciles;
+			// the pods of the first window are the initial deployment, there
+			// before the load (the harness counts only pods created after).
+			st = &podState{created: t0, counted: m.Step == 0}
+			r.pods[p.Name] = st
+		case st.hasMetrics && !p.HasMetrics:
+			// Evicted and Pending again: the harness would see a new pod.
+			st.created, st.counted = t0, false
+		case st.hasMetrics && p.HasMetrics && st.started.Equal(p.Started) && st.requests != p.Requests:
+			w.Resizes++
+		}
+		if p.Ready && !st.counted {
+			st.counted = true
+			r.startups = append(r.startups, p.ReadySince.Sub(r.start).Seconds()-st.created)
+		}
+		st.requests, st.started, st.hasMetrics, st.ready = p.Requests, p.Started, p.HasMetrics, p.Ready
+	}
+	for name := range r.pods {
+		if !seen[name] {
+			delete(r.pods, name)
+		}
+	}
+	return w
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// ReadFile decodes a results file (result.WriteRuns's JSON) with its
+// settings, which Replay needs and result.ReadRuns drops.
+func ReadFile(r io.Reader) (result.File, error) {
+	var f result.File
+	d := json.NewDecoder(r)
+	d.DisallowUnknownFields()
+	if err := d.Decode(&f); err != nil {
+		return f, fmt.Errorf("results: %w", err)
+	}
+	if f.Kind != result.FileKind {
+		return f, fmt.Errorf("results: kind %q, want %q", f.Kind, result.FileKind)
+	}
+	return f, nil
+}
+
+// cores parses a CPU quantity as the harness writes it: "200m" or "0.5".
+func cores(v string) (float64, error) {
+	scale := 1.0
+	if m, ok := strings.CutSuffix(v, "m"); ok {
+		v, scale = m, 1e-3
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	if err != nil || !(x > 0) {
+		return 0, fmt.Errorf("%q is not a CPU quantity > 0", v)
+	}
+	return x * scale, nil
+}

@@ -1,0 +1,399 @@
+package simside
+
+import (
+	"bytes"
+	"encoding/xml"
+	"errors"
+	"io"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/core/workload"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+)
+
+// The harness's settings for a 10-minute step-change run (main.go's
+// defaults).
+func settings() map[string]string {
+	return map[string]string{"trace": "step-change", "mean": "16", "seed": "1", "duration": "10m0s", "window": "15s", "slo": "250ms"}
+}
+
+var policies = []string{"hpa", "vpa", "hpa+vpa", "fused"}
+
+// known is a calibration with the given app parameters, as if measured.
+func known(cpu, base, perRequest, startup, ioWait float64) Calibration {
+	return Calibration{
+		CPUSecondsPerRequest: Estimate{Value: cpu},
+		BaseMemory:           Estimate{Value: base},
+		MemoryPerRequest:     Estimate{Value: perRequest},
+		StartupSeconds:       Estimate{Value: startup},
+		Throttling:           Throttling{Resolved: true, IOWait: Estimate{Value: ioWait}},
+		Node:                 workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory},
+	}
+}
+
+// replayAll replays every policy for reps repetitions, in the harness's
+// alternating order.
+func replayAll(t *testing.T, cal Calibration, set map[string]string, reps int) []result.Run {
+	t.Helper()
+	var runs []result.Run
+	for rep := range reps {
+		for _, p := range policies {
+			r, err := Replay(cal, set, p, rep)
+			if err != nil {
+				t.Fatalf("Replay(%s, %d): %v", p, rep, err)
+			}
+			runs = append(runs, r)
+		}
+	}
+	return runs
+}
+
+func within(t *testing.T, name string, got, want, tol float64) {
+	t.Helper()
+	if math.Abs(got-want) > tol {
+		t.Errorf("%s = %.6g, want %.6g ± %.3g", name, got, want, tol)
+	}
+}
+
+// Runs the simulator made from a known app must give that app back: the
+// calibration measures what the simulator's model produces, so any bias
+// here would be the method's own.
+func TestCalibrateRecoversKnownApp(t *testing.T) {
+	for _, tc := range []struct {
+		name                                   string
+		mean                                   string
+		cpu, base, perRequest, startup, iowait float64
+	}{
+		{"the harness's app", "16", 0.020, 48 * sim.MiB, 1 * sim.MiB, 20, 0.005},
+		{"heavier, slower to start", "8", 0.030, 80 * sim.MiB, 2 * sim.MiB, 35, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			set := settings()
+			set["mean"] = tc.mean
+			runs := replayAll(t, known(tc.cpu, tc.base, tc.perRequest, tc.startup, tc.iowait), set, 3)
+			c, err := Calibrate(runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			within(t, "CPU seconds per request", c.CPUSecondsPerRequest.Value, tc.cpu, 0.03*tc.cpu)
+			within(t, "base memory", c.BaseMemory.Value, tc.base, 0.03*tc.base)
+			within(t, "memory per request", c.MemoryPerRequest.Value, tc.perRequest, 0.05*tc.perRequest)
+			within(t, "start-up", c.StartupSeconds.Value, tc.startup, 0.5)
+			if !c.Throttling.Resolved {
+				t.Fatalf("throttling unresolved: %s", c.Throttling.Reason)
+			}
+			// The simulator's own shape: its slope and its I/O wait (the
+			// latter small beside p95s of a second, so absolutely).
+			// The slope carries the CPU per request's error (1–2% here: the
+			// simulator's usage follows the rate, its answers the Poisson
+			// arrivals) amplified by 1/(1−ρ) through S/(1−ρ).
+			within(t, "p95 slope", c.Throttling.Slope.Value, math.Log(20), 0.1*math.Log(20))
+			within(t, "I/O wait", c.Throttling.IOWait.Value, tc.iowait, 0.01)
+			if c.MemoryR2 < 0.99 || c.Throttling.R2 < 0.99 {
+				t.Errorf("R² memory %.4f, p95 %.4f: want ≥ 0.99 on the model's own data", c.MemoryR2, c.Throttling.R2)
+			}
+			if c.Runs != len(runs) || c.MemoryWindows < MinFitWindows {
+				t.Errorf("runs %d (want %d), memory windows %d", c.Runs, len(runs), c.MemoryWindows)
+			}
+			var b strings.Builder
+			if err := c.Write(&b); err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"CPU per request", "memory per request", "R²", "start-up", "ln 20", "1.3 cores"} {
+				if !strings.Contains(b.String(), want) {
+					t.Errorf("calibration report lacks %q:\n%s", want, b.String())
+				}
+			}
+		})
+	}
+}
+
+// calm returns n synthetic calm windows of one Ready pod of 100m at 2
+// requests/s, with p95 and memory varying so the memory fit is defined.
+func calm(n int) []result.Window {
+	var ws []result.Window
+	for i := range n {
+		ready := 1 + i%2
+		ws = append(ws, result.Window{
+			Index: i, Start: float64(15 * i), End: float64(15 * (i + 1)),
+			Expected: float64(30 * ready), Sent: 30 * ready, OK: 30 * ready,
+			P95: 0.3 + 0.01*float64(i%3), Replicas: ready, Ready: ready,
+			CPURequested: 0.1 * float64(ready), MemoryRequested: 96 * sim.MiB * float64(ready),
+			CPUUsed: 0.01 * float64(ready),
+		})
+		// 50 MiB a pod and 1 MiB a request in flight, exactly.
+		ws[i].MemoryUsed = float64(ready)*50*sim.MiB + inFlight(ws[i], 0)*sim.MiB
+	}
+	return ws
+}
+
+func TestCalibrateRefuses(t *testing.T) {
+	good := result.Run{Policy: "fused", SLO: 0.25, Window: 15, CPUSecondsPerRequest: 0.02, StartupSeconds: []float64{12}, Windows: calm(20)}
+	for _, tc := range []struct {
+		name string
+		runs func() []result.Run
+		want string
+	}{
+		{"no runs", func() []result.Run { return nil }, "no runs"},
+		{"no CPU per request", func() []result.Run { r := good; r.CPUSecondsPerRequest = 0; return []result.Run{r} }, "CPU seconds per request"},
+		{"no start-up", func() []result.Run { r := good; r.StartupSeconds = nil; return []result.Run{r} }, "start-up delay is unmeasured"},
+		{"too few calm windows", func() []result.Run {
+			r := good
+			r.Windows = calm(MinFitWindows + calmBefore - 1)
+			return []result.Run{r}
+		}, "calm windows with memory usage"},
+		{"every window scaled", func() []result.Run {
+			r := good
+			r.Windows = calm(20)
+			for i := range r.Windows {
+				r.Windows[i].ReplicaChanges = 1
+			}
+			return []result.Run{r}
+		}, "calm windows with memory usage"},
+		{"memory collinear with pods", func() []result.Run {
+			r := good
+			r.Windows = calm(20)
+			for i := range r.Windows {
+				r.Windows[i].Sent, r.Windows[i].OK, r.Windows[i].P95 = 0, 0, 0 // nothing in flight
+			}
+			return []result.Run{r}
+		}, "collinear"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Calibrate(tc.runs())
+			if !errors.Is(err, ErrThinData) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Calibrate: %v, want ErrThinData naming %q", err, tc.want)
+			}
+		})
+	}
+	t.Run("good data calibrates, throttling unresolved", func(t *testing.T) {
+		// Every window has the same load on the same size of pod: the p95
+		// cannot be fitted against it, the rest can.
+		c, err := Calibrate([]result.Run{good})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Throttling.Resolved || !strings.Contains(c.Throttling.Reason, "collinear") {
+			t.Errorf("throttling %+v, want unresolved (collinear)", c.Throttling)
+		}
+		if c.Throttling.IOWait.Value != 0 || c.App(0.25, 0.1).IOWait != 0 {
+			t.Errorf("an unresolved throttling must leave the app without I/O wait, got %g", c.Throttling.IOWait.Value)
+		}
+		within(t, "base memory", c.BaseMemory.Value, 50*sim.MiB, 1e-3*sim.MiB)
+		within(t, "memory per request", c.MemoryPerRequest.Value, sim.MiB, 1e-3*sim.MiB)
+	})
+}
+
+func TestReplay(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	set := settings()
+	r, err := Replay(cal, set, "fused", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Replay(cal, set, "fused", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b bytes.Buffer
+	if err := result.WriteRuns(&a, set, []result.Run{r}); err != nil {
+		t.Fatal(err)
+	}
+	if err := result.WriteRuns(&b, set, []result.Run{again}); err != nil {
+		t.Fatal(err)
+	}
+	if a.String() != b.String() {
+		t.Error("two replays of the same run differ")
+	}
+	// The load generator's trace: same generator, seed + rep, 40 steps.
+	tr, err := sim.GenerateTrace(sim.StepChange, sim.TraceOptions{Mean: 16, Steps: 40, Step: 15e9, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Windows) != 40 {
+		t.Fatalf("%d windows, want 40", len(r.Windows))
+	}
+	var changes, resizes, startups int
+	for i, w := range r.Windows {
+		within(t, "expected", w.Expected, tr.Rates[i]*15, 1e-9)
+		if w.Start != float64(15*i) || w.End != float64(15*(i+1)) || w.Index != i {
+			t.Errorf("window %d: %+v", i, w)
+		}
+		if i > 0 && w.Replicas != r.Windows[i-1].Replicas {
+			changes++
+		}
+		if w.ReplicaChanges > 0 {
+			startups++
+		}
+		resizes += w.Resizes
+		if w.ReadyCPURequested > w.CPURequested+1e-9 {
+			t.Errorf("window %d: Ready pods request %g of %g", i, w.ReadyCPURequested, w.CPURequested)
+		}
+	}
+	if got := startups; got != changes {
+		t.Errorf("%d windows with a replica change, %d changes of the replicas", got, changes)
+	}
+	if changes == 0 || resizes == 0 {
+		t.Errorf("the fused default on a step made %d replica changes and %d resizes, want both", changes, resizes)
+	}
+	if len(r.StartupSeconds) == 0 || r.StartupSeconds[0] != 20 {
+		t.Errorf("start-ups %v, want the app's 20 s", r.StartupSeconds)
+	}
+	within(t, "CPU per request", r.CPUSecondsPerRequest, 0.02, 0.001)
+	if r.SLO != 0.25 || r.Window != 15 || r.Policy != "fused" || r.Rep != 2 {
+		t.Errorf("run header %+v", r)
+	}
+	if err := result.WriteTable(io.Discard, replayAll(t, cal, set, 2), "fused"); err != nil {
+		t.Errorf("WriteTable on simulated runs: %v", err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		set    func(map[string]string)
+		policy string
+		want   string
+	}{
+		{"unknown policy", func(map[string]string) {}, "agent", `policy "agent"`},
+		{"merged settings", func(s map[string]string) { clear(s); s["merged"] = "a.json" }, "fused", `no "trace"`},
+		{"bad duration", func(s map[string]string) { s["duration"] = "ten" }, "fused", "duration"},
+		{"bad mean", func(s map[string]string) { s["mean"] = "0" }, "fused", "mean"},
+		{"unknown trace", func(s map[string]string) { s["trace"] = "square" }, "fused", "square"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := settings()
+			tc.set(s)
+			if _, err := Replay(cal, s, tc.policy, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Replay: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestWriteSideBySide(t *testing.T) {
+	set := settings()
+	real := replayAll(t, known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005), set, 2)
+	for _, tc := range []struct {
+		name      string
+		simulated []result.Run
+		want      []string
+		not       []string
+	}{
+		{"identical", real, []string{"0 of 4 policies miss", "(same)", "+0.0 [+0.0, +0.0]"}, []string{"  COST", "  SLO\n", "DIFFERENT"}},
+		// Half the CPU per request: half the load, so cheaper and faster.
+		{"a different app", replayAll(t, known(0.01, 48*sim.MiB, sim.MiB, 20, 0.005), set, 2), []string{"  COST", "policies miss"}, []string{"0 of 4"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteSideBySide(&b, real, tc.simulated); err != nil {
+				t.Fatal(err)
+			}
+			out := b.String()
+			for _, p := range policies {
+				if !strings.Contains(out, "\n"+p+" ") {
+					t.Errorf("no row for %s", p)
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for _, w := range tc.not {
+				if strings.Contains(out, w) {
+					t.Errorf("output has %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+	t.Run("a real run without its twin", func(t *testing.T) {
+		err := WriteSideBySide(io.Discard, real, real[:len(real)-1])
+		if err == nil || !strings.Contains(err.Error(), "no simulated twin") {
+			t.Fatalf("WriteSideBySide: %v", err)
+		}
+	})
+}
+
+func TestCompareFlagsAndRanking(t *testing.T) {
+	w := []result.Window{{Start: 0, End: 15, Sent: 10, OK: 10, P95: 0.1, CPURequested: 1, MemoryRequested: sim.GiB, CPUUsed: 0.5, MemoryUsed: sim.GiB / 2}}
+	run := func(p string, cpu, p95 float64) result.Run {
+		ws := []result.Window{w[0]}
+		ws[0].CPURequested, ws[0].P95 = cpu, p95
+		return result.Run{Policy: p, SLO: 0.25, Window: 15, Windows: ws}
+	}
+	real := []result.Run{run("a", 1, 0.1), run("b", 1, 0.1), run("c", 1, 0.1)}
+	simulated := []result.Run{
+		run("a", 1.1, 0.1), // cost +~8%: within
+		run("b", 1.3, 0.1), // cost beyond 15%
+		run("c", 1, 0.3),   // every window violates
+	}
+	rows, err := Compare(real, simulated)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []struct{ cost, slo bool }{{false, false}, {true, false}, {false, true}} {
+		if rows[i].CostOff != want.cost || rows[i].ViolationsOff != want.slo {
+			t.Errorf("%s: cost off %v, SLO off %v; want %v, %v", rows[i].Policy, rows[i].CostOff, rows[i].ViolationsOff, want.cost, want.slo)
+		}
+	}
+	// 0.3 cores more on a cost of 1 core and 1 GiB (1/7.5 of a core).
+	if iv := rows[1].CostRel; iv.N != 1 || math.Abs(iv.Mean-0.3/(1+1/7.5)) > 1e-9 {
+		t.Errorf("b's paired relative cost %+v, want +0.265 over one pair", iv)
+	}
+	if iv := rows[2].ViolationsDiff; iv.N != 1 || iv.Mean != 1 {
+		t.Errorf("c's paired violations %+v, want +1 over one pair", iv)
+	}
+	// Real: all equal, by name. Simulated: a beats b (less over-allocation),
+	// c's violations put it last.
+	if got := strings.Join(Ranking(rows, func(r Row) Side { return r.Real }), ","); got != "a,b,c" {
+		t.Errorf("real ranking %s", got)
+	}
+	if got := strings.Join(Ranking(rows, func(r Row) Side { return r.Simulated }), ","); got != "a,b,c" {
+		t.Errorf("simulated ranking %s", got)
+	}
+}
+
+func TestWriteSVG(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	real, err := Replay(cal, settings(), "hpa+vpa", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	simulated, err := Replay(known(0.03, 48*sim.MiB, sim.MiB, 10, 0), settings(), "hpa+vpa", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real.Policy = "hpa+vpa <&>" // names are escaped
+	var b bytes.Buffer
+	if err := WriteSVG(&b, real, simulated); err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(b.Bytes()))
+	polylines := 0
+	for {
+		tok, err := d.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not well-formed XML: %v", err)
+		}
+		if s, ok := tok.(xml.StartElement); ok && s.Name.Local == "polyline" {
+			polylines++
+		}
+	}
+	// Rate (trace, real, simulated), replicas, CPU and p95 (two each).
+	if polylines != 9 {
+		t.Errorf("%d polylines, want 9", polylines)
+	}
+	for _, want := range []string{"SLO 0.25 s", "Replicas", "Requested CPU", "hpa+vpa &lt;&amp;&gt;"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("SVG lacks %q", want)
+		}
+	}
+	if err := WriteSVG(io.Discard, result.Run{}, simulated); err == nil {
+		t.Error("an empty run plotted")
+	}
+}
