@@ -35,7 +35,7 @@ func podModel(p *corev1.Pod) (logic.Pod, bool) {
 			LastOOMKill: lastOOMKill(p, c.Name),
 		})
 	}
-	out.Resize, out.ResizeSince = resizeState(p)
+	out.Resize, out.ResizeSince, out.ResizeMessage = resizeState(p)
 	return out, true
 }
 
@@ -66,7 +66,7 @@ func lastOOMKill(p *corev1.Pod, name string) time.Time {
 // resizeState reads the resize conditions (Kubernetes 1.33+). Pending wins
 // over InProgress: with both set a new resize was requested while an older
 // one is still being applied, and the new one is what waits.
-func resizeState(p *corev1.Pod) (logic.ResizeState, time.Time) {
+func resizeState(p *corev1.Pod) (logic.ResizeState, time.Time, string) {
 	var inProgress *corev1.PodCondition
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
@@ -77,16 +77,16 @@ func resizeState(p *corev1.Pod) (logic.ResizeState, time.Time) {
 		case corev1.PodResizePending:
 			switch c.Reason {
 			case corev1.PodReasonInfeasible:
-				return logic.ResizeInfeasible, c.LastTransitionTime.Time
+				return logic.ResizeInfeasible, c.LastTransitionTime.Time, c.Message
 			case corev1.PodReasonDeferred:
-				return logic.ResizeDeferred, c.LastTransitionTime.Time
+				return logic.ResizeDeferred, c.LastTransitionTime.Time, c.Message
 			}
 		case corev1.PodResizeInProgress:
 			inProgress = c
 		}
 	}
 	if inProgress != nil {
-		return logic.ResizeInProgress, inProgress.LastTransitionTime.Time
+		return logic.ResizeInProgress, inProgress.LastTransitionTime.Time, inProgress.Message
 	}
-	return logic.ResizeNone, time.Time{}
+	return logic.ResizeNone, time.Time{}, ""
 }

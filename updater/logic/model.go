@@ -52,6 +52,13 @@ type Pod struct {
 	Resize      ResizeState
 	// ResizeSince is when the resize condition last transitioned.
 	ResizeSince time.Time
+	// ResizeMessage is the kubelet's (or the API server's) word on an
+	// infeasible resize, for the ResizeInfeasible condition.
+	ResizeMessage string
+	// Refused is the resize the API server refused for this pod (Resize
+	// is then ResizeInfeasible); nil when the kubelet reported the
+	// infeasibility, whose request the pod spec already holds.
+	Refused []ContainerResources
 }
 
 // Workload is everything the decision needs about one MPA and its target.
@@ -95,6 +102,12 @@ const (
 	// SkipRivalAutoscaler: another autoscaler (an HPA, KEDA, Knative)
 	// owns the replica count (mpa.ReplicasLeftToRival).
 	SkipRivalAutoscaler SkipReason = "RivalAutoscaler"
+	// SkipResizeInfeasible: in InPlace mode, the pod's resize to the
+	// current recommendation was found infeasible; it is sent again only
+	// when the recommendation changes.
+	SkipResizeInfeasible SkipReason = "ResizeInfeasible"
+	// SkipEvictionDisabled: in InPlace mode a pod is never evicted.
+	SkipEvictionDisabled SkipReason = "EvictionDisabled"
 )
 
 // RecommendationFresh is the staleness guard: a recommendation is usable

@@ -78,7 +78,7 @@ type Result struct {
 // act on a mode it does not understand.
 func AppliesAtCreation(m v1alpha1.UpdateMode) bool {
 	switch m {
-	case v1alpha1.UpdateModeInitial, v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeAuto:
+	case v1alpha1.UpdateModeInitial, v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeInPlace, v1alpha1.UpdateModeAuto:
 		return true
 	}
 	return false

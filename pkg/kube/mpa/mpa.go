@@ -43,7 +43,7 @@ func UpdateMode(m *v1alpha1.MultidimPodAutoscaler) v1alpha1.UpdateMode {
 // the replica count.
 func ScalesHorizontally(mode v1alpha1.UpdateMode) bool {
 	switch mode {
-	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeAuto:
+	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeInPlace, v1alpha1.UpdateModeAuto:
 		return true
 	}
 	return false
