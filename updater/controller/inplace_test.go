@@ -16,6 +16,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/kube/mpa"
 	"github.com/aware-k8s/aware/updater/logic"
 )
 
@@ -188,5 +189,57 @@ func TestInPlaceOrRecreateHasNoCondition(t *testing.T) {
 	}
 	if n := f.statusPatches(); n != 0 {
 		t.Errorf("condition written %d times", n)
+	}
+}
+
+// TestStartupBoostEndsOnceReady: a pod the admission controller boosted
+// (its annotation, its CPU request still the boosted one) is left alone
+// while it starts, even though its CPU is outside the recommendation's
+// bounds, and is resized back in place once Ready, in Recreate mode too.
+func TestStartupBoostEndsOnceReady(t *testing.T) {
+	cfg := testConfig()
+	m := newMPA(v1alpha1.UpdateModeRecreate, 2, 0)
+	factor := 3.0
+	m.Spec.ResourcePolicy = &v1alpha1.PodResourcePolicy{ContainerPolicies: []v1alpha1.ContainerResourcePolicy{{
+		ContainerName: "*", StartupBoost: &v1alpha1.StartupBoost{CPU: &v1alpha1.CPUStartupBoost{Factor: &factor}}}}}
+	a := newPod("a", "3", "1Gi")
+	a.Annotations = map[string]string{mpa.StartupBoostAnnotation: `{"app":{"boosted":"3","request":"1"}}`}
+	a.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	f := newFixture(t, cfg, 2, m, freshLease(t0), a, newPod("b", "1", "1Gi"))
+	f.run(0)
+	if w := f.writes(); len(w) != 0 {
+		t.Fatalf("writes while starting = %v", w)
+	}
+	if got := counter(t, f.ctrl.metrics.skips, string(logic.SkipStartupBoost)); got != 1 {
+		t.Errorf("StartupBoost skips = %g", got)
+	}
+	ready := a.DeepCopy()
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Time{Time: t0}}}
+	if err := f.podIdx.Update(ready); err != nil {
+		t.Fatal(err)
+	}
+	f.renewLease(time.Second)
+	f.run(time.Second)
+	var resized *corev1.Pod
+	for _, act := range f.kube.Actions() {
+		if ua, ok := act.(clienttesting.UpdateAction); ok && act.GetSubresource() == "resize" {
+			resized = ua.GetObject().(*corev1.Pod)
+		}
+	}
+	if w := f.writes(); !slices.Equal(w, []string{"update/resize/a"}) || resized == nil {
+		t.Fatalf("writes once Ready = %v", w)
+	}
+	if got := resized.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU]; got.Cmp(resource.MustParse("1")) != 0 {
+		t.Errorf("CPU request after the boost = %s, want the recommendation's 1", got.String())
+	}
+	if counter(t, f.ctrl.metrics.resizes, string(logic.ReasonStartupBoostEnded), resultSuccess) != 1 {
+		t.Error("resize back not counted")
+	}
+	// Once resized, the CPU request is no longer the boosted one: the pod
+	// is sized as any other and nothing more happens.
+	f.syncPods()
+	f.run(2 * time.Second)
+	if w := f.writes(); len(w) != 1 {
+		t.Errorf("writes after the boost ended = %v", w)
 	}
 }

@@ -25,6 +25,16 @@ type Container struct {
 	// LastOOMKill is when the container last terminated with OOMKilled;
 	// zero if it never did (as far as the pod status tells).
 	LastOOMKill time.Time
+	// Boost is set while the container runs with the CPU start-up boost
+	// the admission controller gave it.
+	Boost *Boost
+}
+
+// Boost is what a boosted container gets back when its boost ends, if its
+// CPU is not sized by the recommendation: its unboosted CPU request and
+// limit, in cores (a zero limit is none).
+type Boost struct {
+	Request, Limit float64
 }
 
 // ResizeState is where a pod's in-place resize stands, from its
@@ -43,6 +53,8 @@ type Pod struct {
 	Name string
 	// Started is when the pod started (status.startTime), or its creation.
 	Started time.Time
+	// ReadySince is when the pod last became Ready; zero while it is not.
+	ReadySince time.Time
 	// Alive: running, ready and not being deleted. Only alive pods count
 	// towards the minimum of live replicas.
 	Alive bool
@@ -106,6 +118,9 @@ const (
 	// current recommendation was found infeasible; it is sent again only
 	// when the recommendation changes.
 	SkipResizeInfeasible SkipReason = "ResizeInfeasible"
+	// SkipStartupBoost: the pod runs with its CPU start-up boost, which
+	// lasts until it is Ready and the boost's duration has passed.
+	SkipStartupBoost SkipReason = "StartupBoost"
 	// SkipEvictionDisabled: in InPlace mode a pod is never evicted.
 	SkipEvictionDisabled SkipReason = "EvictionDisabled"
 )

@@ -41,6 +41,9 @@ const (
 	ReasonDrift            UpdateReason = "Drift"
 	ReasonResizeInfeasible UpdateReason = "ResizeInfeasible"
 	ReasonResizeDeferred   UpdateReason = "ResizeDeferred"
+	// ReasonStartupBoostEnded: the pod is Ready and its CPU start-up
+	// boost's duration has passed; its CPU goes back, in place.
+	ReasonStartupBoostEnded UpdateReason = "StartupBoostEnded"
 )
 
 // urgent reasons bypass the drift age and come first.
@@ -196,6 +199,12 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 	for i := range w.Pods {
 		p := &w.Pods[i]
 		if p.Terminating {
+			continue
+		}
+		if p.boosted() {
+			if c, ok := boostCandidate(now, cfg, w, p, onlyInPlace, &plan); ok {
+				cands = append(cands, c)
+			}
 			continue
 		}
 		c, ok := assess(now, cfg, w, p, inPlace)

@@ -225,6 +225,7 @@ func Constraints(m *v1alpha1.MultidimPodAutoscaler) workload.Constraints {
 			if v.ControlledValues != nil && *v.ControlledValues == v1alpha1.ContainerControlledValuesRequestsOnly {
 				p.ControlledValues = workload.RequestsOnly
 			}
+			p.StartupBoost = cpuBoost(v.StartupBoost)
 		}
 		if v := lookupMPA(mpaContainers, name); v != nil {
 			if v.Mode != nil && *v.Mode == v1alpha1.ContainerScalingModeOff {
