@@ -128,7 +128,9 @@ type Controller struct {
 	// their last loop: the Warning event is posted when one becomes stale,
 	// not on every loop it stays so (at thousands of autoscalers that
 	// would be thousands of events per loop); the gauge shows how many are.
-	stale    map[types.UID]bool
+	stale map[types.UID]bool
+	// seenPods are the pods of this loop's autoscalers.
+	seenPods map[types.UID]bool
 	rotation int
 }
 
@@ -198,6 +200,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	}
 	shadowed := mpa.Shadowed(all)
 	seen := map[types.UID]bool{}
+	c.seenPods = map[types.UID]bool{}
 	for _, m := range all {
 		if ctx.Err() != nil {
 			return
@@ -219,6 +222,13 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	for uid := range c.stale {
 		if !seen[uid] {
 			delete(c.stale, uid)
+		}
+	}
+	// A refused resize is remembered only for pods that still exist: under
+	// InPlace a pod is not evicted, so nothing else would forget it.
+	for uid := range c.resizeRejected {
+		if !c.seenPods[uid] {
+			delete(c.resizeRejected, uid)
 		}
 	}
 	c.metrics.staleRecommendations.Set(float64(len(c.stale)))
@@ -368,6 +378,7 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 		}
 		w.Pods = append(w.Pods, pm)
 		byName[p.Name] = p
+		c.seenPods[p.UID] = true
 	}
 	plan := logic.DecideVertical(now, c.cfg.Vertical, w, logic.Guards{AdmissionFresh: admissionFresh, Global: c.global, Workload: st.bucket, Resize: c.resizes})
 	if plan.Skip != "" {

@@ -243,3 +243,29 @@ func TestStartupBoostEndsOnceReady(t *testing.T) {
 		t.Errorf("writes after the boost ended = %v", w)
 	}
 }
+
+// TestRefusedResizeForgottenWithThePod: a refused resize is remembered
+// while its pod exists (InPlace never evicts it, so nothing else would
+// forget it) and dropped once the pod is gone.
+func TestRefusedResizeForgottenWithThePod(t *testing.T) {
+	a := newPod("a", "100m", "128Mi")
+	f := newFixture(t, testConfig(), 2, newMPA(v1alpha1.UpdateModeInPlace, 2, 0), freshLease(t0), a, newPod("b", "1", "1Gi"))
+	f.kube.PrependReactor("update", "pods", func(act clienttesting.Action) (bool, runtime.Object, error) {
+		if act.GetSubresource() == "resize" {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "a", nil)
+		}
+		return false, nil, nil
+	})
+	f.run(0)
+	f.run(time.Minute)
+	if _, ok := f.ctrl.resizeRejected[a.UID]; !ok {
+		t.Fatal("refused resize not remembered")
+	}
+	if err := f.podIdx.Delete(a); err != nil {
+		t.Fatal(err)
+	}
+	f.run(2 * time.Minute)
+	if n := len(f.ctrl.resizeRejected); n != 0 {
+		t.Errorf("%d refused resizes remembered after the pod left", n)
+	}
+}
