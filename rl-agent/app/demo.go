@@ -38,6 +38,8 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "parallel simulations (0 = GOMAXPROCS)")
 	fs.StringVar(&o.Resize, "resize", o.Resize, "how vertical changes reach pods: Restart or InPlace")
 	fs.Float64Var(&o.Tenants, "tenants", o.Tenants, "fraction of each node's CPU beyond the app's requests on it that other workloads request and use, in [0, 1] (0: the app runs alone; 1: packed, busy nodes, where a pod gets no CPU beyond its request)")
+	fs.Float64Var(&o.StartupBoost.Factor, "startup-boost", o.StartupBoost.Factor, "give every evaluated app a CPU start-up boost of this factor (startupBoost.cpu.factor: new pods request this many times their CPU until Ready); 0: none")
+	fs.Float64Var(&o.StartupBoost.CPUShare, "startup-cpu-share", o.StartupBoost.CPUShare, "share, in [0, 1], of each evaluated app's start-up delay that is CPU-bound and shrinks with --startup-boost (0: the boost only costs)")
 	fs.IntVar(&o.SeriesApp, "series-app", o.SeriesApp, "index of the evaluated app whose time series is plotted")
 	fs.StringVar(&o.SeriesTrace, "series-trace", o.SeriesTrace, "trace kind of the plotted time series (default flash-crowd if among --traces, else the first of them)")
 	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")

@@ -120,15 +120,24 @@ type Controller struct {
 	workloads map[types.UID]*workloadState
 	// resizeRejected remembers pods whose resize the API server refused
 	// (e.g. the InPlacePodVerticalScaling gate is off, or the change would
-	// alter the QoS class): they are treated as infeasible, so the next
-	// loop falls back to eviction.
-	resizeRejected map[types.UID]bool
+	// alter the QoS class), and what was refused: they are treated as
+	// infeasible, so the next loop falls back to eviction
+	// (InPlaceOrRecreate) or does not send the same resize again (InPlace).
+	resizeRejected map[types.UID]rejectedResize
 	// stale holds the autoscalers whose recommendation was too old at
 	// their last loop: the Warning event is posted when one becomes stale,
 	// not on every loop it stays so (at thousands of autoscalers that
 	// would be thousands of events per loop); the gauge shows how many are.
-	stale    map[types.UID]bool
+	stale map[types.UID]bool
+	// seenPods are the pods of this loop's autoscalers.
+	seenPods map[types.UID]bool
 	rotation int
+}
+
+// rejectedResize is a resize the API server refused, and why.
+type rejectedResize struct {
+	res []logic.ContainerResources
+	msg string
 }
 
 type workloadState struct {
@@ -150,7 +159,7 @@ func New(cfg Config, kube kubernetes.Interface, mpas versioned.Interface, mpaLis
 		global:         logic.NewTokenBucket(cfg.GlobalEvictionRate, cfg.GlobalEvictionBurst),
 		resizes:        logic.NewTokenBucket(cfg.ResizeRate, cfg.ResizeBurst),
 		workloads:      map[types.UID]*workloadState{},
-		resizeRejected: map[types.UID]bool{},
+		resizeRejected: map[types.UID]rejectedResize{},
 		stale:          map[types.UID]bool{},
 	}
 }
@@ -191,6 +200,7 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	}
 	shadowed := mpa.Shadowed(all)
 	seen := map[types.UID]bool{}
+	c.seenPods = map[types.UID]bool{}
 	for _, m := range all {
 		if ctx.Err() != nil {
 			return
@@ -212,6 +222,13 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	for uid := range c.stale {
 		if !seen[uid] {
 			delete(c.stale, uid)
+		}
+	}
+	// A refused resize is remembered only for pods that still exist: under
+	// InPlace a pod is not evicted, so nothing else would forget it.
+	for uid := range c.resizeRejected {
+		if !c.seenPods[uid] {
+			delete(c.resizeRejected, uid)
 		}
 	}
 	c.metrics.staleRecommendations.Set(float64(len(c.stale)))
@@ -355,11 +372,13 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 		if !ok {
 			continue
 		}
-		if c.resizeRejected[p.UID] && pm.Resize == logic.ResizeNone {
+		if r, ok := c.resizeRejected[p.UID]; ok && pm.Resize == logic.ResizeNone {
 			pm.Resize, pm.ResizeSince = logic.ResizeInfeasible, now
+			pm.Refused, pm.ResizeMessage = r.res, r.msg
 		}
 		w.Pods = append(w.Pods, pm)
 		byName[p.Name] = p
+		c.seenPods[p.UID] = true
 	}
 	plan := logic.DecideVertical(now, c.cfg.Vertical, w, logic.Guards{AdmissionFresh: admissionFresh, Global: c.global, Workload: st.bucket, Resize: c.resizes})
 	if plan.Skip != "" {
@@ -368,6 +387,9 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 	for _, s := range plan.Skips {
 		c.skip(s.Reason)
 		logger.V(2).Info("Pod update skipped", "pod", klog.KRef(m.Namespace, s.Pod), "wanted", s.Wanted, "reason", s.Reason)
+	}
+	if plan.Skip == "" {
+		c.reportInfeasible(ctx, m, plan.Infeasible, now)
 	}
 	for _, u := range plan.Updates {
 		p := byName[u.Pod]
@@ -485,8 +507,8 @@ func (c *Controller) resize(ctx context.Context, m *v1alpha1.MultidimPodAutoscal
 	if err != nil {
 		c.metrics.resizes.WithLabelValues(string(u.Reason), resultError).Inc()
 		if refused(err) {
-			c.resizeRejected[p.UID] = true
-			logger.Info("In-place resize refused; falling back to eviction next loop", "err", err)
+			c.resizeRejected[p.UID] = rejectedResize{res: u.Resources, msg: "the API server refused the resize: " + err.Error()}
+			logger.Info("In-place resize refused; treated as infeasible from the next loop", "err", err)
 		} else {
 			logger.Error(err, "Resizing pod in place")
 		}
@@ -494,6 +516,7 @@ func (c *Controller) resize(ctx context.Context, m *v1alpha1.MultidimPodAutoscal
 		return false
 	}
 	c.metrics.resizes.WithLabelValues(string(u.Reason), resultSuccess).Inc()
+	delete(c.resizeRejected, p.UID)
 	logger.Info("Resized pod in place", "resources", u.Resources)
 	c.recorder.Eventf(p, corev1.EventTypeNormal, EventResized, "Resized in place by the AWARE updater (%s)", u.Reason)
 	c.recorder.Eventf(m, corev1.EventTypeNormal, EventResized, "Resized pod %s in place (%s)", p.Name, u.Reason)

@@ -435,3 +435,72 @@ func TestVerticalEvictsDeadOOMKilledPod(t *testing.T) {
 		})
 	}
 }
+
+// InPlace mode never evicts: what InPlaceOrRecreate falls back to eviction
+// for waits (deferred, which the kubelet retries) or is reported and held
+// (infeasible) until the recommendation changes.
+func TestVerticalInPlaceOnly(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	mk := func(p Pod) *Workload {
+		return testWorkload(v1alpha1.UpdateModeInPlace, 3, p, pod("x", 1, 1, t0), pod("y", 1, 1, t0))
+	}
+	// The infeasible request is in the spec (the kubelet's case): 4 CPU.
+	kubeletInf := pod("a", 4, 1, t0)
+	kubeletInf.Resize, kubeletInf.ResizeSince, kubeletInf.ResizeMessage = ResizeInfeasible, t0, "Node didn't have enough capacity: cpu"
+	// The API server refused a resize to the target: the spec is the old one.
+	refusedInf := pod("a", 0.2, 1, t0)
+	refusedInf.Resize, refusedInf.ResizeSince = ResizeInfeasible, t0
+	refusedInf.Refused = []ContainerResources{{Name: "app", Requests: workload.Resources{CPU: 1, Memory: gi}, Limits: workload.Resources{CPU: 2, Memory: gi}}}
+	refusedOther := refusedInf
+	refusedOther.Refused = []ContainerResources{{Name: "app", Requests: workload.Resources{CPU: 3, Memory: gi}, Limits: workload.Resources{CPU: 6, Memory: gi}}}
+	deferred := pod("a", 1, 1, t0)
+	deferred.Resize, deferred.ResizeSince = ResizeDeferred, t0.Add(-time.Hour) // long past ResizeDeferredTimeout
+	dead := pod("a", 1, 0.5, t0)
+	dead.Alive = false
+	dead.Containers[0].LastOOMKill = t0.Add(-time.Minute)
+
+	cases := []struct {
+		name           string
+		pod            Pod
+		target         float64 // the recommendation's CPU target; 0 keeps 1
+		guards         Guards
+		updates, skips []string
+		infeasible     []string
+	}{
+		{name: "outside bounds: resized", pod: pod("a", 4, 1, t0), guards: open(), updates: []string{"a:Resize:OutsideBounds"}},
+		{name: "resized with a stale admission heartbeat", pod: pod("a", 4, 1, t0), guards: Guards{}, updates: []string{"a:Resize:OutsideBounds"}},
+		{name: "deferred for an hour: left to the kubelet", pod: deferred, guards: open(), skips: []string{"a:ResizePending"}},
+		{name: "kubelet infeasible, same recommendation: held and reported", pod: kubeletInf, target: 4, guards: open(),
+			skips: []string{"a:ResizeInfeasible"}, infeasible: []string{"a:Node didn't have enough capacity: cpu"}},
+		{name: "kubelet infeasible, new recommendation: one more try", pod: kubeletInf, guards: open(), updates: []string{"a:Resize:ResizeInfeasible"}},
+		{name: "API refused the same resize: held and reported", pod: refusedInf, guards: open(),
+			skips: []string{"a:ResizeInfeasible"}, infeasible: []string{"a:"}},
+		{name: "API refused another resize: this one is tried", pod: refusedOther, guards: open(), updates: []string{"a:Resize:ResizeInfeasible"}},
+		{name: "OOM-killed and dead: resized, not evicted", pod: dead, guards: open(), updates: []string{"a:Resize:OOMKilled"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := mk(tc.pod)
+			if tc.target > 0 {
+				c := &w.Recommendation.Containers[0]
+				c.Target.CPU, c.UpperBound.CPU = tc.target, 2*tc.target
+			}
+			p := DecideVertical(t0, cfg, w, tc.guards)
+			if !slices.Equal(names(p.Updates), tc.updates) || !slices.Equal(skips(p.Skips), tc.skips) {
+				t.Errorf("updates %v skips %v, want %v %v", names(p.Updates), skips(p.Skips), tc.updates, tc.skips)
+			}
+			var inf []string
+			for _, r := range p.Infeasible {
+				inf = append(inf, r.Pod+":"+r.Message)
+			}
+			if !slices.Equal(inf, tc.infeasible) {
+				t.Errorf("infeasible %v, want %v", inf, tc.infeasible)
+			}
+			for _, u := range p.Updates {
+				if u.Action != ActionResize {
+					t.Errorf("InPlace mode planned %s of %s", u.Action, u.Pod)
+				}
+			}
+		})
+	}
+}

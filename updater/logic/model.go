@@ -25,6 +25,16 @@ type Container struct {
 	// LastOOMKill is when the container last terminated with OOMKilled;
 	// zero if it never did (as far as the pod status tells).
 	LastOOMKill time.Time
+	// Boost is set while the container runs with the CPU start-up boost
+	// the admission controller gave it.
+	Boost *Boost
+}
+
+// Boost is what a boosted container gets back when its boost ends, if its
+// CPU is not sized by the recommendation: its unboosted CPU request and
+// limit, in cores (a zero limit is none).
+type Boost struct {
+	Request, Limit float64
 }
 
 // ResizeState is where a pod's in-place resize stands, from its
@@ -43,6 +53,8 @@ type Pod struct {
 	Name string
 	// Started is when the pod started (status.startTime), or its creation.
 	Started time.Time
+	// ReadySince is when the pod last became Ready; zero while it is not.
+	ReadySince time.Time
 	// Alive: running, ready and not being deleted. Only alive pods count
 	// towards the minimum of live replicas.
 	Alive bool
@@ -52,6 +64,13 @@ type Pod struct {
 	Resize      ResizeState
 	// ResizeSince is when the resize condition last transitioned.
 	ResizeSince time.Time
+	// ResizeMessage is the kubelet's (or the API server's) word on an
+	// infeasible resize, for the ResizeInfeasible condition.
+	ResizeMessage string
+	// Refused is the resize the API server refused for this pod (Resize
+	// is then ResizeInfeasible); nil when the kubelet reported the
+	// infeasibility, whose request the pod spec already holds.
+	Refused []ContainerResources
 }
 
 // Workload is everything the decision needs about one MPA and its target.
@@ -95,6 +114,15 @@ const (
 	// SkipRivalAutoscaler: another autoscaler (an HPA, KEDA, Knative)
 	// owns the replica count (mpa.ReplicasLeftToRival).
 	SkipRivalAutoscaler SkipReason = "RivalAutoscaler"
+	// SkipResizeInfeasible: in InPlace mode, the pod's resize to the
+	// current recommendation was found infeasible; it is sent again only
+	// when the recommendation changes.
+	SkipResizeInfeasible SkipReason = "ResizeInfeasible"
+	// SkipStartupBoost: the pod runs with its CPU start-up boost, which
+	// lasts until it is Ready and the boost's duration has passed.
+	SkipStartupBoost SkipReason = "StartupBoost"
+	// SkipEvictionDisabled: in InPlace mode a pod is never evicted.
+	SkipEvictionDisabled SkipReason = "EvictionDisabled"
 )
 
 // RecommendationFresh is the staleness guard: a recommendation is usable

@@ -41,6 +41,9 @@ const (
 	ReasonDrift            UpdateReason = "Drift"
 	ReasonResizeInfeasible UpdateReason = "ResizeInfeasible"
 	ReasonResizeDeferred   UpdateReason = "ResizeDeferred"
+	// ReasonStartupBoostEnded: the pod is Ready and its CPU start-up
+	// boost's duration has passed; its CPU goes back, in place.
+	ReasonStartupBoostEnded UpdateReason = "StartupBoostEnded"
 )
 
 // urgent reasons bypass the drift age and come first.
@@ -136,6 +139,16 @@ type VerticalPlan struct {
 	Skips   []PodSkip
 	// Skip is set when the whole workload was skipped.
 	Skip SkipReason
+	// Infeasible lists, in InPlace mode, the pods whose resize to the
+	// current recommendation is infeasible and is not sent again, by
+	// name; the controller reports them in the ResizeInfeasible condition.
+	Infeasible []InfeasibleResize
+}
+
+// InfeasibleResize is a pod whose in-place resize cannot be done.
+type InfeasibleResize struct {
+	Pod     string
+	Message string
 }
 
 // Guards are the cluster-wide conditions of one loop.
@@ -167,7 +180,7 @@ type candidate struct {
 func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) VerticalPlan {
 	var plan VerticalPlan
 	switch w.Mode {
-	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeAuto, v1alpha1.UpdateModeInPlaceOrRecreate:
+	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeAuto, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeInPlace:
 	default:
 		plan.Skip = SkipUpdateModeOff
 		return plan
@@ -176,12 +189,22 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 		plan.Skip = SkipNoRecommendation
 		return plan
 	}
-	inPlace := w.Mode == v1alpha1.UpdateModeInPlaceOrRecreate
+	// onlyInPlace (InPlace mode) never evicts: what InPlaceOrRecreate
+	// would fall back to eviction for waits (a deferred resize, which the
+	// kubelet retries) or is reported (an infeasible one).
+	onlyInPlace := w.Mode == v1alpha1.UpdateModeInPlace
+	inPlace := onlyInPlace || w.Mode == v1alpha1.UpdateModeInPlaceOrRecreate
 
 	var cands []candidate
 	for i := range w.Pods {
 		p := &w.Pods[i]
 		if p.Terminating {
+			continue
+		}
+		if p.boosted() {
+			if c, ok := boostCandidate(now, cfg, w, p, onlyInPlace, &plan); ok {
+				cands = append(cands, c)
+			}
 			continue
 		}
 		c, ok := assess(now, cfg, w, p, inPlace)
@@ -193,8 +216,20 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 			switch p.Resize {
 			case ResizeInfeasible:
 				c.reason = ReasonResizeInfeasible
+				if onlyInPlace {
+					// The spec holds the infeasible request (the kubelet's
+					// case), or Refused does (the API server's): the same
+					// request again would fail again. A new recommendation
+					// is a new request, worth one more try.
+					if len(c.res) == 0 || slices.Equal(c.res, p.Refused) {
+						plan.Skips = append(plan.Skips, PodSkip{Pod: p.Name, Reason: SkipResizeInfeasible, Wanted: c.reason})
+						plan.Infeasible = append(plan.Infeasible, InfeasibleResize{Pod: p.Name, Message: p.ResizeMessage})
+						continue
+					}
+					c.action = ActionResize
+				}
 			case ResizeDeferred:
-				if now.Sub(p.ResizeSince) >= cfg.ResizeDeferredTimeout {
+				if !onlyInPlace && now.Sub(p.ResizeSince) >= cfg.ResizeDeferredTimeout {
 					c.reason = ReasonResizeDeferred
 				} else {
 					plan.Skips = append(plan.Skips, PodSkip{Pod: p.Name, Reason: SkipResizePending, Wanted: c.reason})
@@ -208,6 +243,10 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 					c.action = ActionResize
 				}
 			}
+		}
+		if onlyInPlace && c.action != ActionResize {
+			plan.Skips = append(plan.Skips, PodSkip{Pod: p.Name, Reason: SkipEvictionDisabled, Wanted: c.reason})
+			continue
 		}
 		cands = append(cands, c)
 	}
@@ -307,7 +346,8 @@ func evictions(p VerticalPlan) int {
 
 // assess decides whether pod p needs an update and computes the resources
 // it should get. ok is false when it needs none. Resize conditions count
-// only in InPlaceOrRecreate mode, where the updater issued the resize.
+// only in the in-place modes (InPlaceOrRecreate, InPlace), where the
+// updater issued the resize.
 func assess(now time.Time, cfg VerticalConfig, w *Workload, p *Pod, inPlace bool) (candidate, bool) {
 	c := candidate{pod: p}
 	var outside, oom bool

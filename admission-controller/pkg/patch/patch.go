@@ -57,10 +57,16 @@ type Input struct {
 // recommendation yet.
 func InputFor(m *v1alpha1.MultidimPodAutoscaler, caps Caps) (in Input, ok bool) {
 	rec, ok := mpa.Recommendation(&m.Status)
+	mode, cons := mpa.UpdateMode(m), mpa.Constraints(m)
 	if !ok {
-		return Input{}, false
+		// A start-up boost needs no recommendation: it multiplies the
+		// pod's own request.
+		if !BoostsAtCreation(mode) || !mpa.HasStartupBoost(&cons) {
+			return Input{}, false
+		}
+		rec = workload.Recommendation{}
 	}
-	return Input{Mode: mpa.UpdateMode(m), Constraints: mpa.Constraints(m), Recommendation: rec, Caps: caps}, true
+	return Input{Mode: mode, Constraints: cons, Recommendation: rec, Caps: caps}, true
 }
 
 // Result is the outcome for one pod. An empty Patch means "leave the pod
@@ -78,7 +84,18 @@ type Result struct {
 // act on a mode it does not understand.
 func AppliesAtCreation(m v1alpha1.UpdateMode) bool {
 	switch m {
-	case v1alpha1.UpdateModeInitial, v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeAuto:
+	case v1alpha1.UpdateModeInitial, v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeInPlace, v1alpha1.UpdateModeAuto:
+		return true
+	}
+	return false
+}
+
+// BoostsAtCreation reports whether a container policy's startupBoost is
+// applied in mode m: only where the updater acts on running pods and so
+// ends the boost. Under Off and Initial a boost would never end.
+func BoostsAtCreation(m v1alpha1.UpdateMode) bool {
+	switch m {
+	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeInPlace, v1alpha1.UpdateModeAuto:
 		return true
 	}
 	return false
@@ -97,6 +114,10 @@ type containerPlan struct {
 	newReq, newLim   workload.Resources
 	changed          resourceSet
 	requestsAndLimit bool
+	// boosted: newReq.CPU is a start-up boost over baseCPU (request) and
+	// baseCPULimit, the values the container gets back when it ends.
+	boosted               bool
+	baseCPU, baseCPULimit float64
 }
 
 // resourceSet is a set of the resources in resourcesInOrder; a value, not
@@ -143,9 +164,18 @@ func planContainer(i int, ctr *corev1.Container, in *Input) containerPlan {
 	pol := in.Constraints.ContainerPolicy(ctr.Name)
 	p.requestsAndLimit = pol.ControlledValues != workload.RequestsOnly
 	rec, ok := in.Recommendation.Container(ctr.Name)
-	if !ok || pol.Mode == workload.ContainerModeOff {
-		return p
+	if ok && pol.Mode != workload.ContainerModeOff {
+		p.size(&rec, &pol, in)
 	}
+	if BoostsAtCreation(in.Mode) {
+		p.boost(pol.StartupBoost, in)
+	}
+	return p
+}
+
+// size sets the recommendation's requests, bounded by the policy and the
+// namespace's caps.
+func (p *containerPlan) size(rec *workload.ContainerRecommendation, pol *workload.ContainerPolicy, in *Input) {
 	for _, r := range resourcesInOrder {
 		target := rec.Target.Get(r)
 		if !pol.Controls(r) || !positive(target) {
@@ -161,7 +191,35 @@ func planContainer(i int, ctr *corev1.Container, in *Input) containerPlan {
 		p.newLim = p.newLim.With(r, lim)
 		p.changed.set(r, true)
 	}
-	return p
+}
+
+// boost raises the CPU request the container would get (the
+// recommendation's, or its own) by b, as VPA's CPU start-up boost does: the
+// limit moves with it under RequestsAndLimits, keeping the ratio; under
+// RequestsOnly, or without a ratio, the request stays within the limit so
+// the pod's QoS class does not change. The boost may exceed the policy's
+// maxAllowed (it is temporary) but not the namespace's LimitRange caps,
+// which the API server enforces.
+func (p *containerPlan) boost(b *workload.CPUBoost, in *Input) {
+	if b == nil {
+		return
+	}
+	base, baseLim := p.newReq.CPU, p.newLim.CPU
+	req, lim := b.Boosted(base), baseLim
+	if lim > 0 {
+		if p.requestsAndLimit && base > 0 {
+			lim *= req / base
+		} else {
+			req = min(req, lim)
+		}
+	}
+	req, lim = in.Caps.bound(workload.CPU, req, lim, p.requestsAndLimit)
+	if !(req > base) {
+		return
+	}
+	p.boosted, p.baseCPU, p.baseCPULimit = true, base, baseLim
+	p.newReq.CPU, p.newLim.CPU = req, lim
+	p.changed.set(workload.CPU, true)
 }
 
 func maxQuantity(r workload.Resource) float64 {
@@ -237,6 +295,7 @@ func capPod(plans []containerPlan, podMax workload.Resources) {
 // object only where the pod has none to add into.
 func render(pod *corev1.Pod, plans []containerPlan) Result {
 	var res Result
+	var boosts map[string]mpa.BoostRecord
 	var descBuf [96]byte
 	for _, p := range plans {
 		ctr := &pod.Spec.Containers[p.index]
@@ -257,6 +316,15 @@ func render(pod *corev1.Pod, plans []containerPlan) Result {
 				desc = appendItem(desc, listed, string(r), " limit")
 			}
 		}
+		if p.boosted {
+			if rec, ok := boostRecord(&p); ok {
+				if boosts == nil {
+					boosts = map[string]mpa.BoostRecord{}
+				}
+				boosts[p.name] = rec
+				desc = appendItem(desc, listed, "cpu", " start-up boost")
+			}
+		}
 		if len(desc) == listed {
 			continue
 		}
@@ -271,15 +339,48 @@ func render(pod *corev1.Pod, plans []containerPlan) Result {
 	}
 	value := strings.Join(res.Updates, "; ")
 	if len(pod.Annotations) == 0 {
-		res.Patch = append(res.Patch, Operation{Op: "add", Path: "/metadata/annotations", Value: map[string]string{UpdatesAnnotation: value}})
-	} else {
-		op := "add"
-		if _, ok := pod.Annotations[UpdatesAnnotation]; ok {
-			op = "replace"
+		a := map[string]string{UpdatesAnnotation: value}
+		if boosts != nil {
+			a[mpa.StartupBoostAnnotation] = mpa.EncodeBoost(boosts)
 		}
-		res.Patch = append(res.Patch, Operation{Op: op, Path: "/metadata/annotations/" + EscapePointer(UpdatesAnnotation), Value: value})
+		res.Patch = append(res.Patch, Operation{Op: "add", Path: "/metadata/annotations", Value: a})
+		return res
+	}
+	res.Patch = annotationOp(res.Patch, pod, UpdatesAnnotation, value)
+	if boosts != nil {
+		res.Patch = annotationOp(res.Patch, pod, mpa.StartupBoostAnnotation, mpa.EncodeBoost(boosts))
 	}
 	return res
+}
+
+// annotationOp sets one annotation of a pod that has some.
+func annotationOp(ops []Operation, pod *corev1.Pod, key, value string) []Operation {
+	op := "add"
+	if _, ok := pod.Annotations[key]; ok {
+		op = "replace"
+	}
+	return append(ops, Operation{Op: op, Path: "/metadata/annotations/" + EscapePointer(key), Value: value})
+}
+
+// boostRecord is the annotation entry of a boosted container, in the
+// quantities the patch writes; ok is false if, once rounded, the boost
+// adds nothing (capPod may have cut it).
+func boostRecord(p *containerPlan) (mpa.BoostRecord, bool) {
+	boosted, ok := quantity(workload.CPU, p.newReq.CPU)
+	if !ok || !(p.newReq.CPU > p.baseCPU) {
+		return mpa.BoostRecord{}, false
+	}
+	rec := mpa.BoostRecord{Boosted: boosted.String()}
+	if q, ok := quantity(workload.CPU, p.baseCPU); ok {
+		if q.Cmp(boosted) >= 0 {
+			return mpa.BoostRecord{}, false
+		}
+		rec.Request = q.String()
+	}
+	if q, ok := quantity(workload.CPU, p.baseCPULimit); ok {
+		rec.Limit = q.String()
+	}
+	return rec, true
 }
 
 // appendItem appends ", " (unless it is the first item after the first

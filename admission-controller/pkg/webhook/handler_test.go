@@ -57,6 +57,14 @@ func mpaWithRec(cpu string) *v1alpha1.MultidimPodAutoscaler {
 	}
 }
 
+// boosted gives m a 3x CPU start-up boost for every container.
+func boosted(m *v1alpha1.MultidimPodAutoscaler) *v1alpha1.MultidimPodAutoscaler {
+	f := 3.0
+	m.Spec.ResourcePolicy = &v1alpha1.PodResourcePolicy{ContainerPolicies: []v1alpha1.ContainerResourcePolicy{{
+		ContainerName: "*", StartupBoost: &v1alpha1.StartupBoost{CPU: &v1alpha1.CPUStartupBoost{Factor: &f}}}}}
+	return m
+}
+
 func testPod() *corev1.Pod {
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
@@ -124,6 +132,10 @@ func TestHandler(t *testing.T) {
 	}{
 		{name: "pod CREATE with an MPA: patched", body: reviewBody(t, nil), matcher: &fakeMatcher{mpa: mpaWithRec("250m")}, result: ResultPatched, wantUID: "uid-1",
 			wantPatch: `[{"op":"replace","path":"/spec/containers/0/resources/requests/cpu","value":"250m"},{"op":"add","path":"/metadata/annotations","value":{"autoscaling.aware.dev/updates":"container app: cpu request"}}]`},
+		{name: "MPA with a 3x CPU start-up boost: boosted and recorded", body: reviewBody(t, nil), matcher: &fakeMatcher{mpa: boosted(mpaWithRec("250m"))}, result: ResultPatched, wantUID: "uid-1",
+			wantPatch: `[{"op":"replace","path":"/spec/containers/0/resources/requests/cpu","value":"750m"},{"op":"add","path":"/metadata/annotations","value":{"autoscaling.aware.dev/cpu-startup-boost":"{\"app\":{\"boosted\":\"750m\",\"request\":\"250m\"}}","autoscaling.aware.dev/updates":"container app: cpu request, cpu start-up boost"}}]`},
+		{name: "boost without recommendation: the pod's own request boosted", body: reviewBody(t, nil), matcher: &fakeMatcher{mpa: boosted(&v1alpha1.MultidimPodAutoscaler{})}, result: ResultPatched, wantUID: "uid-1",
+			wantPatch: `[{"op":"replace","path":"/spec/containers/0/resources/requests/cpu","value":"300m"},{"op":"add","path":"/metadata/annotations","value":{"autoscaling.aware.dev/cpu-startup-boost":"{\"app\":{\"boosted\":\"300m\",\"request\":\"100m\"}}","autoscaling.aware.dev/updates":"container app: cpu request, cpu start-up boost"}}]`},
 		{name: "already sized: unchanged", body: reviewBody(t, nil), matcher: &fakeMatcher{mpa: mpaWithRec("100m")}, result: ResultUnchanged, wantUID: "uid-1"},
 		{name: "MPA without recommendation: unchanged", body: reviewBody(t, nil), matcher: &fakeMatcher{mpa: &v1alpha1.MultidimPodAutoscaler{}}, result: ResultUnchanged, wantUID: "uid-1"},
 		{name: "no MPA: skipped", body: reviewBody(t, nil), matcher: &fakeMatcher{}, result: ResultSkipped, wantUID: "uid-1"},

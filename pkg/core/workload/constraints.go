@@ -38,6 +38,30 @@ type ContainerPolicy struct {
 	ControlledResources []Resource
 	// ControlledValues defaults to RequestsAndLimits when empty.
 	ControlledValues ControlledValues
+	// StartupBoost, when set, raises the container's CPU while its pod
+	// starts.
+	StartupBoost *CPUBoost
+}
+
+// CPUBoost is a CPU start-up boost: a new pod's container gets
+// Boosted(request) cores until the pod is Ready and For has passed.
+type CPUBoost struct {
+	// Factor multiplies the request; 0 or 1 means no factor.
+	Factor float64
+	// Value is a CPU amount in cores; 0 means none.
+	Value float64
+	// For keeps the boost this long after the pod is Ready.
+	For time.Duration
+}
+
+// Boosted is the CPU request during start-up for a container that would
+// otherwise request base cores: Factor × base, or Value, whichever is
+// larger, and never less than base.
+func (b *CPUBoost) Boosted(base float64) float64 {
+	if b == nil {
+		return base
+	}
+	return max(base, b.Factor*base, b.Value)
 }
 
 // Controls reports whether the policy sizes resource r.

@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=autoscaling.aware.dev, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("ContainerResourcePolicy"):
 		return &autoscalingv1alpha1.ContainerResourcePolicyApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("CPUStartupBoost"):
+		return &autoscalingv1alpha1.CPUStartupBoostApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Goals"):
 		return &autoscalingv1alpha1.GoalsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("HistogramCheckpoint"):
@@ -76,6 +78,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &autoscalingv1alpha1.ScalingConstraintsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("SLOSpec"):
 		return &autoscalingv1alpha1.SLOSpecApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("StartupBoost"):
+		return &autoscalingv1alpha1.StartupBoostApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("VerticalScalingConstraints"):
 		return &autoscalingv1alpha1.VerticalScalingConstraintsApplyConfiguration{}
 

@@ -43,7 +43,7 @@ func UpdateMode(m *v1alpha1.MultidimPodAutoscaler) v1alpha1.UpdateMode {
 // the replica count.
 func ScalesHorizontally(mode v1alpha1.UpdateMode) bool {
 	switch mode {
-	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeAuto:
+	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeInPlace, v1alpha1.UpdateModeAuto:
 		return true
 	}
 	return false
@@ -225,6 +225,7 @@ func Constraints(m *v1alpha1.MultidimPodAutoscaler) workload.Constraints {
 			if v.ControlledValues != nil && *v.ControlledValues == v1alpha1.ContainerControlledValuesRequestsOnly {
 				p.ControlledValues = workload.RequestsOnly
 			}
+			p.StartupBoost = cpuBoost(v.StartupBoost)
 		}
 		if v := lookupMPA(mpaContainers, name); v != nil {
 			if v.Mode != nil && *v.Mode == v1alpha1.ContainerScalingModeOff {

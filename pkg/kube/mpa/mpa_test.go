@@ -184,7 +184,7 @@ func TestModes(t *testing.T) {
 	}
 	for mode, want := range map[v1alpha1.UpdateMode]bool{
 		v1alpha1.UpdateModeOff: false, v1alpha1.UpdateModeInitial: false, v1alpha1.UpdateModeRecreate: true,
-		v1alpha1.UpdateModeInPlaceOrRecreate: true, v1alpha1.UpdateModeAuto: true,
+		v1alpha1.UpdateModeInPlaceOrRecreate: true, v1alpha1.UpdateModeInPlace: true, v1alpha1.UpdateModeAuto: true,
 	} {
 		if ScalesHorizontally(mode) != want {
 			t.Errorf("ScalesHorizontally(%s) != %v", mode, want)

@@ -94,6 +94,8 @@ type Options struct {
 	// Tenants is the fraction of each node's CPU beyond the app's requests
 	// that other workloads use (sim.Config.Tenants).
 	Tenants float64
+	// StartupBoost gives every app a CPU start-up boost; zero is none.
+	StartupBoost StartupBoost
 	// SeriesApp is the index, among the evaluated apps, of the app whose
 	// time series is plotted, under trace kind SeriesTrace; an empty
 	// SeriesTrace follows Traces: flash-crowd if it is among them, else the
@@ -250,6 +252,9 @@ func (o *Options) Validate() error {
 	}
 	if !(o.Tenants >= 0 && o.Tenants <= 1) {
 		errs = append(errs, fmt.Errorf("tenants must be in [0, 1], got %g", o.Tenants))
+	}
+	if err := o.StartupBoost.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.SeriesApp < 0 || o.SeriesApp >= max(o.Apps, 1) {
 		errs = append(errs, fmt.Errorf("series app must be in [0, %d), got %d", o.Apps, o.SeriesApp))
@@ -501,6 +506,7 @@ func Runs(o Options) ([]eval.Run, error) {
 			runs = append(runs, eval.Run{App: app, Trace: &tr, Seed: (o.Seed*1_000_003+uint64(i))*16 + 14})
 		}
 	}
+	o.StartupBoost.apply(runs)
 	return runs, nil
 }
 

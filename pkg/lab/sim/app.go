@@ -82,6 +82,11 @@ type App struct {
 	MemoryPerRequest float64
 	// StartupDelay is how long a scheduled pod takes to become Ready.
 	StartupDelay time.Duration
+	// StartupCPUShare is the share of StartupDelay that is CPU-bound at the
+	// pod's request and shrinks in proportion under a CPU start-up boost
+	// (the container policy's StartupBoost); 0, the default, means a boost
+	// only costs.
+	StartupCPUShare float64
 	// SLO is the p95 latency objective (seconds).
 	SLO float64
 	// BaseRate is the app's mean arrival rate (requests/s); traces scale to it.
@@ -106,6 +111,8 @@ func (a *App) Validate() error {
 		return fmt.Errorf("app %q: negative parameter", a.Name)
 	case a.StartupDelay < 0:
 		return fmt.Errorf("app %q: negative start-up delay", a.Name)
+	case !(a.StartupCPUShare >= 0 && a.StartupCPUShare <= 1):
+		return fmt.Errorf("app %q: startupCPUShare must be in [0, 1], got %g", a.Name, a.StartupCPUShare)
 	case a.Replicas < 0:
 		return fmt.Errorf("app %q: negative replicas", a.Name)
 	}

@@ -173,6 +173,8 @@ type pod struct {
 	usage    workload.Resources
 	peak     workload.Resources
 	remove   bool
+	// boost is set while the pod runs with its CPU start-up boost.
+	boost *podBoost
 }
 
 type node struct {
@@ -266,6 +268,9 @@ func New(cfg Config, app App, trace *Trace, seed uint64) (*Simulator, error) {
 		if p := &s.pods[i]; p.phase == podStarting {
 			p.phase, p.transition = podRunning, p.readyAt
 		}
+		if p := &s.pods[i]; p.boost != nil {
+			s.endBoost(p) // started long ago: its boost is over
+		}
 	}
 	s.obs.Containers = s.containers[:]
 	s.containers[0].Name = app.Container
@@ -351,6 +356,7 @@ func (s *Simulator) Step() StepMetrics {
 			ready++
 		}
 	}
+	s.endBoosts(t)
 
 	m.Rate = s.trace.Rate(s.step)
 	m.Arrivals = poisson(s.arrivals, m.Rate*s.dt)
@@ -421,7 +427,7 @@ func (s *Simulator) Step() StepMetrics {
 			p.phase = podStarting
 			p.started = t + s.dt
 			p.transition = t + s.dt
-			p.readyAt = t + s.dt + s.app.StartupDelay.Seconds()
+			p.readyAt = t + s.dt + s.startDelay(p)
 			m.OOMKills++
 			m.Restarts++
 		}
@@ -549,6 +555,10 @@ func (s *Simulator) rollout(t float64) int {
 		switch {
 		case p.phase == podPending:
 			p.req, p.lim, p.gen = s.tmplReq, s.tmplLim, s.gen
+			s.admitBoost(p)
+		case p.boost != nil:
+			// The updater leaves a boosted pod alone until its boost ends.
+			continue
 		case s.cfg.Resize == ResizeInPlace && s.fitsResize(p):
 			n := &s.nodes[p.node]
 			n.alloc = n.alloc.Add(s.tmplReq).Add(p.req.Scale(-1))
@@ -576,6 +586,7 @@ func (s *Simulator) rollout(t float64) int {
 		}
 		s.unbind(p, t)
 		p.req, p.lim, p.gen = s.tmplReq, s.tmplLim, s.gen
+		s.admitBoost(p)
 		restarts++
 	}
 	return restarts
@@ -609,6 +620,7 @@ func (s *Simulator) reconcileReplicas(t float64) {
 			name: s.app.Name + "-" + strconv.Itoa(s.nextID),
 			node: -1, phase: podPending, gen: s.gen, req: s.tmplReq, lim: s.tmplLim, transition: t,
 		})
+		s.admitBoost(&s.pods[len(s.pods)-1])
 		s.nextID++
 	}
 	surplus := len(s.pods) - n
@@ -662,7 +674,7 @@ func (s *Simulator) schedule(t float64) {
 		p.node = int32(best)
 		p.phase = podStarting
 		p.started = t
-		p.readyAt = t + s.app.StartupDelay.Seconds()
+		p.readyAt = t + s.startDelay(p)
 	}
 }
 

@@ -207,3 +207,29 @@ func invalidCases(t *testing.T) []invalidCase {
 func TestCheckpointCRDIsValid(t *testing.T) {
 	loadCRD(t, "autoscaling.aware.dev_multidimpodautoscalercheckpoints.yaml")
 }
+
+// TestCRDAcceptsInPlaceAndStartupBoost: the InPlace mode and a start-up
+// boost with each of its forms are admitted unchanged (nothing pruned).
+func TestCRDAcceptsInPlaceAndStartupBoost(t *testing.T) {
+	crd := loadCRD(t, "autoscaling.aware.dev_multidimpodautoscalers.yaml")
+	for _, tc := range []struct {
+		name string
+		cpu  map[string]any
+	}{
+		{"factor", map[string]any{"factor": 3}},
+		{"fractional factor and duration", map[string]any{"factor": 1.5, "duration": "30s"}},
+		{"value", map[string]any{"value": "2"}},
+		{"factor 1 and value in millicores", map[string]any{"factor": 1, "value": "500m"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := minimalMPA()
+			spec := obj["spec"].(map[string]any)
+			spec["policy"] = map[string]any{"updateMode": "InPlace"}
+			spec["resourcePolicy"] = map[string]any{"containerPolicies": []any{map[string]any{"containerName": "*", "startupBoost": map[string]any{"cpu": tc.cpu}}}}
+			_, pruned, errs := crd.admit(t, obj)
+			if len(errs) > 0 || len(pruned) > 0 {
+				t.Fatalf("errors %v, pruned %v", errs.ToAggregate(), pruned)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -89,7 +90,7 @@ type MultidimPodAutoscalerSpec struct {
 }
 
 // UpdateMode controls when and how recommendations reach the pods.
-// +kubebuilder:validation:Enum=Off;Initial;Recreate;InPlaceOrRecreate;Auto
+// +kubebuilder:validation:Enum=Off;Initial;Recreate;InPlaceOrRecreate;InPlace;Auto
 type UpdateMode string
 
 const (
@@ -104,6 +105,12 @@ const (
 	// UpdateModeInPlaceOrRecreate resizes running pods in place, falling
 	// back to eviction, and scales horizontally.
 	UpdateModeInPlaceOrRecreate UpdateMode = "InPlaceOrRecreate"
+	// UpdateModeInPlace resizes running pods in place and never evicts
+	// them: a resize the kubelet defers is left to the kubelet to retry,
+	// and an infeasible one is reported in the ResizeInfeasible condition
+	// and sent again only when the recommendation changes. It scales
+	// horizontally.
+	UpdateModeInPlace UpdateMode = "InPlace"
 	// UpdateModeAuto is Recreate today; it may use in-place resize when the
 	// cluster supports it in the future.
 	UpdateModeAuto UpdateMode = "Auto"
@@ -112,7 +119,7 @@ const (
 // PodUpdatePolicy describes how changes are applied to pods.
 type PodUpdatePolicy struct {
 	// updateMode controls when the autoscaler applies changes: Off, Initial,
-	// Recreate, InPlaceOrRecreate or Auto (the default).
+	// Recreate, InPlaceOrRecreate, InPlace or Auto (the default).
 	// +optional
 	// +kubebuilder:default=Auto
 	UpdateMode *UpdateMode `json:"updateMode,omitempty"`
@@ -268,6 +275,45 @@ type ContainerResourcePolicy struct {
 	// requests) or RequestsOnly.
 	// +optional
 	ControlledValues *ContainerControlledValues `json:"controlledValues,omitempty"`
+	// startupBoost gives the container more CPU while its pod starts: the
+	// admission controller raises the CPU request (and the limit, keeping
+	// the ratio, under RequestsAndLimits) of a new pod, and the updater
+	// resizes it back in place once the pod is Ready and the boost's
+	// duration has passed. It applies in the modes in which the updater
+	// acts on running pods (Recreate, InPlaceOrRecreate, InPlace, Auto).
+	// +optional
+	StartupBoost *StartupBoost `json:"startupBoost,omitempty"`
+}
+
+// StartupBoost raises a container's resources while its pod starts.
+type StartupBoost struct {
+	// cpu boosts the CPU request and limit.
+	// +optional
+	CPU *CPUStartupBoost `json:"cpu,omitempty"`
+}
+
+// CPUStartupBoost sets a container's CPU during start-up: factor times the
+// request the container would get without the boost (the recommendation,
+// or the pod's own request), or value, or the larger of the two when both
+// are set.
+// +kubebuilder:validation:XValidation:rule="has(self.factor) || has(self.value)",message="startupBoost.cpu needs a factor or a value"
+// +kubebuilder:validation:XValidation:rule="!has(self.factor) || self.factor >= 1.0",message="startupBoost.cpu.factor must be at least 1"
+// +kubebuilder:validation:XValidation:rule="!has(self.value) || quantity(string(self.value)).isGreaterThan(quantity('0'))",message="startupBoost.cpu.value must be greater than zero"
+type CPUStartupBoost struct {
+	// factor multiplies the CPU request during start-up; at least 1, at
+	// most 100.
+	// +optional
+	// +kubebuilder:validation:Maximum=100
+	Factor *float64 `json:"factor,omitempty"`
+	// value is the CPU request during start-up, e.g. "2"; greater than 0.
+	// +optional
+	Value *resource.Quantity `json:"value,omitempty"`
+	// duration keeps the boost this long after the pod becomes Ready, e.g.
+	// "30s". Default 0: the boost ends when the pod is Ready.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	Duration *metav1.Duration `json:"duration,omitempty"`
 }
 
 // MultidimPodAutoscalerRecommenderSelector names a recommender.
@@ -485,6 +531,11 @@ const (
 	AbleToScale MultidimPodAutoscalerConditionType = "AbleToScale"
 	// ScalingLimited: the computed scale was capped by min or max.
 	ScalingLimited MultidimPodAutoscalerConditionType = "ScalingLimited"
+	// ResizeInfeasible: in InPlace mode, the kubelet (or the API server)
+	// refused some pod's in-place resize as infeasible; the message names
+	// the pods. The updater sets it and sends such a pod's resize again
+	// only when the recommendation changes.
+	ResizeInfeasible MultidimPodAutoscalerConditionType = "ResizeInfeasible"
 )
 
 // MultidimPodAutoscalerCondition is one observation of the autoscaler's

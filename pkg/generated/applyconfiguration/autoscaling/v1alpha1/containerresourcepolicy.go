@@ -43,6 +43,13 @@ type ContainerResourcePolicyApplyConfiguration struct {
 	// controlledValues is RequestsAndLimits (the default: limits scale with
 	// requests) or RequestsOnly.
 	ControlledValues *autoscalingv1alpha1.ContainerControlledValues `json:"controlledValues,omitempty"`
+	// startupBoost gives the container more CPU while its pod starts: the
+	// admission controller raises the CPU request (and the limit, keeping
+	// the ratio, under RequestsAndLimits) of a new pod, and the updater
+	// resizes it back in place once the pod is Ready and the boost's
+	// duration has passed. It applies in the modes in which the updater
+	// acts on running pods (Recreate, InPlaceOrRecreate, InPlace, Auto).
+	StartupBoost *StartupBoostApplyConfiguration `json:"startupBoost,omitempty"`
 }
 
 // ContainerResourcePolicyApplyConfiguration constructs a declarative configuration of the ContainerResourcePolicy type for use with
@@ -96,5 +103,13 @@ func (b *ContainerResourcePolicyApplyConfiguration) WithControlledResources(valu
 // If called multiple times, the ControlledValues field is set to the value of the last call.
 func (b *ContainerResourcePolicyApplyConfiguration) WithControlledValues(value autoscalingv1alpha1.ContainerControlledValues) *ContainerResourcePolicyApplyConfiguration {
 	b.ControlledValues = &value
+	return b
+}
+
+// WithStartupBoost sets the StartupBoost field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartupBoost field is set to the value of the last call.
+func (b *ContainerResourcePolicyApplyConfiguration) WithStartupBoost(value *StartupBoostApplyConfiguration) *ContainerResourcePolicyApplyConfiguration {
+	b.StartupBoost = value
 	return b
 }

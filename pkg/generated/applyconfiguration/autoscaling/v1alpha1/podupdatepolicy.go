@@ -28,7 +28,7 @@ import (
 // PodUpdatePolicy describes how changes are applied to pods.
 type PodUpdatePolicyApplyConfiguration struct {
 	// updateMode controls when the autoscaler applies changes: Off, Initial,
-	// Recreate, InPlaceOrRecreate or Auto (the default).
+	// Recreate, InPlaceOrRecreate, InPlace or Auto (the default).
 	UpdateMode *autoscalingv1alpha1.UpdateMode `json:"updateMode,omitempty"`
 }
 
