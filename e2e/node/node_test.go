@@ -78,6 +78,8 @@ func TestInstallRunsAsPods(t *testing.T) {
 		}
 	}
 	usageReachesRecommender(t, in)
+	realWorkloadScales(t, in)
+	oomAtStartRecovers(t, in)
 }
 
 // kubectl runs in's kubectl, failing t on error.
