@@ -76,7 +76,9 @@ func TestLook(t *testing.T) {
 		{
 			name: "scale in removes pods without evictions",
 			looks: []look{
-				{2, func() []corev1.Pod { return []corev1.Pod{pod("a", "200m", "96Mi", before), pod("b", "200m", "96Mi", before)} }, nil,
+				{2, func() []corev1.Pod {
+					return []corev1.Pod{pod("a", "200m", "96Mi", before), pod("b", "200m", "96Mi", before)}
+				}, nil,
 					Sample{Replicas: 2, Ready: 2, CPURequested: 0.4, MemoryRequested: 192 << 20, ReadyCPURequested: 0.4, UsageMissing: true}},
 				{1, func() []corev1.Pod {
 					return []corev1.Pod{pod("a", "200m", "96Mi", before), terminating(pod("b", "200m", "96Mi", before))}
