@@ -80,7 +80,7 @@ func (s *Server) forget(key, reason string, silentSince time.Time) bool {
 	s.cutMu.Unlock()
 	s.seen.Delete(key)
 	s.metrics.workloads.WithLabelValues(a.Stage().String()).Dec()
-	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
+	s.pins.updateGauge()
 	s.metrics.forgotten.WithLabelValues(reason).Inc()
 	s.forgottenSinceCompaction.Add(1)
 	s.dirty.Store(true)

@@ -305,7 +305,7 @@ func TestPinSet(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := newPinSet(tc.max)
+			ps := newPinSet(tc.max, policySpec{}, nil)
 			for i, s := range tc.steps {
 				switch s.op {
 				case "pin":

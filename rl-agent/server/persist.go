@@ -301,16 +301,20 @@ func (s *Server) restore() error {
 			}
 			// The trajectory is not in the checkpoint: the experience
 			// replayed below rebuilds it.
-			a.SetWindowLen(s.windowLen)
-			a.SetSignature(s.signature)
-			a.SetShape(s.shape)
+			s.spec.configure(a)
 			s.agents[a.Key()] = a
 			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
 		}
 		s.storeLive()
 		// An ensemble pins nothing (and wrote no pins).
 		if s.ens == nil {
-			if err := s.restorePins(&snap); err != nil {
+			var serving []string
+			for key, a := range s.agents {
+				if a.Stage() == lifecycle.Serving {
+					serving = append(serving, key)
+				}
+			}
+			if err := s.pins.restorePins(&snap, serving); err != nil {
 				return fmt.Errorf("restore frozen policies: %w", err)
 			}
 		}

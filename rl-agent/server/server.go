@@ -187,15 +187,9 @@ type Server struct {
 	// bounds refuses requests outside physical bounds (bounds.go).
 	bounds *bounds
 
-	// windowLen is the trajectory each agent keeps: the meta-learner's
-	// window, 0 for PPO.
-	windowLen int
-	// signature: the meta-learner's encoder reads each step's
-	// learn.Signature, which the agents then keep in their trajectories.
-	signature bool
-	// shape is the served policy's action space and state features, which
-	// every agent and every frozen copy must share.
-	shape learn.PolicyShape
+	// spec is what every agent and every frozen copy must share with the
+	// served policy.
+	spec policySpec
 	// ens is the ensemble served instead of a learner (Options.Ensemble),
 	// nil when a learner is.
 	ens *ensemble
@@ -203,11 +197,8 @@ type Server struct {
 	mu     sync.RWMutex
 	agents map[string]*learn.Agent
 
-	// pins holds the frozen copies Serving workloads act with (frozen.go);
-	// live is the frozen copy of the shared policy at its current version,
-	// which a promotion pins, replaced after every training job.
+	// pins holds the frozen copies Serving workloads act with (frozen.go).
 	pins *pinSet
-	live atomic.Pointer[frozenPolicy]
 	// cutMu makes an agent's stage transition and its pin one step as seen
 	// by the checkpoint: outcomes hold it for reading, the checkpoint takes
 	// it to copy the agents and the pins.
@@ -256,6 +247,28 @@ type Server struct {
 	closeErr error
 }
 
+// policySpec is what the agents and the frozen copies must share with the
+// served policy.
+type policySpec struct {
+	// meta: the served policy is Meta-PPO.
+	meta bool
+	// window is the trajectory each agent keeps: the meta-learner's
+	// window, 0 for PPO.
+	window int
+	// signature: the meta-learner's encoder reads each step's
+	// learn.Signature, which the agents then keep in their trajectories.
+	signature bool
+	// shape is the served policy's action space and state features.
+	shape learn.PolicyShape
+}
+
+// configure makes a new or restored agent keep what the policy reads.
+func (sp policySpec) configure(a *learn.Agent) {
+	a.SetWindowLen(sp.window)
+	a.SetSignature(sp.signature)
+	a.SetShape(sp.shape)
+}
+
 type namedVersion struct {
 	v    int64
 	name string
@@ -281,7 +294,6 @@ func New(opts Options) (*Server, error) {
 		bounds:  b,
 		health:  health.NewServer(),
 		agents:  map[string]*learn.Agent{},
-		pins:    newPinSet(opts.MaxFrozenPolicies),
 		queue:   make(chan *decisionJob, opts.QueueSize),
 		trainC:  make(chan *learn.TrainJob, opts.TrainQueue),
 		flushC:  make(chan struct{}, 1),
@@ -293,7 +305,7 @@ func New(opts Options) (*Server, error) {
 	var cfg nn.Config
 	switch {
 	case opts.Ensemble != nil:
-		if s.ens, s.shape, err = newEnsemble(opts.Ensemble); err != nil {
+		if s.ens, s.spec.shape, err = newEnsemble(opts.Ensemble); err != nil {
 			return nil, fmt.Errorf("invalid server options: %w", err)
 		}
 	case opts.MetaLearner != nil:
@@ -302,17 +314,18 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: %w: the meta-learner reads %d signature values per step, the agents compute %d",
 				nn.ErrIncompatibleCheckpoint, mc.SignatureDim, learn.SignatureDim)
 		}
-		s.windowLen, s.signature = mc.Window, mc.SignatureDim > 0
+		s.spec.meta, s.spec.window, s.spec.signature = true, mc.Window, mc.SignatureDim > 0
 		cfg = mc.Config
 	default:
 		cfg = opts.Learner.Freeze().Config().Config
 	}
 	if s.ens == nil {
-		if s.shape, err = learn.ShapeOf(cfg); err != nil {
+		if s.spec.shape, err = learn.ShapeOf(cfg); err != nil {
 			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 		}
 	}
-	if _, err := fusion.ParseVariant(s.shape.Anchor); err != nil {
+	s.pins = newPinSet(opts.MaxFrozenPolicies, s.spec, m)
+	if _, err := fusion.ParseVariant(s.spec.shape.Anchor); err != nil {
 		// No recommender can send that default: every request would be
 		// refused.
 		return nil, fmt.Errorf("invalid server options: the policy: %w: its anchor: %w", nn.ErrIncompatibleCheckpoint, err)
@@ -321,7 +334,7 @@ func New(opts Options) (*Server, error) {
 	// it was trained beside; requests from a recommender that computes
 	// another are refused one by one (checkVariant), so that fixing either
 	// side needs no restart of the other.
-	klog.InfoS("Serving requests whose default recommendation comes from the policy's anchor (empty: the fused default)", "anchor", s.shape.Anchor)
+	klog.InfoS("Serving requests whose default recommendation comes from the policy's anchor (empty: the fused default)", "anchor", s.spec.shape.Anchor)
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
@@ -486,7 +499,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	}
 	action := ""
 	if d != nil {
-		action = s.shape.ActionName(int(res.Action))
+		action = s.spec.shape.ActionName(int(res.Action))
 	}
 	return &pb.RecommendResponse{
 		Recommendation: wire.ToRecommendation(&res.Recommendation),
@@ -584,14 +597,14 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 // before the request touches any state: no agent is created, no bound or
 // call time recorded, nothing learnt.
 func (s *Server) checkVariant(method, variant string) error {
-	if fusion.SameVariant(variant, s.shape.Anchor) {
+	if fusion.SameVariant(variant, s.spec.shape.Anchor) {
 		return nil
 	}
 	s.metrics.variantMismatches.WithLabelValues(method).Inc()
 	// Short enough for status.rl.message (the recommender keeps 256
 	// characters of it) with variants of usual length.
 	return fmt.Errorf("%w: config.default_variant %s, the policy's anchor %s: run the recommender with --default-variant=%q or serve a policy trained with --anchor=%q",
-		ErrVariantMismatch, variantName(variant), variantName(s.shape.Anchor), s.shape.Anchor, variant)
+		ErrVariantMismatch, variantName(variant), variantName(s.spec.shape.Anchor), s.spec.shape.Anchor, variant)
 }
 
 // variantName names a variant of the fused default in a message.
@@ -667,9 +680,7 @@ func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, erro
 	if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
 		return nil, err // validated in New
 	}
-	a.SetWindowLen(s.windowLen)
-	a.SetSignature(s.signature)
-	a.SetShape(s.shape)
+	s.spec.configure(a)
 	s.agents[key] = a
 	s.updateCapacity(len(s.agents))
 	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
@@ -691,7 +702,7 @@ func (s *Server) trainer() {
 			if err == nil {
 				// The copy a promotion pins from now on: taken under
 				// trainMu, so its weights are exactly this version's.
-				s.live.Store(newFrozenPolicy(s.version.Add(1), s.freezeLive()))
+				s.pins.setLive(newFrozenPolicy(s.version.Add(1), s.freezeLive()))
 				s.dirty.Store(true)
 			}
 			s.trainMu.Unlock()
@@ -706,6 +717,30 @@ func (s *Server) trainer() {
 			s.trainPending.Add(-1)
 		}
 	}
+}
+
+// repin follows a stage transition of key with its pin (frozen.go).
+func (s *Server) repin(ctx context.Context, key string, t *lifecycle.Transition) {
+	if s.ens != nil {
+		return // the ensemble's weights never change: nothing to pin
+	}
+	s.pins.repin(ctx, key, t, s.PolicyVersion())
+}
+
+// storeLive makes the shared policy's weights now the copy promotions pin,
+// at the current version; an ensemble has no shared policy to pin.
+func (s *Server) storeLive() {
+	if s.ens == nil {
+		s.pins.setLive(newFrozenPolicy(s.version.Load(), s.freezeLive()))
+	}
+}
+
+// freezeLive copies the weights the shared policy acts with now.
+func (s *Server) freezeLive() *nn.Frozen {
+	if m := s.opts.MetaLearner; m != nil {
+		return m.Freeze()
+	}
+	return s.opts.Learner.Freeze()
 }
 
 // train runs job on the shared policy; the caller holds trainMu.

@@ -76,8 +76,8 @@ func TestDefaultVariant(t *testing.T) {
 		for _, rq := range requests {
 			t.Run(sv.name+"/"+rq.name, func(t *testing.T) {
 				h := start(t, sv.opts)
-				if h.srv.shape.Anchor != sv.anchor {
-					t.Fatalf("served anchor %q, want %q", h.srv.shape.Anchor, sv.anchor)
+				if h.srv.spec.shape.Anchor != sv.anchor {
+					t.Fatalf("served anchor %q, want %q", h.srv.spec.shape.Anchor, sv.anchor)
 				}
 				// "web" has state from requests of the served variant.
 				for i := range 2 {
