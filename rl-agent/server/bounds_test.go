@@ -160,7 +160,7 @@ func TestFabricatedTransitionsChangeNothing(t *testing.T) {
 	}
 	// Its episode's training job lands before the snapshot.
 	deadline := time.Now().Add(20 * time.Second)
-	for h.srv.trainPending.Load() > 0 {
+	for h.srv.trainer.pending.Load() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("training did not finish")
 		}

@@ -44,7 +44,7 @@ func newMetaSignature(t testing.TB, seed uint64, window, signature int) *nn.Meta
 func waitVersion(t *testing.T, s *Server, v int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.version.Load() < v || s.pins.live.Load() == nil || s.pins.live.Load().version < v {
+	for s.trainer.version.Load() < v || s.pins.live.Load() == nil || s.pins.live.Load().version < v {
 		if time.Now().After(deadline) {
 			t.Fatalf("training did not run: version %s, want v%d", s.PolicyVersion(), v)
 		}

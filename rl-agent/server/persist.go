@@ -27,30 +27,6 @@ var _ Store = (*store.Store)(nil)
 // checkpointName is the one atomic checkpoint: policy, version, agents.
 const checkpointName = "state"
 
-// policyBytes and restorePolicy checkpoint the shared policy of either kind.
-func (s *Server) policyBytes() ([]byte, error) {
-	if s.ens != nil {
-		return s.ens.checkpoint()
-	}
-	if m := s.opts.MetaLearner; m != nil {
-		return m.MarshalBinary()
-	}
-	return s.opts.Learner.MarshalBinary()
-}
-
-func (s *Server) restorePolicy(b []byte) error {
-	if s.ens != nil {
-		return s.ens.restore(b)
-	}
-	if _, ok := decodeEnsembleState(b); ok {
-		return errEnsembleCheckpoint
-	}
-	if m := s.opts.MetaLearner; m != nil {
-		return m.UnmarshalBinary(b)
-	}
-	return s.opts.Learner.UnmarshalBinary(b)
-}
-
 // record is one experience record and the workload it belongs to, so that
 // the records of a forgotten workload can be left out of the log.
 type record struct {
@@ -245,10 +221,8 @@ func (s *Server) checkpoint() error {
 		}
 		snap.Frozen = append(snap.Frozen, frozenState{Version: fp.version, Policy: b})
 	}
-	s.trainMu.Lock()
-	p, err := s.policyBytes()
-	snap.PolicyVersion = s.version.Load()
-	s.trainMu.Unlock()
+	p, v, err := s.trainer.policyState()
+	snap.PolicyVersion = v
 	if err != nil {
 		return fmt.Errorf("marshal policy: %w", err)
 	}
@@ -272,14 +246,14 @@ func (s *Server) restore() error {
 		s.metrics.workloads.WithLabelValues(st.String()).Set(0)
 	}
 	if s.opts.Store == nil {
-		s.storeLive()
+		s.trainer.publishLive()
 		return nil
 	}
 	b, err := s.opts.Store.LoadCheckpoint(checkpointName)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		// A fresh state directory.
-		s.storeLive()
+		s.trainer.publishLive()
 	case err != nil:
 		return fmt.Errorf("load checkpoint: %w", err)
 	default:
@@ -287,10 +261,9 @@ func (s *Server) restore() error {
 		if err := json.Unmarshal(b, &snap); err != nil {
 			return fmt.Errorf("decode checkpoint: %w", err)
 		}
-		if err := s.restorePolicy(snap.Policy); err != nil {
+		if err := s.trainer.restorePolicy(snap.Policy, snap.PolicyVersion); err != nil {
 			return fmt.Errorf("restore policy: %w", err)
 		}
-		s.version.Store(snap.PolicyVersion)
 		for _, st := range snap.Agents {
 			a, err := learn.RestoreAgent(st, s.opts.Steps)
 			if err != nil {
@@ -305,7 +278,7 @@ func (s *Server) restore() error {
 			s.agents[a.Key()] = a
 			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
 		}
-		s.storeLive()
+		s.trainer.publishLive()
 		// An ensemble pins nothing (and wrote no pins).
 		if s.ens == nil {
 			var serving []string
@@ -354,6 +327,6 @@ func (s *Server) restore() error {
 	}
 	s.recent = recs
 	s.written = len(all)
-	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.version.Load()), "experience", len(all), "orphanedExperience", orphans, "frozenPolicies", s.pins.len())
+	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.trainer.version.Load()), "experience", len(all), "orphanedExperience", orphans, "frozenPolicies", s.pins.len())
 	return nil
 }

@@ -107,7 +107,7 @@ func TestRestart(t *testing.T) {
 	}
 	// Bootstrapping episodes queue training; wait for them.
 	deadline := time.Now().Add(20 * time.Second)
-	for h.srv.version.Load() < 2 {
+	for h.srv.trainer.version.Load() < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("training did not run: version %s", h.srv.PolicyVersion())
 		}

@@ -204,21 +204,12 @@ type Server struct {
 	// it to copy the agents and the pins.
 	cutMu sync.RWMutex
 
+	// trainer owns the shared policy and trains it (trainer.go).
+	trainer *trainer
+
 	draining atomic.Bool
 	inflight atomic.Int64
 	queue    chan *decisionJob
-	trainC   chan *learn.TrainJob
-	// trainPending counts training jobs queued or running; it drops to
-	// zero only after a job's outcome is counted in the metrics.
-	trainPending atomic.Int64
-
-	// trainMu makes a training job and the version bump one step as seen
-	// by the checkpoint.
-	trainMu sync.Mutex
-	version atomic.Int64
-	// versionName caches versionString of the version last asked for:
-	// every answer carries it, and it changes only when training lands.
-	versionName atomic.Pointer[namedVersion]
 
 	expMu   sync.Mutex
 	pending []record // experience not yet appended to the store
@@ -269,11 +260,6 @@ func (sp policySpec) configure(a *learn.Agent) {
 	a.SetShape(sp.shape)
 }
 
-type namedVersion struct {
-	v    int64
-	name string
-}
-
 // New restores the state from opts.Store, if any, and starts the batcher,
 // the trainer and the persister. Call Close to stop them.
 func New(opts Options) (*Server, error) {
@@ -295,7 +281,6 @@ func New(opts Options) (*Server, error) {
 		health:  health.NewServer(),
 		agents:  map[string]*learn.Agent{},
 		queue:   make(chan *decisionJob, opts.QueueSize),
-		trainC:  make(chan *learn.TrainJob, opts.TrainQueue),
 		flushC:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
@@ -325,6 +310,7 @@ func New(opts Options) (*Server, error) {
 		}
 	}
 	s.pins = newPinSet(opts.MaxFrozenPolicies, s.spec, m)
+	s.trainer = newTrainer(&s.opts, s.ens, m, s.pins, s)
 	if _, err := fusion.ParseVariant(s.spec.shape.Anchor); err != nil {
 		// No recommender can send that default: every request would be
 		// refused.
@@ -338,12 +324,15 @@ func New(opts Options) (*Server, error) {
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
-	s.metrics.policyVersion.Set(float64(s.version.Load()))
+	s.metrics.policyVersion.Set(float64(s.trainer.version.Load()))
 	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
 	s.setServing(true)
 	s.wg.Add(3)
 	go s.batcher(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
-	go s.trainer()
+	go func() {
+		defer s.wg.Done()
+		s.trainer.run(s.stop)
+	}()
 	go s.persister()
 	return s, nil
 }
@@ -356,20 +345,10 @@ func (s *Server) Register(g grpc.ServiceRegistrar) {
 
 // PolicyVersion returns the version of the shared policy: the number of
 // training jobs applied to it since it was created; or the ensemble's name.
-func (s *Server) PolicyVersion() string {
-	if s.ens != nil {
-		return s.ens.name
-	}
-	v := s.version.Load()
-	if n := s.versionName.Load(); n != nil && n.v == v {
-		return n.name
-	}
-	n := &namedVersion{v: v, name: versionString(v)}
-	s.versionName.Store(n)
-	return n.name
-}
+func (s *Server) PolicyVersion() string { return s.trainer.versionName() }
 
-func versionString(v int64) string { return fmt.Sprintf("v%d", v) }
+// markDirty makes the next periodic checkpoint write.
+func (s *Server) markDirty() { s.dirty.Store(true) }
 
 // Drain makes the server refuse new calls with Unavailable and report
 // NOT_SERVING on the health service, so load balancers and the recommender
@@ -568,15 +547,8 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 			klog.FromContext(ctx).Error(err, "Persisting a stage transition failed; will retry", "workload", in.key)
 		}
 	}
-	// An ensemble does not train: its agents' jobs are not run.
-	if res.Train != nil && s.ens == nil {
-		s.trainPending.Add(1)
-		select {
-		case s.trainC <- res.Train:
-		default:
-			s.trainPending.Add(-1)
-			s.metrics.training.WithLabelValues("dropped").Inc()
-		}
+	if res.Train != nil {
+		s.trainer.submit(res.Train)
 	}
 	// The transition is recorded either way; a caller past its deadline is
 	// told so, and a retry of the same outcome is the caller's choice.
@@ -688,65 +660,10 @@ func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, erro
 	return a, nil
 }
 
-// trainer runs training jobs one at a time until Close; jobs still queued
-// at Close are dropped (their experience is in the log).
-func (s *Server) trainer() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case job := <-s.trainC:
-			s.trainMu.Lock()
-			err := s.train(job)
-			if err == nil {
-				// The copy a promotion pins from now on: taken under
-				// trainMu, so its weights are exactly this version's.
-				s.pins.setLive(newFrozenPolicy(s.version.Add(1), s.freezeLive()))
-				s.dirty.Store(true)
-			}
-			s.trainMu.Unlock()
-			if err != nil {
-				s.metrics.training.WithLabelValues("failed").Inc()
-				s.trainPending.Add(-1)
-				klog.ErrorS(err, "Training job failed; the policy was rolled back")
-				continue
-			}
-			s.metrics.training.WithLabelValues("ok").Inc()
-			s.metrics.policyVersion.Set(float64(s.version.Load()))
-			s.trainPending.Add(-1)
-		}
-	}
-}
-
 // repin follows a stage transition of key with its pin (frozen.go).
 func (s *Server) repin(ctx context.Context, key string, t *lifecycle.Transition) {
 	if s.ens != nil {
 		return // the ensemble's weights never change: nothing to pin
 	}
 	s.pins.repin(ctx, key, t, s.PolicyVersion())
-}
-
-// storeLive makes the shared policy's weights now the copy promotions pin,
-// at the current version; an ensemble has no shared policy to pin.
-func (s *Server) storeLive() {
-	if s.ens == nil {
-		s.pins.setLive(newFrozenPolicy(s.version.Load(), s.freezeLive()))
-	}
-}
-
-// freezeLive copies the weights the shared policy acts with now.
-func (s *Server) freezeLive() *nn.Frozen {
-	if m := s.opts.MetaLearner; m != nil {
-		return m.Freeze()
-	}
-	return s.opts.Learner.Freeze()
-}
-
-// train runs job on the shared policy; the caller holds trainMu.
-func (s *Server) train(job *learn.TrainJob) error {
-	if m := s.opts.MetaLearner; m != nil {
-		return job.RunMeta(m)
-	}
-	return job.Run(s.opts.Learner)
 }
