@@ -126,7 +126,7 @@ func liveAct(l Learner) func([][]float64, [][]nn.Step, [][]bool, bool, *rand.Ran
 func serverDecision(t *testing.T, s *Server, name string) nn.Decision {
 	t.Helper()
 	p, in := prepare(t, s, recommendReq(name, 10))
-	d, err := s.decide(ctx(t), p, s.frozenFor(in.key, p))
+	d, err := s.batcher.decide(ctx(t), p, s.frozenFor(in.key, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +546,7 @@ func TestForwardGroupsByPolicy(t *testing.T) {
 		jobs = append(jobs, j)
 	}
 	_, n0 := histogramSum(h.srv)
-	h.srv.forward(jobs, rand.New(rand.NewPCG(7, 8)))
+	h.srv.batcher.forward(jobs, rand.New(rand.NewPCG(7, 8)))
 	if _, n := histogramSum(h.srv); n-n0 != 4 {
 		t.Errorf("%d forward passes, want 4 (shared greedy and sampled, two frozen copies)", n-n0)
 	}

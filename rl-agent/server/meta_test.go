@@ -309,7 +309,7 @@ func TestMetaForwardPassesWindows(t *testing.T) {
 		}
 		jobs = append(jobs, &decisionJob{ctx: context.Background(), state: state, window: window, greedy: i%2 == 0, reply: make(chan decisionResult, 1)})
 	}
-	h.srv.forward(jobs, rand.New(rand.NewPCG(7, 8)))
+	h.srv.batcher.forward(jobs, rand.New(rand.NewPCG(7, 8)))
 	sample := rand.New(rand.NewPCG(7, 8))
 	for _, greedy := range []bool{true, false} { // forward's order: greedy group first
 		for i, j := range jobs {

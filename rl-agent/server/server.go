@@ -207,9 +207,10 @@ type Server struct {
 	// trainer owns the shared policy and trains it (trainer.go).
 	trainer *trainer
 
+	// batcher answers decisions in batched forward passes (batch.go).
+	batcher *batcher
+
 	draining atomic.Bool
-	inflight atomic.Int64
-	queue    chan *decisionJob
 
 	expMu   sync.Mutex
 	pending []record // experience not yet appended to the store
@@ -280,7 +281,6 @@ func New(opts Options) (*Server, error) {
 		bounds:  b,
 		health:  health.NewServer(),
 		agents:  map[string]*learn.Agent{},
-		queue:   make(chan *decisionJob, opts.QueueSize),
 		flushC:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
@@ -311,6 +311,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.pins = newPinSet(opts.MaxFrozenPolicies, s.spec, m)
 	s.trainer = newTrainer(&s.opts, s.ens, m, s.pins, s)
+	s.batcher = newBatcher(&s.opts, s.ens, m, s.stop)
 	if _, err := fusion.ParseVariant(s.spec.shape.Anchor); err != nil {
 		// No recommender can send that default: every request would be
 		// refused.
@@ -328,7 +329,10 @@ func New(opts Options) (*Server, error) {
 	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
 	s.setServing(true)
 	s.wg.Add(3)
-	go s.batcher(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
+	go func() {
+		defer s.wg.Done()
+		s.batcher.run(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
+	}()
 	go func() {
 		defer s.wg.Done()
 		s.trainer.run(s.stop)
@@ -424,8 +428,8 @@ func (s *Server) admitLearning(ctx context.Context) error {
 
 // Recommend answers one workload's decision.
 func (s *Server) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
-	s.inflight.Add(1)
-	defer s.inflight.Add(-1)
+	s.batcher.inflight.Add(1)
+	defer s.batcher.inflight.Add(-1)
 	resp, err := s.recommend(ctx, req)
 	return resp, toStatus(err)
 }
@@ -455,7 +459,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	var d *nn.Decision
 	frozen := s.frozenFor(in.key, p)
 	if p.NeedsPolicy {
-		dd, err := s.decide(ctx, p, frozen)
+		dd, err := s.batcher.decide(ctx, p, frozen)
 		if err != nil {
 			return nil, err
 		}
