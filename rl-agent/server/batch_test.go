@@ -35,7 +35,7 @@ func TestDeadlineExceeded(t *testing.T) {
 	if _, err := h.srv.Recommend(expired, recommendReq("other", 0)); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("expired context: %v, want DeadlineExceeded", err)
 	}
-	if _, ok := h.srv.agents["shop/other/uid-other"]; ok {
+	if _, ok := h.srv.registry.agents["shop/other/uid-other"]; ok {
 		t.Error("an expired call created a workload")
 	}
 }

@@ -68,9 +68,9 @@ func prepare(t *testing.T, s *Server, req *pb.RecommendRequest) (learn.Prepared,
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.mu.RLock()
-	a := s.agents[in.key]
-	s.mu.RUnlock()
+	s.registry.mu.RLock()
+	a := s.registry.agents[in.key]
+	s.registry.mu.RUnlock()
 	if a == nil {
 		t.Fatalf("no agent for %s", in.key)
 	}

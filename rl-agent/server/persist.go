@@ -133,7 +133,7 @@ func (s *Server) flushExperience() error {
 	}
 	// Records of workloads forgotten since they were recorded are not
 	// worth writing.
-	batch = s.known(batch)
+	batch = s.registry.known(batch)
 	if len(batch) > 0 {
 		if err := s.opts.Store.Append(recordBytes(batch)); err != nil {
 			s.metrics.persist.WithLabelValues("experience", "failed").Inc()
@@ -156,7 +156,7 @@ func (s *Server) flushExperience() error {
 	// state directory too.
 	forgotten := s.forgottenSinceCompaction.Swap(0)
 	if s.written >= 4*s.opts.KeepRecords || forgotten > 0 {
-		keep := s.known(s.recent)
+		keep := s.registry.known(s.recent)
 		if err := s.opts.Store.Compact(recordBytes(keep)); err != nil {
 			s.forgottenSinceCompaction.Add(forgotten)
 			return fmt.Errorf("compact experience: %w", err)
@@ -165,20 +165,6 @@ func (s *Server) flushExperience() error {
 		s.written = len(keep)
 	}
 	return nil
-}
-
-// known returns the records of rs whose workload the agent still tracks,
-// in a new slice.
-func (s *Server) known(rs []record) []record {
-	out := make([]record, 0, len(rs))
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for _, r := range rs {
-		if _, ok := s.agents[r.key]; ok {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // snapshot is the checkpoint: the policy, its version, every agent, and the
@@ -204,11 +190,7 @@ func (s *Server) checkpoint() error {
 	// the checkpointed policy, whose version a restarted agent counts on
 	// from, so two versions can never share a name.
 	s.cutMu.Lock()
-	s.mu.RLock()
-	for _, a := range s.agents {
-		snap.Agents = append(snap.Agents, a.State())
-	}
-	s.mu.RUnlock()
+	snap.Agents = s.registry.states()
 	pins, copies := s.pins.state()
 	s.cutMu.Unlock()
 	if len(pins) > 0 {
@@ -264,40 +246,18 @@ func (s *Server) restore() error {
 		if err := s.trainer.restorePolicy(snap.Policy, snap.PolicyVersion); err != nil {
 			return fmt.Errorf("restore policy: %w", err)
 		}
-		for _, st := range snap.Agents {
-			a, err := learn.RestoreAgent(st, s.opts.Steps)
-			if err != nil {
-				return fmt.Errorf("restore agent: %w", err)
-			}
-			if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
-				return fmt.Errorf("restore agent: %w", err)
-			}
-			// The trajectory is not in the checkpoint: the experience
-			// replayed below rebuilds it.
-			s.spec.configure(a)
-			s.agents[a.Key()] = a
-			s.metrics.workloads.WithLabelValues(a.Stage().String()).Inc()
+		if err := s.registry.restore(snap.Agents); err != nil {
+			return err
 		}
 		s.trainer.publishLive()
 		// An ensemble pins nothing (and wrote no pins).
 		if s.ens == nil {
-			var serving []string
-			for key, a := range s.agents {
-				if a.Stage() == lifecycle.Serving {
-					serving = append(serving, key)
-				}
-			}
-			if err := s.pins.restorePins(&snap, serving); err != nil {
+			if err := s.pins.restorePins(&snap, s.registry.serving()); err != nil {
 				return fmt.Errorf("restore frozen policies: %w", err)
 			}
 		}
 	}
-	for key, a := range s.agents {
-		// A workload's TTL counts from its last outcome before the restart,
-		// so that restarts do not keep a silent workload forever.
-		s.touch(key, a.Status().LastUpdate)
-	}
-	s.updateCapacity(len(s.agents))
+	s.registry.restored()
 	all := s.opts.Store.Experience()
 	recs := make([]record, 0, len(all))
 	orphans := 0
@@ -309,7 +269,7 @@ func (s *Server) restore() error {
 			klog.ErrorS(err, "Skipping experience record")
 			continue
 		}
-		a := s.agents[e.Workload]
+		a := s.registry.lookup(e.Workload)
 		if a == nil {
 			// A workload forgotten before the log was compacted.
 			orphans++
@@ -327,6 +287,6 @@ func (s *Server) restore() error {
 	}
 	s.recent = recs
 	s.written = len(all)
-	klog.InfoS("Restored agent state", "workloads", len(s.agents), "policyVersion", versionString(s.trainer.version.Load()), "experience", len(all), "orphanedExperience", orphans, "frozenPolicies", s.pins.len())
+	klog.InfoS("Restored agent state", "workloads", s.registry.len(), "policyVersion", versionString(s.trainer.version.Load()), "experience", len(all), "orphanedExperience", orphans, "frozenPolicies", s.pins.len())
 	return nil
 }

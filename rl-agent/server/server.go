@@ -194,8 +194,8 @@ type Server struct {
 	// nil when a learner is.
 	ens *ensemble
 
-	mu     sync.RWMutex
-	agents map[string]*learn.Agent
+	// registry holds the workloads' agents (registry.go).
+	registry *registry
 
 	// pins holds the frozen copies Serving workloads act with (frozen.go).
 	pins *pinSet
@@ -280,7 +280,6 @@ func New(opts Options) (*Server, error) {
 		metrics: m,
 		bounds:  b,
 		health:  health.NewServer(),
-		agents:  map[string]*learn.Agent{},
 		flushC:  make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 	}
@@ -309,6 +308,7 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 		}
 	}
+	s.registry = newRegistry(&s.opts, s.spec, m, s)
 	s.pins = newPinSet(opts.MaxFrozenPolicies, s.spec, m)
 	s.trainer = newTrainer(&s.opts, s.ens, m, s.pins, s)
 	s.batcher = newBatcher(&s.opts, s.ens, m, s.stop)
@@ -448,7 +448,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	if err := s.bounds.checkRecommend(&in); err != nil {
 		return nil, err
 	}
-	a, err := s.agent(in.key, in.cfg.Gates)
+	a, err := s.registry.agent(in.key, in.cfg.Gates)
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +517,7 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	if err := s.bounds.checkOutcome(&in); err != nil {
 		return nil, err
 	}
-	a, err := s.agent(in.key, in.outcome.Config.Gates)
+	a, err := s.registry.agent(in.key, in.outcome.Config.Gates)
 	if err != nil {
 		return nil, err
 	}
@@ -605,9 +605,7 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	a := s.agents[key]
-	s.mu.RUnlock()
+	a := s.registry.lookup(key)
 	if a == nil {
 		return nil, fmt.Errorf("%s: %w", key, ErrUnknownWorkload)
 	}
@@ -622,46 +620,6 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 		RewardStdDev:  st.RewardStdDev,
 		LastUpdate:    timestamppb.New(st.LastUpdate),
 	}}, nil
-}
-
-// agent returns the workload's agent, creating it in Bootstrapping, and
-// records the call for Options.WorkloadTTL.
-func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
-	s.mu.RLock()
-	a := s.agents[key]
-	s.mu.RUnlock()
-	if a == nil {
-		var err error
-		if a, err = s.newAgent(key, gates); err != nil {
-			return nil, err
-		}
-	}
-	s.touch(key, s.opts.Now())
-	return a, nil
-}
-
-func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a := s.agents[key]; a != nil {
-		return a, nil
-	}
-	if len(s.agents) >= s.opts.MaxWorkloads {
-		return nil, fmt.Errorf("%w: limit %d reached", ErrTooManyWorkloads, s.opts.MaxWorkloads)
-	}
-	a, err := learn.NewAgent(key, gates, s.opts.Steps, s.opts.Now())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
-		return nil, err // validated in New
-	}
-	s.spec.configure(a)
-	s.agents[key] = a
-	s.updateCapacity(len(s.agents))
-	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
-	s.dirty.Store(true)
-	return a, nil
 }
 
 // repin follows a stage transition of key with its pin (frozen.go).

@@ -92,7 +92,7 @@ func TestInvalidArgument(t *testing.T) {
 		wantField(t, err, "workload")
 	})
 	// Nothing invalid created a workload.
-	if n := len(h.srv.agents); n != 0 {
+	if n := len(h.srv.registry.agents); n != 0 {
 		t.Errorf("%d workloads created by invalid requests", n)
 	}
 }
