@@ -154,9 +154,9 @@ func TestFabricatedTransitionsChangeNothing(t *testing.T) {
 		return r.Status
 	}
 	pending := func() int {
-		h.srv.expMu.Lock()
-		defer h.srv.expMu.Unlock()
-		return len(h.srv.pending)
+		h.srv.journal.expMu.Lock()
+		defer h.srv.journal.expMu.Unlock()
+		return len(h.srv.journal.pending)
 	}
 	// Its episode's training job lands before the snapshot.
 	deadline := time.Now().Add(20 * time.Second)

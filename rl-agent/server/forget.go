@@ -33,7 +33,7 @@ func (s *Server) ForgetWorkload(ctx context.Context, req *pb.ForgetWorkloadReque
 }
 
 func (s *Server) forgetWorkload(ctx context.Context, req *pb.ForgetWorkloadRequest) (*pb.ForgetWorkloadResponse, error) {
-	if err := s.admit(ctx); err != nil {
+	if err := s.health.admit(ctx); err != nil {
 		return nil, err
 	}
 	key, err := fromForgetWorkloadRequest(req)
@@ -51,8 +51,8 @@ func (s *Server) forgetWorkload(ctx context.Context, req *pb.ForgetWorkloadReque
 // whether there was one. With a non-zero silentSince, it forgets only if
 // the workload made no call since then (a call racing the TTL wins).
 func (s *Server) forget(key, reason string, silentSince time.Time) bool {
-	// cutMu: the checkpoint sees the agent and its pin go together.
-	s.cutMu.Lock()
+	// The checkpoint's cut: it sees the agent and its pin go together.
+	s.ckpt.cut.Lock()
 	a := s.registry.remove(key, silentSince)
 	// ForgetWorkload drops the constraints whether or not an agent was
 	// made (a Recommend refused after the bounds check left them behind);
@@ -61,17 +61,17 @@ func (s *Server) forget(key, reason string, silentSince time.Time) bool {
 		s.bounds.forget(key)
 	}
 	if a == nil {
-		s.cutMu.Unlock()
+		s.ckpt.cut.Unlock()
 		return false
 	}
 	s.pins.unpin(key)
-	s.cutMu.Unlock()
+	s.ckpt.cut.Unlock()
 	s.registry.forgetSeen(key)
 	s.metrics.workloads.WithLabelValues(a.Stage().String()).Dec()
 	s.pins.updateGauge()
 	s.metrics.forgotten.WithLabelValues(reason).Inc()
-	s.forgottenSinceCompaction.Add(1)
-	s.dirty.Store(true)
+	s.journal.forgot()
+	s.ckpt.markDirty()
 	return true
 }
 

@@ -175,7 +175,7 @@ func TestExperiencePersistence(t *testing.T) {
 		}
 		want = append(want, "shop/"+name+"/uid-"+name)
 		if i%2 == 1 {
-			err := h.srv.flushExperience()
+			err := h.srv.journal.flush()
 			if (err != nil) != (i == 1) {
 				t.Fatalf("flush after %d: %v (only the first may fail)", i, err)
 			}

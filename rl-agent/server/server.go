@@ -42,12 +42,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/klog/v2"
@@ -177,16 +175,14 @@ func (o *Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// Server implements AgentService.
+// Server implements AgentService: the thin gRPC front that admits,
+// converts and checks each call and wires the parts that answer it (see
+// Structure in the package comment).
 type Server struct {
 	pb.UnimplementedAgentServiceServer
 
 	opts    Options
 	metrics *metrics
-	health  *health.Server
-	// bounds refuses requests outside physical bounds (bounds.go).
-	bounds *bounds
-
 	// spec is what every agent and every frozen copy must share with the
 	// served policy.
 	spec policySpec
@@ -194,49 +190,21 @@ type Server struct {
 	// nil when a learner is.
 	ens *ensemble
 
-	// registry holds the workloads' agents (registry.go).
-	registry *registry
+	// The parts.
+	bounds   *bounds       // physical bounds of requests (bounds.go)
+	health   *healthState  // admission and readiness (health.go)
+	registry *registry     // the workloads' agents (registry.go)
+	pins     *pinSet       // Serving workloads' frozen copies (frozen.go)
+	trainer  *trainer      // the shared policy and its training (trainer.go)
+	batcher  *batcher      // batched forward passes (batch.go)
+	journal  *journal      // the experience log (journal.go)
+	ckpt     *checkpointer // the checkpoint (checkpoint.go)
 
-	// pins holds the frozen copies Serving workloads act with (frozen.go).
-	pins *pinSet
-	// cutMu makes an agent's stage transition and its pin one step as seen
-	// by the checkpoint: outcomes hold it for reading, the checkpoint takes
-	// it to copy the agents and the pins.
-	cutMu sync.RWMutex
-
-	// trainer owns the shared policy and trains it (trainer.go).
-	trainer *trainer
-
-	// batcher answers decisions in batched forward passes (batch.go).
-	batcher *batcher
-
-	draining atomic.Bool
-
-	expMu   sync.Mutex
-	pending []record // experience not yet appended to the store
-	flushMu sync.Mutex
-	recent  []record // the last KeepRecords records, for compaction; flushMu
-	written int      // records in the log since the last compaction; flushMu
-	// forgottenSinceCompaction counts workloads forgotten since the log
-	// was last compacted; the next flush compacts their experience away.
-	forgottenSinceCompaction atomic.Int64
-
-	// persistErr is the last failure to write the state directory, nil
-	// once a write succeeded (persistHealth).
-	persistErr atomic.Pointer[error]
-
-	// seen holds each workload's last call (key → *atomic.Int64, Unix
-	// nanoseconds), for Options.WorkloadTTL (forget.go).
-	seen   sync.Map
-	flushC chan struct{}
-	dirty  atomic.Bool
-	ckptMu sync.Mutex // orders checkpoints, so an older one never overwrites a newer
-
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closeMu  sync.Mutex
-	closed   bool
-	closeErr error
+	// stop ends the background goroutines, wg waits for them, close is
+	// Close's work, done once.
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	close func() error
 }
 
 // policySpec is what the agents and the frozen copies must share with the
@@ -279,13 +247,10 @@ func New(opts Options) (*Server, error) {
 		opts:    opts,
 		metrics: m,
 		bounds:  b,
-		health:  health.NewServer(),
-		flushC:  make(chan struct{}, 1),
+		health:  newHealthState(),
 		stop:    make(chan struct{}),
 	}
-	if err := s.registerRetraining(opts.Registerer); err != nil {
-		return nil, err
-	}
+	s.close = sync.OnceValue(s.doClose)
 	var cfg nn.Config
 	switch {
 	case opts.Ensemble != nil:
@@ -308,10 +273,18 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 		}
 	}
-	s.registry = newRegistry(&s.opts, s.spec, m, s)
+	// The checkpointer reads the others, which mark it dirty: it is wired
+	// to them once they exist.
+	s.ckpt = newCheckpointer(opts.Store, m)
+	s.registry = newRegistry(&s.opts, s.spec, m, s.ckpt)
 	s.pins = newPinSet(opts.MaxFrozenPolicies, s.spec, m)
-	s.trainer = newTrainer(&s.opts, s.ens, m, s.pins, s)
+	s.trainer = newTrainer(&s.opts, s.ens, m, s.pins, s.ckpt)
 	s.batcher = newBatcher(&s.opts, s.ens, m, s.stop)
+	s.journal = newJournal(&s.opts, m, s.registry)
+	s.ckpt.agents, s.ckpt.pins, s.ckpt.policy = s.registry, s.pins, s.trainer
+	if err := s.registerRetraining(opts.Registerer); err != nil {
+		return nil, err
+	}
 	if _, err := fusion.ParseVariant(s.spec.shape.Anchor); err != nil {
 		// No recommender can send that default: every request would be
 		// refused.
@@ -327,7 +300,7 @@ func New(opts Options) (*Server, error) {
 	}
 	s.metrics.policyVersion.Set(float64(s.trainer.version.Load()))
 	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
-	s.setServing(true)
+	s.health.setServing(true)
 	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
@@ -337,93 +310,41 @@ func New(opts Options) (*Server, error) {
 		defer s.wg.Done()
 		s.trainer.run(s.stop)
 	}()
-	go s.persister()
+	go func() {
+		defer s.wg.Done()
+		s.persister()
+	}()
 	return s, nil
 }
 
 // Register adds the agent service and the standard health service to g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterAgentServiceServer(g, s)
-	healthpb.RegisterHealthServer(g, s.health)
+	healthpb.RegisterHealthServer(g, s.health.grpc)
 }
 
 // PolicyVersion returns the version of the shared policy: the number of
 // training jobs applied to it since it was created; or the ensemble's name.
 func (s *Server) PolicyVersion() string { return s.trainer.versionName() }
 
-// markDirty makes the next periodic checkpoint write.
-func (s *Server) markDirty() { s.dirty.Store(true) }
-
 // Drain makes the server refuse new calls with Unavailable and report
 // NOT_SERVING on the health service, so load balancers and the recommender
 // move away before the listener closes. Calls already admitted complete.
-func (s *Server) Drain() {
-	if s.draining.CompareAndSwap(false, true) {
-		s.health.Shutdown()
-	}
-}
+func (s *Server) Drain() { s.health.drain() }
 
 // Ready reports nil while the server accepts calls and can persist its
 // state; for /readyz.
-func (s *Server) Ready() error {
-	if s.draining.Load() {
-		return ErrShuttingDown
-	}
-	if err := s.persistErr.Load(); err != nil {
-		return fmt.Errorf("%w: %w", ErrCannotPersist, *err)
-	}
-	return nil
-}
-
-// setServing sets the gRPC health status of the server and the service
-// (after Drain the health server ignores it: it stays NOT_SERVING).
-func (s *Server) setServing(ok bool) {
-	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
-		st = healthpb.HealthCheckResponse_SERVING
-	}
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, st)
-}
+func (s *Server) Ready() error { return s.health.ready() }
 
 // Close drains, stops the background goroutines and persists the final
 // state. It is idempotent; call it after the gRPC server has stopped.
-func (s *Server) Close() error {
-	s.closeMu.Lock()
-	defer s.closeMu.Unlock()
-	if s.closed {
-		return s.closeErr
-	}
-	s.closed = true
+func (s *Server) Close() error { return s.close() }
+
+func (s *Server) doClose() error {
 	s.Drain()
 	close(s.stop)
 	s.wg.Wait()
-	s.closeErr = s.persist(true)
-	return s.closeErr
-}
-
-func (s *Server) admit(ctx context.Context) error {
-	if s.draining.Load() {
-		return ErrShuttingDown
-	}
-	return ctx.Err()
-}
-
-// admitLearning admits a call that acts or learns (Recommend,
-// ReportOutcome). While the state directory cannot be written it refuses
-// them with UNAVAILABLE naming the cause: what the agent would learn could
-// not be kept, so the caller applies its defaults (and says why) until a
-// write succeeds, even when it reaches the agent directly rather than
-// through a Service that drops the unready endpoint. Status queries and
-// ForgetWorkload are still answered.
-func (s *Server) admitLearning(ctx context.Context) error {
-	if err := s.admit(ctx); err != nil {
-		return err
-	}
-	if err := s.persistErr.Load(); err != nil {
-		return fmt.Errorf("%w: %w", ErrCannotPersist, *err)
-	}
-	return nil
+	return s.persist(true)
 }
 
 // Recommend answers one workload's decision.
@@ -435,7 +356,7 @@ func (s *Server) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 }
 
 func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
-	if err := s.admitLearning(ctx); err != nil {
+	if err := s.health.admitLearning(ctx); err != nil {
 		return nil, err
 	}
 	in, err := fromRecommendRequest(req)
@@ -502,7 +423,7 @@ func (s *Server) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 }
 
 func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
-	if err := s.admitLearning(ctx); err != nil {
+	if err := s.health.admitLearning(ctx); err != nil {
 		return nil, err
 	}
 	in, err := fromReportOutcomeRequest(req)
@@ -521,18 +442,20 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	if err != nil {
 		return nil, err
 	}
-	s.cutMu.RLock()
+	// The checkpoint's cut: it sees the stage transition and the pin
+	// together.
+	s.ckpt.cut.RLock()
 	res, err := a.Outcome(in.outcome, s.opts.Now())
 	if err == nil && res.Transition != nil {
 		s.repin(ctx, in.key, res.Transition)
 	}
-	s.cutMu.RUnlock()
+	s.ckpt.cut.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	s.dirty.Store(true)
+	s.ckpt.markDirty()
 	if rec, err := learn.MarshalExperience(res.Experience); err == nil {
-		s.addExperience(in.key, rec)
+		s.journal.add(in.key, rec)
 	} else {
 		klog.FromContext(ctx).Error(err, "Dropping unencodable experience", "workload", in.key)
 	}
@@ -547,7 +470,7 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 		// outcome itself was recorded, so it is not reported as an error
 		// (a retry by the recommender would count it twice).
 		if err := s.persist(true); err != nil {
-			s.dirty.Store(true)
+			s.ckpt.markDirty()
 			klog.FromContext(ctx).Error(err, "Persisting a stage transition failed; will retry", "workload", in.key)
 		}
 	}
@@ -598,7 +521,7 @@ func (s *Server) GetPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 }
 
 func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusRequest) (*pb.GetPolicyStatusResponse, error) {
-	if err := s.admit(ctx); err != nil {
+	if err := s.health.admit(ctx); err != nil {
 		return nil, err
 	}
 	key, err := fromGetPolicyStatusRequest(req)

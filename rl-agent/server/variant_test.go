@@ -95,9 +95,9 @@ func TestDefaultVariant(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h.srv.expMu.Lock()
-				pending := len(h.srv.pending)
-				h.srv.expMu.Unlock()
+				h.srv.journal.expMu.Lock()
+				pending := len(h.srv.journal.pending)
+				h.srv.journal.expMu.Unlock()
 
 				served := false
 				for _, a := range rq.served {
@@ -141,10 +141,10 @@ func TestDefaultVariant(t *testing.T) {
 				if !proto.Equal(before, after) {
 					t.Errorf("status changed by refused requests:\nbefore %v\nafter  %v", before, after)
 				}
-				h.srv.expMu.Lock()
-				defer h.srv.expMu.Unlock()
-				if len(h.srv.pending) != pending {
-					t.Errorf("refused outcomes recorded experience: %d records pending, %d before", len(h.srv.pending), pending)
+				h.srv.journal.expMu.Lock()
+				defer h.srv.journal.expMu.Unlock()
+				if len(h.srv.journal.pending) != pending {
+					t.Errorf("refused outcomes recorded experience: %d records pending, %d before", len(h.srv.journal.pending), pending)
 				}
 			})
 		}
