@@ -19,7 +19,7 @@ import (
 // training on the episodes of the workloads that still learn, so a
 // workload that reached Serving would otherwise drift with every update it
 // did not ask for. On entering Serving a workload is pinned to a frozen
-// copy of the policy version current at that moment (Server.live), and its
+// copy of the policy version current at that moment (pinSet.live, set by the trainer), and its
 // greedy decisions are answered by that copy until it leaves Serving.
 //
 // Copies are shared by version and reference-counted: the workloads
@@ -188,25 +188,6 @@ func (ps *pinSet) servingPolicy(key string) *frozenPolicy {
 		return fp
 	}
 	return ps.live.Load()
-}
-
-// frozenFor returns the frozen copy that answers p, key's decision, or nil
-// when the shared policy answers it (or none does). Only Serving decisions
-// are greedy, and they are the ones that must not drift.
-func (s *Server) frozenFor(key string, p learn.Prepared) *frozenPolicy {
-	if !p.NeedsPolicy || !p.Greedy || s.ens != nil {
-		return nil
-	}
-	return s.pins.servingPolicy(key)
-}
-
-// versionFor names the weights that answer a workload in stage: its
-// frozen copy's version while Serving, the shared policy's otherwise.
-func (s *Server) versionFor(key string, stage lifecycle.Stage) string {
-	if stage == lifecycle.Serving && s.ens == nil {
-		return s.pins.servingPolicy(key).name
-	}
-	return s.PolicyVersion()
 }
 
 // repin follows a stage transition of key: leaving Serving releases its

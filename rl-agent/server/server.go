@@ -34,6 +34,49 @@
 // lifecycle and pin are checkpointed periodically and at shutdown, as one
 // atomic file, so the policy version, the stages and the weights each
 // Serving workload acts with can never disagree after a restart.
+//
+// Structure. Server is a thin gRPC front (server.go, forget.go,
+// persist.go): it admits each call, converts and checks it, and wires
+// parts that have one responsibility each, their own file, their own lock
+// and a doc comment stating their invariants:
+//
+//   - healthState (health.go): admission, draining and readiness, from the
+//     last write to the state directory; atomics only.
+//   - bounds (bounds.go): physical bounds of requests and each workload's
+//     last constraints; bounds.mu.
+//   - registry (registry.go): the per-workload agents, their limit and the
+//     time of each workload's last call, for the TTL; registry.mu.
+//   - pinSet (frozen.go): the frozen copies Serving workloads are pinned
+//     to and the live copy a promotion pins; pinSet.mu.
+//   - trainer (trainer.go): the shared policy (or the ensemble), its
+//     version and the training queue and goroutine; trainer.mu.
+//   - batcher (batch.go): the decision queue and the goroutine that
+//     answers it in batched forward passes; no lock.
+//   - journal (journal.go): the experience log, its batching and
+//     compaction, and its replay at start; journal.flushMu, journal.expMu.
+//   - checkpointer (checkpoint.go): the one atomic checkpoint, the cut that
+//     makes a stage transition and its pin one step as the checkpoint sees
+//     it, and whether the state changed since the last; checkpointer.mu,
+//     checkpointer.cut.
+//
+// Where one part calls another it does so through an interface declared
+// on its side: the trainer publishes live copies to a livePublisher (the
+// pins) and marks a dirtyMarker (the checkpointer), as the registry does;
+// the journal asks a workloadIndex (the registry) which records to keep;
+// the checkpointer reads agentStates, pinStates and policyStates (the
+// registry, the pins, the trainer). Restore, forgetting and the
+// persister's schedule cross parts and stay in the front.
+//
+// Locking order, outermost first: checkpointer.mu; then either
+// checkpointer.cut, under which registry.mu or pinSet.mu (never both at
+// once), bounds.mu and an agent's own lock (directly or under registry.mu)
+// may be taken; or, with cut released, trainer.mu, under which no other part's
+// lock is taken (the live copy and the dirty mark are atomic). journal's
+// flushMu is taken with no other part's lock held, and is held while
+// taking journal.expMu or registry.mu (never both). bounds.mu is a leaf. A
+// stage transition holds checkpointer.cut for reading while its agent and
+// its pin change; a forget holds it for writing while its agent and pin
+// go.
 package server
 
 import (
@@ -543,6 +586,25 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 		RewardStdDev:  st.RewardStdDev,
 		LastUpdate:    timestamppb.New(st.LastUpdate),
 	}}, nil
+}
+
+// frozenFor returns the frozen copy that answers p, key's decision, or nil
+// when the shared policy answers it (or none does). Only Serving decisions
+// are greedy, and they are the ones that must not drift.
+func (s *Server) frozenFor(key string, p learn.Prepared) *frozenPolicy {
+	if !p.NeedsPolicy || !p.Greedy || s.ens != nil {
+		return nil
+	}
+	return s.pins.servingPolicy(key)
+}
+
+// versionFor names the weights that answer a workload in stage: its
+// frozen copy's version while Serving, the shared policy's otherwise.
+func (s *Server) versionFor(key string, stage lifecycle.Stage) string {
+	if stage == lifecycle.Serving && s.ens == nil {
+		return s.pins.servingPolicy(key).name
+	}
+	return s.PolicyVersion()
 }
 
 // repin follows a stage transition of key with its pin (frozen.go).
