@@ -23,7 +23,7 @@ import (
 // waits for others (BatchWait applies only while more calls are in flight
 // than the batch holds). The batcher has no mutex: the queue is its only
 // shared state, and it takes no other part's lock. inflight counts the
-// Recommend calls in progress (the Server adds and removes them).
+// Recommend calls in progress (enter and leave).
 type batcher struct {
 	maxBatch int
 	wait     time.Duration
@@ -41,6 +41,11 @@ func newBatcher(o *Options, ens *ensemble, m *metrics, stop <-chan struct{}) *ba
 	return &batcher{maxBatch: o.MaxBatch, wait: o.BatchWait, learner: o.Learner, meta: o.MetaLearner, ens: ens, metrics: m, stop: stop,
 		queue: make(chan *decisionJob, o.QueueSize)}
 }
+
+// enter and leave count a Recommend call in flight: while more are than a
+// batch holds, the batch waits for them.
+func (s *batcher) enter() { s.inflight.Add(1) }
+func (s *batcher) leave() { s.inflight.Add(-1) }
 
 type decisionJob struct {
 	ctx    context.Context
