@@ -5,11 +5,47 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/rl/learn"
 	"github.com/aware-k8s/aware/pkg/rl/nn"
 )
+
+// batcher is the micro-batching part of the server: it coalesces the
+// decisions of concurrent Recommend calls into one forward pass per policy
+// (the shared one, or a frozen copy) and exploration mode, in its own
+// goroutine (run), until stop is closed.
+//
+// Invariants: every job queued gets exactly one reply (answered, failed,
+// or failed with ErrShuttingDown when the batcher stops); a full queue is
+// refused at once (ErrOverloaded), never waited on; a lone call never
+// waits for others (BatchWait applies only while more calls are in flight
+// than the batch holds). The batcher has no mutex: the queue is its only
+// shared state, and it takes no other part's lock. inflight counts the
+// Recommend calls in progress (enter and leave).
+type batcher struct {
+	maxBatch int
+	wait     time.Duration
+	learner  Learner
+	meta     *nn.MetaPPO
+	ens      *ensemble
+	metrics  *metrics
+	stop     <-chan struct{}
+
+	inflight atomic.Int64
+	queue    chan *decisionJob
+}
+
+func newBatcher(o *Options, ens *ensemble, m *metrics, stop <-chan struct{}) *batcher {
+	return &batcher{maxBatch: o.MaxBatch, wait: o.BatchWait, learner: o.Learner, meta: o.MetaLearner, ens: ens, metrics: m, stop: stop,
+		queue: make(chan *decisionJob, o.QueueSize)}
+}
+
+// enter and leave count a Recommend call in flight: while more are than a
+// batch holds, the batch waits for them.
+func (s *batcher) enter() { s.inflight.Add(1) }
+func (s *batcher) leave() { s.inflight.Add(-1) }
 
 type decisionJob struct {
 	ctx    context.Context
@@ -33,7 +69,7 @@ type decisionResult struct {
 
 // decide queues p for the batcher and waits for its decision, by frozen if
 // not nil, else by the shared policy.
-func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPolicy) (nn.Decision, error) {
+func (s *batcher) decide(ctx context.Context, p learn.Prepared, frozen *frozenPolicy) (nn.Decision, error) {
 	j := &decisionJob{ctx: ctx, state: p.State, window: p.Window, mask: p.Mask, greedy: p.Greedy, reply: make(chan decisionResult, 1)}
 	if frozen != nil {
 		j.frozen = frozen.policy
@@ -57,12 +93,11 @@ func (s *Server) decide(ctx context.Context, p learn.Prepared, frozen *frozenPol
 	}
 }
 
-// batcher coalesces queued decisions into forward passes until Close.
-func (s *Server) batcher(rng *rand.Rand) {
-	defer s.wg.Done()
+// run coalesces queued decisions into forward passes until stop.
+func (s *batcher) run(rng *rand.Rand) {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	batch := make([]*decisionJob, 0, s.opts.MaxBatch)
+	batch := make([]*decisionJob, 0, s.maxBatch)
 	for {
 		var first *decisionJob
 		select {
@@ -79,7 +114,7 @@ func (s *Server) batcher(rng *rand.Rand) {
 
 // gather adds the decisions already queued and, while more calls are in
 // flight than the batch holds, waits up to BatchWait for them.
-func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob {
+func (s *batcher) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob {
 	waiting := false
 	defer func() {
 		if waiting && !timer.Stop() {
@@ -90,14 +125,14 @@ func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob 
 		}
 	}()
 	yielded := false
-	for len(batch) < s.opts.MaxBatch {
+	for len(batch) < s.maxBatch {
 		select {
 		case j := <-s.queue:
 			batch = append(batch, j)
 			continue
 		default:
 		}
-		if s.opts.BatchWait == 0 || s.inflight.Load() <= int64(len(batch)) {
+		if s.wait == 0 || s.inflight.Load() <= int64(len(batch)) {
 			if yielded {
 				return batch
 			}
@@ -114,7 +149,7 @@ func (s *Server) gather(batch []*decisionJob, timer *time.Timer) []*decisionJob 
 			continue
 		}
 		if !waiting {
-			timer.Reset(s.opts.BatchWait)
+			timer.Reset(s.wait)
 			waiting = true
 		}
 		select {
@@ -144,7 +179,7 @@ type forwardGroup struct {
 // policy's greedy group goes first, then its sampled group, then the frozen
 // copies' in the order they appear. An ensemble answers all in one group:
 // it is always greedy, and nothing is pinned.
-func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
+func (s *batcher) forward(batch []*decisionJob, rng *rand.Rand) {
 	groups := []forwardGroup{{greedy: true}, {greedy: false}}
 	for _, j := range batch {
 		if err := j.ctx.Err(); err != nil {
@@ -184,7 +219,7 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 			states[i], masks[i] = j.state, j.mask
 		}
 		var windows [][]nn.Step
-		if s.opts.MetaLearner != nil {
+		if s.meta != nil {
 			windows = make([][]nn.Step, len(g))
 			for i, j := range g {
 				windows[i] = j.window
@@ -202,10 +237,10 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 			ds, err = s.ens.actBatch(states, masks, values)
 		case grp.frozen != nil:
 			ds, err = grp.frozen.ActBatch(states, windows, masks, grp.greedy, rng)
-		case s.opts.MetaLearner != nil:
-			ds, err = s.opts.MetaLearner.ActWindowBatch(states, windows, masks, grp.greedy, rng)
+		case s.meta != nil:
+			ds, err = s.meta.ActWindowBatch(states, windows, masks, grp.greedy, rng)
 		default:
-			ds, err = s.opts.Learner.ActBatch(states, masks, grp.greedy, rng)
+			ds, err = s.learner.ActBatch(states, masks, grp.greedy, rng)
 		}
 		for i, j := range g {
 			if err != nil {
@@ -217,7 +252,7 @@ func (s *Server) forward(batch []*decisionJob, rng *rand.Rand) {
 	}
 }
 
-func (s *Server) failQueued(err error) {
+func (s *batcher) failQueued(err error) {
 	for {
 		select {
 		case j := <-s.queue:

@@ -35,7 +35,7 @@ func TestDeadlineExceeded(t *testing.T) {
 	if _, err := h.srv.Recommend(expired, recommendReq("other", 0)); status.Code(err) != codes.DeadlineExceeded {
 		t.Fatalf("expired context: %v, want DeadlineExceeded", err)
 	}
-	if _, ok := h.srv.agents["shop/other/uid-other"]; ok {
+	if _, ok := h.srv.registry.agents["shop/other/uid-other"]; ok {
 		t.Error("an expired call created a workload")
 	}
 }
@@ -52,7 +52,7 @@ func TestOverloadAndShutdown(t *testing.T) {
 	go func() { _, err := h.client.Recommend(ctx(t), recommendReq("web", 10)); errs <- err }()
 	<-gl.entered // the batcher holds the first call
 	go func() { _, err := h.client.Recommend(ctx(t), recommendReq("web", 11)); errs <- err }()
-	for len(h.srv.queue) < 1 { // the second fills the queue
+	for len(h.srv.batcher.queue) < 1 { // the second fills the queue
 		time.Sleep(time.Millisecond)
 	}
 	_, err := h.client.Recommend(ctx(t), recommendReq("web", 12))
@@ -123,9 +123,9 @@ func TestMicroBatching(t *testing.T) {
 		go call(i)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for len(h.srv.queue) < n-1 {
+	for len(h.srv.batcher.queue) < n-1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d decisions queued", len(h.srv.queue), n-1)
+			t.Fatalf("only %d of %d decisions queued", len(h.srv.batcher.queue), n-1)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -130,7 +130,7 @@ func benchmarkBatched(b *testing.B, call func(ctx context.Context, req *pb.Recom
 // and been counted, so that it neither competes with what is measured nor
 // lands in a later reading of the metrics.
 func waitTrainerIdle(srv *Server) {
-	for srv.trainPending.Load() > 0 {
+	for srv.trainer.pending.Load() > 0 {
 		time.Sleep(time.Millisecond)
 	}
 }

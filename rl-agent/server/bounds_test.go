@@ -154,13 +154,13 @@ func TestFabricatedTransitionsChangeNothing(t *testing.T) {
 		return r.Status
 	}
 	pending := func() int {
-		h.srv.expMu.Lock()
-		defer h.srv.expMu.Unlock()
-		return len(h.srv.pending)
+		h.srv.journal.expMu.Lock()
+		defer h.srv.journal.expMu.Unlock()
+		return len(h.srv.journal.pending)
 	}
 	// Its episode's training job lands before the snapshot.
 	deadline := time.Now().Add(20 * time.Second)
-	for h.srv.trainPending.Load() > 0 {
+	for h.srv.trainer.pending.Load() > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("training did not finish")
 		}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -34,7 +33,7 @@ func (s *Server) ForgetWorkload(ctx context.Context, req *pb.ForgetWorkloadReque
 }
 
 func (s *Server) forgetWorkload(ctx context.Context, req *pb.ForgetWorkloadRequest) (*pb.ForgetWorkloadResponse, error) {
-	if err := s.admit(ctx); err != nil {
+	if err := s.health.admit(ctx); err != nil {
 		return nil, err
 	}
 	key, err := fromForgetWorkloadRequest(req)
@@ -52,20 +51,9 @@ func (s *Server) forgetWorkload(ctx context.Context, req *pb.ForgetWorkloadReque
 // whether there was one. With a non-zero silentSince, it forgets only if
 // the workload made no call since then (a call racing the TTL wins).
 func (s *Server) forget(key, reason string, silentSince time.Time) bool {
-	// cutMu: the checkpoint sees the agent and its pin go together.
-	s.cutMu.Lock()
-	s.mu.Lock()
-	a := s.agents[key]
-	if a != nil && !silentSince.IsZero() {
-		if last, ok := s.lastSeen(key); !ok || last.After(silentSince) {
-			a = nil
-		}
-	}
-	if a != nil {
-		delete(s.agents, key)
-		s.updateCapacity(len(s.agents))
-	}
-	s.mu.Unlock()
+	// The checkpoint's cut: it sees the agent and its pin go together.
+	s.ckpt.cut.Lock()
+	a := s.registry.remove(key, silentSince)
 	// ForgetWorkload drops the constraints whether or not an agent was
 	// made (a Recommend refused after the bounds check left them behind);
 	// the TTL only with the agent it expires.
@@ -73,17 +61,17 @@ func (s *Server) forget(key, reason string, silentSince time.Time) bool {
 		s.bounds.forget(key)
 	}
 	if a == nil {
-		s.cutMu.Unlock()
+		s.ckpt.cut.Unlock()
 		return false
 	}
 	s.pins.unpin(key)
-	s.cutMu.Unlock()
-	s.seen.Delete(key)
+	s.ckpt.cut.Unlock()
+	s.registry.forgetSeen(key)
 	s.metrics.workloads.WithLabelValues(a.Stage().String()).Dec()
-	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
+	s.pins.updateGauge()
 	s.metrics.forgotten.WithLabelValues(reason).Inc()
-	s.forgottenSinceCompaction.Add(1)
-	s.dirty.Store(true)
+	s.journal.forgot()
+	s.ckpt.markDirty()
 	return true
 }
 
@@ -95,21 +83,7 @@ func (s *Server) expireSilent(now time.Time) int {
 		return 0
 	}
 	cutoff := now.Add(-ttl)
-	var stale []string
-	s.mu.RLock()
-	for key := range s.agents {
-		if last, ok := s.lastSeen(key); !ok || !last.After(cutoff) {
-			stale = append(stale, key)
-		}
-	}
-	// A call that raced a forget may have left a record of its workload.
-	s.seen.Range(func(key, _ any) bool {
-		if _, ok := s.agents[key.(string)]; !ok {
-			s.seen.Delete(key)
-		}
-		return true
-	})
-	s.mu.RUnlock()
+	stale := s.registry.stale(cutoff)
 	n := 0
 	for _, key := range stale {
 		if s.forget(key, forgetExpired, cutoff) {
@@ -118,34 +92,6 @@ func (s *Server) expireSilent(now time.Time) int {
 		}
 	}
 	return n
-}
-
-// touch records a call of key at t (never moving it back).
-func (s *Server) touch(key string, t time.Time) {
-	v, ok := s.seen.Load(key)
-	if !ok {
-		v, _ = s.seen.LoadOrStore(key, new(atomic.Int64))
-	}
-	last := v.(*atomic.Int64)
-	for {
-		old := last.Load()
-		if old >= t.UnixNano() || last.CompareAndSwap(old, t.UnixNano()) {
-			return
-		}
-	}
-}
-
-func (s *Server) lastSeen(key string) (time.Time, bool) {
-	v, ok := s.seen.Load(key)
-	if !ok {
-		return time.Time{}, false
-	}
-	return time.Unix(0, v.(*atomic.Int64).Load()), true
-}
-
-// updateCapacity sets the capacity gauge from the number of workloads.
-func (s *Server) updateCapacity(n int) {
-	s.metrics.capacity.Set(float64(n) / float64(s.opts.MaxWorkloads))
 }
 
 func fromForgetWorkloadRequest(r *pb.ForgetWorkloadRequest) (string, error) {

@@ -146,9 +146,9 @@ func TestCreateDeleteCyclesDoNotGrowState(t *testing.T) {
 		t.Errorf("experience log holds %d records after the cycles, want 1 (the remaining workload's)", rec.Records)
 	}
 	h2 := start(t, func(o *Options) { o.Store, o.MaxWorkloads = st2, limit })
-	h2.srv.mu.RLock()
-	n := len(h2.srv.agents)
-	h2.srv.mu.RUnlock()
+	h2.srv.registry.mu.RLock()
+	n := len(h2.srv.registry.agents)
+	h2.srv.registry.mu.RUnlock()
 	if n != 1 {
 		t.Errorf("%d workloads restored, want 1", n)
 	}

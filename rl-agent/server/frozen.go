@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"k8s.io/klog/v2"
 
@@ -18,7 +19,7 @@ import (
 // training on the episodes of the workloads that still learn, so a
 // workload that reached Serving would otherwise drift with every update it
 // did not ask for. On entering Serving a workload is pinned to a frozen
-// copy of the policy version current at that moment (Server.live), and its
+// copy of the policy version current at that moment (pinSet.live, set by the trainer), and its
 // greedy decisions are answered by that copy until it leaves Serving.
 //
 // Copies are shared by version and reference-counted: the workloads
@@ -57,18 +58,35 @@ func (fp *frozenPolicy) bytes() ([]byte, error) {
 	return fp.encoded, fp.encodeErr
 }
 
-// pinSet maps Serving workloads to their frozen copies.
+// pinSet is the pins part of the server: it maps Serving workloads to
+// their frozen copies, and holds the live copy a promotion pins.
+//
+// Invariants: every copy in copies has refs > 0 and equals the number of
+// pins referring to it; a workload has at most one pin; live is set (by
+// the trainer, after every training job, and at restore) whenever a
+// learner is served, and is never in copies unless pinned. mu guards
+// copies, pins and every refs; live is atomic. No other part's lock is
+// taken while mu is held.
 type pinSet struct {
-	max int
+	max     int
+	spec    policySpec
+	metrics *metrics
+
+	// live is the frozen copy of the shared policy at its current
+	// version, which a promotion pins, replaced after every training job.
+	live atomic.Pointer[frozenPolicy]
 
 	mu     sync.RWMutex
 	copies map[int64]*frozenPolicy  // by version; every one has refs > 0
 	pins   map[string]*frozenPolicy // by workload key
 }
 
-func newPinSet(max int) *pinSet {
-	return &pinSet{max: max, copies: map[int64]*frozenPolicy{}, pins: map[string]*frozenPolicy{}}
+func newPinSet(max int, spec policySpec, m *metrics) *pinSet {
+	return &pinSet{max: max, spec: spec, metrics: m, copies: map[int64]*frozenPolicy{}, pins: map[string]*frozenPolicy{}}
 }
+
+// setLive makes fp the copy promotions pin from now on.
+func (ps *pinSet) setLive(fp *frozenPolicy) { ps.live.Store(fp) }
 
 // lookup returns the copy key is pinned to, or nil.
 func (ps *pinSet) lookup(key string) *frozenPolicy {
@@ -161,114 +179,78 @@ type frozenState struct {
 	Policy  []byte `json:"policy"`
 }
 
-// storeLive makes the shared policy's weights now the copy promotions pin,
-// at the current version; an ensemble has no shared policy to pin.
-func (s *Server) storeLive() {
-	if s.ens == nil {
-		s.live.Store(newFrozenPolicy(s.version.Load(), s.freezeLive()))
-	}
-}
-
-// freezeLive copies the weights the shared policy acts with now.
-func (s *Server) freezeLive() *nn.Frozen {
-	if m := s.opts.MetaLearner; m != nil {
-		return m.Freeze()
-	}
-	return s.opts.Learner.Freeze()
-}
-
 // servingPolicy returns the frozen copy that answers key's greedy
 // decisions: its pin, or, in the moment between its promotion being
 // recorded by its agent and the pin (a concurrent ReportOutcome), the copy
 // of the current version it is being pinned to.
-func (s *Server) servingPolicy(key string) *frozenPolicy {
-	if fp := s.pins.lookup(key); fp != nil {
+func (ps *pinSet) servingPolicy(key string) *frozenPolicy {
+	if fp := ps.lookup(key); fp != nil {
 		return fp
 	}
-	return s.live.Load()
-}
-
-// frozenFor returns the frozen copy that answers p, key's decision, or nil
-// when the shared policy answers it (or none does). Only Serving decisions
-// are greedy, and they are the ones that must not drift.
-func (s *Server) frozenFor(key string, p learn.Prepared) *frozenPolicy {
-	if !p.NeedsPolicy || !p.Greedy || s.ens != nil {
-		return nil
-	}
-	return s.servingPolicy(key)
-}
-
-// versionFor names the weights that answer a workload in stage: its
-// frozen copy's version while Serving, the shared policy's otherwise.
-func (s *Server) versionFor(key string, stage lifecycle.Stage) string {
-	if stage == lifecycle.Serving && s.ens == nil {
-		return s.servingPolicy(key).name
-	}
-	return s.PolicyVersion()
+	return ps.live.Load()
 }
 
 // repin follows a stage transition of key: leaving Serving releases its
-// copy, entering Serving pins it to the current version. The caller holds
-// cutMu for reading, so a checkpoint sees the stage and the pin together.
-func (s *Server) repin(ctx context.Context, key string, t *lifecycle.Transition) {
-	if s.ens != nil {
-		return // the ensemble's weights never change: nothing to pin
-	}
+// copy, entering Serving pins it to the current version (named current in
+// the log). The caller holds the checkpoint's cut for reading, so a
+// checkpoint sees the stage and the pin together.
+func (ps *pinSet) repin(ctx context.Context, key string, t *lifecycle.Transition, current string) {
 	logger := klog.FromContext(ctx)
 	if t.From == lifecycle.Serving {
-		if fp := s.pins.unpin(key); fp != nil {
+		if fp := ps.unpin(key); fp != nil {
 			logger.V(2).Info("Dropped a frozen policy: its last Serving workload left", "workload", key, "version", fp.name)
 		}
 	}
 	if t.To == lifecycle.Serving {
-		fp, capped := s.pins.pin(key, s.live.Load())
+		fp, capped := ps.pin(key, ps.live.Load())
 		if capped {
-			s.metrics.frozenCapShares.Inc()
+			ps.metrics.frozenCapShares.Inc()
 			logger.Info("Frozen policy limit reached; the promoted workload serves with the newest frozen policy instead of the current one",
-				"workload", key, "version", fp.name, "current", s.PolicyVersion(), "limit", s.opts.MaxFrozenPolicies)
+				"workload", key, "version", fp.name, "current", current, "limit", ps.max)
 		} else {
 			logger.V(2).Info("Pinned a Serving workload to a frozen policy", "workload", key, "version", fp.name)
 		}
 	}
-	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
+	ps.updateGauge()
 }
+
+// updateGauge sets the frozen-policies gauge from the copies kept.
+func (ps *pinSet) updateGauge() { ps.metrics.frozenPolicies.Set(float64(ps.len())) }
 
 // restorePins pins the restored Serving workloads to the frozen copies of
 // the checkpoint. A workload without one (a checkpoint written before
 // frozen weights, or one taken between its promotion and its pin) is
 // pinned to the restored policy, which is what it would have acted with.
-func (s *Server) restorePins(snap *snapshot) error {
+// serving are the restored Serving workloads.
+func (ps *pinSet) restorePins(snap *snapshot, serving []string) error {
 	copies := make(map[int64]*frozenPolicy, len(snap.Frozen))
 	for _, fs := range snap.Frozen {
 		f, err := nn.UnmarshalFrozen(fs.Policy)
 		if err != nil {
 			return fmt.Errorf("frozen policy %s: %w", versionString(fs.Version), err)
 		}
-		if err := s.compatibleFrozen(f); err != nil {
+		if err := ps.spec.compatibleFrozen(f); err != nil {
 			return fmt.Errorf("frozen policy %s: %w", versionString(fs.Version), err)
 		}
 		copies[fs.Version] = newFrozenPolicy(fs.Version, f)
 	}
 	var unpinned int
-	for _, a := range s.agents {
-		if a.Stage() != lifecycle.Serving {
-			continue
-		}
-		v, ok := snap.Pins[a.Key()]
+	for _, key := range serving {
+		v, ok := snap.Pins[key]
 		fp := copies[v]
 		if !ok || fp == nil {
-			fp = s.live.Load()
+			fp = ps.live.Load()
 			unpinned++
 		}
-		s.pins.restore(a.Key(), fp)
+		ps.restore(key, fp)
 	}
 	if unpinned > 0 {
 		klog.InfoS("Serving workloads without a frozen policy in the checkpoint (written before frozen weights) serve with the restored policy",
-			"workloads", unpinned, "version", s.live.Load().name)
+			"workloads", unpinned, "version", ps.live.Load().name)
 	}
-	if n := s.pins.len(); n > s.opts.MaxFrozenPolicies {
+	if n := ps.len(); n > ps.max {
 		klog.InfoS("The checkpoint pins more frozen policies than the limit; they are kept, and promotions share the newest until enough are released",
-			"frozenPolicies", n, "limit", s.opts.MaxFrozenPolicies)
+			"frozenPolicies", n, "limit", ps.max)
 	}
 	return nil
 }
@@ -277,15 +259,15 @@ func (s *Server) restorePins(snap *snapshot) error {
 // the agents: the served kind, the agents' features and actions, and, for
 // Meta-PPO, the window the agents keep and whether its steps carry a
 // signature.
-func (s *Server) compatibleFrozen(f *nn.Frozen) error {
+func (s policySpec) compatibleFrozen(f *nn.Frozen) error {
 	want := nn.KindPPO
-	if s.opts.MetaLearner != nil {
+	if s.meta {
 		want = nn.KindMetaPPO
 	}
 	c := f.Config()
-	if f.Kind() != want || c.Window != s.windowLen || (c.SignatureDim > 0) != s.signature {
+	if f.Kind() != want || c.Window != s.window || (c.SignatureDim > 0) != s.signature {
 		return fmt.Errorf("%w: a %s policy of window %d reading %d signature values per step; the agent serves %s with %d, signature %t",
-			nn.ErrIncompatibleCheckpoint, f.Kind(), c.Window, c.SignatureDim, want, s.windowLen, s.signature)
+			nn.ErrIncompatibleCheckpoint, f.Kind(), c.Window, c.SignatureDim, want, s.window, s.signature)
 	}
 	sh, err := learn.ShapeOf(c.Config)
 	if err != nil {

@@ -82,7 +82,7 @@ func toRetraining(t *testing.T, h *harness, name string) {
 // workload until the shared policy is past version v.
 func trainOthers(t *testing.T, h *harness, name string, v int64) {
 	t.Helper()
-	for tick := 0; h.srv.version.Load() <= v; tick++ {
+	for tick := 0; h.srv.trainer.version.Load() <= v; tick++ {
 		req := outcomeReq(name, tick)
 		req.Config.Gates.Window = 10 // stays Bootstrapping: every episode trains
 		if _, err := h.client.ReportOutcome(ctx(t), req); err != nil {
@@ -126,7 +126,7 @@ func liveAct(l Learner) func([][]float64, [][]nn.Step, [][]bool, bool, *rand.Ran
 func serverDecision(t *testing.T, s *Server, name string) nn.Decision {
 	t.Helper()
 	p, in := prepare(t, s, recommendReq(name, 10))
-	d, err := s.decide(ctx(t), p, s.frozenFor(in.key, p))
+	d, err := s.batcher.decide(ctx(t), p, s.frozenFor(in.key, p))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +149,7 @@ func TestServingIgnoresLaterTraining(t *testing.T) {
 	before := serverDecision(t, h.srv, "web")
 	liveBefore := greedyOn(t, liveAct(cl.Learner))
 
-	trainOthers(t, h, "other", h.srv.version.Load())
+	trainOthers(t, h, "other", h.srv.trainer.version.Load())
 	if reflect.DeepEqual(greedyOn(t, liveAct(cl.Learner)), liveBefore) {
 		t.Fatal("training did not change the shared policy: the test has no teeth")
 	}
@@ -187,11 +187,11 @@ func TestFrozenPoliciesShareAndDrop(t *testing.T) {
 	waitTrainerIdle(h.srv)
 	// Hold the trainer: a and b are promoted at the same version (each
 	// promotion also queues its episode's training).
-	h.srv.trainMu.Lock()
+	h.srv.trainer.mu.Lock()
 	toServing(t, h, "a")
 	toServing(t, h, "b")
-	v := h.srv.version.Load()
-	h.srv.trainMu.Unlock()
+	v := h.srv.trainer.version.Load()
+	h.srv.trainer.mu.Unlock()
 	pa, pb_ := h.srv.pins.lookup(keyOf("a")), h.srv.pins.lookup(keyOf("b"))
 	if pa == nil || pa != pb_ || pa.version != v || pa.refs != 2 {
 		t.Fatalf("a pinned to %+v, b to %+v; want one copy of v%d with 2 references", pa, pb_, v)
@@ -231,7 +231,7 @@ func TestFrozenPolicyCap(t *testing.T) {
 	var decisions []nn.Decision
 	for _, name := range []string{"a", "b", "c"} {
 		waitTrainerIdle(h.srv)
-		v := h.srv.version.Load()
+		v := h.srv.trainer.version.Load()
 		toServing(t, h, name)
 		pins = append(pins, h.srv.pins.lookup(keyOf(name)))
 		decisions = append(decisions, serverDecision(t, h.srv, name))
@@ -305,7 +305,7 @@ func TestPinSet(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ps := newPinSet(tc.max)
+			ps := newPinSet(tc.max, policySpec{}, nil)
 			for i, s := range tc.steps {
 				switch s.op {
 				case "pin":
@@ -366,7 +366,7 @@ func TestServingRestart(t *testing.T) {
 			pinned := h.srv.pins.lookup(keyOf("web"))
 			frozenBefore := greedyOn(t, pinned.policy.ActBatch)
 			decisionBefore := serverDecision(t, h.srv, "web")
-			trainOthers(t, h, "other", h.srv.version.Load())
+			trainOthers(t, h, "other", h.srv.trainer.version.Load())
 			version := h.srv.PolicyVersion()
 			st2, _ := restartStore(t, h, st, dir)
 			h2 := start(t, func(o *Options) { tc.set(o, 99); o.Store = st2 })
@@ -381,7 +381,7 @@ func TestServingRestart(t *testing.T) {
 				t.Errorf("frozen decisions after restart differ:\n%+v\nwant\n%+v", got, frozenBefore)
 			}
 			live := greedyOn(t, func(s [][]float64, w [][]nn.Step, m [][]bool, g bool, r *rand.Rand) ([]nn.Decision, error) {
-				return h2.srv.freezeLive().ActBatch(s, w, m, g, r)
+				return h2.srv.trainer.freezeLive().ActBatch(s, w, m, g, r)
 			})
 			if reflect.DeepEqual(live, frozenBefore) {
 				t.Error("the restored shared policy decides as the pinned copy: the test has no teeth")
@@ -546,7 +546,7 @@ func TestForwardGroupsByPolicy(t *testing.T) {
 		jobs = append(jobs, j)
 	}
 	_, n0 := histogramSum(h.srv)
-	h.srv.forward(jobs, rand.New(rand.NewPCG(7, 8)))
+	h.srv.batcher.forward(jobs, rand.New(rand.NewPCG(7, 8)))
 	if _, n := histogramSum(h.srv); n-n0 != 4 {
 		t.Errorf("%d forward passes, want 4 (shared greedy and sampled, two frozen copies)", n-n0)
 	}

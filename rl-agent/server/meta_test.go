@@ -44,7 +44,7 @@ func newMetaSignature(t testing.TB, seed uint64, window, signature int) *nn.Meta
 func waitVersion(t *testing.T, s *Server, v int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for s.version.Load() < v || s.live.Load() == nil || s.live.Load().version < v {
+	for s.trainer.version.Load() < v || s.pins.live.Load() == nil || s.pins.live.Load().version < v {
 		if time.Now().After(deadline) {
 			t.Fatalf("training did not run: version %s, want v%d", s.PolicyVersion(), v)
 		}
@@ -68,9 +68,9 @@ func prepare(t *testing.T, s *Server, req *pb.RecommendRequest) (learn.Prepared,
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.mu.RLock()
-	a := s.agents[in.key]
-	s.mu.RUnlock()
+	s.registry.mu.RLock()
+	a := s.registry.agents[in.key]
+	s.registry.mu.RUnlock()
 	if a == nil {
 		t.Fatalf("no agent for %s", in.key)
 	}
@@ -309,7 +309,7 @@ func TestMetaForwardPassesWindows(t *testing.T) {
 		}
 		jobs = append(jobs, &decisionJob{ctx: context.Background(), state: state, window: window, greedy: i%2 == 0, reply: make(chan decisionResult, 1)})
 	}
-	h.srv.forward(jobs, rand.New(rand.NewPCG(7, 8)))
+	h.srv.batcher.forward(jobs, rand.New(rand.NewPCG(7, 8)))
 	sample := rand.New(rand.NewPCG(7, 8))
 	for _, greedy := range []bool{true, false} { // forward's order: greedy group first
 		for i, j := range jobs {

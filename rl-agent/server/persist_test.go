@@ -107,7 +107,7 @@ func TestRestart(t *testing.T) {
 	}
 	// Bootstrapping episodes queue training; wait for them.
 	deadline := time.Now().Add(20 * time.Second)
-	for h.srv.version.Load() < 2 {
+	for h.srv.trainer.version.Load() < 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("training did not run: version %s", h.srv.PolicyVersion())
 		}
@@ -175,7 +175,7 @@ func TestExperiencePersistence(t *testing.T) {
 		}
 		want = append(want, "shop/"+name+"/uid-"+name)
 		if i%2 == 1 {
-			err := h.srv.flushExperience()
+			err := h.srv.journal.flush()
 			if (err != nil) != (i == 1) {
 				t.Fatalf("flush after %d: %v (only the first may fail)", i, err)
 			}

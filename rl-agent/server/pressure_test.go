@@ -95,7 +95,7 @@ func TestCPUPressureRefused(t *testing.T) {
 			})
 		}
 	}
-	if n := len(h.srv.agents); n != 0 {
+	if n := len(h.srv.registry.agents); n != 0 {
 		t.Errorf("%d workloads created by refused requests", n)
 	}
 	t.Run("within range", func(t *testing.T) {

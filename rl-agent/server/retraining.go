@@ -2,12 +2,8 @@ package server
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/aware-k8s/aware/pkg/core/lifecycle"
-	"github.com/aware-k8s/aware/pkg/rl/learn"
 )
 
 // RetrainingMetricName is the gauge registerRetraining registers.
@@ -23,28 +19,9 @@ func (s *Server) registerRetraining(r prometheus.Registerer) error {
 	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: RetrainingMetricName,
 		Help: "How long the workload that has been in the Retraining stage longest has been in it, in seconds; 0 when none is.",
-	}, func() float64 { return s.longestRetraining(s.opts.Now()).Seconds() })
+	}, func() float64 { return s.registry.longestRetraining(s.opts.Now()).Seconds() })
 	if err := r.Register(g); err != nil {
 		return fmt.Errorf("register %s: %w", RetrainingMetricName, err)
 	}
 	return nil
-}
-
-// longestRetraining returns how long, at now, the workload longest in
-// Retraining has been in it; 0 when none is. It copies the agents first so
-// that s.mu is not held while each agent's lock is taken.
-func (s *Server) longestRetraining(now time.Time) time.Duration {
-	s.mu.RLock()
-	agents := make([]*learn.Agent, 0, len(s.agents))
-	for _, a := range s.agents {
-		agents = append(agents, a)
-	}
-	s.mu.RUnlock()
-	var longest time.Duration
-	for _, a := range agents {
-		if st, since := a.StageSince(); st == lifecycle.Retraining {
-			longest = max(longest, now.Sub(since))
-		}
-	}
-	return longest
 }

@@ -34,7 +34,7 @@ func TestRetrainingLongest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := start(t, func(o *Options) { o.Now = func() time.Time { return now } })
-			h.srv.mu.Lock()
+			h.srv.registry.mu.Lock()
 			for i, w := range tc.workloads {
 				key := "ns/w" + string(rune('a'+i))
 				a, err := learn.RestoreAgent(learn.AgentState{
@@ -43,12 +43,12 @@ func TestRetrainingLongest(t *testing.T) {
 					Gates:     lifecycle.DefaultGates(),
 				}, h.srv.opts.Steps)
 				if err != nil {
-					h.srv.mu.Unlock()
+					h.srv.registry.mu.Unlock()
 					t.Fatal(err)
 				}
-				h.srv.agents[key] = a
+				h.srv.registry.agents[key] = a
 			}
-			h.srv.mu.Unlock()
+			h.srv.registry.mu.Unlock()
 			n, err := testutil.GatherAndCount(h.reg, RetrainingMetricName)
 			if err != nil || n != 1 {
 				t.Fatalf("%s gathered %d times (%v), want once", RetrainingMetricName, n, err)

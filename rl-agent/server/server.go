@@ -34,20 +34,58 @@
 // lifecycle and pin are checkpointed periodically and at shutdown, as one
 // atomic file, so the policy version, the stages and the weights each
 // Serving workload acts with can never disagree after a restart.
+//
+// Structure. Server is a thin gRPC front (server.go, forget.go,
+// persist.go, its Options in options.go): it admits each call, converts and checks it, and wires
+// parts that have one responsibility each, their own file, their own lock
+// and a doc comment stating their invariants:
+//
+//   - healthState (health.go): admission, draining and readiness, from the
+//     last write to the state directory; atomics only.
+//   - bounds (bounds.go): physical bounds of requests and each workload's
+//     last constraints; bounds.mu.
+//   - registry (registry.go): the per-workload agents, their limit and the
+//     time of each workload's last call, for the TTL; registry.mu.
+//   - pinSet (frozen.go): the frozen copies Serving workloads are pinned
+//     to and the live copy a promotion pins; pinSet.mu.
+//   - trainer (trainer.go): the shared policy (or the ensemble), its
+//     version and the training queue and goroutine; trainer.mu.
+//   - batcher (batch.go): the decision queue and the goroutine that
+//     answers it in batched forward passes; no lock.
+//   - journal (journal.go): the experience log, its batching and
+//     compaction, and its replay at start; journal.flushMu, journal.expMu.
+//   - checkpointer (checkpoint.go): the one atomic checkpoint, the cut that
+//     makes a stage transition and its pin one step as the checkpoint sees
+//     it, and whether the state changed since the last; checkpointer.mu,
+//     checkpointer.cut.
+//
+// Where one part calls another it does so through an interface declared
+// on its side: the trainer publishes live copies to a livePublisher (the
+// pins) and marks a dirtyMarker (the checkpointer), as the registry does;
+// the journal asks a workloadIndex (the registry) which records to keep;
+// the checkpointer reads agentStates, pinStates and policyStates (the
+// registry, the pins, the trainer). Restore, forgetting and the
+// persister's schedule cross parts and stay in the front.
+//
+// Locking order, outermost first: checkpointer.mu; then either
+// checkpointer.cut, under which registry.mu or pinSet.mu (never both at
+// once), bounds.mu and an agent's own lock (directly or under registry.mu)
+// may be taken; or, with cut released, trainer.mu, under which no other part's
+// lock is taken (the live copy and the dirty mark are atomic). journal's
+// flushMu is taken with no other part's lock held, and is held while
+// taking journal.expMu or registry.mu (never both). bounds.mu is a leaf. A
+// stage transition holds checkpointer.cut for reading while its agent and
+// its pin change; a forget holds it for writing while its agent and pin
+// go.
 package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/klog/v2"
@@ -60,205 +98,58 @@ import (
 	"github.com/aware-k8s/aware/proto/aware/rlagent/wire"
 )
 
-// Learner is the shared policy when it reads no trajectory (PPO); a
-// Meta-PPO policy is Options.MetaLearner. Freeze copies the weights it acts
-// with, which Serving workloads keep acting with while it trains on.
-type Learner interface {
-	nn.DiscreteLearner
-	Freeze() *nn.Frozen
-}
-
-// Options configure a Server. Registerer and exactly one of Learner,
-// MetaLearner and Ensemble are required.
-type Options struct {
-	Learner Learner
-	// MetaLearner is a Meta-PPO policy, served instead of Learner: each
-	// workload's agent keeps its last Window steps, the batched forward
-	// pass embeds them, and training uses them.
-	MetaLearner *nn.MetaPPO
-	// Ensemble serves frozen residual policies that must agree to deviate
-	// from the default, instead of a learner: nothing trains (ensemble.go).
-	Ensemble *Ensemble
-	// Store persists experience and checkpoints; nil keeps state in memory
-	// only.
-	Store      Store
-	Registerer prometheus.Registerer
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// Seed seeds the sampling of exploratory actions.
-	Seed uint64
-	// Steps are the vertical action sizes.
-	Steps learn.Steps
-
-	// MaxBatch is the largest number of decisions in one forward pass.
-	MaxBatch int
-	// BatchWait bounds how long the first decision of a batch waits for
-	// others.
-	BatchWait time.Duration
-	// QueueSize bounds the decisions waiting for a forward pass; beyond it
-	// Recommend answers Unavailable.
-	QueueSize int
-	// MaxWorkloads bounds the number of workloads, hence memory.
-	MaxWorkloads int
-	// TrainQueue bounds the training jobs waiting for the trainer; beyond
-	// it jobs are dropped (and counted): experience keeps flowing and the
-	// next episode trains again.
-	TrainQueue int
-	// FlushInterval is how often experience is flushed and the state
-	// checkpointed.
-	FlushInterval time.Duration
-	// FlushRecords flushes experience early once this many are pending.
-	FlushRecords int
-	// KeepRecords is how many experience records survive a compaction.
-	KeepRecords int
-	// Retraining bounds every workload's stays in Retraining: the defaults
-	// act for at least Min episodes before the promotion gate may return
-	// the workload to the agent, and after Max it returns whatever the
-	// gate says (lifecycle.RetrainingBounds; zero disables each).
-	Retraining lifecycle.RetrainingBounds
-	// MaxFrozenPolicies bounds the frozen copies of the policy that
-	// Serving workloads are pinned to (one per policy version pinned, each
-	// the size of the weights). A workload promoted while that many are
-	// pinned and none is of the current version shares the newest one.
-	MaxFrozenPolicies int
-	// WorkloadTTL forgets a workload that made no call for this long (its
-	// autoscaler was probably deleted while the recommender could not say
-	// so with ForgetWorkload); zero keeps workloads until forgotten.
-	WorkloadTTL time.Duration
-}
-
-// DefaultOptions returns the defaults for everything but Learner, Store and
-// Registerer.
-func DefaultOptions() Options {
-	return Options{
-		Steps:         learn.DefaultSteps(),
-		MaxBatch:      256,
-		BatchWait:     2 * time.Millisecond,
-		QueueSize:     4096,
-		MaxWorkloads:  10000,
-		TrainQueue:    64,
-		FlushInterval: 30 * time.Second,
-		FlushRecords:  512,
-		KeepRecords:   16384,
-		// A copy of the default PPO is 11016 weights, 86 KiB (Meta-PPO:
-		// 12832, 100 KiB): 32 copies are under 3.2 MiB.
-		MaxFrozenPolicies: 32,
-		Retraining:        lifecycle.DefaultRetrainingBounds(),
-		WorkloadTTL:       7 * 24 * time.Hour,
-	}
-}
-
-func (o *Options) validate() error {
-	var errs []error
-	n := 0
-	for _, set := range []bool{o.Learner != nil, o.MetaLearner != nil, o.Ensemble != nil} {
-		if set {
-			n++
-		}
-	}
-	if n != 1 {
-		errs = append(errs, errors.New("exactly one of a learner, a meta-learner and an ensemble is required"))
-	}
-	if o.Registerer == nil {
-		errs = append(errs, errors.New("a metrics registerer is required"))
-	}
-	if o.MaxBatch < 1 || o.QueueSize < 1 || o.MaxWorkloads < 1 || o.TrainQueue < 1 || o.FlushRecords < 1 || o.KeepRecords < 1 || o.MaxFrozenPolicies < 1 {
-		errs = append(errs, fmt.Errorf("batch, queue, workload, record and frozen-policy limits must be >= 1: %+v", *o))
-	}
-	if err := o.Retraining.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if o.BatchWait < 0 || o.FlushInterval <= 0 || o.WorkloadTTL < 0 {
-		errs = append(errs, fmt.Errorf("batchWait and workloadTTL must be >= 0 and flushInterval > 0"))
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	return errors.Join(errs...)
-}
-
-// Server implements AgentService.
+// Server implements AgentService: the thin gRPC front that admits,
+// converts and checks each call and wires the parts that answer it (see
+// Structure in the package comment).
 type Server struct {
 	pb.UnimplementedAgentServiceServer
 
 	opts    Options
 	metrics *metrics
-	health  *health.Server
-	// bounds refuses requests outside physical bounds (bounds.go).
-	bounds *bounds
-
-	// windowLen is the trajectory each agent keeps: the meta-learner's
-	// window, 0 for PPO.
-	windowLen int
-	// signature: the meta-learner's encoder reads each step's
-	// learn.Signature, which the agents then keep in their trajectories.
-	signature bool
-	// shape is the served policy's action space and state features, which
-	// every agent and every frozen copy must share.
-	shape learn.PolicyShape
+	// spec is what every agent and every frozen copy must share with the
+	// served policy.
+	spec policySpec
 	// ens is the ensemble served instead of a learner (Options.Ensemble),
 	// nil when a learner is.
 	ens *ensemble
 
-	mu     sync.RWMutex
-	agents map[string]*learn.Agent
+	// The parts.
+	bounds   *bounds       // physical bounds of requests (bounds.go)
+	health   *healthState  // admission and readiness (health.go)
+	registry *registry     // the workloads' agents (registry.go)
+	pins     *pinSet       // Serving workloads' frozen copies (frozen.go)
+	trainer  *trainer      // the shared policy and its training (trainer.go)
+	batcher  *batcher      // batched forward passes (batch.go)
+	journal  *journal      // the experience log (journal.go)
+	ckpt     *checkpointer // the checkpoint (checkpoint.go)
 
-	// pins holds the frozen copies Serving workloads act with (frozen.go);
-	// live is the frozen copy of the shared policy at its current version,
-	// which a promotion pins, replaced after every training job.
-	pins *pinSet
-	live atomic.Pointer[frozenPolicy]
-	// cutMu makes an agent's stage transition and its pin one step as seen
-	// by the checkpoint: outcomes hold it for reading, the checkpoint takes
-	// it to copy the agents and the pins.
-	cutMu sync.RWMutex
-
-	draining atomic.Bool
-	inflight atomic.Int64
-	queue    chan *decisionJob
-	trainC   chan *learn.TrainJob
-	// trainPending counts training jobs queued or running; it drops to
-	// zero only after a job's outcome is counted in the metrics.
-	trainPending atomic.Int64
-
-	// trainMu makes a training job and the version bump one step as seen
-	// by the checkpoint.
-	trainMu sync.Mutex
-	version atomic.Int64
-	// versionName caches versionString of the version last asked for:
-	// every answer carries it, and it changes only when training lands.
-	versionName atomic.Pointer[namedVersion]
-
-	expMu   sync.Mutex
-	pending []record // experience not yet appended to the store
-	flushMu sync.Mutex
-	recent  []record // the last KeepRecords records, for compaction; flushMu
-	written int      // records in the log since the last compaction; flushMu
-	// forgottenSinceCompaction counts workloads forgotten since the log
-	// was last compacted; the next flush compacts their experience away.
-	forgottenSinceCompaction atomic.Int64
-
-	// persistErr is the last failure to write the state directory, nil
-	// once a write succeeded (persistHealth).
-	persistErr atomic.Pointer[error]
-
-	// seen holds each workload's last call (key → *atomic.Int64, Unix
-	// nanoseconds), for Options.WorkloadTTL (forget.go).
-	seen   sync.Map
-	flushC chan struct{}
-	dirty  atomic.Bool
-	ckptMu sync.Mutex // orders checkpoints, so an older one never overwrites a newer
-
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closeMu  sync.Mutex
-	closed   bool
-	closeErr error
+	// stop ends the background goroutines, wg waits for them, close is
+	// Close's work, done once.
+	stop  chan struct{}
+	wg    sync.WaitGroup
+	close func() error
 }
 
-type namedVersion struct {
-	v    int64
-	name string
+// policySpec is what the agents and the frozen copies must share with the
+// served policy.
+type policySpec struct {
+	// meta: the served policy is Meta-PPO.
+	meta bool
+	// window is the trajectory each agent keeps: the meta-learner's
+	// window, 0 for PPO.
+	window int
+	// signature: the meta-learner's encoder reads each step's
+	// learn.Signature, which the agents then keep in their trajectories.
+	signature bool
+	// shape is the served policy's action space and state features.
+	shape learn.PolicyShape
+}
+
+// configure makes a new or restored agent keep what the policy reads.
+func (sp policySpec) configure(a *learn.Agent) {
+	a.SetWindowLen(sp.window)
+	a.SetSignature(sp.signature)
+	a.SetShape(sp.shape)
 }
 
 // New restores the state from opts.Store, if any, and starts the batcher,
@@ -279,21 +170,14 @@ func New(opts Options) (*Server, error) {
 		opts:    opts,
 		metrics: m,
 		bounds:  b,
-		health:  health.NewServer(),
-		agents:  map[string]*learn.Agent{},
-		pins:    newPinSet(opts.MaxFrozenPolicies),
-		queue:   make(chan *decisionJob, opts.QueueSize),
-		trainC:  make(chan *learn.TrainJob, opts.TrainQueue),
-		flushC:  make(chan struct{}, 1),
+		health:  newHealthState(),
 		stop:    make(chan struct{}),
 	}
-	if err := s.registerRetraining(opts.Registerer); err != nil {
-		return nil, err
-	}
+	s.close = sync.OnceValue(s.doClose)
 	var cfg nn.Config
 	switch {
 	case opts.Ensemble != nil:
-		if s.ens, s.shape, err = newEnsemble(opts.Ensemble); err != nil {
+		if s.ens, s.spec.shape, err = newEnsemble(opts.Ensemble); err != nil {
 			return nil, fmt.Errorf("invalid server options: %w", err)
 		}
 	case opts.MetaLearner != nil:
@@ -302,17 +186,29 @@ func New(opts Options) (*Server, error) {
 			return nil, fmt.Errorf("invalid server options: %w: the meta-learner reads %d signature values per step, the agents compute %d",
 				nn.ErrIncompatibleCheckpoint, mc.SignatureDim, learn.SignatureDim)
 		}
-		s.windowLen, s.signature = mc.Window, mc.SignatureDim > 0
+		s.spec.meta, s.spec.window, s.spec.signature = true, mc.Window, mc.SignatureDim > 0
 		cfg = mc.Config
 	default:
 		cfg = opts.Learner.Freeze().Config().Config
 	}
 	if s.ens == nil {
-		if s.shape, err = learn.ShapeOf(cfg); err != nil {
+		if s.spec.shape, err = learn.ShapeOf(cfg); err != nil {
 			return nil, fmt.Errorf("invalid server options: the policy: %w", err)
 		}
 	}
-	if _, err := fusion.ParseVariant(s.shape.Anchor); err != nil {
+	// The checkpointer reads the others, which mark it dirty: it is wired
+	// to them once they exist.
+	s.ckpt = newCheckpointer(opts.Store, m)
+	s.registry = newRegistry(&s.opts, s.spec, m, s.ckpt)
+	s.pins = newPinSet(opts.MaxFrozenPolicies, s.spec, m)
+	s.trainer = newTrainer(&s.opts, s.ens, m, s.pins, s.ckpt)
+	s.batcher = newBatcher(&s.opts, s.ens, m, s.stop)
+	s.journal = newJournal(&s.opts, m, s.registry)
+	s.ckpt.agents, s.ckpt.pins, s.ckpt.policy = s.registry, s.pins, s.trainer
+	if err := s.registerRetraining(opts.Registerer); err != nil {
+		return nil, err
+	}
+	if _, err := fusion.ParseVariant(s.spec.shape.Anchor); err != nil {
 		// No recommender can send that default: every request would be
 		// refused.
 		return nil, fmt.Errorf("invalid server options: the policy: %w: its anchor: %w", nn.ErrIncompatibleCheckpoint, err)
@@ -321,125 +217,69 @@ func New(opts Options) (*Server, error) {
 	// it was trained beside; requests from a recommender that computes
 	// another are refused one by one (checkVariant), so that fixing either
 	// side needs no restart of the other.
-	klog.InfoS("Serving requests whose default recommendation comes from the policy's anchor (empty: the fused default)", "anchor", s.shape.Anchor)
+	klog.InfoS("Serving requests whose default recommendation comes from the policy's anchor (empty: the fused default)", "anchor", s.spec.shape.Anchor)
 	if err := s.restore(); err != nil {
 		return nil, err
 	}
-	s.metrics.policyVersion.Set(float64(s.version.Load()))
+	s.metrics.policyVersion.Set(float64(s.trainer.version.Load()))
 	s.metrics.frozenPolicies.Set(float64(s.pins.len()))
-	s.setServing(true)
+	s.health.setServing(true)
 	s.wg.Add(3)
-	go s.batcher(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
-	go s.trainer()
-	go s.persister()
+	go func() {
+		defer s.wg.Done()
+		s.batcher.run(rand.New(rand.NewPCG(opts.Seed, 0x5eed)))
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.trainer.run(s.stop)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.persister()
+	}()
 	return s, nil
 }
 
 // Register adds the agent service and the standard health service to g.
 func (s *Server) Register(g grpc.ServiceRegistrar) {
 	pb.RegisterAgentServiceServer(g, s)
-	healthpb.RegisterHealthServer(g, s.health)
+	healthpb.RegisterHealthServer(g, s.health.grpc)
 }
 
 // PolicyVersion returns the version of the shared policy: the number of
 // training jobs applied to it since it was created; or the ensemble's name.
-func (s *Server) PolicyVersion() string {
-	if s.ens != nil {
-		return s.ens.name
-	}
-	v := s.version.Load()
-	if n := s.versionName.Load(); n != nil && n.v == v {
-		return n.name
-	}
-	n := &namedVersion{v: v, name: versionString(v)}
-	s.versionName.Store(n)
-	return n.name
-}
-
-func versionString(v int64) string { return fmt.Sprintf("v%d", v) }
+func (s *Server) PolicyVersion() string { return s.trainer.versionName() }
 
 // Drain makes the server refuse new calls with Unavailable and report
 // NOT_SERVING on the health service, so load balancers and the recommender
 // move away before the listener closes. Calls already admitted complete.
-func (s *Server) Drain() {
-	if s.draining.CompareAndSwap(false, true) {
-		s.health.Shutdown()
-	}
-}
+func (s *Server) Drain() { s.health.drain() }
 
 // Ready reports nil while the server accepts calls and can persist its
 // state; for /readyz.
-func (s *Server) Ready() error {
-	if s.draining.Load() {
-		return ErrShuttingDown
-	}
-	if err := s.persistErr.Load(); err != nil {
-		return fmt.Errorf("%w: %w", ErrCannotPersist, *err)
-	}
-	return nil
-}
-
-// setServing sets the gRPC health status of the server and the service
-// (after Drain the health server ignores it: it stays NOT_SERVING).
-func (s *Server) setServing(ok bool) {
-	st := healthpb.HealthCheckResponse_NOT_SERVING
-	if ok {
-		st = healthpb.HealthCheckResponse_SERVING
-	}
-	s.health.SetServingStatus("", st)
-	s.health.SetServingStatus(pb.AgentService_ServiceDesc.ServiceName, st)
-}
+func (s *Server) Ready() error { return s.health.ready() }
 
 // Close drains, stops the background goroutines and persists the final
 // state. It is idempotent; call it after the gRPC server has stopped.
-func (s *Server) Close() error {
-	s.closeMu.Lock()
-	defer s.closeMu.Unlock()
-	if s.closed {
-		return s.closeErr
-	}
-	s.closed = true
+func (s *Server) Close() error { return s.close() }
+
+func (s *Server) doClose() error {
 	s.Drain()
 	close(s.stop)
 	s.wg.Wait()
-	s.closeErr = s.persist(true)
-	return s.closeErr
-}
-
-func (s *Server) admit(ctx context.Context) error {
-	if s.draining.Load() {
-		return ErrShuttingDown
-	}
-	return ctx.Err()
-}
-
-// admitLearning admits a call that acts or learns (Recommend,
-// ReportOutcome). While the state directory cannot be written it refuses
-// them with UNAVAILABLE naming the cause: what the agent would learn could
-// not be kept, so the caller applies its defaults (and says why) until a
-// write succeeds, even when it reaches the agent directly rather than
-// through a Service that drops the unready endpoint. Status queries and
-// ForgetWorkload are still answered.
-func (s *Server) admitLearning(ctx context.Context) error {
-	if err := s.admit(ctx); err != nil {
-		return err
-	}
-	if err := s.persistErr.Load(); err != nil {
-		return fmt.Errorf("%w: %w", ErrCannotPersist, *err)
-	}
-	return nil
+	return s.persist(true)
 }
 
 // Recommend answers one workload's decision.
 func (s *Server) Recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
-	s.inflight.Add(1)
-	defer s.inflight.Add(-1)
+	s.batcher.enter()
+	defer s.batcher.leave()
 	resp, err := s.recommend(ctx, req)
 	return resp, toStatus(err)
 }
 
 func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.RecommendResponse, error) {
-	if err := s.admitLearning(ctx); err != nil {
+	if err := s.health.admitLearning(ctx); err != nil {
 		return nil, err
 	}
 	in, err := fromRecommendRequest(req)
@@ -452,7 +292,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	if err := s.bounds.checkRecommend(&in); err != nil {
 		return nil, err
 	}
-	a, err := s.agent(in.key, in.cfg.Gates)
+	a, err := s.registry.agent(in.key, in.cfg.Gates)
 	if err != nil {
 		return nil, err
 	}
@@ -463,7 +303,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	var d *nn.Decision
 	frozen := s.frozenFor(in.key, p)
 	if p.NeedsPolicy {
-		dd, err := s.decide(ctx, p, frozen)
+		dd, err := s.batcher.decide(ctx, p, frozen)
 		if err != nil {
 			return nil, err
 		}
@@ -486,7 +326,7 @@ func (s *Server) recommend(ctx context.Context, req *pb.RecommendRequest) (*pb.R
 	}
 	action := ""
 	if d != nil {
-		action = s.shape.ActionName(int(res.Action))
+		action = s.spec.shape.ActionName(int(res.Action))
 	}
 	return &pb.RecommendResponse{
 		Recommendation: wire.ToRecommendation(&res.Recommendation),
@@ -506,7 +346,7 @@ func (s *Server) ReportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 }
 
 func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest) (*pb.ReportOutcomeResponse, error) {
-	if err := s.admitLearning(ctx); err != nil {
+	if err := s.health.admitLearning(ctx); err != nil {
 		return nil, err
 	}
 	in, err := fromReportOutcomeRequest(req)
@@ -521,22 +361,24 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 	if err := s.bounds.checkOutcome(&in); err != nil {
 		return nil, err
 	}
-	a, err := s.agent(in.key, in.outcome.Config.Gates)
+	a, err := s.registry.agent(in.key, in.outcome.Config.Gates)
 	if err != nil {
 		return nil, err
 	}
-	s.cutMu.RLock()
+	// The checkpoint's cut: it sees the stage transition and the pin
+	// together.
+	s.ckpt.cut.RLock()
 	res, err := a.Outcome(in.outcome, s.opts.Now())
 	if err == nil && res.Transition != nil {
 		s.repin(ctx, in.key, res.Transition)
 	}
-	s.cutMu.RUnlock()
+	s.ckpt.cut.RUnlock()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	s.dirty.Store(true)
+	s.ckpt.markDirty()
 	if rec, err := learn.MarshalExperience(res.Experience); err == nil {
-		s.addExperience(in.key, rec)
+		s.journal.add(in.key, rec)
 	} else {
 		klog.FromContext(ctx).Error(err, "Dropping unencodable experience", "workload", in.key)
 	}
@@ -551,19 +393,12 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 		// outcome itself was recorded, so it is not reported as an error
 		// (a retry by the recommender would count it twice).
 		if err := s.persist(true); err != nil {
-			s.dirty.Store(true)
+			s.ckpt.markDirty()
 			klog.FromContext(ctx).Error(err, "Persisting a stage transition failed; will retry", "workload", in.key)
 		}
 	}
-	// An ensemble does not train: its agents' jobs are not run.
-	if res.Train != nil && s.ens == nil {
-		s.trainPending.Add(1)
-		select {
-		case s.trainC <- res.Train:
-		default:
-			s.trainPending.Add(-1)
-			s.metrics.training.WithLabelValues("dropped").Inc()
-		}
+	if res.Train != nil {
+		s.trainer.submit(res.Train)
 	}
 	// The transition is recorded either way; a caller past its deadline is
 	// told so, and a retry of the same outcome is the caller's choice.
@@ -584,14 +419,14 @@ func (s *Server) reportOutcome(ctx context.Context, req *pb.ReportOutcomeRequest
 // before the request touches any state: no agent is created, no bound or
 // call time recorded, nothing learnt.
 func (s *Server) checkVariant(method, variant string) error {
-	if fusion.SameVariant(variant, s.shape.Anchor) {
+	if fusion.SameVariant(variant, s.spec.shape.Anchor) {
 		return nil
 	}
 	s.metrics.variantMismatches.WithLabelValues(method).Inc()
 	// Short enough for status.rl.message (the recommender keeps 256
 	// characters of it) with variants of usual length.
 	return fmt.Errorf("%w: config.default_variant %s, the policy's anchor %s: run the recommender with --default-variant=%q or serve a policy trained with --anchor=%q",
-		ErrVariantMismatch, variantName(variant), variantName(s.shape.Anchor), s.shape.Anchor, variant)
+		ErrVariantMismatch, variantName(variant), variantName(s.spec.shape.Anchor), s.spec.shape.Anchor, variant)
 }
 
 // variantName names a variant of the fused default in a message.
@@ -609,16 +444,14 @@ func (s *Server) GetPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 }
 
 func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusRequest) (*pb.GetPolicyStatusResponse, error) {
-	if err := s.admit(ctx); err != nil {
+	if err := s.health.admit(ctx); err != nil {
 		return nil, err
 	}
 	key, err := fromGetPolicyStatusRequest(req)
 	if err != nil {
 		return nil, err
 	}
-	s.mu.RLock()
-	a := s.agents[key]
-	s.mu.RUnlock()
+	a := s.registry.lookup(key)
 	if a == nil {
 		return nil, fmt.Errorf("%s: %w", key, ErrUnknownWorkload)
 	}
@@ -635,83 +468,29 @@ func (s *Server) getPolicyStatus(ctx context.Context, req *pb.GetPolicyStatusReq
 	}}, nil
 }
 
-// agent returns the workload's agent, creating it in Bootstrapping, and
-// records the call for Options.WorkloadTTL.
-func (s *Server) agent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
-	s.mu.RLock()
-	a := s.agents[key]
-	s.mu.RUnlock()
-	if a == nil {
-		var err error
-		if a, err = s.newAgent(key, gates); err != nil {
-			return nil, err
-		}
+// frozenFor returns the frozen copy that answers p, key's decision, or nil
+// when the shared policy answers it (or none does). Only Serving decisions
+// are greedy, and they are the ones that must not drift.
+func (s *Server) frozenFor(key string, p learn.Prepared) *frozenPolicy {
+	if !p.NeedsPolicy || !p.Greedy || s.ens != nil {
+		return nil
 	}
-	s.touch(key, s.opts.Now())
-	return a, nil
+	return s.pins.servingPolicy(key)
 }
 
-func (s *Server) newAgent(key string, gates lifecycle.Gates) (*learn.Agent, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a := s.agents[key]; a != nil {
-		return a, nil
+// versionFor names the weights that answer a workload in stage: its
+// frozen copy's version while Serving, the shared policy's otherwise.
+func (s *Server) versionFor(key string, stage lifecycle.Stage) string {
+	if stage == lifecycle.Serving && s.ens == nil {
+		return s.pins.servingPolicy(key).name
 	}
-	if len(s.agents) >= s.opts.MaxWorkloads {
-		return nil, fmt.Errorf("%w: limit %d reached", ErrTooManyWorkloads, s.opts.MaxWorkloads)
-	}
-	a, err := learn.NewAgent(key, gates, s.opts.Steps, s.opts.Now())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
-	}
-	if err := a.SetRetrainingBounds(s.opts.Retraining); err != nil {
-		return nil, err // validated in New
-	}
-	a.SetWindowLen(s.windowLen)
-	a.SetSignature(s.signature)
-	a.SetShape(s.shape)
-	s.agents[key] = a
-	s.updateCapacity(len(s.agents))
-	s.metrics.workloads.WithLabelValues(lifecycle.Bootstrapping.String()).Inc()
-	s.dirty.Store(true)
-	return a, nil
+	return s.PolicyVersion()
 }
 
-// trainer runs training jobs one at a time until Close; jobs still queued
-// at Close are dropped (their experience is in the log).
-func (s *Server) trainer() {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case job := <-s.trainC:
-			s.trainMu.Lock()
-			err := s.train(job)
-			if err == nil {
-				// The copy a promotion pins from now on: taken under
-				// trainMu, so its weights are exactly this version's.
-				s.live.Store(newFrozenPolicy(s.version.Add(1), s.freezeLive()))
-				s.dirty.Store(true)
-			}
-			s.trainMu.Unlock()
-			if err != nil {
-				s.metrics.training.WithLabelValues("failed").Inc()
-				s.trainPending.Add(-1)
-				klog.ErrorS(err, "Training job failed; the policy was rolled back")
-				continue
-			}
-			s.metrics.training.WithLabelValues("ok").Inc()
-			s.metrics.policyVersion.Set(float64(s.version.Load()))
-			s.trainPending.Add(-1)
-		}
+// repin follows a stage transition of key with its pin (frozen.go).
+func (s *Server) repin(ctx context.Context, key string, t *lifecycle.Transition) {
+	if s.ens != nil {
+		return // the ensemble's weights never change: nothing to pin
 	}
-}
-
-// train runs job on the shared policy; the caller holds trainMu.
-func (s *Server) train(job *learn.TrainJob) error {
-	if m := s.opts.MetaLearner; m != nil {
-		return job.RunMeta(m)
-	}
-	return job.Run(s.opts.Learner)
+	s.pins.repin(ctx, key, t, s.PolicyVersion())
 }

@@ -92,7 +92,7 @@ func TestInvalidArgument(t *testing.T) {
 		wantField(t, err, "workload")
 	})
 	// Nothing invalid created a workload.
-	if n := len(h.srv.agents); n != 0 {
+	if n := len(h.srv.registry.agents); n != 0 {
 		t.Errorf("%d workloads created by invalid requests", n)
 	}
 }
@@ -282,7 +282,7 @@ func TestInterceptorCounts(t *testing.T) {
 	if v := srv.PolicyVersion(); v != "v0" {
 		t.Errorf("policy version %q, want v0", v)
 	}
-	srv.version.Store(7)
+	srv.trainer.version.Store(7)
 	if v := srv.PolicyVersion(); v != "v7" {
 		t.Errorf("policy version after training %q, want v7", v)
 	}

@@ -76,8 +76,8 @@ func TestDefaultVariant(t *testing.T) {
 		for _, rq := range requests {
 			t.Run(sv.name+"/"+rq.name, func(t *testing.T) {
 				h := start(t, sv.opts)
-				if h.srv.shape.Anchor != sv.anchor {
-					t.Fatalf("served anchor %q, want %q", h.srv.shape.Anchor, sv.anchor)
+				if h.srv.spec.shape.Anchor != sv.anchor {
+					t.Fatalf("served anchor %q, want %q", h.srv.spec.shape.Anchor, sv.anchor)
 				}
 				// "web" has state from requests of the served variant.
 				for i := range 2 {
@@ -95,9 +95,9 @@ func TestDefaultVariant(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h.srv.expMu.Lock()
-				pending := len(h.srv.pending)
-				h.srv.expMu.Unlock()
+				h.srv.journal.expMu.Lock()
+				pending := len(h.srv.journal.pending)
+				h.srv.journal.expMu.Unlock()
 
 				served := false
 				for _, a := range rq.served {
@@ -141,10 +141,10 @@ func TestDefaultVariant(t *testing.T) {
 				if !proto.Equal(before, after) {
 					t.Errorf("status changed by refused requests:\nbefore %v\nafter  %v", before, after)
 				}
-				h.srv.expMu.Lock()
-				defer h.srv.expMu.Unlock()
-				if len(h.srv.pending) != pending {
-					t.Errorf("refused outcomes recorded experience: %d records pending, %d before", len(h.srv.pending), pending)
+				h.srv.journal.expMu.Lock()
+				defer h.srv.journal.expMu.Unlock()
+				if len(h.srv.journal.pending) != pending {
+					t.Errorf("refused outcomes recorded experience: %d records pending, %d before", len(h.srv.journal.pending), pending)
 				}
 			})
 		}
