@@ -22,9 +22,9 @@ import (
 //
 // So do 401 and 403 answers within refusalGrace of the server last being
 // unreachable or answering 5xx or 429: a kube-apiserver that has just
-// started serves requests before its RBAC informers have synced (and
-// before it can look up ServiceAccount tokens) and refuses them meanwhile
-// (kubernetes/kubernetes#101422). The recorder sends events one at a time,
+// started serves requests before its RBAC informers have synced and
+// refuses them meanwhile (kubernetes/kubernetes#101422), as its admission
+// plugins do until theirs have ("not yet ready to handle request", 403). The recorder sends events one at a time,
 // so every warning queued during an outage reaches the restarted server
 // back to back at the first attempt after it listens again; when that
 // attempt fell in this window, all of them were dropped together, and only
