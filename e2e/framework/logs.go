@@ -80,13 +80,17 @@ func (tb *Testbed) DumpLogsOnFailure(t testing.TB) {
 		// A parent fails with its subtests; those that called this
 		// have shown the logs already, at the time they failed.
 		tb.mu.Lock()
-		var shown []string
+		// Each is consumed by its parent, so a later run of the same
+		// test (-count) starts afresh.
+		var shown, kept []string
 		for _, d := range tb.dumped {
 			if strings.HasPrefix(d, t.Name()+"/") {
 				shown = append(shown, d)
+			} else {
+				kept = append(kept, d)
 			}
 		}
-		tb.dumped = append(tb.dumped, t.Name())
+		tb.dumped = append(kept, t.Name())
 		tb.mu.Unlock()
 		if len(shown) > 0 {
 			t.Logf("the logs are shown above, with the failed %s", strings.Join(shown, ", "))
