@@ -30,8 +30,8 @@ import (
 // attempt fell in this window, all of them were dropped together, and only
 // the events recorded after it (APIReadRecovered) were written. A refusal
 // with no outage before it (RBAC that does not grant events) is still
-// dropped at once, as is every other status (an existing event, a missing
-// one to patch).
+// dropped at once, as is a refusal in a namespace being deleted, and every
+// other status (an existing event, a missing one to patch).
 type retryTransient struct {
 	record.EventSink
 	now func() time.Time
@@ -88,7 +88,8 @@ func (s *retryTransient) retriable(err error) error {
 		s.troubleAt = now
 		return fmt.Errorf("a transient answer from the API server, retried: %w", err)
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		if !s.troubleAt.IsZero() && now.Sub(s.troubleAt) < refusalGrace {
+		// A namespace being deleted refuses new events for good.
+		if !s.troubleAt.IsZero() && now.Sub(s.troubleAt) < refusalGrace && !apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
 			return fmt.Errorf("a refusal %s after the API server was last unreachable (one still starting), retried: %w",
 				now.Sub(s.troubleAt).Round(time.Millisecond), err)
 		}

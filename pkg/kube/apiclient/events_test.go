@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -92,6 +93,8 @@ func TestRetryRefusalAfterOutage(t *testing.T) {
 	forbidden := apierrors.NewForbidden(gr, "e", errors.New("RBAC: informers not synced"))
 	unauthorized := apierrors.NewUnauthorized("token lookup")
 	refused := errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	terminating := apierrors.NewForbidden(gr, "e", errors.New("namespace ns is being terminated"))
+	terminating.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause}}
 	type step struct {
 		after   time.Duration // since the previous call
 		err     error
@@ -108,6 +111,7 @@ func TestRetryRefusalAfterOutage(t *testing.T) {
 		{"a lasting refusal stops being retried", []step{{0, refused, false}, {30 * time.Second, forbidden, true}, {40 * time.Second, forbidden, false}}},
 		{"a written event ends the outage", []step{{0, refused, false}, {time.Second, nil, false}, {time.Second, forbidden, false}}},
 		{"other statuses are not retried after an outage", []step{{0, refused, false}, {time.Second, apierrors.NewAlreadyExists(gr, "e"), false}}},
+		{"a terminating namespace is not retried after an outage", []step{{0, refused, false}, {time.Second, terminating, false}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sink := &scriptedSink{}
