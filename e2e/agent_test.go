@@ -112,6 +112,7 @@ func TestRLAgent(t *testing.T) {
 	}
 
 	t.Run("mutual TLS: only the recommender reports, plaintext is refused", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		_, err := agentClient.ReportOutcome(cctx, &pb.ReportOutcomeRequest{Workload: ref})
@@ -132,6 +133,7 @@ func TestRLAgent(t *testing.T) {
 	})
 
 	if !t.Run("Shadow: the agent is consulted, the default is applied", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		start := time.Now()
 		m := w.waitRecommendation(t, 3*time.Minute, "status.rl: Serving stage, default applied in Shadow mode", time.Time{}, func(m *v1alpha1.MultidimPodAutoscaler) error {
 			rl := m.Status.RL
@@ -176,6 +178,7 @@ func TestRLAgent(t *testing.T) {
 	}
 
 	if !t.Run("On: the agent's recommendation is applied", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		patched, err := w.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Patch(ctx, "hamster", types.MergePatchType,
 			[]byte(`{"spec":{"rl":{"mode":"On"}}}`), metav1.PatchOptions{})
 		if err != nil {
@@ -218,6 +221,7 @@ func TestRLAgent(t *testing.T) {
 	var before *pb.PolicyStatus
 	var beforeVersion int
 	if !t.Run("agent killed: defaults keep coming, status.rl says why", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		st, err := policyStatus(ctx)
 		if err != nil {
 			t.Fatalf("GetPolicyStatus: %v", err)
@@ -280,6 +284,7 @@ func TestRLAgent(t *testing.T) {
 	}
 
 	t.Run("agent restarted: resumes its state, the source returns to the agent", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		restarted := time.Now()
 		agent.restart(t)
 		// Read the restored state at once: the recommender may call the
@@ -318,6 +323,7 @@ func TestRLAgent(t *testing.T) {
 	})
 
 	t.Run("stage changes were announced", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		if n := mustMetric(t, rec, "aware_recommender_rl_stage_transitions_total", "to=Serving"); n < 1 {
 			t.Errorf("%g transitions to Serving counted by the recommender", n)
 		}
@@ -335,6 +341,7 @@ func TestRLAgent(t *testing.T) {
 	})
 
 	t.Run("deleted autoscaler: the agent forgets it", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		if err := w.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Delete(ctx, "hamster", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

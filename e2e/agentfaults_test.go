@@ -249,6 +249,7 @@ func TestAgentFaults(t *testing.T) {
 	t.Logf("agent acting after %s: %s", time.Since(start).Round(time.Second), rlString(m.Status.RL))
 
 	t.Run("agent slower than the deadline", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		proxy.fault.Store(proxySlow)
 		since := time.Now()
 		m := defaulted(t, since, reason("AgentTimeout"))
@@ -262,6 +263,7 @@ func TestAgentFaults(t *testing.T) {
 	})
 
 	t.Run("agent answers out of bounds", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		proxy.fault.Store(proxyOutOfBounds)
 		since := time.Now()
 		m := defaulted(t, since, reason("OutOfConstraints"))
@@ -275,6 +277,7 @@ func TestAgentFaults(t *testing.T) {
 	})
 
 	t.Run("agent's state directory full", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		before := policyStatus(t)
 		failedBefore, _, err := agent.metric(ctx, "aware_rlagent_persist_operations_total", "result=failed")
 		if err != nil {
@@ -317,6 +320,7 @@ func TestAgentFaults(t *testing.T) {
 	})
 
 	t.Run("corrupted checkpoint at agent start", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		before := policyStatus(t)
 		if err := agent.terminate(t); err != nil {
 			t.Errorf("the agent did not exit cleanly on SIGTERM: %v", err)

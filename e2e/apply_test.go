@@ -41,6 +41,7 @@ var transientKinds = map[string]bool{"ConfigMap": true, "Service": true, "Deploy
 // then be readable as applied. Each install's workloads are removed before
 // the next, so that both are applied against the same starting point.
 func TestInstallServerSideApply(t *testing.T) {
+	tb.DumpLogsOnFailure(t)
 	bin := tb.Env["AWARE_TESTBED_BIN"]
 	kubeconfig := tb.Env["KUBECONFIG"]
 	helm := os.Getenv("AWARE_HELM")
@@ -62,6 +63,7 @@ func TestInstallServerSideApply(t *testing.T) {
 			"--set", "rlAgent.ensemble.volume.configMap.name=aware-rl-agent-ensemble"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tb.DumpLogsOnFailure(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 			defer cancel()
 			rendered, err := runCommand(ctx, nil, tc.render...)

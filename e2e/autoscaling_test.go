@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/textlogger"
 
 	"github.com/aware-k8s/aware/e2e/emulator"
 	"github.com/aware-k8s/aware/e2e/framework"
@@ -94,6 +97,7 @@ func TestAutoscalingLoop(t *testing.T) {
 	)
 
 	if !t.Run("emulated usage reaches metrics.k8s.io and Prometheus", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		framework.Eventually(t, 90*time.Second, "PodMetrics of both pods at the modelled 30m", func(ctx context.Context) (bool, error) {
 			list, err := tb.Metrics.MetricsV1beta1().PodMetricses(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=hamster"})
 			if err != nil {
@@ -134,6 +138,7 @@ func TestAutoscalingLoop(t *testing.T) {
 	}
 
 	if !t.Run("recommendation from real metrics", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		var last *v1alpha1.MultidimPodAutoscaler
 		framework.Eventually(t, 3*time.Minute, "status.recommendation and RecommendationProvided=True", func(ctx context.Context) (bool, error) {
 			rec.running(t)
@@ -182,6 +187,7 @@ func TestAutoscalingLoop(t *testing.T) {
 	upd := startUpdater(t, ns, "aware-admission-controller-"+ns, "--update-interval=5s")
 
 	if !t.Run("load increase scales replicas up", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		// The baseline must not scale: give the updater a few loops first.
 		time.Sleep(12 * time.Second)
 		if n := deploymentReplicas(t, ns, "hamster"); n != 2 {
@@ -233,6 +239,7 @@ func TestAutoscalingLoop(t *testing.T) {
 	}
 
 	t.Run("load decrease scales down after the stabilization window", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		// Start from a settled peak: 600m of CPU at 50% of 100m requests
 		// wants 12 pods, clamped to maxReplicas 6.
 		const peak = 6
@@ -399,7 +406,17 @@ func runSteadyEmulator(t *testing.T, ns string, sel labels.Selector, app sim.App
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
+	// Its log goes to a file of the test's, shown when the test fails,
+	// rather than into the test binary's stderr among every test's.
+	logPath := filepath.Join(logDir, strings.ReplaceAll(t.Name(), "/", "_")+"-emulator.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.AddLogFile(t, logPath)
+	logger := textlogger.NewLogger(textlogger.NewConfig(textlogger.Output(logf))).WithValues("namespace", ns, "selector", sel.String())
+	logger.Info("Emulator starting", "app", app.Container, "rate", rate, "metricsAddr", metricsAddr)
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
 	var served <-chan error
 	if metricsAddr != "" {
 		if served, err = emulator.Serve(ctx, metricsAddr, em); err != nil {
@@ -415,6 +432,8 @@ func runSteadyEmulator(t *testing.T, ns string, sel labels.Selector, app sim.App
 		if served != nil {
 			err = errors.Join(err, <-served)
 		}
+		logger.Info("Emulator stopped", "err", err)
+		logf.Close()
 		if err != nil {
 			t.Errorf("emulator: %v", err)
 		}

@@ -42,6 +42,7 @@ func TestRecommenderCheckpoints(t *testing.T) {
 
 	var saved *v1alpha1.MultidimPodAutoscalerCheckpoint
 	if !t.Run("first recommender writes a checkpoint", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		m := w.waitRecommendation(t, 3*time.Minute, "a first recommendation", time.Time{}, func(m *v1alpha1.MultidimPodAutoscaler) error {
 			if c := condition(m, v1alpha1.FetchingHistory); c == nil || c.Reason != "NoHistorySource" {
 				return fmt.Errorf("FetchingHistory %+v, want reason NoHistorySource", c)
@@ -74,6 +75,7 @@ func TestRecommenderCheckpoints(t *testing.T) {
 	}
 
 	if !t.Run("restarted recommender reads the checkpoint back", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		if err := rec.terminate(t); err != nil {
 			t.Errorf("the recommender did not exit cleanly on SIGTERM: %v", err)
 		}
@@ -129,6 +131,7 @@ func TestRecommenderCheckpoints(t *testing.T) {
 	}
 
 	t.Run("deleting the MPA deletes its checkpoint", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		if err := w.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns).Delete(ctx, "hamster", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

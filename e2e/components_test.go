@@ -37,8 +37,9 @@ import (
 var componentNames = []string{"recommender", "updater", "admission-controller", "rl-agent"}
 
 var (
-	// binDir holds the component binaries; logDir their logs (dumped by
-	// DumpLogsOnFailure).
+	// binDir holds the component binaries; logDir their logs (each
+	// registered with tb.AddLogFile by the test that starts it, and dumped
+	// by DumpLogsOnFailure when that test fails).
 	binDir, logDir string
 	repoRoot       string
 )
@@ -367,6 +368,9 @@ func startProcess(t *testing.T, spec processSpec) *component {
 		healthAddr:  flagValue(args, "health-bind-address"),
 		metricsAddr: flagValue(args, "metrics-bind-address"),
 	}
+	// Its log is shown when t (or its parent or a subtest) fails, a
+	// start that never gets ready included.
+	tb.AddLogFile(t, c.logPath)
 	t.Cleanup(func() { c.stop(t) })
 	c.start(t)
 	return c

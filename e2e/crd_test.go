@@ -60,6 +60,7 @@ func TestCRDValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run("rejects "+tc.Name, func(t *testing.T) {
+			tb.DumpLogsOnFailure(t)
 			obj := minimalMPA(ns, "invalid")
 			for k, v := range tc.Spec {
 				obj["spec"].(map[string]any)[k] = v
@@ -79,6 +80,7 @@ func TestCRDValidation(t *testing.T) {
 	}
 
 	t.Run("accepts the upstream example", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		raw, err := os.ReadFile(filepath.Join(repoRoot, "deploy/examples/upstream-mpa.yaml"))
 		if err != nil {
 			t.Fatal(err)
@@ -108,6 +110,7 @@ func TestCRDValidation(t *testing.T) {
 	})
 
 	t.Run("applies defaults", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		obj := minimalMPA(ns, "defaulted")
 		// Defaults apply inside objects that are present: give the
 		// constraints and the RL gates an empty shell.

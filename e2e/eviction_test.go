@@ -275,6 +275,7 @@ func TestEvictionAndWebhook(t *testing.T) {
 
 	var mwc *admissionregistrationv1.MutatingWebhookConfiguration
 	if !t.Run("registration, certificate and heartbeat", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		framework.Eventually(t, 30*time.Second, "MutatingWebhookConfiguration "+names.webhookConfig, func(ctx context.Context) (bool, error) {
 			ac.running(t)
 			var err error
@@ -495,6 +496,7 @@ func TestEvictionAndWebhook(t *testing.T) {
 	t.Logf("all %d pods replaced %s after the updater started; fewest available pods seen: %d", replicas, time.Since(start).Round(time.Second), watch.minAvailable())
 
 	t.Run("evicted through the Eviction API within the PodDisruptionBudget", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		if got := watch.minAvailable(); got < floor {
 			t.Errorf("only %d pods were available at one point; the PDB's minAvailable is %d", got, floor)
 		}
@@ -530,6 +532,7 @@ func TestEvictionAndWebhook(t *testing.T) {
 	})
 
 	t.Run("replacements carry the recommendation, set by the webhook", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		patched, _, err := ac.metric(ctx, "aware_admission_requests_total", "result=patched")
 		if err != nil {
 			t.Fatal(err)

@@ -107,6 +107,7 @@ func TestInPlaceResize(t *testing.T) {
 	t.Logf("both pods resized in place %s after the updater started", time.Since(start).Round(time.Second))
 
 	t.Run("same pods, new requests from the recommendation", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		for _, o := range original {
 			p := resized[o.Name]
 			res := p.Spec.Containers[0].Resources
@@ -166,6 +167,7 @@ func TestInPlaceResize(t *testing.T) {
 	})
 
 	t.Run("a resize the API server refuses falls back to eviction", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		// A CPU floor above the node's allocatable (8 CPUs on the KWOK
 		// node): the recommendation follows it, the API server refuses the
 		// resize as Forbidden, and the updater turns to eviction, which

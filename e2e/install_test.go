@@ -27,6 +27,7 @@ import (
 // and the webhook registration is part of the install, so that
 // `kubectl delete -k deploy/` removes it.
 func TestInstallManifests(t *testing.T) {
+	tb.DumpLogsOnFailure(t)
 	bin := tb.Env["AWARE_TESTBED_BIN"]
 	if bin == "" {
 		t.Fatal("the testbed env sets no AWARE_TESTBED_BIN")

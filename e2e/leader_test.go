@@ -54,6 +54,7 @@ func TestRecommenderLeaderElection(t *testing.T) {
 	var leader, follower *component
 	var leaderID string
 	if !t.Run("exactly one recommender leads and writes status", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		leader, leaderID = waitLeader(t, ns, recs, "")
 		follower = recs[0]
 		if follower == leader {
@@ -86,6 +87,7 @@ func TestRecommenderLeaderElection(t *testing.T) {
 	}
 
 	t.Run("the follower takes over when the leader is killed", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		lease, err := tb.Client.CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)

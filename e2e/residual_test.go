@@ -86,6 +86,7 @@ func TestRLAgentResidual(t *testing.T) {
 		}, "replicas=+1/cpu=follow/memory=follow", "ensemble-2of2-"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			tb.DumpLogsOnFailure(t)
 			ns := tb.CreateNamespace(t, "residual-"+tc.name)
 			w := startMPAWorkload(t, ns, "hamster", residualGates)
 			agentAddr := freeAddr(t)

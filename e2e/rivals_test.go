@@ -161,6 +161,7 @@ func TestRivalAutoscalers(t *testing.T) {
 	upd := startUpdater(t, ns, "aware-admission-controller-"+ns, "--update-interval=5s")
 
 	if !t.Run("the rivals are reported and left their dimensions", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		framework.Eventually(t, 3*time.Minute, "ConfigUnsupported/ConflictingAutoscaler naming the HPA and the VPA", func(ctx context.Context) (bool, error) {
 			rec.running(t)
 			m, err := getMPA(ctx)
@@ -201,6 +202,7 @@ func TestRivalAutoscalers(t *testing.T) {
 	}
 
 	t.Run("after the rivals are deleted, the autoscaler takes over", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		if err := hpas.Delete(ctx, app+"-hpa", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

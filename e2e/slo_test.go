@@ -113,6 +113,7 @@ func TestSLOLatency(t *testing.T) {
 	)
 
 	if !t.Run("the emulator's p95 lies between the targets", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		// The recommender's default latency template, at the SLO's p95.
 		q := fmt.Sprintf(`histogram_quantile(0.95, sum by (le) (rate(%s_bucket{namespace=%q}[%s])))`,
 			emulator.RequestDurationMetric, ns, promDuration(sloPromWindow))
@@ -138,6 +139,7 @@ func TestSLOLatency(t *testing.T) {
 
 	var metCPU int64
 	if !t.Run("a met SLO is read: ValidMetricFound", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		m := waitSLOStatus(t, get, sloDeployment, 3*time.Minute, rec, func(m *v1alpha1.MultidimPodAutoscaler) error {
 			// Until Prometheus holds two scrapes in the window the reading
 			// is empty (SLOMetricMissing): wait for the steady state.
@@ -172,6 +174,7 @@ func TestSLOLatency(t *testing.T) {
 	}
 
 	t.Run("a violated SLO grows the pod that CPU alone would shrink", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		patched, err := patchSLOTarget(ctx, ns, sloDeployment, sloViolatedTarget)
 		if err != nil {
 			t.Fatal(err)
@@ -222,6 +225,7 @@ func TestSLOLatency(t *testing.T) {
 	})
 
 	t.Run("a missing histogram: SLOMetricMissing, scaling from CPU", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		m := waitSLOStatus(t, get, sloMissing, 2*time.Minute, rec, func(m *v1alpha1.MultidimPodAutoscaler) error {
 			c := condition(m, v1alpha1.ScalingActive)
 			if c == nil || c.Status != corev1.ConditionTrue || c.Reason != "SLOMetricMissing" {

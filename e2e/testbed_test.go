@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math"
 	"os"
@@ -28,6 +29,7 @@ import (
 var tb *framework.Testbed
 
 func TestMain(m *testing.M) {
+	flag.Parse() // for DumpLogsBeforeTimeout's -test.timeout
 	var err error
 	tb, err = framework.Load()
 	if err != nil {
@@ -43,8 +45,14 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(1)
 	}
-	tb.AddLogDir(logDir)
+	// Not tb.AddLogDir(logDir): that would show the logs of every test's
+	// components on any failure; each test registers its own
+	// (startProcess).
+	// A test that hangs until -timeout runs no cleanup, so none shows
+	// its logs: these are shown before the timeout's panic.
+	stopWatch := tb.DumpLogsBeforeTimeout(os.Stderr, logDir)
 	code := m.Run()
+	stopWatch()
 	if code != 0 {
 		// Keep the component logs of a failed run for a closer look.
 		fmt.Fprintf(os.Stderr, "e2e: component logs kept in %s\n", logDir)
@@ -68,6 +76,7 @@ func TestTestbedSmoke(t *testing.T) {
 	ctx := context.Background()
 
 	t.Run("nodes ready", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		if len(tb.Nodes) == 0 {
 			t.Fatal("the testbed env names no nodes")
 		}
@@ -112,6 +121,7 @@ func TestTestbedSmoke(t *testing.T) {
 	target, victim := pods[0].Name, pods[1].Name
 
 	t.Run("pod metrics follow usage annotations", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:"250m",%q:"100Mi"}}}`, usageCPUAnnotation, usageMemoryAnnotation)
 		if _, err := tb.Client.CoreV1().Pods(ns).Patch(ctx, target, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 			t.Fatalf("annotate pod: %v", err)
@@ -136,6 +146,7 @@ func TestTestbedSmoke(t *testing.T) {
 	})
 
 	t.Run("prometheus scrapes kubelet resource metrics", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		q := fmt.Sprintf(`container_cpu_usage_seconds_total{namespace=%q,pod=%q}`, ns, target)
 		framework.Eventually(t, 90*time.Second, "Prometheus series "+q, func(ctx context.Context) (bool, error) {
 			s, err := tb.PromQuery(ctx, q)
@@ -160,6 +171,7 @@ func TestTestbedSmoke(t *testing.T) {
 	})
 
 	t.Run("eviction API evicts and the pod is replaced", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		err := tb.Client.PolicyV1().Evictions(ns).Evict(ctx, &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: victim, Namespace: ns},
 		})
@@ -186,6 +198,7 @@ func TestTestbedSmoke(t *testing.T) {
 	})
 
 	t.Run("in-place resize is accepted and acknowledged", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		patch := fmt.Sprintf(`{"spec":{"containers":[{"name":%q,"resources":{"requests":{"cpu":"200m"},"limits":{"cpu":"800m"}}}]}}`, app)
 		p, err := tb.Client.CoreV1().Pods(ns).Patch(ctx, target, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}, "resize")
 		if err != nil {
@@ -215,6 +228,7 @@ func TestTestbedSmoke(t *testing.T) {
 	})
 
 	t.Run("serviceaccount token is authenticated and bound by RBAC", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		const sa = "smoke-reader"
 		if err := tb.EnsureServiceAccount(ctx, ns, sa); err != nil {
 			t.Fatal(err)

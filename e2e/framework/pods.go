@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,4 +52,58 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// PodLogsOnFailure registers a cleanup that prints, if t has failed by the
+// time it runs, the last ComponentLogLines lines of every container of the
+// pods in namespace, and of its previous run if it restarted: the logs of
+// components a test runs as pods (on a real node), which the testbed's log
+// directory does not hold. Register it after the cleanup that deletes the
+// pods, so that it runs before it.
+func (tb *Testbed) PodLogsOnFailure(t testing.TB, namespace string) {
+	t.Helper()
+	t.Cleanup(func() {
+		if t.Failed() {
+			tb.DumpPodLogs(t, namespace, ComponentLogLines)
+		}
+	})
+}
+
+// DumpPodLogs prints the last n lines of every container of the pods in
+// namespace (and of its previous run, if it restarted).
+func (tb *Testbed) DumpPodLogs(t testing.TB, namespace string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pods, err := tb.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("===== the pods of %s: %v", namespace, err)
+		return
+	}
+	if len(pods.Items) == 0 {
+		t.Logf("no pods in %s", namespace)
+	}
+	lines := int64(n)
+	for _, p := range pods.Items {
+		for _, cs := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			runs := []bool{false}
+			if cs.RestartCount > 0 {
+				runs = []bool{true, false}
+			}
+			for _, previous := range runs {
+				what := fmt.Sprintf("%s/%s container %s", namespace, p.Name, cs.Name)
+				if previous {
+					what += fmt.Sprintf(" (its run before the last of %d restarts)", cs.RestartCount)
+				}
+				raw, err := tb.Client.CoreV1().Pods(namespace).GetLogs(p.Name, &corev1.PodLogOptions{
+					Container: cs.Name, TailLines: &lines, Previous: previous,
+				}).DoRaw(ctx)
+				if err != nil {
+					t.Logf("===== %s: %v", what, err)
+					continue
+				}
+				t.Logf("===== last %d lines of %s =====\n%s", n, what, raw)
+			}
+		}
+	}
 }

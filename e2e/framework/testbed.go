@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +48,11 @@ type Testbed struct {
 	// Nodes are the names of the KWOK nodes up.sh created.
 	Nodes []string
 
+	mu           sync.Mutex
 	extraLogDirs []string
+	logFiles     []registeredLog
+	// dumped are the tests whose failure DumpLogsOnFailure has shown.
+	dumped []string
 }
 
 // Load reads the env file of the testbed in $AWARE_TESTBED_DIR (or
@@ -117,59 +122,6 @@ func ReadEnvFile(path string) (map[string]string, error) {
 		env[strings.TrimSpace(k)] = v
 	}
 	return env, sc.Err()
-}
-
-// AddLogDir makes DumpLogs also show the *.log files in dir, e.g. where a test
-// writes the logs of the components it runs as processes.
-func (tb *Testbed) AddLogDir(dir string) {
-	tb.extraLogDirs = append(tb.extraLogDirs, dir)
-}
-
-// LogDir is where the control-plane processes log.
-func (tb *Testbed) LogDir() string { return filepath.Join(tb.Dir, "logs") }
-
-// DumpLogsOnFailure registers a cleanup that prints the tail of every log if
-// the test has failed by the time it ends.
-func (tb *Testbed) DumpLogsOnFailure(t testing.TB) {
-	t.Helper()
-	t.Cleanup(func() {
-		if t.Failed() {
-			tb.DumpLogs(t, 60)
-		}
-	})
-}
-
-// DumpLogs prints the last n lines of each *.log under the testbed's log
-// directory and every directory given to AddLogDir.
-func (tb *Testbed) DumpLogs(t testing.TB, n int) {
-	t.Helper()
-	for _, dir := range append([]string{tb.LogDir()}, tb.extraLogDirs...) {
-		files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-		if len(files) == 0 {
-			t.Logf("no logs in %s", dir)
-		}
-		for _, f := range files {
-			tail, err := TailFile(f, n)
-			if err != nil {
-				t.Logf("===== %s: %v", f, err)
-				continue
-			}
-			t.Logf("===== last %d lines of %s =====\n%s", n, f, tail)
-		}
-	}
-}
-
-// TailFile returns the last n lines of path.
-func TailFile(path string, n int) (string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n"), nil
 }
 
 // ErrTimeout is wrapped by WaitFor's error when the condition never held.

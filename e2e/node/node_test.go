@@ -9,6 +9,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -27,12 +28,19 @@ import (
 var tb *framework.Testbed
 
 func TestMain(m *testing.M) {
+	flag.Parse() // for DumpLogsBeforeTimeout's -test.timeout
 	var err error
 	if tb, err = framework.Load(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e-node: %v\n", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	// The real node's containerd and kubelet (hack/node/lib.sh's
+	// NODE_LOGS), shown with the testbed's when a test fails.
+	tb.AddLogDir(filepath.Join(tb.Dir, "node", "logs"))
+	stopWatch := tb.DumpLogsBeforeTimeout(os.Stderr, filepath.Join(tb.Dir, "node", "logs"))
+	code := m.Run()
+	stopWatch()
+	os.Exit(code)
 }
 
 // TestInstallRunsAsPods applies what `kubectl apply -k deploy/` applies, with
@@ -61,6 +69,9 @@ func TestInstallRunsAsPods(t *testing.T) {
 			t.Errorf("uninstall: %v", err)
 		}
 	})
+	// After the uninstall's cleanup, so that it runs before it: the logs
+	// of the components running as pods, which no file here holds.
+	tb.PodLogsOnFailure(t, nodeinstall.Namespace)
 	if _, err := in.Install(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -16,12 +16,15 @@ package controller
 //     longer lets the recommender list HPAs). The recorder drops an event
 //     the API server answers with an error status; the components' sink
 //     (pkg/kube/apiclient) has it retry 5xx and 429 answers as it retries an
-//     unreachable server, but any other refusal (e.g. a 403 from an API
-//     server whose authoriser is not ready yet) drops it, and a repeat
-//     recorded after that is another chance. The recorder sends events
-//     one at a time, so warnings queued during the outage reach the API
-//     server back to back when it answers again: APIReadRecovered, sent
-//     after a list succeeded, reports the run in any case.
+//     unreachable server, and 401 and 403 answers within a minute of those:
+//     a restarted kube-apiserver refuses requests until its RBAC informers
+//     have synced, and the recorder sends the warnings queued during the
+//     outage one at a time, back to back, at its first attempt after the
+//     server listens again, so without that retry one unlucky attempt
+//     dropped them all (the flake of TestControlPlaneFaults, docs/faults.md).
+//     Any other refusal drops an event, and a repeat recorded after that
+//     is another chance; APIReadRecovered, sent after a list succeeded,
+//     reports the run in any case.
 //   - A Normal event when the call succeeds again: StatusWriteRecovered
 //     after any failed status write (the status was stale meanwhile), and
 //     APIReadRecovered after reads that had failed for Config.FailureWarning.

@@ -146,6 +146,6 @@ func (c *Clients) NewRecorder(ctx context.Context, component string) (recorder r
 	// ctx is cancelled. Only stop ends it; ctx still carries the logger.
 	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
 	broadcaster.StartStructuredLogging(4)
-	broadcaster.StartRecordingToSink(retryTransient{&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")}})
+	broadcaster.StartRecordingToSink(newRetryTransient(&typedcorev1.EventSinkImpl{Interface: c.Kube.CoreV1().Events("")}))
 	return broadcaster.NewRecorder(scheme, corev1.EventSource{Component: component}), broadcaster.Shutdown, nil
 }
