@@ -1,6 +1,7 @@
 // Package lifecycle is the per-workload stage machine of the AWARE agent
-// (DESIGN §5): Bootstrapping → OnlineTraining → Serving, and Serving →
-// Retraining → OnlineTraining when the detector fires.
+// (docs/architecture.md, "The learning loop"): Bootstrapping →
+// OnlineTraining → Serving, and Serving → Retraining → OnlineTraining when
+// the detector fires.
 //
 // The machine only sees episode rewards and the time they were recorded;
 // it neither trains nor acts, so every transition is a pure function of its
