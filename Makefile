@@ -10,7 +10,7 @@ LDFLAGS    := -s -w -X github.com/aware-k8s/aware/pkg/version.Version=$(VERSION)
 # grpcnotrace leaves out gRPC's request tracing (golang.org/x/net/trace),
 # which links html/template: executing templates makes the linker keep every
 # exported method of every type, 21 MB more binary and resident memory
-# (docs/performance.md).
+# (docs/results/performance.md).
 GOTAGS     := grpcnotrace
 # Images (make images, make push): one OCI layout per binary under
 # IMAGE_DIR, named aware-BINARY:TAG as deploy/ and the Helm chart name them.
@@ -161,7 +161,7 @@ e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc 
 	AWARE_IMAGES_TAG='$(TAG)' hack/e2e-node.sh
 
 .PHONY: bench-vpa
-bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/performance.md.
+bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/results/performance.md.
 	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
 
 .PHONY: bench-real

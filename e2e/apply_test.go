@@ -113,9 +113,9 @@ func TestInstallServerSideApply(t *testing.T) {
 	}
 }
 
-// ensembleOverlay writes the overlay README "Serve an ensemble" has a
-// user write, outside deploy/ (kustomize refuses an overlay inside its
-// base, and absolute paths), and returns its directory.
+// ensembleOverlay writes the overlay docs/install.md ("Optional: serve a
+// frozen ensemble") has a user write, outside deploy/ (kustomize refuses an
+// overlay inside its base, and absolute paths), and returns its directory.
 func ensembleOverlay(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()

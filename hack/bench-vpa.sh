@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of AWARE and the Vertical Pod Autoscaler on the
-# loopback control plane (make bench-vpa; docs/performance.md).
+# loopback control plane (make bench-vpa; docs/results/performance.md).
 #
 #  1. Builds VPA's recommender, updater and admission-controller from the Go
 #     module proxy at the version pinned in hack/vpa/go.mod, through that

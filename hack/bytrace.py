@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-trace summary of an `rl-agent demo`/`eval` report.json (docs/evidence.md).
+"""Per-trace summary of an `rl-agent demo`/`eval` report.json (docs/results/evidence.md).
 
 Usage: hack/bytrace.py REPORT [PREFIX]
 

@@ -1,7 +1,7 @@
 // Command adaptpair compares one arm of an adapt experiment with an arm of
 // another run of it on the same (app, seed) pairs: e.g. Meta-PPO against
 // its blind self (`rl-agent evidence --meta-blind`), whose pre-training is
-// a run of its own (docs/evidence-meta-residual.md). Both runs must hold
+// a run of its own (docs/results/evidence-meta-residual.md). Both runs must hold
 // the same seeds and apps.
 //
 // The converged reward of a pair is the best final reward of every

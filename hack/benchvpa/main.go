@@ -4,7 +4,7 @@
 // webhook side by side with the Vertical Pod Autoscaler's, on the loopback
 // control plane of hack/testbed, and prints the ratios. Run it through
 // `make bench-vpa` (hack/bench-vpa.sh), which builds both sides and starts
-// the testbed; docs/performance.md explains every measure.
+// the testbed; docs/results/performance.md explains every measure.
 //
 // Each measure runs both sides in the same minutes: the webhook runs
 // alternate between the sides in short rounds, and the four loop

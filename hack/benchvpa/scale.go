@@ -100,7 +100,7 @@ const warmupLoops = 2
 // the process's CPU, RSS and requests from /proc and its own counters right
 // then. So nothing inside the window costs either side CPU: the harness
 // scraped each side's /metrics every 2 s before, which was 16% of our
-// recommender's CPU per loop at 100 targets (docs/performance.md). The
+// recommender's CPU per loop at 100 targets (docs/results/performance.md). The
 // window from the start of loop warmupLoops+1 to the start of loop
 // warmupLoops+1+loops holds whole loops and the idle time after each.
 // After the window (outside it) the loop counter is read once from

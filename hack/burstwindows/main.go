@@ -1,7 +1,7 @@
 // Command burstwindows shows where, around the bursts of the simulator's
 // bursty trace, a variant of the fused default violates its SLO: the share
 // of violating windows at each offset from a burst's first window, and in
-// the windows after it ends (docs/evidence-slo.md).
+// the windows after it ends (docs/results/evidence-slo.md).
 // It runs the demo's held-out apps (pkg/lab/demo.Runs) as `rl-agent demo` does.
 //
 // A window is in a burst when its rate is above BurstFactor times the

@@ -1,7 +1,7 @@
 // Command resizes lists the vertical changes (pod resizes) a variant of the
 // fused default makes on the demo's held-out runs, with the size of each
 // change and the policy's reason, and sums them by size and reason
-// (docs/evidence-slo.md, "Resizes for a drifting floor"). It runs the
+// (docs/results/evidence-slo.md, "Resizes for a drifting floor"). It runs the
 // demo's held-out apps (pkg/lab/demo.Runs) as `rl-agent demo` does; every
 // change it counts is one `rl-agent demo` counts in its SCALE V column.
 //

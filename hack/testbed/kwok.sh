@@ -235,7 +235,7 @@ write_pod_ready_stage() {
 # 5,000 targets (10,000 pods) KWOK made 4.1 pod status patches per second
 # with 3,200 pods bound and waiting, its workers blocked on their requests
 # and the CPU not saturated, and 51.5 per second on the same testbed a minute
-# after a restart with 32 workers (docs/performance.md). KWOK v0.8.0 does
+# after a restart with 32 workers (docs/results/performance.md). KWOK v0.8.0 does
 # not default the fields of a KwokConfiguration it is given (without
 # nodeLeaseParallelism it refuses to start), so every option that has a
 # default is stated, at that default except the pod workers.

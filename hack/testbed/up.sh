@@ -263,7 +263,7 @@ etcd_healthy() {
 # queues every create of a namespace behind one worker. Bringing up 5,000
 # targets (15,000 pods) it accounted for 1,332 s of the 1,344 s that create
 # admission took, and at a load of 14-18 creates failed with "resource quota
-# evaluation timed out" (docs/performance.md).
+# evaluation timed out" (docs/results/performance.md).
 start_apiserver() {
 	start kube-apiserver -- "${BIN}/kube-apiserver" \
 		--etcd-servers "http://127.0.0.1:${ETCD_PORT}" \

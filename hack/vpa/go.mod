@@ -1,6 +1,6 @@
 // Wrapper module that builds the Vertical Pod Autoscaler's three binaries
 // from the Go module proxy at a pinned version, for the side-by-side
-// benchmark (make bench-vpa, docs/performance.md). `go install ...@v1.8.1`
+// benchmark (make bench-vpa, docs/results/performance.md). `go install ...@v1.8.1`
 // refuses VPA because its go.mod has exclude directives; a wrapper that
 // requires it and re-states them builds it. Nothing in the main module
 // imports this one.

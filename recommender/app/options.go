@@ -61,7 +61,7 @@ type Options struct {
 }
 
 // defaultInterval is the simulator's window, on which the agent's features
-// and episodes are trained (docs/evidence-slo.md), and the HPA's sync
+// and episodes are trained (docs/results/evidence-slo.md), and the HPA's sync
 // period.
 const defaultInterval = 15 * time.Second
 

@@ -123,7 +123,7 @@ type Config struct {
 	// KEDA, Knative) are listed; the loops in between use the last
 	// complete scan. Zero scans every loop. The scan lists every such
 	// object in the namespace, and was the largest part of a loop's CPU
-	// that the recommender controls (docs/performance-history.md), while rivals
+	// that the recommender controls (docs/results/performance-history.md), while rivals
 	// come and go rarely.
 	RivalScanInterval time.Duration
 	// Namespace limits the metrics read to one namespace ("" = all); the

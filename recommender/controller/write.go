@@ -174,7 +174,7 @@ func (w typedStatusWriter) WriteStatus(ctx context.Context, obj *v1alpha1.Multid
 // answer: the recommender never reads it (the watch brings the stored
 // object), and at 1,000 autoscalers, while most statuses still changed
 // every loop, decoding the JSON of every written object was 13% of its CPU
-// (docs/performance.md). Errors are decoded
+// (docs/results/performance.md). Errors are decoded
 // as the generated client decodes them (a conflict is still a conflict).
 type RESTStatusWriter struct {
 	// Client is the autoscaling.aware.dev/v1alpha1 REST client

@@ -17,7 +17,7 @@ import (
 // An ensemble server answers every decision the agent takes with residual
 // policies trained offline (one per training seed, `rl-agent train`) that
 // must agree to deviate from the default (learn.Agree): the policy that
-// docs/evidence-residual.md measured as never worse than the fused default by more
+// docs/results/evidence-residual.md measured as never worse than the fused default by more
 // than a point of SLO-violating windows on 99% of held-out runs, where
 // each member alone was on 88–95%.
 //

@@ -35,7 +35,7 @@ import (
 )
 
 // BenchmarkRunOnce is one updater loop over the shape `make bench-vpa`
-// drives (docs/performance.md): one namespace holding N autoscaled
+// drives (docs/results/performance.md): one namespace holding N autoscaled
 // one-pod Deployments and N more pods under no autoscaler (the VPA side),
 // every recommendation fresh and every pod within its bounds, so the loop
 // reads and decides for every autoscaler and writes nothing. Scale targets

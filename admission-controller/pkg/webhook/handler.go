@@ -210,7 +210,7 @@ var podKind = metav1.GroupVersionKind{Group: "", Version: "v1", Kind: "Pod"}
 // (CachedMatcher), the usual case: it runs here too, and only a match that
 // would ask the API server goes to the guarded goroutine. Handing a request
 // to another goroutine wakes a thread, which at a steady rate below
-// saturation costs more CPU than the lookups (docs/performance.md).
+// saturation costs more CPU than the lookups (docs/results/performance.md).
 func (h *Handler) decide(ctx context.Context, req *admissionv1.AdmissionRequest) outcome {
 	if req.Kind != podKind || req.Resource.Resource != "pods" || req.SubResource != "" || req.Operation != admissionv1.Create {
 		return outcome{result: ResultSkipped}

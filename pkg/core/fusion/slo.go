@@ -23,7 +23,7 @@ const (
 	// starvedPressure of CPU pressure marks a pod as CPU-bound below its
 	// limit: its node did not give it the CPU it wanted for at least this
 	// share of the window, so, as at the limit, a backlog forms. Measured on
-	// packed simulated nodes (docs/evidence-cost.md), 0.01 removes nearly all the
+	// packed simulated nodes (docs/results/evidence-cost.md), 0.01 removes nearly all the
 	// memory that starved pods' OOM bumps added and 0.1 a little more than
 	// half; 0.05 leaves room for the pressure a busy node shows without
 	// starving anyone (PSI counts any wait of any of the pod's threads).

@@ -1,6 +1,7 @@
 // Package lifecycle is the per-workload stage machine of the AWARE agent
-// (DESIGN §5): Bootstrapping → OnlineTraining → Serving, and Serving →
-// Retraining → OnlineTraining when the detector fires.
+// (docs/architecture.md, "The learning loop"): Bootstrapping →
+// OnlineTraining → Serving, and Serving → Retraining → OnlineTraining when
+// the detector fires.
 //
 // The machine only sees episode rewards and the time they were recorded;
 // it neither trains nor acts, so every transition is a pure function of its
@@ -38,7 +39,7 @@ const (
 	// rl-agent and the trainer both use DefaultRetrainingBounds unless told
 	// otherwise. Letting the mis-fitted
 	// policy act while it relearns cost more than the change itself: on
-	// the simulator (docs/evidence-run.md §4, retrain) a served PPO whose app
+	// the simulator (docs/results/evidence-run.md §4, retrain) a served PPO whose app
 	// needed 4x the CPU per request kept a near-deterministic action that
 	// violated the SLO in every window, and sampling it explored nothing.
 	Retraining
@@ -72,7 +73,7 @@ func (s Stage) Learns() bool { return s != Serving }
 // only takes exploration away, and a PPO update on transitions that all
 // chose "follow" can only move probability to choices no transition
 // tried, by the sign of an advantage the untrained critic makes up
-// (measured: docs/evidence-slo.md, "Bootstrapping in the residual space").
+// (measured: docs/results/evidence-slo.md, "Bootstrapping in the residual space").
 // Training (pkg/lab/train) and the serving agent (pkg/rl/learn) both follow it.
 func (s Stage) Trains(residual bool) bool { return s.Learns() && (s.AgentActs() || !residual) }
 
@@ -201,7 +202,7 @@ type State struct {
 //
 //   - Min keeps the gate from returning the workload to the agent before
 //     the agent has relearnt from that many episodes of the defaults. On
-//     the simulator (docs/evidence-run.md §4, retrain) a PPO returned after 5 to
+//     the simulator (docs/results/evidence-run.md §4, retrain) a PPO returned after 5 to
 //     11 episodes acted worse than the defaults, once far worse.
 //   - Max returns it to OnlineTraining after that many, whatever the gate
 //     says (reason "RetrainingCapReached"), as a trainer's cap on
@@ -217,7 +218,7 @@ type RetrainingBounds struct {
 // DefaultRetrainEpisodes is each stay in Retraining, in episodes (Min and
 // Max alike) of DefaultRetrainingBounds: the defaults act for that many
 // while the agent relearns from them, then the agent acts again. Chosen on
-// the simulator's retrain experiment (docs/evidence-run.md §4): over 4 seeds and
+// the simulator's retrain experiment (docs/results/evidence-run.md §4): over 4 seeds and
 // 300 episodes after a change it gave a mean reward of 0.649 after the
 // change, against 0.590 with the gate alone and 0.607 with a cap of 40 but
 // no minimum; 60 gave 0.652 but leaves the workload on the defaults a

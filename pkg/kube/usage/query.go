@@ -9,7 +9,7 @@ package usage
 // program is tens of megabytes of code and tables (the recommender's
 // stripped binary was 56 MB with text/template, 35 MB without), and a
 // process's resident memory includes the pages of its binary it touches
-// (docs/performance.md). The evaluator below supports the part of the
+// (docs/results/performance.md). The evaluator below supports the part of the
 // language a query needs; anything else is refused when the template is
 // parsed, with an error naming it.
 

@@ -111,7 +111,7 @@ func TestQueryTemplatesExecutionErrors(t *testing.T) {
 
 // The reason query.go exists: the recommender must not execute
 // text/template, whose execution makes the linker keep every exported method
-// of every type (docs/performance.md: 56 MB against 35 MB stripped, and
+// of every type (docs/results/performance.md: 56 MB against 35 MB stripped, and
 // resident memory with it). This package must not import it, and the
 // recommender, built as the Makefile builds it (-tags grpcnotrace), must not
 // link html/template (gRPC's request tracing pulls it in otherwise).

@@ -206,7 +206,7 @@ func DefaultOptions() Options {
 // demoValidation is the demo's checkpoint selection: on, on
 // DefaultValidationApps apps. Without it one training seed in three of the
 // demo's drew a policy that violated the SLO in 35.9% of the held-out runs
-// by more than a point (docs/evidence-slo.md, "The demo's agents").
+// by more than a point (docs/results/evidence-slo.md, "The demo's agents").
 func demoValidation() ValidationOptions {
 	v := DefaultValidationOptions()
 	v.Apps = DefaultValidationApps

@@ -16,7 +16,7 @@ import (
 // and the others did not is the likeliest to be a mistake on a new app;
 // following the default there keeps the ensemble's deviations to those the
 // training seeds share. Measured on the demo's held-out apps
-// (docs/evidence-residual.md), three agents that must all deviate the same way,
+// (docs/results/evidence-residual.md), three agents that must all deviate the same way,
 // each going at least as far as the ensemble, lose the single agents' SLO
 // regressions and most of their churn and keep most of their cost cut.
 

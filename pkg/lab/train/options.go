@@ -148,7 +148,7 @@ type Options struct {
 	// (StartStage) is served frozen either way.
 	//
 	// Frozen is the default because it was measured the better trade
-	// (docs/evidence.md): with the defaults about 3000 of the 4000
+	// (docs/results/evidence.md): with the defaults about 3000 of the 4000
 	// episodes are served frozen, so later updates see only the apps the
 	// policy is worst at, and learning from every app instead raised the
 	// held-out reward and lowered cost, but also raised the SLO-violation
@@ -200,7 +200,7 @@ type Options struct {
 	// training and every ValidateEvery PPO updates (and after the last),
 	// and training ends with the accepted snapshot of the highest score
 	// (Result.Selected), not with the last weights: the runs of a seed
-	// drift in and out of safety as they train (docs/evidence-slo.md).
+	// drift in and out of safety as they train (docs/results/evidence-slo.md).
 	Validator     Validator
 	ValidateEvery int
 }
@@ -216,14 +216,14 @@ const (
 	// DefaultTraceSteps is the length of the synthetic trace an episode is
 	// cut from: a day of 15-second windows, as demo and eval run, so that
 	// training sees the ramps, flash crowds and step changes the evaluation
-	// scores, at the same rates of change. Measured (docs/evidence-residual.md
+	// scores, at the same rates of change. Measured (docs/results/evidence-residual.md
 	// "Residual actions"): on hour-long traces the learned residual made
 	// 15–37× the default's vertical changes; cut from a day, 1.6–3.2×.
 	DefaultTraceSteps = 5760
 	// DefaultVerticalCost and DefaultSLOCost are the residual learner's
 	// charges per request change and per SLO-violating window (Options).
 	// Measured on 64 held-out apps × 6 traces, paired with the fused
-	// default (docs/evidence-residual.md "Residual actions"): an SLO charge of 0.2
+	// default (docs/results/evidence-residual.md "Residual actions"): an SLO charge of 0.2
 	// bought 9% lower cost with 0.3–0.5 points more SLO-violating windows,
 	// 1 bought the default's SLO record at up to 10% higher cost, and 0.5
 	// sat between, with at most 2% of runs worse than the default by more

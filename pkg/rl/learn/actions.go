@@ -278,7 +278,7 @@ func Reward(next *workload.Observation, alpha float64) (reward.Terms, error) {
 // small against the SLO term a needed scale-up protects. It was chosen on
 // the demo before the safeguard and default fixes, when it cut the trained
 // agent's horizontal changes 3.8x; after them it cuts them only 6% and is
-// due to be re-chosen (docs/evidence.md, "Churn and retraining"). The
+// due to be re-chosen (docs/results/evidence.md, "Churn and retraining"). The
 // trainer (pkg/lab/train) and the serving agent's online updates
 // (Agent.Outcome) both charge it.
 const DefaultScalingCost = 0.02

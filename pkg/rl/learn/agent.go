@@ -220,7 +220,8 @@ type AgentState struct {
 
 // Agent is one workload's side of the AWARE agent: its lifecycle, episode
 // accounting and experience. The policy itself is shared by every workload
-// (one network serves many workloads, DESIGN §5) and owned by the caller.
+// (one network serves many workloads: docs/architecture.md, "The learning
+// loop") and owned by the caller.
 // Agent is safe for concurrent use.
 type Agent struct {
 	key   string

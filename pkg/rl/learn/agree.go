@@ -20,7 +20,7 @@ import (
 // Agents trained alike differ most in where they deviate, and a deviation
 // one seed learnt and the others did not is the likeliest to be a mistake
 // on a new workload; following the default there keeps an ensemble's
-// deviations to those its members share (docs/evidence-residual.md, "Ensembles of
+// deviations to those its members share (docs/results/evidence-residual.md, "Ensembles of
 // the training seeds").
 func Agree(choices [][]int, quorum int, value func(d, i int) float64) ([]int, error) {
 	if len(choices) == 0 {
