@@ -27,7 +27,7 @@ IMAGE_ARCH ?= $(shell go env GOARCH)
 # not in the Helm chart).
 WORKLOAD_BINARIES := testapp loadgen
 # Packages under test: everything except the e2e suite, which needs a
-# control plane (make e2e); the workload's packages need none.
+# control plane (make e2e); the workload's, the e2e framework's and the emulator's unit tests need none.
 UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e') ./e2e/testapp/... ./e2e/loadgen/... ./e2e/framework/... ./e2e/emulator/...
 
 .PHONY: help
