@@ -265,3 +265,35 @@ func FuzzDecodeExperiment(f *testing.F) {
 		}
 	})
 }
+
+// TestExperimentDocExamples: the example files of docs/experiments.md are
+// read by the subcommand their kind names.
+func TestExperimentDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/experiments.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]func() *cobra.Command{kindTrain: newTrainCommand, kindEval: newEvalCommand, kindDemo: newDemoCommand, kindEvidence: newEvidenceCommand}
+	n := 0
+	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+		text, _, _ := strings.Cut(block, "```")
+		kind := ""
+		for _, line := range strings.Split(text, "\n") {
+			if k, ok := strings.CutPrefix(line, "kind: "); ok {
+				kind, _, _ = strings.Cut(k, " ")
+			}
+		}
+		newCmd, ok := kinds[kind]
+		if !ok {
+			t.Fatalf("example without a known kind:\n%s", text)
+		}
+		path := writeTemp(t, "example.yaml", text)
+		if _, errOut, err := execute(t, newCmd(), "--config="+path, "--print-config"); err != nil {
+			t.Errorf("example refused: %v\n%s\n%s", err, errOut, text)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Error("no examples found")
+	}
+}

@@ -102,7 +102,7 @@ type LearnerOptions struct {
 	BatchEpisodes int `json:"batchEpisodes"`
 }
 
-// MetaOptions are the options of Meta-PPO's encoder (Options.Policy PolicyMetaPPO).
+// MetaOptions configure Meta-PPO's encoder (Options.Policy PolicyMetaPPO).
 type MetaOptions struct {
 	// Window and EmbedDim configure Meta-PPO's encoder: the number of
 	// recent steps it reads and the size of the embedding.
@@ -187,7 +187,8 @@ type SimOptions struct {
 	Tenants float64 `json:"tenants"`
 }
 
-// RewardOptions are the reward and the charges the learner is trained on (Options).
+// RewardOptions are the reward and the charges the learner is trained on
+// (Options).
 type RewardOptions struct {
 	// Alpha weighs utilisation against SLO preservation in the reward.
 	Alpha float64 `json:"alpha"`
@@ -212,7 +213,8 @@ type RewardOptions struct {
 	SLOCost float64 `json:"sloCost"`
 }
 
-// LifecycleOptions are each app's lifecycle: bootstrapping, the gates, Serving and Retraining (Options).
+// LifecycleOptions are each app's lifecycle: bootstrapping, the gates,
+// Serving and Retraining (Options).
 type LifecycleOptions struct {
 	// Gates are the lifecycle's thresholds (spec.rl.gates); an app leaves
 	// Bootstrapping when the mean of its last Window episode rewards is at
