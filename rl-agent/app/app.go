@@ -19,7 +19,9 @@ trains, evaluates and demonstrates policies on the built-in workload
 simulator, without a cluster.
 
 Start with the demo: it compares the default autoscaling policies and the
-oracle on generated applications and writes plots.`,
+oracle on generated applications and writes plots. The simulator's
+subcommands (train, eval, demo, evidence) also read their options from a
+YAML experiment file (--config; --print-config writes one to start from).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cmd.Help()

@@ -16,11 +16,21 @@ type demoOptions struct {
 	// agent is where the agent comes from; noAgent leaves it out.
 	agent   demo.AgentOptions
 	noAgent bool
+	config  experimentConfig
+}
+
+// demoSpec is the spec of a Demo experiment file: demo.Options' fields,
+// and the agents' section (whose train section is train.Options').
+type demoSpec struct {
+	*demo.Options
+	Agent   *demo.AgentOptions `json:"agent"`
+	NoAgent *bool              `json:"noAgent"`
 }
 
 func newDemoOptions() *demoOptions {
 	o := &demoOptions{Options: demo.DefaultOptions()}
 	o.agent = *o.Agent
+	o.config = experimentConfig{kind: kindDemo, spec: &demoSpec{Options: &o.Options, Agent: &o.agent, NoAgent: &o.noAgent}}
 	return o
 }
 
@@ -49,6 +59,7 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntSliceVar(&o.agent.Quorums, "ensemble-quorum", o.agent.Quorums, ensembleQuorumHelp)
 	addTrainingFlags(fs, &o.agent.Train, "train-")
 	addValidationFlags(fs, &o.agent.Validation, "train-")
+	o.config.AddFlags(fs)
 }
 
 // Validate rejects flag combinations that cannot run.
@@ -82,12 +93,12 @@ report.json, a cost vs SLO-violation scatter, one app's time series, the
 agents' checkpoints and reward curves to a folder it names. The training
 flags (--train-*) are rl-agent train's.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: o.config.wrapRunE(func(cmd *cobra.Command) error {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
 			return demo.Run(cmd.Context(), o.Options, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		}),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd

@@ -17,12 +17,22 @@ type evalOptions struct {
 	checkpoints []string
 	quorums     []int
 	noProgress  bool
+	config      experimentConfig
+}
+
+// evalSpec is the spec of an Eval experiment file: demo.Options' fields,
+// the checkpoints and the ensembles' quorums.
+type evalSpec struct {
+	*demo.Options
+	Checkpoints *[]string `json:"checkpoints"`
+	Quorums     *[]int    `json:"ensembleQuorum"`
 }
 
 func newEvalOptions() *evalOptions {
 	o := &evalOptions{Options: demo.DefaultOptions(), quorums: demo.DefaultQuorums()}
 	o.Name = "eval"
 	o.Agent = nil
+	o.config = experimentConfig{kind: kindEval, spec: &evalSpec{Options: &o.Options, Checkpoints: &o.checkpoints, Quorums: &o.quorums}}
 	return o
 }
 
@@ -45,6 +55,7 @@ func (o *evalOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.SeriesApp, "series-app", o.SeriesApp, "index of the evaluated app whose time series is plotted")
 	fs.StringVar(&o.SeriesTrace, "series-trace", o.SeriesTrace, "trace kind of the plotted time series (default flash-crowd if among --traces, else the first of them)")
 	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
+	o.config.AddFlags(fs)
 }
 
 // Validate rejects flag combinations that cannot run.
@@ -78,12 +89,12 @@ trained on) under every trace kind. It prints the comparison table and writes
 report.json, a cost vs SLO-violation scatter and one app's time series (SVG)
 to a folder it names.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: o.config.wrapRunE(func(cmd *cobra.Command) error {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
 			return demo.Run(cmd.Context(), o.Options, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		}),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd

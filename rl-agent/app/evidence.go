@@ -23,10 +23,23 @@ type evidenceOptions struct {
 	experiment string
 	out        string
 	pretrained string
+	config     experimentConfig
+}
+
+// evidenceSpec is the spec of an Evidence experiment file:
+// train.EvidenceOptions' fields (its base section train.Options'), the
+// experiment, the output folder and the pre-trained checkpoints.
+type evidenceSpec struct {
+	*train.EvidenceOptions
+	Experiment *string `json:"experiment"`
+	Out        *string `json:"out"`
+	Pretrained *string `json:"pretrained"`
 }
 
 func newEvidenceOptions() *evidenceOptions {
-	return &evidenceOptions{EvidenceOptions: train.DefaultEvidenceOptions(), experiment: "all", out: "aware-evidence"}
+	o := &evidenceOptions{EvidenceOptions: train.DefaultEvidenceOptions(), experiment: "all", out: "aware-evidence"}
+	o.config = experimentConfig{kind: kindEvidence, spec: &evidenceSpec{EvidenceOptions: &o.EvidenceOptions, Experiment: &o.experiment, Out: &o.out, Pretrained: &o.pretrained}}
+	return o
 }
 
 // AddFlags registers the evidence flags on fs.
@@ -73,6 +86,7 @@ func (o *evidenceOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.RetrainReference, "retrain-reference", o.RetrainReference, "retrain: episodes a copy of the pre-trained PPO is fine-tuned on the changed app, offline, as the reference of what is attainable after the change (0: no reference)")
 	fs.IntVar(&o.RetrainReferenceBatch, "retrain-reference-batch", o.RetrainReferenceBatch, "retrain: episodes per PPO update of the reference fine-tuning")
 	fs.StringSliceVar(&o.RetrainTraces, "retrain-traces", o.RetrainTraces, "retrain: trace kinds the episodes cycle through")
+	o.config.AddFlags(fs)
 }
 
 // Validate rejects flag combinations that cannot run.
@@ -159,12 +173,12 @@ action space of PPO and Meta-PPO alike (paper by default).
 With the default options each experiment takes at most about ten minutes
 on two cores; the flags make them larger. Equal flags give equal numbers.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: o.config.wrapRunE(func(cmd *cobra.Command) error {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
 			return runEvidence(cmd.Context(), o, cmd.OutOrStdout())
-		},
+		}),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd

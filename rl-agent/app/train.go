@@ -108,15 +108,22 @@ func (m *mibFlag) Set(s string) error {
 type trainOptions struct {
 	train.Options
 	validation demo.ValidationOptions
-	traces     []string
 	curve      string
 	noProgress bool
+	config     experimentConfig
+}
+
+// trainSpec is the spec of a Train experiment file: train.Options' fields
+// and sections, and the validation section.
+type trainSpec struct {
+	*train.Options
+	Validation *demo.ValidationOptions `json:"validation"`
 }
 
 func newTrainOptions() *trainOptions {
 	o := &trainOptions{Options: train.DefaultOptions(), validation: demo.DefaultValidationOptions()}
 	o.Checkpoint = "aware-agent.ckpt"
-	o.traces = o.Traces
+	o.config = experimentConfig{kind: kindTrain, spec: &trainSpec{Options: &o.Options, Validation: &o.validation}}
 	return o
 }
 
@@ -124,7 +131,7 @@ func newTrainOptions() *trainOptions {
 func (o *trainOptions) AddFlags(fs *pflag.FlagSet) {
 	addTrainingFlags(fs, &o.Options, "")
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for apps, traces, arrivals, initial weights and exploration; equal seeds give identical checkpoints")
-	fs.StringSliceVar(&o.traces, "traces", o.traces, "trace kinds episodes cycle through")
+	fs.StringSliceVar(&o.Traces, "traces", o.Traces, "trace kinds episodes cycle through")
 	addAzureFlags(fs, &o.Azure, &o.AzureRate, `episodes also cycle through the kind "azure": a training app under one of its functions`)
 	addSeriesFlags(fs, &o.Series, `episodes also cycle through the kind "csv": a training app under a seed-chosen stretch of it`)
 	fs.DurationVar(&o.Step, "step", o.Step, "window length (the agent's decision interval)")
@@ -136,6 +143,7 @@ func (o *trainOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "parallel rollouts (0 = GOMAXPROCS)")
 	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
 	addValidationFlags(fs, &o.validation, "")
+	o.config.AddFlags(fs)
 }
 
 // addValidationFlags registers the options of checkpoint selection on fs,
@@ -151,7 +159,6 @@ func addValidationFlags(fs *pflag.FlagSet, v *demo.ValidationOptions, prefix str
 
 // Validate rejects flag combinations that cannot run.
 func (o *trainOptions) Validate() error {
-	o.Traces = o.traces
 	var errs []error
 	if o.Checkpoint == "" {
 		errs = append(errs, errors.New("--checkpoint is required"))
@@ -197,12 +204,12 @@ The policy is checkpointed to --checkpoint during and after training, and
 the reward curve (with each episode's stage) is plotted. Equal flags give
 identical checkpoints.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		RunE: o.config.wrapRunE(func(cmd *cobra.Command) error {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
 			}
 			return runTrain(cmd, o)
-		},
+		}),
 	}
 	o.AddFlags(cmd.Flags())
 	return cmd

@@ -54,7 +54,8 @@ const (
 )
 
 // Options configure a demo run. The zero value is not valid; start from
-// DefaultOptions.
+// DefaultOptions. rl-agent's experiment file holds the fields under their
+// names in lowerCamelCase, except those tagged "-", which are set in code.
 type Options struct {
 	// Apps is how many held-out apps to evaluate.
 	Apps int
@@ -83,7 +84,7 @@ type Options struct {
 	// Policies are evaluated in this order.
 	Policies []string
 	// Extra contenders (for instance a trained agent) run after Policies.
-	Extra []eval.Contender
+	Extra []eval.Contender `json:"-"`
 	// OutDir receives report.json and the plots; empty means a fresh
 	// ./aware-demo-<seed> (suffixed -2, -3… if it exists).
 	OutDir string
@@ -103,14 +104,14 @@ type Options struct {
 	SeriesApp   int
 	SeriesTrace string
 	// Progress draws a bar on stderr.
-	Progress bool
+	Progress bool `json:"-"`
 	// Agent, when set, adds the trained AWARE agent (row "aware", or one
 	// row per agent and a pooled comparison when there are several) after
 	// Policies and Extra.
-	Agent *AgentOptions
+	Agent *AgentOptions `json:"-"`
 	// Name labels the header and the default output folder
 	// (./aware-<name>-<seed>); empty means "demo".
-	Name string
+	Name string `json:"-"`
 }
 
 // AgentOptions say where the demo's agent comes from.

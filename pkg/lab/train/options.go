@@ -16,12 +16,99 @@ import (
 )
 
 // Options configure a training run. Start from DefaultOptions.
+//
+// The options come in sections, each a struct embedded here (its fields
+// are promoted, so o.Apps is o.AppOptions.Apps), which the experiment file
+// of rl-agent's lab commands mirrors under the JSON name of the section.
+// Fields that cannot come from a file (functions, learners, the app list)
+// are tagged "-".
 type Options struct {
+	// Seed derives the apps, traces, arrivals, initial weights, minibatch
+	// shuffling and exploration.
+	Seed uint64 `json:"seed"`
+	// Episodes is the total number of episodes, bootstrapping included.
+	Episodes int `json:"episodes"`
+	// Workers defaults to GOMAXPROCS.
+	Workers int `json:"workers"`
+	// Init, when set, is the learner training continues from (fine-tuning
+	// a pre-trained policy); Policy and the architecture options are then
+	// ignored. It is trained in place.
+	Init Learner `json:"-"`
+
+	LearnerOptions   `json:"learner"`
+	MetaOptions      `json:"metaPPO"`
+	AppOptions       `json:"apps"`
+	SimOptions       `json:"simulation"`
+	RewardOptions    `json:"reward"`
+	LifecycleOptions `json:"lifecycle"`
+	OutputOptions    `json:"output"`
+	ValidationHook   `json:"-"`
+}
+
+// LearnerOptions are the learner and its PPO hyper-parameters (Options).
+type LearnerOptions struct {
 	// Policy is the learner: PolicyPPO (default) or PolicyMetaPPO.
-	Policy string
+	Policy string `json:"policy"`
+
+	// ActionSpace is ActionSpaceResidual (one choice per dimension
+	// relative to the fused default's recommendation) or ActionSpacePaper
+	// (the AWARE paper's one-step actions); empty, the default, is
+	// residual for PPO and paper for Meta-PPO, as Meta-PPO was measured
+	// before it had residual heads (Space). With Init set it must be empty
+	// or Init's.
+	ActionSpace string `json:"actionSpace"`
+
+	// FollowBias is the residual space's initial bias towards following
+	// the default (ResidualConfig); 0 means DefaultFollowBias.
+	FollowBias float64 `json:"followBias"`
+
+	// Anchor is the variant of the fused default (fusion.ParseVariant) the
+	// learner is trained beside: its recommendation is part of the state,
+	// the residual actions are relative to it, and it bootstraps. The
+	// checkpoint records it (nn.Config.Anchor), so that eval, the demo
+	// and serve anchor the agent on the same one. Empty: the fused default.
+	Anchor string `json:"anchor"`
+
+	// FeaturesOff are the optional state features the learner never sees
+	// (learn.Features, for ablations); the checkpoint records the rest.
+	FeaturesOff learn.Features `json:"featuresOff"`
+
+	// Hidden, LearningRate, Epochs and MinibatchSize override the PPO
+	// defaults (nn.DefaultConfig).
+	Hidden       []int   `json:"hidden"`
+	LearningRate float64 `json:"learningRate"`
+
+	// LearningRateEnd, when not 0, decays the learning rate linearly over
+	// the run: each update (bootstrap and online) uses the rate at the
+	// fraction of episodes rolled out so far, from LearningRate at the
+	// first to LearningRateEnd after the last. 0 keeps it constant.
+	LearningRateEnd float64 `json:"learningRateEnd"`
+	Epochs          int     `json:"epochs"`
+	MinibatchSize   int     `json:"minibatchSize"`
+
+	// EntropyCoef weighs the entropy bonus.
+	EntropyCoef float64 `json:"entropyCoef"`
+
+	// BCRounds is how many BehaviourClone calls (of Epochs passes each)
+	// each batch's bootstrap demonstrations get (paper action space only).
+	BCRounds int `json:"bcRounds"`
+
+	// OfflineUpdates is how many PPO updates each batch's bootstrap
+	// transitions get after cloning (paper action space only).
+	OfflineUpdates int `json:"offlineUpdates"`
+
+	// BatchEpisodes is the number of episodes (rolled out in parallel with
+	// the same weights) per PPO update.
+	BatchEpisodes int `json:"batchEpisodes"`
+}
+
+// MetaOptions configure Meta-PPO's encoder (Options.Policy PolicyMetaPPO).
+type MetaOptions struct {
 	// Window and EmbedDim configure Meta-PPO's encoder: the number of
 	// recent steps it reads and the size of the embedding.
-	Window, EmbedDim int
+	Window   int `json:"window"`
+	EmbedDim int `json:"embedDim"`
+
 	// AuxWeight, when > 0, gives a new Meta-PPO an auxiliary head that
 	// predicts the app's hidden parameters (AuxTarget) from the embedding,
 	// trained jointly with the PPO loss with this weight on its mean
@@ -29,116 +116,130 @@ type Options struct {
 	// its app's target. 0: no targets (a learner with a head then trains
 	// it no further, e.g. while adapting to a new app, whose parameters
 	// are unknown).
-	AuxWeight float64
+	AuxWeight float64 `json:"auxWeight"`
+
 	// MetaBlind is an ablation: the Meta-PPO's encoder is given no
 	// trajectory, in acting and in training alike (every window is
 	// empty), so its embedding is 0 throughout and it is PPO with the
 	// Meta-PPO's network and training. Whatever Meta-PPO does better than
 	// with MetaBlind is what its embedding of the workload contributes.
-	MetaBlind bool
+	MetaBlind bool `json:"metaBlind"`
+
 	// MetaSignature gives a new Meta-PPO's encoder the workload's
 	// signature (learn.Signature: its CPU time per request, memory and
 	// requests in flight per pod, and its pods' start-up delay) in every
 	// step, besides the state, action and reward.
-	MetaSignature bool
+	MetaSignature bool `json:"metaSignature"`
+}
 
+// AppOptions are the training apps and the load they run under (Options).
+type AppOptions struct {
 	// Apps is the number of training apps: the first Apps generated apps
 	// that are not held out.
-	Apps int
+	Apps int `json:"apps"`
+
 	// AppList, when set, replaces the generated training apps (Apps is
 	// then ignored), e.g. to train on apps of the evidence's own seed.
-	AppList []sim.App
-	// Episodes is the total number of episodes, bootstrapping included.
-	Episodes int
+	AppList []sim.App `json:"-"`
+
+	// Traces are the trace kinds episodes cycle through.
+	Traces []string `json:"traces"`
+
+	// TraceSteps, when larger than EpisodeSteps+1, is the length of the
+	// synthetic trace an episode is cut from, at a random offset: with the
+	// evaluation's length (a day) training sees the same ramps, flash
+	// crowds and step changes, at the same rates of change, as the
+	// evaluation. 0 generates each trace as long as its episode.
+	TraceSteps int `json:"traceSteps"`
+
+	// Azure, when its invocations file is set, adds the kind "azure" to
+	// the cycle: such an episode runs its app with the measured demand of
+	// one of the trace's usable functions (app i takes function i, round
+	// robin; sim.LoadAzure) under a seed-chosen stretch of its invocations,
+	// scaled as AzureRate says (empty: sim.AzureRateScaled).
+	Azure     sim.AzureFiles `json:"azure"`
+	AzureRate sim.AzureRate  `json:"azureRate"`
+
+	// Series, when its Path is set, adds the kind "csv" to the cycle: a
+	// training app under a seed-chosen stretch of the rate series, with
+	// the file's demand (sim.SeriesWorkload.Run).
+	Series sim.SeriesFile `json:"series"`
+
+	// Workload, when set, may change an app before an episode (its
+	// 0-based index) runs, e.g. its CPU cost per request, to study how the
+	// agent copes with a workload that changes under it.
+	Workload func(episode int, app sim.App) sim.App `json:"-"`
+}
+
+// SimOptions are the simulated cluster an episode runs in (Options).
+type SimOptions struct {
+	// Step is the window length.
+	Step time.Duration `json:"step"`
+
+	// EpisodeSteps is the number of decisions (windows) per episode.
+	EpisodeSteps int `json:"episodeSteps"`
+
+	// Resize is how vertical changes reach pods (Restart or InPlace).
+	Resize string `json:"resize"`
+
+	// Tenants is the fraction of each node's CPU beyond the app's requests
+	// that other workloads use (sim.Config.Tenants).
+	Tenants float64 `json:"tenants"`
+}
+
+// RewardOptions are the reward and the charges the learner is trained on
+// (Options).
+type RewardOptions struct {
+	// Alpha weighs utilisation against SLO preservation in the reward.
+	Alpha float64 `json:"alpha"`
+
+	// ScalingCost is charged, in reward units, for every replica a
+	// decision adds or removes, in the reward the learner is trained on
+	// (learn.ScalingCost); the episode rewards, the lifecycle gates and
+	// the evaluator still score the paper's reward. 0 charges nothing.
+	ScalingCost float64 `json:"scalingCost"`
+
+	// VerticalCost is charged, like ScalingCost, for every decision that
+	// changes the pods' requests (each such change restarts or resizes
+	// every pod). It keeps a learned residual from flapping between
+	// choices whose bounds do not overlap. 0 charges nothing.
+	VerticalCost float64 `json:"verticalCost"`
+
+	// SLOCost is charged, like ScalingCost, for every window whose p95
+	// latency is above the SLO. The paper's reward scores a violation by
+	// SLO/p95 only, so a p95 10% over the objective costs SP 0.09; this
+	// steers the learner towards the default's SLO record. 0 charges
+	// nothing.
+	SLOCost float64 `json:"sloCost"`
+}
+
+// LifecycleOptions are each app's lifecycle: bootstrapping, the gates,
+// Serving and Retraining (Options).
+type LifecycleOptions struct {
 	// Gates are the lifecycle's thresholds (spec.rl.gates); an app leaves
 	// Bootstrapping when the mean of its last Window episode rewards is at
 	// least PromoteMinMean and their std at most PromoteMaxStdDev.
-	Gates lifecycle.Gates
+	Gates lifecycle.Gates `json:"gates"`
+
 	// BootstrapEpisodes caps the bootstrapping episodes of each app: after
 	// that many the app moves to OnlineTraining whatever the gate says. 0
 	// trains from scratch: every app starts in OnlineTraining and the
 	// agent acts from the first episode.
-	BootstrapEpisodes int
+	BootstrapEpisodes int `json:"bootstrapEpisodes"`
+
 	// Retraining bounds each app's stays in Retraining, in episodes
 	// (lifecycle.RetrainingBounds): the promotion gate cannot return the
 	// app to the agent before Min episodes, and Max returns it to
 	// OnlineTraining whatever the gate says, so that an app whose
 	// attainable reward fell below the gate for good is not left on the
 	// default for ever. The zero value leaves the return to the gate alone.
-	Retraining lifecycle.RetrainingBounds
-	// EpisodeSteps is the number of decisions (windows) per episode.
-	EpisodeSteps int
-	// Step is the window length.
-	Step time.Duration
-	// Traces are the trace kinds episodes cycle through.
-	Traces []string
-	// ActionSpace is ActionSpaceResidual (one choice per dimension
-	// relative to the fused default's recommendation) or ActionSpacePaper
-	// (the AWARE paper's one-step actions); empty, the default, is
-	// residual for PPO and paper for Meta-PPO, as Meta-PPO was measured
-	// before it had residual heads (Space). With Init set it must be empty
-	// or Init's.
-	ActionSpace string
-	// FollowBias is the residual space's initial bias towards following
-	// the default (ResidualConfig); 0 means DefaultFollowBias.
-	FollowBias float64
-	// Anchor is the variant of the fused default (fusion.ParseVariant) the
-	// learner is trained beside: its recommendation is part of the state,
-	// the residual actions are relative to it, and it bootstraps. The
-	// checkpoint records it (nn.Config.Anchor), so that eval, the demo
-	// and serve anchor the agent on the same one. Empty: the fused default.
-	Anchor string
-	// Azure, when its invocations file is set, adds the kind "azure" to
-	// the cycle: such an episode runs its app with the measured demand of
-	// one of the trace's usable functions (app i takes function i, round
-	// robin; sim.LoadAzure) under a seed-chosen stretch of its invocations,
-	// scaled as AzureRate says (empty: sim.AzureRateScaled).
-	Azure     sim.AzureFiles
-	AzureRate sim.AzureRate
-	// Series, when its Path is set, adds the kind "csv" to the cycle: a
-	// training app under a seed-chosen stretch of the rate series, with
-	// the file's demand (sim.SeriesWorkload.Run).
-	Series sim.SeriesFile
-	// Seed derives the apps, traces, arrivals, initial weights, minibatch
-	// shuffling and exploration.
-	Seed uint64
-	// Alpha weighs utilisation against SLO preservation in the reward.
-	Alpha float64
-	// Resize is how vertical changes reach pods (Restart or InPlace).
-	Resize string
-	// Tenants is the fraction of each node's CPU beyond the app's requests
-	// that other workloads use (sim.Config.Tenants).
-	Tenants float64
-
-	// Hidden, LearningRate, Epochs and MinibatchSize override the PPO
-	// defaults (nn.DefaultConfig).
-	Hidden       []int
-	LearningRate float64
-	// LearningRateEnd, when not 0, decays the learning rate linearly over
-	// the run: each update (bootstrap and online) uses the rate at the
-	// fraction of episodes rolled out so far, from LearningRate at the
-	// first to LearningRateEnd after the last. 0 keeps it constant.
-	LearningRateEnd float64
-	Epochs          int
-	MinibatchSize   int
-	// EntropyCoef weighs the entropy bonus.
-	EntropyCoef float64
-	// BCRounds is how many BehaviourClone calls (of Epochs passes each)
-	// each batch's bootstrap demonstrations get (paper action space only).
-	BCRounds int
-	// OfflineUpdates is how many PPO updates each batch's bootstrap
-	// transitions get after cloning (paper action space only).
-	OfflineUpdates int
-	// BatchEpisodes is the number of episodes (rolled out in parallel with
-	// the same weights) per PPO update.
-	BatchEpisodes int
-	// Workers defaults to GOMAXPROCS.
-	Workers int
+	Retraining lifecycle.RetrainingBounds `json:"retraining"`
 
 	// StartStage, when set, is the stage every app starts in instead of
 	// Bootstrapping (or OnlineTraining from scratch), e.g. Serving to
 	// deploy a trained policy on apps it has not seen.
-	StartStage lifecycle.Stage
+	StartStage lifecycle.Stage `json:"-"`
+
 	// FreezeServing runs the whole lifecycle as in the cluster (the
 	// default): once the gate promotes an app from OnlineTraining to
 	// Serving its episodes are greedy and no longer train the learner,
@@ -153,56 +254,30 @@ type Options struct {
 	// policy is worst at, and learning from every app instead raised the
 	// held-out reward and lowered cost, but also raised the SLO-violation
 	// rate and took about five times the training time.
-	FreezeServing bool
-	// ScalingCost is charged, in reward units, for every replica a
-	// decision adds or removes, in the reward the learner is trained on
-	// (learn.ScalingCost); the episode rewards, the lifecycle gates and
-	// the evaluator still score the paper's reward. 0 charges nothing.
-	ScalingCost float64
-	// VerticalCost is charged, like ScalingCost, for every decision that
-	// changes the pods' requests (each such change restarts or resizes
-	// every pod). It keeps a learned residual from flapping between
-	// choices whose bounds do not overlap. 0 charges nothing.
-	VerticalCost float64
-	// SLOCost is charged, like ScalingCost, for every window whose p95
-	// latency is above the SLO. The paper's reward scores a violation by
-	// SLO/p95 only, so a p95 10% over the objective costs SP 0.09; this
-	// steers the learner towards the default's SLO record. 0 charges
-	// nothing.
-	SLOCost float64
-	// FeaturesOff are the optional state features the learner never sees
-	// (learn.Features, for ablations); the checkpoint records the rest.
-	FeaturesOff learn.Features
-	// TraceSteps, when larger than EpisodeSteps+1, is the length of the
-	// synthetic trace an episode is cut from, at a random offset: with the
-	// evaluation's length (a day) training sees the same ramps, flash
-	// crowds and step changes, at the same rates of change, as the
-	// evaluation. 0 generates each trace as long as its episode.
-	TraceSteps int
+	FreezeServing bool `json:"freezeServing"`
+}
 
-	// Init, when set, is the learner training continues from (fine-tuning
-	// a pre-trained policy); Policy and the architecture options are then
-	// ignored. It is trained in place.
-	Init Learner
-	// Workload, when set, may change an app before an episode (its
-	// 0-based index) runs, e.g. its CPU cost per request, to study how the
-	// agent copes with a workload that changes under it.
-	Workload func(episode int, app sim.App) sim.App
-
+// OutputOptions are where the learner and the progress go (Options).
+type OutputOptions struct {
 	// Checkpoint, when set, is the file the learner is written to (atomically)
 	// every CheckpointEvery updates and at the end.
-	Checkpoint      string
-	CheckpointEvery int
-	// Progress hears about every episode, in order.
-	Progress eval.Progress
+	Checkpoint      string `json:"checkpoint"`
+	CheckpointEvery int    `json:"checkpointEvery"`
 
+	// Progress hears about every episode, in order.
+	Progress eval.Progress `json:"-"`
+}
+
+// ValidationHook selects the checkpoint by a validator (Options); it is
+// set in code (demo.ValidationOptions.Apply), never from a file.
+type ValidationHook struct {
 	// Validator, when set, judges a greedy snapshot of the learner before
 	// training and every ValidateEvery PPO updates (and after the last),
 	// and training ends with the accepted snapshot of the highest score
 	// (Result.Selected), not with the last weights: the runs of a seed
 	// drift in and out of safety as they train (docs/results/evidence-slo.md).
-	Validator     Validator
-	ValidateEvery int
+	Validator     Validator `json:"-"`
+	ValidateEvery int       `json:"validateEvery"`
 }
 
 // Defaults: 4000 hour-long episodes over 32 apps, each app bootstrapping
@@ -245,37 +320,36 @@ func DefaultOptions() Options {
 		kinds = append(kinds, string(k))
 	}
 	meta := nn.DefaultMetaConfig(learn.StateDim, int(learn.NumActions))
-	return Options{
-		Policy:            PolicyPPO,
-		ActionSpace:       "",
-		Window:            meta.Window,
-		EmbedDim:          meta.EmbedDim,
-		Apps:              DefaultApps,
-		Episodes:          DefaultEpisodes,
+	o := Options{Seed: 1, Episodes: DefaultEpisodes}
+	o.LearnerOptions = LearnerOptions{
+		Policy:         PolicyPPO,
+		ActionSpace:    "",
+		Hidden:         []int{32, 32},
+		LearningRate:   1e-3,
+		Epochs:         4,
+		MinibatchSize:  256,
+		EntropyCoef:    0.003,
+		BCRounds:       3,
+		OfflineUpdates: 1,
+		BatchEpisodes:  32,
+	}
+	o.MetaOptions = MetaOptions{Window: meta.Window, EmbedDim: meta.EmbedDim}
+	o.AppOptions = AppOptions{Apps: DefaultApps, Traces: kinds, TraceSteps: DefaultTraceSteps}
+	o.SimOptions = SimOptions{Step: 15 * time.Second, EpisodeSteps: DefaultEpisodeSteps, Resize: string(sim.ResizeRestart)}
+	o.RewardOptions = RewardOptions{
+		Alpha:        0.5,
+		ScalingCost:  DefaultScalingCost,
+		VerticalCost: DefaultVerticalCost,
+		SLOCost:      DefaultSLOCost,
+	}
+	o.LifecycleOptions = LifecycleOptions{
 		Gates:             lifecycle.DefaultGates(),
 		BootstrapEpisodes: DefaultBootstrap,
 		Retraining:        lifecycle.DefaultRetrainingBounds(),
-		EpisodeSteps:      DefaultEpisodeSteps,
-		TraceSteps:        DefaultTraceSteps,
-		Step:              15 * time.Second,
-		Traces:            kinds,
-		Seed:              1,
-		Alpha:             0.5,
-		Resize:            string(sim.ResizeRestart),
-		Hidden:            []int{32, 32},
-		LearningRate:      1e-3,
-		Epochs:            4,
-		MinibatchSize:     256,
-		EntropyCoef:       0.003,
-		BCRounds:          3,
-		OfflineUpdates:    1,
-		BatchEpisodes:     32,
-		CheckpointEvery:   5,
 		FreezeServing:     false,
-		ScalingCost:       DefaultScalingCost,
-		VerticalCost:      DefaultVerticalCost,
-		SLOCost:           DefaultSLOCost,
 	}
+	o.OutputOptions = OutputOptions{CheckpointEvery: 5}
+	return o
 }
 
 // PaperOptions are the AWARE paper's training as it stood before the
