@@ -1,5 +1,5 @@
 // Package app wires the rl-agent binary: the root cobra command and its
-// subcommands serve, train, eval, evidence and demo.
+// subcommands serve, train, eval, evidence, demo and whatif-replay.
 package app
 
 import (
@@ -33,6 +33,7 @@ oracle on generated applications and writes plots.`,
 		newTrainCommand(),
 		newEvalCommand(),
 		newEvidenceCommand(),
+		newWhatifReplayCommand(),
 	)
 	return cmd
 }
