@@ -249,10 +249,10 @@ func isTerminal(w io.Writer) bool {
 // so the total is the known totals plus the current workload's for each
 // workload not read yet.
 type queryProgress struct {
-	bar                    *progress.Bar
-	workloads, index, done int
-	known, current         int
-	begun                  bool
+	bar              *progress.Bar
+	workloads, index int
+	known, current   int
+	begun            bool
 }
 
 func (q *queryProgress) report(name string, done, total int) {
