@@ -45,8 +45,11 @@ func (p Plot) WriteSVG(w io.Writer) error {
 		total[i] = at(s.Replicas, i) * at(s.RequestCPU, i)
 	}
 	const black = "#000000"
+	// The history is drawn first and wide, under the policies: a policy
+	// that follows it (the replay of what ran, often the HPA) shows as a
+	// coloured line inside a black one rather than hiding it.
 	rec := func(y []float64) chart.Line {
-		return chart.Line{Name: recordedName, X: hx, Y: y, Colour: black, Width: 2.2}
+		return chart.Line{Name: recordedName, X: hx, Y: y, Colour: black, Width: 4}
 	}
 	panels := []chart.Panel{
 		{Title: "Request rate (recorded) — " + s.Name, YLabel: "requests/s", Lines: []chart.Line{rec(s.Rate)}},
@@ -72,12 +75,6 @@ func (p Plot) WriteSVG(w io.Writer) error {
 		for k, y := range [][]float64{reps, tot, per} {
 			panels[k+1].Lines = append(panels[k+1].Lines, chart.Line{Name: name, X: x, Y: y, Colour: c})
 		}
-	}
-	// The history last, so that it is drawn over the policies it is
-	// compared with.
-	for k := 1; k < len(panels); k++ {
-		l := panels[k].Lines
-		panels[k].Lines = append(l[1:], l[0])
 	}
 	return chart.TimeSeries{XLabel: "hours since " + s.Start.UTC().Format("2006-01-02 15:04 MST"), Panels: panels, Legend: legend}.WriteSVG(w)
 }
