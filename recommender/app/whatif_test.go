@@ -250,7 +250,7 @@ func TestWhatifCommand(t *testing.T) {
 	if code := cli.RunWithArgs(cmd, []string{"whatif", "--help"}, &stderr); code != 0 {
 		t.Fatalf("help exit %d: %s", code, stderr.String())
 	}
-	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query"} {
+	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query", "--progress", "--mpa-update-mode string"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %q", flag)
 		}
