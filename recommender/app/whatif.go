@@ -16,8 +16,8 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,9 +26,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/kube/apiclient"
 	"github.com/aware-k8s/aware/pkg/kube/usage"
+	"github.com/aware-k8s/aware/pkg/lab/eval"
+	"github.com/aware-k8s/aware/pkg/lab/progress"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
 
@@ -56,6 +59,14 @@ type WhatifOptions struct {
 	Seeds     int
 	Policies  []string
 	Fit       whatif.FitOptions
+	// MPAUpdateMode is the updateMode of the manifests written to Output.
+	MPAUpdateMode string
+	// Progress draws a progress bar on stderr even when it is not a
+	// terminal (it is drawn on a terminal anyway).
+	Progress bool
+	// showProgress is Progress, or stderr is a terminal; set by the
+	// command, so that tests, which call runWhatif, draw none.
+	showProgress bool
 }
 
 // NewWhatifOptions returns the defaults: the last 7 days at one minute.
@@ -72,6 +83,7 @@ func NewWhatifOptions() *WhatifOptions {
 		Seeds:             5,
 		Policies:          whatif.Policies()[1:], // what actually ran is always replayed, first
 		Fit:               whatif.DefaultFitOptions(),
+		MPAUpdateMode:     string(v1alpha1.UpdateModeOff),
 	}
 }
 
@@ -95,7 +107,9 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RateQuery, "rate-query", o.RateQuery, "PromQL of the request rate (requests/s, one series), for workloads without an SLO histogram; the same for every workload.")
 	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending now.")
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
-	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json.")
+	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json, a plot (plot-<namespace>-<deployment>.svg) and an MPA manifest (mpa-<namespace>-<deployment>.yaml) per replayed workload.")
+	fs.StringVar(&o.MPAUpdateMode, "mpa-update-mode", o.MPAUpdateMode, "updateMode of the MPA manifests written: Off (recommend only; the default, to watch before AWARE acts), Initial, Recreate, InPlaceOrRecreate, InPlace or Auto.")
+	fs.BoolVar(&o.Progress, "progress", o.Progress, "Draw a progress bar of the range queries and the replay on stderr even when it is not a terminal (on a terminal it is always drawn).")
 	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "Arrival seeds each workload is replayed with; the paired comparison's pairs are (workload, seed).")
 	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
 	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
@@ -148,6 +162,11 @@ func (o *WhatifOptions) Validate() error {
 	if o.Output == "" {
 		errs = append(errs, errors.New("--output must name a directory"))
 	}
+	switch v1alpha1.UpdateMode(o.MPAUpdateMode) {
+	case v1alpha1.UpdateModeOff, v1alpha1.UpdateModeInitial, v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeInPlaceOrRecreate, v1alpha1.UpdateModeInPlace, v1alpha1.UpdateModeAuto:
+	default:
+		errs = append(errs, fmt.Errorf("--mpa-update-mode %q: want Off, Initial, Recreate, InPlaceOrRecreate, InPlace or Auto", o.MPAUpdateMode))
+	}
 	if err := o.Kube.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -167,7 +186,12 @@ default on the recorded rate. It prints each fit's quality (or why it
 refuses to predict), how closely the replay of what ran reproduces the
 history (the what-if's error bar), the policies' table and their paired
 comparison against what ran, and writes the whole as whatif.json in
---output. It changes nothing in the cluster. See docs/whatif.md.`,
+--output, with a plot of each workload's recorded and replayed replicas and
+CPU requests, and the MultidimPodAutoscaler to apply (updateMode Off unless
+--mpa-update-mode says otherwise). It changes nothing in the cluster.
+To add a trained agent to the replay, run
+"rl-agent whatif-replay --from <output>/whatif.json --checkpoint FILE".
+See docs/whatif.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
@@ -177,7 +201,8 @@ comparison against what ran, and writes the whole as whatif.json in
 			if err != nil {
 				return err
 			}
-			return runWhatif(cmd.Context(), o, kubeWorkloads{clients}, time.Now(), cmd.OutOrStdout())
+			o.showProgress = o.Progress || isTerminal(cmd.ErrOrStderr())
+			return runWhatif(cmd.Context(), o, kubeWorkloads{clients}, time.Now(), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	o.AddFlags(cmd.Flags())
@@ -207,7 +232,58 @@ func podRegex(deployment string) string {
 	return regexp.QuoteMeta(deployment) + `-[a-z0-9]+-[a-z0-9]+`
 }
 
-func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now time.Time, stdout io.Writer) error {
+// isTerminal reports whether w is a character device (a terminal), where a
+// redrawn progress line is wanted; a file or pipe would collect every
+// redraw.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// queryProgress draws the range queries of every workload on one bar. A
+// workload's number of queries is learnt from its first progress report,
+// so the total is the known totals plus the current workload's for each
+// workload not read yet.
+type queryProgress struct {
+	bar              *progress.Bar
+	workloads, index int
+	known, current   int
+	begun            bool
+}
+
+func (q *queryProgress) report(name string, done, total int) {
+	if q.bar == nil {
+		return
+	}
+	q.current = total
+	estimate := q.known + total*(q.workloads-q.index)
+	if !q.begun {
+		q.bar.Begin(estimate)
+		q.begun = true
+	} else {
+		q.bar.SetTotal(estimate)
+	}
+	q.bar.Advance(name, fmt.Sprintf("query %d/%d", done, total))
+}
+
+// next moves to the next workload.
+func (q *queryProgress) next() {
+	q.known += q.current
+	q.index++
+	q.current = 0
+}
+
+func (q *queryProgress) end() {
+	if q.bar != nil && q.begun {
+		q.bar.End()
+	}
+}
+
+func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now time.Time, stdout, stderr io.Writer) error {
 	logger := klog.FromContext(ctx).WithName("whatif")
 	targets, err := lister.Workloads(ctx, o)
 	if err != nil {
@@ -225,6 +301,11 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	end := now.Truncate(o.Step)
 	steps := int(o.Period / o.Step)
 	start := end.Add(-time.Duration(steps-1) * o.Step)
+	var bar *progress.Bar
+	if o.showProgress {
+		bar = progress.NewBar(stderr)
+	}
+	qp := &queryProgress{bar: bar, workloads: len(targets)}
 	var ws []whatif.Workload
 	for i, t := range targets {
 		name := t.Namespace + "/" + t.Deployment
@@ -233,9 +314,14 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 			Namespace: t.Namespace, PodRegex: podRegex(t.Deployment), Deployment: t.Deployment,
 			SLOMetric: t.SLOMetric, Selector: t.Selector, Percentile: t.Percentile, RateQuery: o.RateQuery,
 			Start: start, Steps: steps, Step: o.Step,
-			Progress: func(done, total int) { logger.V(1).Info("Progress", "workload", name, "queries", done, "of", total) },
+			Progress: func(done, total int) {
+				logger.V(1).Info("Progress", "workload", name, "queries", done, "of", total)
+				qp.report(name, done, total)
+			},
 		})
+		qp.next()
 		if err != nil {
+			qp.end()
 			return fmt.Errorf("reading the history of %s: %w", name, err)
 		}
 		logger.Info("Read history", "workload", name, "sources", h.Sources, "dropped", h.Dropped)
@@ -246,8 +332,14 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 		}
 		ws = append(ws, whatif.Workload{Series: s, Fit: f})
 	}
-	res, err := whatif.Replay(ctx, ws, whatif.ReplayOptions{Seeds: o.Seeds, Policies: o.Policies})
+	qp.end()
+	ro := whatif.ReplayOptions{Seeds: o.Seeds, Policies: o.Policies, Plot: true}
+	if bar != nil {
+		ro.Progress = bar
+	}
+	res, err := whatif.Replay(ctx, ws, ro)
 	if res != nil {
+		res.FitOptions = o.Fit
 		if werr := res.WriteText(stdout); werr != nil {
 			return werr
 		}
@@ -255,22 +347,28 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(o.Output, 0o755); err != nil {
-		return fmt.Errorf("creating %s: %w", o.Output, err)
-	}
-	path := filepath.Join(o.Output, "whatif.json")
-	f, err := os.Create(path)
+	files, err := res.WriteFiles(o.Output)
 	if err != nil {
 		return err
 	}
-	if err := res.WriteJSON(f); err != nil {
-		f.Close()
-		return fmt.Errorf("writing %s: %w", path, err)
+	byName := map[string]whatifTarget{}
+	for _, t := range targets {
+		byName[t.Namespace+"/"+t.Deployment] = t
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	for _, p := range res.Plots {
+		var fused *eval.Series
+		for i, r := range p.Replayed.Series {
+			if r.Policy == whatif.PolicyFused {
+				fused = &p.Replayed.Series[i]
+			}
+		}
+		path, err := writeMPA(o.Output, byName[p.History.Name], p.History, fused, v1alpha1.UpdateMode(o.MPAUpdateMode))
+		if err != nil {
+			return err
+		}
+		files = append(files, path)
 	}
-	fmt.Fprintf(stdout, "\nWrote %s\n", path)
+	fmt.Fprintf(stdout, "\nWrote %s\n", strings.Join(files, "\n      "))
 	return nil
 }
 

@@ -130,7 +130,7 @@ func TestRunWhatif(t *testing.T) {
 		{Namespace: "shop", Deployment: "idle", Container: "app", SLOMetric: "idle_request_duration_seconds", RequestCPU: 0.25, RequestMemory: 128 << 20},
 	}
 	var out bytes.Buffer
-	if err := runWhatif(context.Background(), o, targets, whatifNow, &out); err != nil {
+	if err := runWhatif(context.Background(), o, targets, whatifNow, &out, io0{}); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	text := out.String()
@@ -183,11 +183,11 @@ func TestRunWhatifPrometheusFails(t *testing.T) {
 	}))
 	defer srv.Close()
 	o := whatifOpts(t, srv.URL)
-	err := runWhatif(context.Background(), o, fixedWorkloads{{Namespace: "shop", Deployment: "web", Container: "app", SLOMetric: "m"}}, whatifNow, io0{})
+	err := runWhatif(context.Background(), o, fixedWorkloads{{Namespace: "shop", Deployment: "web", Container: "app", SLOMetric: "m"}}, whatifNow, io0{}, io0{})
 	if !errors.Is(err, usage.ErrPrometheusRefused) || !strings.Contains(err.Error(), "shop/web") {
 		t.Fatalf("err %v, want a refusal naming the workload", err)
 	}
-	if err := runWhatif(context.Background(), o, fixedWorkloads{}, whatifNow, io0{}); err == nil || !strings.Contains(err.Error(), "no workloads") {
+	if err := runWhatif(context.Background(), o, fixedWorkloads{}, whatifNow, io0{}, io0{}); err == nil || !strings.Contains(err.Error(), "no workloads") {
 		t.Fatalf("err %v", err)
 	}
 }
@@ -250,7 +250,7 @@ func TestWhatifCommand(t *testing.T) {
 	if code := cli.RunWithArgs(cmd, []string{"whatif", "--help"}, &stderr); code != 0 {
 		t.Fatalf("help exit %d: %s", code, stderr.String())
 	}
-	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query"} {
+	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query", "--progress", "--mpa-update-mode string"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %q", flag)
 		}

@@ -1,5 +1,5 @@
 // Package app wires the rl-agent binary: the root cobra command and its
-// subcommands serve, train, eval, evidence and demo.
+// subcommands serve, train, eval, evidence, demo and whatif-replay.
 package app
 
 import (
@@ -35,6 +35,7 @@ YAML experiment file (--config; --print-config writes one to start from).`,
 		newTrainCommand(),
 		newEvalCommand(),
 		newEvidenceCommand(),
+		newWhatifReplayCommand(),
 	)
 	return cmd
 }

@@ -525,41 +525,61 @@ func (o *Options) trainOptions(k int) train.Options {
 // and returns their contenders; a trained agent's checkpoint and reward
 // curve go into dir.
 func agents(ctx context.Context, o Options, dir string, stdout, stderr io.Writer) ([]eval.Contender, []string, error) {
+	if len(o.Agent.Checkpoints) > 0 {
+		cs, err := CheckpointContenders(o.Agent.Checkpoints, o.Agent.Quorums, stdout)
+		return cs, nil, err
+	}
 	n := o.Agent.count()
 	var cs []eval.Contender
 	var files []string
 	var ls []train.Learner
 	for k := range n {
-		name := agentName(k, n)
-		if len(o.Agent.Checkpoints) > 0 {
-			path := o.Agent.Checkpoints[k]
-			l, err := train.LoadCheckpoint(path)
-			if err != nil {
-				return nil, nil, err
-			}
-			fmt.Fprintf(stdout, "Agent %q: loaded from %s\n", name, path)
-			c := train.Contender(l, train.AgentOptions{})
-			c.Name = name
-			cs, ls = append(cs, c), append(ls, l)
-			continue
-		}
-		c, l, fs, err := trainAgent(ctx, o, k, name, dir, stdout, stderr)
+		c, l, fs, err := trainAgent(ctx, o, k, agentName(k, n), dir, stdout, stderr)
 		if err != nil {
 			return nil, nil, err
 		}
 		cs, ls, files = append(cs, c), append(ls, l), append(files, fs...)
 	}
-	for _, q := range o.Agent.Quorums {
+	cs, err := ensembles(cs, ls, o.Agent.Quorums)
+	fmt.Fprintln(stdout)
+	return cs, files, err
+}
+
+// CheckpointContenders loads the trained agents of paths
+// (train.WriteCheckpoint), one contender each, named as the demo names
+// them ("aware", or "aware-<i>" among several), then one ensemble per
+// quorum (EnsembleName). The what-if's agent replay uses it too.
+func CheckpointContenders(paths []string, quorums []int, stdout io.Writer) ([]eval.Contender, error) {
+	var cs []eval.Contender
+	var ls []train.Learner
+	for k, path := range paths {
+		name := agentName(k, len(paths))
+		l, err := train.LoadCheckpoint(path)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(stdout, "Agent %q: loaded from %s\n", name, path)
+		c := train.Contender(l, train.AgentOptions{})
+		c.Name = name
+		cs, ls = append(cs, c), append(ls, l)
+	}
+	cs, err := ensembles(cs, ls, quorums)
+	fmt.Fprintln(stdout)
+	return cs, err
+}
+
+// ensembles appends to cs one ensemble of ls per quorum.
+func ensembles(cs []eval.Contender, ls []train.Learner, quorums []int) ([]eval.Contender, error) {
+	for _, q := range quorums {
 		ens, err := train.NewEnsemble(ls, q)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		c := train.Contender(ens, train.AgentOptions{})
-		c.Name = EnsembleName(ens.Quorum(), n)
+		c.Name = EnsembleName(ens.Quorum(), len(ls))
 		cs = append(cs, c)
 	}
-	fmt.Fprintln(stdout)
-	return cs, files, nil
+	return cs, nil
 }
 
 // trainAgent trains agent k of the demo, named name.

@@ -130,14 +130,34 @@ type ReplayOptions struct {
 	Config   sim.Config
 	Workers  int
 	Progress eval.Progress
+	// Extra are policies the caller builds itself, replayed after
+	// Policies: rl-agent whatif-replay adds trained agents here, which the
+	// recommender cannot link (they need Gorgonia).
+	Extra []eval.Contender
+	// Plot keeps, for each replayed workload, every policy's time series
+	// on the first seed (Result.Plots, for WritePlotSVG). It costs one
+	// more replay per workload and policy.
+	Plot bool
 }
 
 // Result is a replay's outcome.
 type Result struct {
+	// Seeds, Seed and Policies are the replay's (Policies without Extra's
+	// names); FitOptions the fit's, set by the caller. With History they
+	// let another command replay the same workloads again (Load).
+	Seeds      int        `json:"seeds"`
+	Seed       uint64     `json:"seed"`
+	Policies   []string   `json:"policies"`
+	FitOptions FitOptions `json:"fitOptions"`
+	// History holds every workload's series, refused ones included.
+	History     []*Series         `json:"history,omitempty"`
 	Fits        []Fit             `json:"fits"`
 	Consistency []Consistency     `json:"consistency"`
 	Report      *eval.Report      `json:"report,omitempty"`
 	Comparisons []eval.Comparison `json:"comparisons,omitempty"`
+	// Plots are the series Plot keeps, one per replayed workload; not
+	// written to JSON (a week at one minute is 10,080 points a policy).
+	Plots []Plot `json:"-"`
 }
 
 // Replay replays the policies on every workload whose fit did not refuse,
@@ -145,7 +165,6 @@ type Result struct {
 // history (Consistency). Workloads must share one step. Result.Fits holds
 // every fit, refused ones included.
 func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error) {
-	res := &Result{}
 	if o.Seeds <= 0 {
 		o.Seeds = 5
 	}
@@ -160,11 +179,13 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 		names = Policies()
 	}
 	names = append([]string{PolicyActual}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == PolicyActual })...)
+	res := &Result{Seeds: o.Seeds, Seed: o.Seed, Policies: names}
 	byApp := map[string]*Series{}
 	var runs []eval.Run
 	cfg := o.Config.WithDefaults()
 	for i, w := range ws {
 		res.Fits = append(res.Fits, w.Fit)
+		res.History = append(res.History, w.Series)
 		if w.Fit.Refused != "" {
 			continue
 		}
@@ -204,6 +225,7 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 		}
 		cs = append(cs, c)
 	}
+	cs = append(cs, o.Extra...)
 	rep, err := eval.Evaluate(ctx, runs, cs, eval.Options{Config: cfg, Prices: o.Prices, SeriesRun: -1, Workers: o.Workers, Progress: o.Progress})
 	if err != nil {
 		return nil, fmt.Errorf("whatif: %w", err)
@@ -212,6 +234,21 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 	if len(runs) >= 2 && len(names) > 1 {
 		if res.Comparisons, err = rep.Compare(PolicyActual); err != nil {
 			return nil, fmt.Errorf("whatif: %w", err)
+		}
+	}
+	if o.Plot {
+		// The first seed's run of each workload, again, keeping its series:
+		// eval keeps one run's series per evaluation, and the simulator is
+		// deterministic, so this is the same run the table counts.
+		for _, r := range runs {
+			if r.Seed != o.Seed {
+				continue
+			}
+			one, err := eval.Evaluate(ctx, []eval.Run{r}, cs, eval.Options{Config: cfg, Prices: o.Prices, SeriesRun: 0, Workers: o.Workers})
+			if err != nil {
+				return nil, fmt.Errorf("whatif: plotting %s: %w", r.App.Name, err)
+			}
+			res.Plots = append(res.Plots, Plot{History: byApp[r.App.Name], Replayed: one.Series})
 		}
 	}
 	return res, nil

@@ -11,9 +11,11 @@
 package whatif
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -23,29 +25,77 @@ import (
 // containers, as the simulator's single-container app sees them.
 type Series struct {
 	// Name identifies the workload ("namespace/deployment").
-	Name string
+	Name string `json:"name"`
 	// Container names the simulated app's container in recommendations.
-	Container string
-	Start     time.Time
-	Step      time.Duration
+	Container string    `json:"container"`
+	Start     time.Time `json:"start"`
+	// Step is in nanoseconds in JSON, as time.Duration encodes.
+	Step time.Duration `json:"step"`
 	// Rate is the workload's request rate (requests/s).
-	Rate []float64
+	Rate Values `json:"rate"`
 	// CPU is the mean CPU usage per pod (cores); Memory the mean working
 	// set per pod (bytes).
-	CPU, Memory []float64
+	CPU    Values `json:"cpu"`
+	Memory Values `json:"memory"`
 	// Replicas is the number of pods running.
-	Replicas []float64
+	Replicas Values `json:"replicas"`
 	// RequestCPU, RequestMemory, LimitCPU and LimitMemory are the per-pod
 	// requests and limits (cores, bytes); a limit of 0 means none.
-	RequestCPU, RequestMemory, LimitCPU, LimitMemory []float64
+	RequestCPU    Values `json:"requestCPU"`
+	RequestMemory Values `json:"requestMemory"`
+	LimitCPU      Values `json:"limitCPU,omitempty"`
+	LimitMemory   Values `json:"limitMemory,omitempty"`
 	// P95 is the measured p95 latency (seconds); nil when no latency
 	// metric was given.
-	P95 []float64
+	P95 Values `json:"p95,omitempty"`
 	// SLO is the p95 objective (seconds); 0 means none.
-	SLO float64
+	SLO float64 `json:"slo,omitempty"`
 	// StartupDelays are pods' seconds from start to Ready, one per pod
 	// the history saw; may be empty.
-	StartupDelays []float64
+	StartupDelays []float64 `json:"startupDelays,omitempty"`
+}
+
+// Values is a series, one value per step, NaN for a gap. JSON has no NaN:
+// a gap is written as null and read back as NaN, so that whatif.json can
+// carry the history to another replay (rl-agent whatif-replay).
+type Values []float64
+
+// MarshalJSON writes gaps (NaN, ±Inf) as null.
+func (v Values) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, 2+8*len(v))
+	b = append(b, '[')
+	for i, x := range v {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if !ok(x) {
+			b = append(b, "null"...)
+			continue
+		}
+		b = strconv.AppendFloat(b, x, 'g', -1, 64)
+	}
+	return append(b, ']'), nil
+}
+
+// UnmarshalJSON reads null as NaN.
+func (v *Values) UnmarshalJSON(b []byte) error {
+	var ps []*float64
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return err
+	}
+	if ps == nil {
+		*v = nil
+		return nil
+	}
+	out := make(Values, len(ps))
+	for i, p := range ps {
+		out[i] = math.NaN()
+		if p != nil {
+			out[i] = *p
+		}
+	}
+	*v = out
+	return nil
 }
 
 // ErrSeries is returned for a series the what-if cannot use at all.
