@@ -64,6 +64,7 @@ type options struct {
 	reference      string
 	smoke          bool
 	initialCPU     string
+	perConnection  int
 	simulate       bool
 	simNodeCPU     float64
 	simNodeMemory  float64
@@ -83,6 +84,7 @@ func main() {
 	flag.DurationVar(&o.window, "window", 15*time.Second, "width of a record")
 	flag.DurationVar(&o.cpu, "cpu", 10*time.Millisecond, "the app's CPU time per request")
 	flag.StringVar(&o.initialCPU, "initial-cpu", "200m", "the app's CPU request and limit at the start of every run (one replica)")
+	flag.IntVar(&o.perConnection, "requests-per-connection", 100, "the load generator closes a connection after about this many requests (1: a connection per request, so SO_REUSEPORT spreads every request, not every connection)")
 	flag.StringVar(&o.memPerRequest, "memory-per-request", "1Mi", "the app's memory per request in flight")
 	flag.StringVar(&o.baseMemory, "base-memory", "48Mi", "the app's base memory")
 	flag.DurationVar(&o.startupDelay, "startup-delay", 5*time.Second, "the app's start-up delay before it is ready")
@@ -241,7 +243,7 @@ func (o options) settings() map[string]string {
 	return map[string]string{
 		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
 		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
-		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "smoke": fmt.Sprint(o.smoke),
+		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "requestsPerConnection": fmt.Sprint(o.perConnection), "smoke": fmt.Sprint(o.smoke),
 	}
 }
 

@@ -70,7 +70,8 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		"--target", fmt.Sprintf("http://127.0.0.1:%d/", h.o.appPort),
 		"--trace", h.o.trace, "--mean", fmt.Sprint(h.o.mean), "--trace-step", h.o.window.String(),
 		"--seed", fmt.Sprint(h.o.seed+uint64(rep)), "--duration", h.o.duration.String(),
-		"--window", h.o.window.String(), "--timeout", "10s", "--records", records)
+		"--window", h.o.window.String(), "--timeout", "10s", "--records", records,
+		"--requests-per-connection", fmt.Sprint(h.o.perConnection))
 	logFile, err := os.Create(filepath.Join(h.logDir, fmt.Sprintf("loadgen-%d.log", order)))
 	if err != nil {
 		return r, err
