@@ -30,51 +30,11 @@ func realWorkloadScales(t *testing.T, in *nodeinstall.Installer) {
 	t.Helper()
 	env := in.Env
 	port := env.BasePort + 41
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: real-workload}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: testapp, namespace: real-workload}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: testapp}}
-  template:
-    metadata: {labels: {app: testapp}}
-    spec:
-      hostNetwork: true
-      dnsPolicy: Default
-      nodeSelector: {kubernetes.io/hostname: %[1]s}
-      terminationGracePeriodSeconds: 15
-      containers:
-      - name: app
-        image: aware-testapp:%[2]s
-        imagePullPolicy: Never
-        args: [--address=127.0.0.1:%[3]d, --reuse-port, --cpu=10ms, --base-memory=32Mi, --startup-delay=2s, --shutdown-timeout=5s]
-        resources:
-          requests: {cpu: 100m, memory: 96Mi}
-          limits: {cpu: 100m, memory: 256Mi}
-        readinessProbe:
-          httpGet: {path: /readyz, port: %[3]d}
-          periodSeconds: 2
-          timeoutSeconds: 2
-          failureThreshold: 3
----
-apiVersion: autoscaling.aware.dev/v1alpha1
-kind: MultidimPodAutoscaler
-metadata: {name: testapp, namespace: real-workload}
-spec:
-  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: testapp}
-  policy: {updateMode: InPlaceOrRecreate}
-  constraints: {global: {minReplicas: 1, maxReplicas: 4}}
-  resourcePolicy:
-    containerPolicies:
-    - containerName: '*'
-      minAllowed: {cpu: 50m, memory: 64Mi}
-      maxAllowed: {cpu: "1", memory: 1Gi}
-      controlledResources: [cpu, memory]
-`, env.Node, env.Tag, port)
+	manifest := nodeinstall.TestApp{
+		Namespace: "real-workload", Env: env, Port: port,
+		Args: []string{"--cpu=10ms", "--base-memory=32Mi", "--startup-delay=2s", "--shutdown-timeout=5s"},
+		CPU:  "100m", CPULimit: "100m", Memory: "96Mi", MemoryLimit: "256Mi",
+	}.Manifest() + nodeinstall.MPA("real-workload", 1, 4)
 	kubectl(t, in, strings.NewReader(manifest), "apply", "-f", "-")
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -185,49 +145,11 @@ func oomAtStartRecovers(t *testing.T, in *nodeinstall.Installer) {
 	t.Helper()
 	env := in.Env
 	port := env.BasePort + 42
-	manifest := fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: oom-at-start}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: testapp, namespace: oom-at-start}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: testapp}}
-  template:
-    metadata: {labels: {app: testapp}}
-    spec:
-      hostNetwork: true
-      dnsPolicy: Default
-      nodeSelector: {kubernetes.io/hostname: %[1]s}
-      terminationGracePeriodSeconds: 5
-      containers:
-      - name: app
-        image: aware-testapp:%[2]s
-        imagePullPolicy: Never
-        args: [--address=127.0.0.1:%[3]d, --reuse-port, --base-memory=160Mi]
-        resources:
-          requests: {cpu: 50m, memory: 64Mi}
-          limits: {cpu: 200m, memory: 128Mi}
-        readinessProbe:
-          httpGet: {path: /readyz, port: %[3]d}
-          periodSeconds: 2
----
-apiVersion: autoscaling.aware.dev/v1alpha1
-kind: MultidimPodAutoscaler
-metadata: {name: testapp, namespace: oom-at-start}
-spec:
-  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: testapp}
-  policy: {updateMode: InPlaceOrRecreate}
-  constraints: {global: {minReplicas: 1, maxReplicas: 2}}
-  resourcePolicy:
-    containerPolicies:
-    - containerName: '*'
-      minAllowed: {cpu: 50m, memory: 64Mi}
-      maxAllowed: {cpu: "1", memory: 1Gi}
-      controlledResources: [cpu, memory]
-`, env.Node, env.Tag, port)
+	manifest := nodeinstall.TestApp{
+		Namespace: "oom-at-start", Env: env, Port: port,
+		Args: []string{"--base-memory=160Mi"},
+		CPU:  "50m", CPULimit: "200m", Memory: "64Mi", MemoryLimit: "128Mi",
+	}.Manifest() + nodeinstall.MPA("oom-at-start", 1, 2)
 	kubectl(t, in, strings.NewReader(manifest), "apply", "-f", "-")
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

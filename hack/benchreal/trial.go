@@ -180,37 +180,12 @@ func readRecords(path string) ([]loadgen.Record, error) {
 // every policy: 1-8 replicas, 50m-1 CPU, 64Mi-1Gi per container.
 func (h *harness) manifest(ns, policy string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, `apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: testapp, namespace: %[1]s}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: testapp}}
-  template:
-    metadata: {labels: {app: testapp}}
-    spec:
-      hostNetwork: true
-      dnsPolicy: Default
-      nodeSelector: {kubernetes.io/hostname: %[2]s}
-      terminationGracePeriodSeconds: 15
-      containers:
-      - name: app
-        image: aware-testapp:%[3]s
-        imagePullPolicy: Never
-        args: [--address=127.0.0.1:%[4]d, --reuse-port, --cpu=%[5]s, --memory-per-request=%[6]s, --base-memory=%[7]s, --startup-delay=%[8]s, --shutdown-timeout=10s]
-        resources:
-          requests: {cpu: %[9]s, memory: 96Mi}
-          limits: {cpu: %[9]s, memory: 256Mi}
-        readinessProbe:
-          httpGet: {path: /readyz, port: %[4]d}
-          periodSeconds: 2
-          timeoutSeconds: 2
-          failureThreshold: 3
-`, ns, h.env.Node, h.env.Tag, h.o.appPort, h.o.cpu, h.o.memPerRequest, h.o.baseMemory, h.o.startupDelay, h.o.initialCPU)
+	b.WriteString(nodeinstall.TestApp{
+		Namespace: ns, Env: h.env, Port: h.o.appPort,
+		Args: []string{"--cpu=" + h.o.cpu.String(), "--memory-per-request=" + h.o.memPerRequest, "--base-memory=" + h.o.baseMemory,
+			"--startup-delay=" + h.o.startupDelay.String(), "--shutdown-timeout=10s"},
+		CPU: h.o.initialCPU, CPULimit: h.o.initialCPU, Memory: "96Mi", MemoryLimit: "256Mi",
+	}.Manifest())
 	hpa := `---
 apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
@@ -237,21 +212,6 @@ spec:
       maxAllowed: {cpu: "1", memory: 1Gi}
       controlledResources: [cpu, memory]
 `
-	mpa := `---
-apiVersion: autoscaling.aware.dev/v1alpha1
-kind: MultidimPodAutoscaler
-metadata: {name: testapp, namespace: %[1]s}
-spec:
-  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: testapp}
-  policy: {updateMode: InPlaceOrRecreate}
-  constraints: {global: {minReplicas: 1, maxReplicas: 8}}
-  resourcePolicy:
-    containerPolicies:
-    - containerName: '*'
-      minAllowed: {cpu: 50m, memory: 64Mi}
-      maxAllowed: {cpu: "1", memory: 1Gi}
-      controlledResources: [cpu, memory]
-`
 	switch policy {
 	case "hpa":
 		fmt.Fprintf(&b, hpa, ns)
@@ -261,7 +221,7 @@ spec:
 		fmt.Fprintf(&b, hpa, ns)
 		fmt.Fprintf(&b, vpa, ns)
 	case "fused":
-		fmt.Fprintf(&b, mpa, ns)
+		b.WriteString(nodeinstall.MPA(ns, 1, 8))
 	}
 	return b.String()
 }
