@@ -175,7 +175,7 @@ spec:
 		metrics, _ := cmd.CombinedOutput()
 		t.Fatalf("%v; the MPA's status: %+v; metrics.k8s.io: %s", err, last.Status, metrics)
 	}
-	t.Logf("usage reached the recommender: %+v", last.Status)
+	t.Logf("usage reached the recommender: conditions %+v, %d current metrics", last.Status.Conditions, len(last.Status.CurrentMetrics))
 }
 
 // mpaStatus is the part of an MPA's status usageReachesRecommender reads.
