@@ -18,6 +18,7 @@ import (
 	"github.com/aware-k8s/aware/e2e/loadgen"
 	"github.com/aware-k8s/aware/e2e/nodeinstall"
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchvpa/bench"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -266,6 +267,8 @@ func readCPU(dir string) cpuTimes {
 	return c
 }
 
+// pidsCPU sums the CPU time of the processes whose PID files are in dir
+// (/proc/PID/stat, as make bench-vpa reads it); a process gone is 0.
 func pidsCPU(dir string) float64 {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
 	var total float64
@@ -278,15 +281,9 @@ func pidsCPU(dir string) float64 {
 		if err != nil {
 			continue
 		}
-		s := string(stat)
-		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(fields) < 13 {
-			continue
+		if cpu, err := bench.ParseProcStat(string(stat)); err == nil {
+			total += cpu
 		}
-		var u, k float64
-		fmt.Sscan(fields[11], &u)
-		fmt.Sscan(fields[12], &k)
-		total += (u + k) / 100
 	}
 	return total
 }
