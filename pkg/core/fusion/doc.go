@@ -90,6 +90,27 @@
 //     blocks a scale-down (reason FailedGetGoalMetric). Rule 9 moves only
 //     the CPU and request-rate factor to the vertical side: bigger pods
 //     need not answer a goal such as a queue length.
+//  11. Saturation at the CPU limit: a pod at its limit shows the limit,
+//     not its demand, so the usage the histograms and the HPA arithmetic
+//     read is only a lower bound (with the limit equal to the request,
+//     the common setting, the utilisation can never pass 100%). When the
+//     mean usage of the pods with metrics is at least 90% of the pod's
+//     CPU limit (every controlled container limited), the CPU target is
+//     never below the current request: the decaying histogram still
+//     remembers lighter load and would otherwise shrink the pods that are
+//     short of CPU (measured on a real kubelet: 50m recommended for a pod
+//     at 93% of 100m). When the same holds of the serving pods — Ready
+//     ones, and ones that lost readiness after becoming Ready in their
+//     current start, as a probe times out under load — the proposal is at
+//     least current+1, as in rule 8, and rule 9 turns it into vertical
+//     growth at maxReplicas. The HPA ignores the usage of a pod within
+//     its CPU initialisation period that is not Ready, so a saturated
+//     pod whose probe timed out was not scaled out for five minutes; pods
+//     still starting (never Ready since their start) are left out here
+//     too, so that a runtime burning its limit at start does not scale
+//     the workload out. With the request rate known, the rate metric of
+//     rule 7 already scales to the real demand; this rule is what acts
+//     without it.
 //
 // Options.TargetOfLimit (off by default; a measurement aid of the
 // simulator's evidence) reads the target utilisation of rules 2, 3 and 7 as

@@ -162,6 +162,8 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		f.starvedAt = obs.Time
 	}
 	saturated := limit > 0 && max(usage, peakPodCPU(&obs)) >= saturatedUtilisation*limit || starved
+	// 11. Pods at their CPU limit: their usage is a lower bound of demand.
+	sat := cpuSaturation(&obs)
 	violated := obs.SLO > 0 && obs.Latency.P95 > obs.SLO
 	if f.burstRatio > 0 && obs.Samples > 0 {
 		f.burst.observe(obs.Time, obs.RequestRate)
@@ -219,6 +221,11 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		}
 	}
 
+	if sat.pods {
+		// 11. Never lower the CPU of pods at their limit.
+		f.holdCPU(&obs, containers)
+	}
+
 	// 5. Bounds: a request more than upperBand above the target is resized;
 	// one within the bounds is kept, and the target says so.
 	for i := range containers {
@@ -238,6 +245,10 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		if !sizeBound {
 			floor = obs.Replicas + 1
 		}
+	}
+	if sat.serving {
+		// 11. Serving pods at their limit: at least one more replica.
+		floor = max(floor, obs.Replicas+1)
 	}
 	metrics := append(f.metrics[:0], hpa.Metric{
 		Name: "cpu", Kind: hpa.ResourceUtilization, Target: target, Pods: f.pods, CPU: true, Window: obs.Window,
@@ -260,11 +271,14 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		if i := slices.IndexFunc(dec.Errors, func(e error) bool { return e != nil }); i >= own {
 			reason = "FailedGetGoalMetric: " + err.Error()
 		}
-		if violated && !sizeBound && obs.Replicas > 0 {
+		if (violated && !sizeBound || sat.serving) && obs.Replicas > 0 {
 			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, obs.Replicas+1)
-			reason = "SLOViolated: " + reason
 		}
-	} else if violated {
+	}
+	if sat.serving {
+		reason = "CPUSaturated: " + reason
+	}
+	if violated {
 		reason = "SLOViolated: " + reason
 	}
 	reason += floorNote

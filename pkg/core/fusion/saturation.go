@@ -1,0 +1,88 @@
+package fusion
+
+import (
+	"github.com/aware-k8s/aware/pkg/core/workload"
+)
+
+// saturation says whether the pods run at their CPU limit (rule 11 of the
+// package documentation). A pod at its limit shows the limit, not its
+// demand: the usage the histograms and the HPA arithmetic read is a lower
+// bound of what the pods need.
+type saturation struct {
+	// pods: the mean usage of the pods with metrics, ready or not, is at
+	// least saturatedUtilisation of the pod's CPU limit. The CPU request
+	// is then never lowered: a window at the limit says nothing about how
+	// much less the pods could do with.
+	pods bool
+	// serving: the same of the pods that serve — Ready ones, and ones that
+	// lost readiness after becoming Ready in their current start (a probe
+	// timing out under load). Pods still starting are left out, as the
+	// HPA leaves them out, so that a runtime burning its limit at start
+	// does not scale the workload out. The replica count then rises by at
+	// least one.
+	serving bool
+}
+
+// cpuSaturation reads rule 11's conditions from the observation. Without
+// a CPU limit on every controlled container nothing is saturated: usage
+// above the request is then demand the HPA arithmetic sees.
+func cpuSaturation(obs *workload.Observation) saturation {
+	limit := 0.0
+	for _, co := range obs.Containers {
+		if !(co.Limits.CPU > 0) {
+			return saturation{}
+		}
+		limit += co.Limits.CPU
+	}
+	if obs.Samples == 0 || !(limit > 0) {
+		return saturation{}
+	}
+	at := saturatedUtilisation * limit
+	if len(obs.Pods) == 0 {
+		// A reader without per-pod samples: the containers' mean over pods
+		// with metrics, which serve when any pod is ready.
+		u := 0.0
+		for _, co := range obs.Containers {
+			u += co.Usage.CPU
+		}
+		return saturation{pods: u >= at, serving: u >= at && obs.ReadyReplicas > 0}
+	}
+	var all, serve float64
+	var nAll, nServe int
+	for _, p := range obs.Pods {
+		if !p.HasMetrics {
+			continue
+		}
+		all += p.Usage.CPU
+		nAll++
+		if p.Ready || lostReadiness(p) {
+			serve += p.Usage.CPU
+			nServe++
+		}
+	}
+	return saturation{
+		pods:    nAll > 0 && all >= at*float64(nAll),
+		serving: nServe > 0 && serve >= at*float64(nServe),
+	}
+}
+
+// lostReadiness reports whether an unready pod was Ready since its
+// containers last started: its Ready condition changed after the start.
+func lostReadiness(p workload.PodSample) bool {
+	return !p.Ready && !p.Started.IsZero() && p.ReadySince.After(p.Started)
+}
+
+// holdCPU keeps every controlled CPU target at least at the container's
+// current request (rule 11): the pods are at their limit.
+func (f *Fused) holdCPU(obs *workload.Observation, containers []workload.ContainerRecommendation) {
+	for i := range containers {
+		co, ok := obs.Container(containers[i].Name)
+		if !ok {
+			continue
+		}
+		if p := f.c.ContainerPolicy(co.Name); !p.Controls(workload.CPU) {
+			continue
+		}
+		containers[i].Target.CPU = max(containers[i].Target.CPU, co.Requests.CPU)
+	}
+}
