@@ -52,6 +52,13 @@ type Trace struct {
 	// InitialCPU is the one replica's CPU request and limit at the start
 	// (cores; the harness's --initial-cpu, 0.1 in files written before it).
 	InitialCPU float64
+	// AppMetrics is whether the real recommender read the app's request
+	// rate and latency with an SLO (the settings' "sloMetrics"; false in
+	// files written before it, whose MPAs had no spec.rl.slo and whose
+	// recommender no Prometheus). Without them the replayed policies see
+	// neither, as on the real node: the fused default's SLO floor, rate
+	// metric and SLO override are then off there too.
+	AppMetrics bool
 }
 
 // ParseSettings reads the trace of a results file's settings (the
@@ -107,6 +114,11 @@ func ParseSettings(s map[string]string) (Trace, error) {
 	if v, ok := s["initialCpu"]; ok {
 		if t.InitialCPU, err = cores(v); err != nil {
 			return t, fmt.Errorf("settings: initialCpu: %w", err)
+		}
+	}
+	if v, ok := s["sloMetrics"]; ok {
+		if t.AppMetrics, err = strconv.ParseBool(v); err != nil {
+			return t, fmt.Errorf("settings: sloMetrics %q must be true or false", v)
 		}
 	}
 	if v, ok := s["timeout"]; ok {
@@ -172,7 +184,11 @@ func Replay(cal Calibration, settings map[string]string, policyName string, rep 
 		run.Windows = append(run.Windows, w)
 		used += w.CPUUsed * (w.End - w.Start)
 		ok += m.Completed
-		r, err := p.Recommend(ctx, s.Observation())
+		obs := s.Observation()
+		if !tr.AppMetrics {
+			obs = usageOnly(obs)
+		}
+		r, err := p.Recommend(ctx, obs)
 		if err != nil {
 			// A policy that cannot decide leaves the workload as it is, as
 			// the recommender and the evaluator do.
@@ -188,6 +204,13 @@ func Replay(cal Calibration, settings map[string]string, policyName string, rep 
 	}
 	run.StartupSeconds = rec.startups
 	return run, nil
+}
+
+// usageOnly is obs as a recommender without the app's metrics sees it:
+// no request rate, latency, error rate or SLO.
+func usageOnly(obs workload.Observation) workload.Observation {
+	obs.RequestRate, obs.Latency, obs.ErrorRate, obs.SLO = 0, workload.Latency{}, 0, 0
+	return obs
 }
 
 // podState is what the recorder remembers of a simulated pod.

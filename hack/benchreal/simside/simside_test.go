@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -261,12 +262,46 @@ func TestReplay(t *testing.T) {
 		{"bad duration", func(s map[string]string) { s["duration"] = "ten" }, "fused", "duration"},
 		{"bad mean", func(s map[string]string) { s["mean"] = "0" }, "fused", "mean"},
 		{"unknown trace", func(s map[string]string) { s["trace"] = "square" }, "fused", "square"},
+		{"bad sloMetrics", func(s map[string]string) { s["sloMetrics"] = "yes please" }, "fused", "sloMetrics"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := settings()
 			tc.set(s)
 			if _, err := Replay(cal, s, tc.policy, 0); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Replay: %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestReplayAppMetrics: a run whose recommender read no app metrics is
+// replayed with a fused default that sees none either; the HPA reads none
+// in both.
+func TestReplayAppMetrics(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	replay := func(policy, metrics string) []result.Window {
+		t.Helper()
+		set := settings()
+		if metrics != "" {
+			set["sloMetrics"] = metrics
+		}
+		r, err := Replay(cal, set, policy, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Windows
+	}
+	for _, tc := range []struct {
+		policy   string
+		wantSame bool
+	}{{"fused", false}, {"hpa", true}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			without, with := replay(tc.policy, "false"), replay(tc.policy, "true")
+			if same := slices.Equal(without, with); same != tc.wantSame {
+				t.Errorf("replays with and without the app's metrics equal: %v, want %v", same, tc.wantSame)
+			}
+			if !slices.Equal(without, replay(tc.policy, "")) {
+				t.Error("a file without sloMetrics is not replayed as one without app metrics")
 			}
 		})
 	}
