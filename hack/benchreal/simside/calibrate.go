@@ -86,6 +86,28 @@ type Throttling struct {
 	// brings the simulator's p95 closest to the real one with the
 	// simulator's own slope; the slope itself the simulator cannot take.
 	IOWait Estimate `json:"ioWait"`
+	// Burst is whether the simulated app uses the burst latency model
+	// (sim.App.CPUBurst: a request runs at one core while the CFS quota
+	// lasts, p95 = W + CPU seconds + ln(20)·S·ρ/(1−ρ)) rather than the
+	// fluid one: the model whose p95 without I/O wait is nearer the real
+	// windows' (FluidError, BurstError: the median over the windows of
+	// |ln(real p95 / model p95)|). Without I/O wait because the test app
+	// does none, and because a free W would hide the difference: at one
+	// pod size the two models differ by a constant, ln(20)·S − CPU
+	// seconds, which a fitted W absorbs. BurstIOWait is the burst model's
+	// W, found as IOWait is for the fluid one.
+	Burst       bool     `json:"burst"`
+	FluidError  float64  `json:"fluidError"`
+	BurstError  float64  `json:"burstError"`
+	BurstIOWait Estimate `json:"burstIoWait"`
+}
+
+// SimIOWait is the I/O wait of the latency model the calibration chose.
+func (t Throttling) SimIOWait() float64 {
+	if t.Burst {
+		return t.BurstIOWait.Value
+	}
+	return t.IOWait.Value
 }
 
 // Calibration is the simulator's app as the real runs measured it.
@@ -256,31 +278,64 @@ func fitThrottling(runs []result.Run, cpuSeconds float64) Throttling {
 	iow := median(resid, "median over the same windows of p95 − ln(20)·S/(1−ρ), at least 0: the shift that best fits the simulator's own slope")
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
+	t.fitBurst(ws, ys, cpuSeconds)
 	return t
+}
+
+// fitBurst sets the burst model's W and both models' errors (Throttling.Burst)
+// from the calm windows ws with traffic and their p95s ys.
+func (t *Throttling) fitBurst(ws []result.Window, ys []float64, cpuSeconds float64) {
+	var fluid, burst, resid []float64
+	for _, w := range ws {
+		if !(w.P95 > 0) {
+			continue
+		}
+		x, rho := throttleX(w, cpuSeconds)
+		fluid = append(fluid, t.SimSlope*x)
+		burst = append(burst, cpuSeconds+t.SimSlope*x*rho) // S·ρ/(1−ρ) = x·ρ
+		resid = append(resid, w.P95-burst[len(burst)-1])
+	}
+	iow := median(resid, "median over the same windows of p95 − (CPU seconds + ln(20)·S·ρ/(1−ρ)), at least 0: the burst model's shift")
+	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
+	t.BurstIOWait = iow
+	logErr := func(model []float64, shift float64) float64 {
+		e := make([]float64, len(ys))
+		for i, y := range ys {
+			e[i] = math.Abs(math.Log(y / (model[i] + shift)))
+		}
+		return median(e, "").Value
+	}
+	t.FluidError, t.BurstError = logErr(fluid, 0), logErr(burst, 0)
+	t.Burst = t.BurstError < t.FluidError
 }
 
 // inFlight estimates the requests a window's pods held on average. Little's
 // law wants the window's mean latency, but the load generator records only
 // its percentiles, so the mean is read off the p95 through the simulator's
-// own latency model (W plus an exponential: mean = W + (p95 − W)/ln 20).
+// own latency model (a shift plus an exponential: mean = shift + (p95 −
+// shift)/ln 20; the shift is W, plus the CPU seconds in the burst model).
 // The fit therefore gives the memory per request that makes the
 // simulator's memory match the real one wherever its latency matches; it
 // is an assumption about the shape of the latency, not a measurement of it.
-func inFlight(w result.Window, ioWait float64) float64 {
+func inFlight(w result.Window, shift float64) float64 {
 	if w.OK == 0 || !(w.P95 > 0) {
 		return 0
 	}
-	mean := ioWait + math.Max(w.P95-ioWait, 0)/math.Log(20)
+	mean := shift + math.Max(w.P95-shift, 0)/math.Log(20)
 	return float64(w.OK) / (w.End - w.Start) * mean
 }
 
 func (c *Calibration) fitMemory(runs []result.Run) error {
 	ws, _ := calmWindows(runs, c.CPUSecondsPerRequest.Value)
+	shift := c.Throttling.SimIOWait()
+	if c.Throttling.Burst {
+		shift += c.CPUSecondsPerRequest.Value
+	}
 	var pods, inflight, used []float64
 	for _, w := range ws {
 		if w.MemoryUsed > 0 {
 			pods = append(pods, float64(w.Ready))
-			inflight = append(inflight, inFlight(w, c.Throttling.IOWait.Value))
+			inflight = append(inflight, inFlight(w, shift))
 			used = append(used, w.MemoryUsed)
 		}
 	}
@@ -389,7 +444,8 @@ func (c Calibration) App(slo, initialCPU float64) sim.App {
 		Name:             "testapp",
 		Container:        "app",
 		CPUSeconds:       c.CPUSecondsPerRequest.Value,
-		IOWait:           c.Throttling.IOWait.Value,
+		IOWait:           c.Throttling.SimIOWait(),
+		CPUBurst:         c.Throttling.Burst,
 		BaseMemory:       c.BaseMemory.Value,
 		MemoryPerRequest: c.MemoryPerRequest.Value,
 		StartupDelay:     seconds(c.StartupSeconds.Value),
@@ -430,7 +486,13 @@ func (c Calibration) Write(w io.Writer) error {
 		line("p95 shift", t.Shift, 1e-3, "ms")
 		line("p95 slope on S/(1−ρ)", t.Slope, 1, "")
 		fmt.Fprintf(&b, "  %-26s R² %.3f over %d windows; the simulator's slope is ln 20 = %.3f\n", "p95 fit", t.R2, t.Windows, t.SimSlope)
-		line("I/O wait (simulated)", t.IOWait, 1e-3, "ms")
+		line("I/O wait (fluid model)", t.IOWait, 1e-3, "ms")
+		line("I/O wait (burst model)", t.BurstIOWait, 1e-3, "ms")
+		model := "fluid (processor sharing at the limit)"
+		if t.Burst {
+			model = "burst (a request at one core while the CFS quota lasts)"
+		}
+		fmt.Fprintf(&b, "  %-26s %s: median |ln(real/model p95)| fluid %.2f, burst %.2f\n", "latency model (simulated)", model, t.FluidError, t.BurstError)
 	} else {
 		fmt.Fprintf(&b, "  %-26s unresolved: %s; the simulated app has no I/O wait\n", "throttling", t.Reason)
 	}

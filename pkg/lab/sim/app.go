@@ -76,6 +76,18 @@ type App struct {
 	CPUSeconds float64
 	// IOWait is the mean non-CPU time per request (seconds).
 	IOWait float64
+	// CPUBurst models the CPU limit as the kernel enforces it (a CFS
+	// quota over 100-ms periods) instead of as a fluid share: a request
+	// runs at up to one core while the pod's quota lasts, so alone it
+	// takes its CPU time, not its CPU time over the limit, and only the
+	// queueing for the quota grows with the load. Its response time is
+	// then CPUSeconds plus an exponential of mean S·ρ/(1−ρ), S =
+	// CPUSeconds/limit; the fluid model (false, the default) is an
+	// exponential of mean S/(1−ρ). Against a discrete-event CFS pod
+	// (cfs_test.go) the burst model holds for requests of nearly constant
+	// CPU time, the fluid one for exponential ones; the real node's test
+	// app is of the first kind (docs/real-node.md).
+	CPUBurst bool
 	// BaseMemory is the working set of an idle pod (bytes).
 	BaseMemory float64
 	// MemoryPerRequest is the memory each in-flight request holds (bytes).

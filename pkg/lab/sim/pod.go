@@ -39,8 +39,11 @@ type PodWindow struct {
 	Backlog float64
 	// QueueDelay is the backlog's mean delay S·(B+B')/2 and Stationary the
 	// queueing mean S/(1 − min(ρ, ρmax)): a completed request's response
-	// time is IOWait + QueueDelay plus an exponential of mean Stationary.
-	QueueDelay, Stationary float64
+	// time is IOWait + Own + QueueDelay plus an exponential of mean
+	// Stationary. With App.CPUBurst, Own is the request's CPU time (run at
+	// one core) and Stationary only the wait for the quota,
+	// S·ρ/(1 − ρ) with ρ at most ρmax; Own is 0 otherwise.
+	QueueDelay, Stationary, Own float64
 	// InFlight is N, the mean number of requests the pod holds: by Little's
 	// law the window's throughput times its mean response time.
 	InFlight float64
@@ -53,13 +56,13 @@ type PodWindow struct {
 
 // MeanLatency is the mean response time of the window's completed requests.
 func (w *PodWindow) MeanLatency(a *App) float64 {
-	return a.IOWait + w.QueueDelay + w.Stationary
+	return a.IOWait + w.Own + w.QueueDelay + w.Stationary
 }
 
 // LatencyCDF is the fraction of the window's completed requests that took at
 // most x seconds, under the model's shifted-exponential response time.
 func (w *PodWindow) LatencyCDF(a *App, x float64) float64 {
-	shift := a.IOWait + w.QueueDelay
+	shift := a.IOWait + w.Own + w.QueueDelay
 	if x <= shift || !(w.Stationary > 0) {
 		if x >= shift {
 			return 1
@@ -90,6 +93,11 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	mu := 1 / svc
 	rho := in.Rate * svc
 	stat := svc / (1 - math.Min(rho, rhoMax))
+	own := 0.0
+	if a.CPUBurst {
+		r := math.Min(rho, rhoMax)
+		own, stat = cpuSec, svc*r/(1-r)
+	}
 	b0 := in.Backlog
 	// Below ρmax the stationary queue holds the window's Poisson surplus, so
 	// the fluid backlog only drains (at the expected spare capacity). At or
@@ -115,20 +123,20 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 		drop, done = drop-r, done+r
 		b1, done = b1+done, 0
 	}
-	w := PodWindow{QueueDelay: (b0 + b1) / 2 * svc, Stationary: stat}
+	w := PodWindow{QueueDelay: (b0 + b1) / 2 * svc, Stationary: stat, Own: own}
 	// CPU follows the queue's input, like its state: the mean rate below
 	// ρmax (a window's Poisson surplus is served from the stationary queue,
 	// within capacity, so the long-run use is exactly ρ·c), the realised
 	// arrivals beyond it.
 	w.Usage.CPU = math.Min(math.Max(0, offered+b0-b1-drop)*cpuSec/dt, in.CPU)
-	inflight := done / dt * (a.IOWait + w.QueueDelay + stat)
+	inflight := done / dt * (a.IOWait + own + w.QueueDelay + stat)
 	w.InFlight = inflight
 	w.Usage.Memory = a.BaseMemory + a.MemoryPerRequest*inflight
 	w.Peak = workload.Resources{CPU: w.Usage.CPU, Memory: a.PeakMemory(inflight, in.Z)}
 	if in.MemoryLimit > 0 && w.Peak.Memory > in.MemoryLimit {
 		// The kill loses the requests in the pod (in service or waiting in
 		// the stationary queue) and the backlog behind them.
-		lost := math.Min(done, done/dt*(a.IOWait+stat))
+		lost := math.Min(done, done/dt*(a.IOWait+own+stat))
 		done -= lost
 		w.Failed = lost + b1
 		b1 = 0

@@ -436,7 +436,7 @@ func (s *Simulator) Step() StepMetrics {
 		m.Completed += w.Completed
 		m.Used = m.Used.Add(p.usage)
 		done, qdelay, stat := w.Completed, w.QueueDelay, w.Stationary
-		shift := s.app.IOWait + qdelay
+		shift := s.app.IOWait + w.Own + qdelay
 		latSum += done * (shift + stat)
 		s.addGroup(shift, stat, done)
 	}
