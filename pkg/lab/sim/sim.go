@@ -296,11 +296,13 @@ func (s *Simulator) Observation() workload.Observation { return s.obs }
 func (s *Simulator) History() []StepMetrics { return s.history }
 
 // Apply hands a recommendation to the simulated updater. Replicas of zero and
-// zero resource targets mean "no opinion". A controlled resource changes only
-// when the current request lies outside [LowerBound, UpperBound] (if both are
-// set) and differs from the target; limits follow requests at the app's
-// limit/request ratio unless the container policy says RequestsOnly. The
-// change takes effect from the next Step.
+// zero resource targets mean "no opinion". The pods are updated only when
+// some controlled resource's request lies outside [LowerBound, UpperBound]
+// (if both are set) and differs from its target; then, as the updater
+// (updater/logic) and VPA's updater do, every controlled resource takes its
+// target, those within their bounds too. Limits follow requests at the
+// app's limit/request ratio unless the container policy says RequestsOnly.
+// The change takes effect from the next Step.
 func (s *Simulator) Apply(rec workload.Recommendation) (Actions, error) {
 	var a Actions
 	if err := rec.Validate(); err != nil {
@@ -317,9 +319,13 @@ func (s *Simulator) Apply(rec workload.Recommendation) (Actions, error) {
 		return a, nil
 	}
 	req, lim := s.tmplReq, s.tmplLim
+	update := false
+	for _, r := range [...]workload.Resource{workload.CPU, workload.Memory} {
+		update = update || s.policy.Controls(r) && cr.Changes(r, req.Get(r))
+	}
 	for _, r := range [...]workload.Resource{workload.CPU, workload.Memory} {
 		target := cr.Target.Get(r)
-		if !s.policy.Controls(r) || !cr.Changes(r, req.Get(r)) {
+		if !update || !s.policy.Controls(r) || !(target > 0) {
 			continue
 		}
 		req = req.With(r, target)

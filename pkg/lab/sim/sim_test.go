@@ -269,6 +269,40 @@ func TestBoundsSuppressChange(t *testing.T) {
 	}
 }
 
+// TestOutOfBoundsAppliesEveryTarget: once one resource is outside its
+// bounds the pod is updated, and every controlled resource takes its
+// target, as the updater (updater/logic's assess) and VPA's updater apply
+// the whole recommendation. On the real node VPA's 250Mi memory minimum
+// put a 96Mi request out of bounds in the first minute, and the CPU,
+// within its bounds, went from 400m to its target with it.
+func TestOutOfBoundsAppliesEveryTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		memLo   float64
+		wantCPU float64
+		wantMem float64
+	}{
+		{"memory below its bounds: CPU within its own follows", 2 * gib, 0.4, 2.5 * gib},
+		{"both within their bounds: nothing", 0.5 * gib, 1, 1 * gib},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, Config{Resize: ResizeInPlace}, testApp(0.01, 0, 1), steadyTrace(t, 1, 10), 1)
+			if _, err := s.Apply(workload.Recommendation{Containers: []workload.ContainerRecommendation{{
+				Name:       "main",
+				Target:     workload.Resources{CPU: 0.4, Memory: 2.5 * gib},
+				LowerBound: workload.Resources{CPU: 0.1, Memory: tc.memLo},
+				UpperBound: workload.Resources{CPU: 8, Memory: 8 * gib},
+			}}}); err != nil {
+				t.Fatal(err)
+			}
+			m := s.Step()
+			if m.Requests.CPU != tc.wantCPU || m.Requests.Memory != tc.wantMem {
+				t.Errorf("requests %+v, want CPU %g and memory %g", m.Requests, tc.wantCPU, tc.wantMem)
+			}
+		})
+	}
+}
+
 func TestDeterministic(t *testing.T) {
 	run := func(seed uint64) []StepMetrics {
 		apps, err := GenerateApps(7, 3)
