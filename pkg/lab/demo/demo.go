@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -381,10 +380,16 @@ func validPolicy(name string) error {
 	if _, ok, err := fusedVariant(name); ok {
 		return err
 	}
+	if _, ok, err := qlearnPolicy(name); ok {
+		return err
+	}
+	if name == PolicyFaaSRM {
+		return nil
+	}
 	if name == PolicyFusedPaper || name == PolicyOracleResidual || name == PolicyOracleRequests || slices.Contains(DefaultPolicies(), name) {
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %sSPEC, %sT, %sT)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyOracleRequests, PolicyResidualPrefix, PolicyTargetPrefix, PolicyLimitTargetPrefix)
+	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %sSPEC, %sT, %sT, %s, %sT, %s, %s)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyOracleRequests, PolicyResidualPrefix, PolicyTargetPrefix, PolicyLimitTargetPrefix, PolicyQLearn, PolicyHPATargetPrefix, PolicyHPABestTarget, PolicyFaaSRM)
 }
 
 // contender builds the named built-in policy.
@@ -392,6 +397,9 @@ func contender(name string) eval.Contender {
 	fused := fusion.NewPolicyFactory(fusion.Options{})
 	if o, ok, _ := fusedVariant(name); ok { // validPolicy checked it
 		return eval.FromFactory(name, fusion.NewPolicyFactory(o))
+	}
+	if c, ok, _ := qlearnPolicy(name); ok {
+		return c
 	}
 	if rest, ok := strings.CutPrefix(name, PolicyResidualPrefix); ok {
 		ch, _ := learn.ParseResidual(rest) // validPolicy checked it
@@ -648,13 +656,26 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%s: invalid options: %w", o.name(), err)
 	}
+	if slices.Contains(o.Policies, PolicyFaaSRM) {
+		if err := runFaaSRM(o, stdout); err != nil {
+			return err
+		}
+		if o.Policies = withoutFaaSRM(o.Policies); len(o.Policies)+len(o.Extra) == 0 && o.Agent == nil {
+			return nil
+		}
+	}
 	runs, err := Runs(o)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	var cs []eval.Contender
+	var settle *SettleLog
 	for _, p := range o.Policies {
-		cs = append(cs, contender(p))
+		c := contender(p)
+		if p == PolicyQLearn {
+			c, settle = recordSettle(c)
+		}
+		cs = append(cs, c)
 	}
 	cs = append(cs, o.Extra...)
 	dir, err := outDir(o)
@@ -714,6 +735,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
+	if settle != nil {
+		settle.Write(stdout, o.Step.Seconds())
+	}
 	paths, err := rep.WriteFiles(dir)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -742,57 +766,4 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %s\n", filepath.Base(p))
 	}
 	return nil
-}
-
-// writeFileRuns says what the runs under the files' traces are, when
-// there are any: their rate mode and how long they run (at most the
-// file's data, which may be shorter than o.Steps).
-func writeFileRuns(w io.Writer, o Options, runs []eval.Run, per int) {
-	for k, label := range o.traces()[len(o.Traces):] {
-		lo, hi := math.MaxInt, 0
-		for i := len(o.Traces) + k; i < len(runs); i += per {
-			n := len(runs[i].Trace.Rates)
-			lo, hi = min(lo, n), max(hi, n)
-		}
-		what := fmt.Sprintf("rate series %s, as recorded", o.Series.Path)
-		if label == AzureTraceLabel {
-			rate, _ := sim.ParseAzureRate(string(o.AzureRate))
-			what = fmt.Sprintf("Azure functions of %s, rate %s", o.Azure.Invocations, rate)
-		}
-		span := strconv.Itoa(lo)
-		if hi != lo {
-			span = fmt.Sprintf("%d to %d", lo, hi)
-		}
-		fmt.Fprintf(w, "%s runs: %s; %s windows each\n", label, what, span)
-	}
-	if len(o.traces()) > len(o.Traces) {
-		fmt.Fprintln(w)
-	}
-}
-
-func (o *Options) name() string {
-	if o.Name == "" {
-		return "demo"
-	}
-	return o.Name
-}
-
-// outDir returns o.OutDir, or a fresh ./aware-<name>-<seed>[-k].
-func outDir(o Options) (string, error) {
-	if o.OutDir != "" {
-		return o.OutDir, nil
-	}
-	base := "aware-" + o.name() + "-" + strconv.FormatUint(o.Seed, 10)
-	for k := 1; k < 1000; k++ {
-		dir := base
-		if k > 1 {
-			dir = base + "-" + strconv.Itoa(k)
-		}
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return dir, nil
-		} else if err != nil {
-			return "", err
-		}
-	}
-	return "", fmt.Errorf("no free output folder named %s-<n>", base)
 }

@@ -45,6 +45,14 @@ type Options struct {
 	// autoscaling). When nil, or when it reports false, the current request
 	// is restored instead, which is the allocation in force.
 	UserAllocation func(container string) (workload.Resources, bool)
+	// Restore also gives a container its user allocation back when the
+	// allocation in force is below the user's in a resource whose recent
+	// peak reached Threshold × that allocation, whatever the inner policy
+	// recommends: FaaSRM's rule for functions harvested from, which a
+	// policy holding (or growing) a harvested allocation would otherwise
+	// keep starving. It needs UserAllocation; the user allocation's
+	// resources are taken whole, as a downward step's are.
+	Restore bool
 }
 
 func (o Options) withDefaults() Options {
@@ -66,6 +74,9 @@ func (o Options) Validate() error {
 	}
 	if o.Window < 1 {
 		errs = append(errs, fmt.Errorf("window must be >= 1, got %d", o.Window))
+	}
+	if o.Restore && o.UserAllocation == nil {
+		errs = append(errs, errors.New("restore needs the user allocation"))
 	}
 	return errors.Join(errs...)
 }
@@ -162,11 +173,19 @@ func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workl
 			continue // nothing to compare with: not a step from a known allocation
 		}
 		peak := p.peaks[cr.Name].max()
+		user, known := cur.Requests, false
+		if p.opts.UserAllocation != nil {
+			if u, ok := p.opts.UserAllocation(cr.Name); ok {
+				user, known = u, true
+			}
+		}
 		var hot []string
 		for _, res := range []workload.Resource{workload.CPU, workload.Memory} {
 			alloc := cur.Requests.Get(res)
-			if alloc <= 0 || cr.Target.Get(res) >= alloc {
-				continue // no allocation to protect, or not a downward step
+			down := cr.Target.Get(res) < alloc
+			harvested := p.opts.Restore && known && alloc < user.Get(res)
+			if alloc <= 0 || !(down || harvested) {
+				continue // no allocation to protect, or neither a downward step nor a harvested one
 			}
 			if peak.Get(res) >= p.opts.Threshold*alloc {
 				hot = append(hot, fmt.Sprintf("%s peak %.3g >= %.0f%% of request %.3g", res, peak.Get(res), 100*p.opts.Threshold, alloc))
@@ -175,16 +194,10 @@ func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workl
 		if len(hot) == 0 {
 			continue
 		}
-		user := cur.Requests
-		if p.opts.UserAllocation != nil {
-			if u, ok := p.opts.UserAllocation(cr.Name); ok {
-				user = u
-			}
-		}
 		out.Containers[i] = workload.ContainerRecommendation{
 			Name: cr.Name, Target: user, LowerBound: user, UpperBound: user, UncappedTarget: user,
 		}
-		reasons = append(reasons, fmt.Sprintf("container %q: refused downward step (%s), restored user allocation", cr.Name, strings.Join(hot, ", ")))
+		reasons = append(reasons, fmt.Sprintf("container %q: refused downward step or harvested allocation (%s), restored user allocation", cr.Name, strings.Join(hot, ", ")))
 	}
 	if len(reasons) == 0 {
 		return rec, nil
