@@ -22,6 +22,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/core/vpa"
 	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/lab/eval"
+	"github.com/aware-k8s/aware/pkg/lab/faas"
 	"github.com/aware-k8s/aware/pkg/lab/oracle"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
 	"github.com/aware-k8s/aware/pkg/lab/train"
@@ -96,6 +97,9 @@ type Options struct {
 	Tenants float64
 	// StartupBoost gives every app a CPU start-up boost; zero is none.
 	StartupBoost StartupBoost
+	// FaaSRMTimeout ends an invocation of the FaaSRM study (PolicyFaaSRM)
+	// this long after its arrival; zero means never.
+	FaaSRMTimeout time.Duration
 	// SeriesApp is the index, among the evaluated apps, of the app whose
 	// time series is plotted, under trace kind SeriesTrace; an empty
 	// SeriesTrace follows Traces: flash-crowd if it is among them, else the
@@ -190,14 +194,15 @@ func DefaultOptions() Options {
 		kinds = append(kinds, string(k))
 	}
 	return Options{
-		Apps:     DefaultApps,
-		Seed:     DefaultSeed,
-		Steps:    DefaultSteps,
-		Step:     15 * time.Second,
-		Traces:   kinds,
-		Policies: DefaultPolicies(),
-		Resize:   string(sim.ResizeRestart),
-		Progress: true,
+		Apps:          DefaultApps,
+		Seed:          DefaultSeed,
+		Steps:         DefaultSteps,
+		Step:          15 * time.Second,
+		Traces:        kinds,
+		Policies:      DefaultPolicies(),
+		Resize:        string(sim.ResizeRestart),
+		Progress:      true,
+		FaaSRMTimeout: faas.DefaultTimeout,
 		Agent: &AgentOptions{Train: train.DefaultOptions(), Seeds: DefaultAgentSeeds, Quorums: DefaultQuorums(),
 			Validation: demoValidation()},
 	}
@@ -249,6 +254,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		errs = append(errs, fmt.Errorf("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize))
+	}
+	if o.FaaSRMTimeout < 0 {
+		errs = append(errs, fmt.Errorf("faasrm timeout must be >= 0, got %s", o.FaaSRMTimeout))
 	}
 	if !(o.Tenants >= 0 && o.Tenants <= 1) {
 		errs = append(errs, fmt.Errorf("tenants must be in [0, 1], got %g", o.Tenants))
@@ -389,7 +397,7 @@ func validPolicy(name string) error {
 	if name == PolicyFusedPaper || name == PolicyOracleResidual || name == PolicyOracleRequests || slices.Contains(DefaultPolicies(), name) {
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %sSPEC, %sT, %sT, %s, %sT, %s, %s)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyOracleRequests, PolicyResidualPrefix, PolicyTargetPrefix, PolicyLimitTargetPrefix, PolicyQLearn, PolicyHPATargetPrefix, PolicyHPABestTarget, PolicyFaaSRM)
+	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %sSPEC, %sT, %sT, %s, %s, %sT, %s, %s)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyOracleRequests, PolicyResidualPrefix, PolicyTargetPrefix, PolicyLimitTargetPrefix, PolicyQLearn, PolicyQLearnRule, PolicyHPATargetPrefix, PolicyHPABestTarget, PolicyFaaSRM)
 }
 
 // contender builds the named built-in policy.

@@ -13,7 +13,9 @@ import (
 // (pkg/lab/faas) against fixed allocation, over functions packed on shared
 // nodes. It is not a per-app policy: the demo runs it as its own study,
 // over --apps functions for each of FaaSRMSeeds seeds from --seed, for
-// --steps windows of --step, on nodes of the simulator's capacity.
+// --steps windows of --step, on nodes of the simulator's capacity (packed
+// first fit, then each made full: its capacity its functions' user
+// allocations).
 const PolicyFaaSRM = faas.PolicyHarvest
 
 // FaaSRMSeeds is how many seeds the FaaSRM study pools.
@@ -27,7 +29,7 @@ func runFaaSRM(o Options, stdout io.Writer) error {
 	}
 	so := faas.StudyOptions{
 		Functions: o.Apps, Seeds: seeds, Steps: o.Steps,
-		Capacity: sim.DefaultConfig().NodeCapacity, Options: faas.Options{Step: o.Step},
+		Capacity: sim.DefaultConfig().NodeCapacity, Options: faas.Options{Step: o.Step, Timeout: o.FaaSRMTimeout},
 	}
 	st, err := faas.RunStudy(so)
 	if err != nil {

@@ -25,6 +25,11 @@ const (
 	// on each run from scratch, starting from Knative's default target
 	// (70%, its container-concurrency-target-percentage).
 	PolicyQLearn = qlearn.PolicyName
+	// PolicyQLearnRule is qlearn's replica rule, ceil(replicas × CPU
+	// utilisation / target) with neither the HPA's tolerance nor its
+	// stabilisation, at Knative's default target, learning nothing: the
+	// control that tells what the learning adds from what the rule costs.
+	PolicyQLearnRule = "qlearn:no-learning"
 	// PolicyHPATargetPrefix names the HPA alone at another target CPU
 	// utilisation, e.g. hpa:target=0.5.
 	PolicyHPATargetPrefix = "hpa:target="
@@ -46,6 +51,11 @@ func qlearnPolicy(name string) (eval.Contender, bool, error) {
 	switch {
 	case name == PolicyQLearn:
 		return eval.FromFactory(name, qlearn.NewPolicyFactory(qlearn.Options{})), true, nil
+	case name == PolicyQLearnRule:
+		// Two levels a unit in the last place apart: the learner may only
+		// move between two equal targets, and explores never.
+		o := qlearn.Options{Targets: []float64{0.7, math.Nextafter(0.7, 1)}, ExplicitZeroEpsilon: true}
+		return eval.FromFactory(name, qlearn.NewPolicyFactory(o)), true, nil
 	case name == PolicyHPABestTarget:
 		return eval.Contender{Name: name, New: func(r eval.Run, cfg sim.Config) (workload.Policy, error) {
 			t, err := BestFixedTarget(context.Background(), r, cfg, HindsightTargets())

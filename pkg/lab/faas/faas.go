@@ -59,9 +59,16 @@ type Function struct {
 	Seed uint64
 }
 
+// DefaultTimeout is Azure Functions' default on its consumption plan.
+const DefaultTimeout = 5 * time.Minute
+
 // CPUSample is the period (seconds) CPU usage is averaged over before its
 // window's peak is taken.
 const CPUSample = 1.0
+
+// ProvisionSigma is the log-normal shape of the factor between a generated
+// function's user CPU allocation and its mean load (median 2).
+var ProvisionSigma = 0.7
 
 // WorkSigma is the log-normal shape of an invocation's work around the
 // function's mean.
@@ -101,6 +108,12 @@ type Options struct {
 	// SafeguardWindows is how many windows the safeguard's recent peak
 	// spans (safeguard.Options.Window). Zero means its default, 5.
 	SafeguardWindows int
+	// Timeout ends an invocation that has not completed this long after
+	// its arrival, waiting or running: it counts as timed out, with a
+	// completion time of Timeout. Zero means none: a function short of
+	// CPU for hours then queues its invocations for hours.
+	// DefaultTimeout is the demo's.
+	Timeout time.Duration
 }
 
 func (o Options) withDefaults() Options {
@@ -123,8 +136,8 @@ func (o Options) withDefaults() Options {
 func (o Options) Validate() error {
 	o = o.withDefaults()
 	var errs []error
-	if o.Step < 0 {
-		errs = append(errs, fmt.Errorf("step must be > 0, got %s", o.Step))
+	if o.Step < 0 || o.Timeout < 0 {
+		errs = append(errs, fmt.Errorf("step and timeout must be > 0, got %s and %s", o.Step, o.Timeout))
 	}
 	if !(o.Threshold > 0 && o.Threshold <= 1) {
 		errs = append(errs, fmt.Errorf("threshold must be in (0, 1], got %g", o.Threshold))
@@ -169,6 +182,8 @@ func (n *Node) Validate() error {
 type Invocations struct {
 	Completion             []float32
 	Harvested, Accelerated int
+	// TimedOut counts those ended by Options.Timeout.
+	TimedOut int
 }
 
 func (v *Invocations) add(completion float64, j *job) {
@@ -189,6 +204,7 @@ type funcState struct {
 	waiting []*job
 	alloc   workload.Resources
 	next    float64 // next arrival time within the current window, absolute
+	timeout float64 // seconds
 }
 
 type job struct {
@@ -213,6 +229,22 @@ func (s *funcState) memFor(n int) float64 {
 func (s *funcState) admit() {
 	for len(s.waiting) > 0 && (len(s.running) == 0 || s.memFor(len(s.running)+1) <= s.alloc.Memory+1e-9) {
 		s.running = append(s.running, s.waiting[0])
+		s.waiting = s.waiting[1:]
+	}
+}
+
+// expire ends the invocations whose timeout is at or before t.
+func (s *funcState) expire(t float64, out *Invocations) {
+	late := func(j *job) bool {
+		if j.arrival+s.timeout > t+1e-9 {
+			return false
+		}
+		out.add(s.timeout, j)
+		out.TimedOut++
+		return true
+	}
+	s.running = slices.DeleteFunc(s.running, late)
+	for len(s.waiting) > 0 && late(s.waiting[0]) {
 		s.waiting = s.waiting[1:]
 	}
 }
@@ -244,8 +276,18 @@ func (s *funcState) window(t0, t1, rate float64, out *Invocations) windowStats {
 		if n := len(s.running); n > 0 {
 			speed = math.Min(1, s.alloc.CPU/float64(n))
 		}
-		// The next event: an arrival, the first completion or the end.
-		next := math.Min(s.next, t1)
+		// The next event: an arrival, the first completion, the first
+		// timeout or the end.
+		deadline := math.Inf(1)
+		if s.timeout > 0 {
+			if len(s.waiting) > 0 {
+				deadline = s.waiting[0].arrival + s.timeout // the oldest waiting
+			}
+			for _, j := range s.running {
+				deadline = math.Min(deadline, j.arrival+s.timeout)
+			}
+		}
+		next := math.Min(math.Min(s.next, t1), deadline)
 		first := -1
 		for i, j := range s.running {
 			if speed > 0 {
@@ -277,6 +319,8 @@ func (s *funcState) window(t0, t1, rate float64, out *Invocations) windowStats {
 			j := s.running[first]
 			s.running = slices.Delete(s.running, first, first+1)
 			out.add(t-j.arrival, j)
+		case t >= deadline:
+			s.expire(t, out)
 		case s.next <= t && s.next < t1:
 			work := s.f.Work * math.Exp(WorkSigma*s.rng.NormFloat64()-WorkSigma*WorkSigma/2)
 			s.waiting = append(s.waiting, &job{arrival: t, remaining: work, harvested: harvested, accelera: accel})
@@ -329,7 +373,7 @@ func Simulate(n *Node, policy string, o Options) (*Result, error) {
 	fs := make([]*funcState, len(n.Functions))
 	for i := range n.Functions {
 		f := &n.Functions[i]
-		fs[i] = &funcState{rng: rand.New(rand.NewPCG(f.Seed, 0xfaa5)), f: f, alloc: f.User}
+		fs[i] = &funcState{rng: rand.New(rand.NewPCG(f.Seed, 0xfaa5)), f: f, alloc: f.User, timeout: o.Timeout.Seconds()}
 		steps = max(steps, len(f.Rates))
 	}
 	res := &Result{Policy: policy, Functions: make([]Invocations, len(fs))}
@@ -438,7 +482,7 @@ func Generate(seed uint64, n, steps int, step time.Duration) ([]Function, error)
 		if err != nil {
 			return nil, err
 		}
-		cpu := math.Min(MaxUserCPU, math.Max(0.1, math.Round(rate*work*logn(2, 0.7, 0.1, 20)*20)/20))
+		cpu := math.Min(MaxUserCPU, math.Max(0.1, math.Round(rate*work*logn(2, ProvisionSigma, 0.1, 20)*20)/20))
 		perInv := 32*MiB + rng.Float64()*224*MiB
 		conc := math.Max(1, math.Ceil(cpu*logn(2, 0.7, 0.1, 20)))
 		base := 30.0 * MiB

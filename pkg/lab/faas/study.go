@@ -42,6 +42,7 @@ func (o *StudyOptions) Validate() error {
 // every seed, and per function paired with fixed allocation.
 type Study struct {
 	Seeds, Functions, Nodes int
+	Timeout                 time.Duration
 	Invocations             int
 	// Percentiles of completion time (seconds) over all invocations.
 	Fixed, Harvest Percentiles
@@ -62,6 +63,9 @@ type Study struct {
 	// function-windows so; Restores the safeguard's restorations per
 	// thousand function-windows.
 	HarvestedWindows, AcceleratedWindows, Restores float64
+	// FixedTimedOut and HarvestTimedOut are the shares of invocations
+	// ended by the timeout under each policy.
+	FixedTimedOut, HarvestTimedOut float64
 }
 
 // Percentiles of a set of completion times.
@@ -87,10 +91,10 @@ func RunStudy(o StudyOptions) (*Study, error) {
 		return nil, fmt.Errorf("faas: %w", err)
 	}
 	step := o.Options.withDefaults().Step
-	st := &Study{Seeds: len(o.Seeds), Functions: o.Functions}
+	st := &Study{Seeds: len(o.Seeds), Functions: o.Functions, Timeout: o.Options.withDefaults().Timeout}
 	var allFixed, allHarvest []float32
 	var perFn []float64
-	var harvested, accelerated, invs, hw, aw, windows, restores int
+	var harvested, accelerated, invs, hw, aw, windows, restores, fto, hto int
 	for _, seed := range o.Seeds {
 		fs, err := Generate(seed, o.Functions, o.Steps, step)
 		if err != nil {
@@ -128,6 +132,7 @@ func RunStudy(o StudyOptions) (*Study, error) {
 				if pa > 0 {
 					perFn = append(perFn, pb/pa-1)
 				}
+				fto, hto = fto+fixed.Functions[i].TimedOut, hto+harvest.Functions[i].TimedOut
 				harvested += harvest.Functions[i].Harvested
 				accelerated += harvest.Functions[i].Accelerated
 				invs += len(b)
@@ -150,25 +155,26 @@ func RunStudy(o StudyOptions) (*Study, error) {
 	st.Harvested, st.Accelerated = float64(harvested)/float64(max(invs, 1)), float64(accelerated)/float64(max(invs, 1))
 	st.HarvestedWindows, st.AcceleratedWindows = float64(hw)/float64(max(windows, 1)), float64(aw)/float64(max(windows, 1))
 	st.Restores = 1000 * float64(restores) / float64(max(windows, 1))
+	st.FixedTimedOut, st.HarvestTimedOut = float64(fto)/float64(max(len(allFixed), 1)), float64(hto)/float64(max(invs, 1))
 	return st, nil
 }
 
 // Write prints the study beside the paper's figures.
 func (s *Study) Write(w io.Writer, step time.Duration, steps int) error {
 	_, err := fmt.Fprintf(w, `FaaSRM's harvesting rule (the rule, not the paper's learned allocator) against fixed allocation:
-%d functions × %d seeds on %d nodes in all, %d windows of %s each, %d invocations per policy.
+%d functions × %d seeds on %d full nodes in all, %d windows of %s each, %d invocations per policy; invocations time out after %s (0: never).
 
-  POLICY     P50 (s)   P98 (s)   P99 (s)  MEAN (s)
-   fixed  %9.3f %9.3f %9.3f %9.3f
-  faasrm  %9.3f %9.3f %9.3f %9.3f
+  POLICY     P50 (s)   P98 (s)   P99 (s)  MEAN (s)  TIMED OUT
+   fixed  %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+  faasrm  %9.3f %9.3f %9.3f %9.3f  %8.3f%%
 
 p98 over all invocations: %+.1f%% (per seed: %s; paper: -87.6%% in its simulation, -35.8%% on OpenWhisk)
 p98 per function, paired with fixed allocation: mean %s%%, median %+.1f%% (%d functions)
 invocations harvested from: %.1f%% (paper 38.8%%); accelerated: %.1f%% (paper 39.2%%)
 function-windows harvested from: %.1f%%, accelerated: %.1f%%; safeguard restorations: %.1f per 1000 function-windows
-`, s.Functions, s.Seeds, s.Nodes, steps, step, s.Invocations,
-		s.Fixed.P50, s.Fixed.P98, s.Fixed.P99, s.Fixed.Mean,
-		s.Harvest.P50, s.Harvest.P98, s.Harvest.P99, s.Harvest.Mean,
+`, s.Functions, s.Seeds, s.Nodes, steps, step, s.Invocations, s.Timeout,
+		s.Fixed.P50, s.Fixed.P98, s.Fixed.P99, s.Fixed.Mean, 100*s.FixedTimedOut,
+		s.Harvest.P50, s.Harvest.P98, s.Harvest.P99, s.Harvest.Mean, 100*s.HarvestTimedOut,
 		100*s.P98Change, pcts(s.SeedP98Change),
 		stats.Interval{N: s.FunctionP98Change.N, Mean: 100 * s.FunctionP98Change.Mean, Lo: 100 * s.FunctionP98Change.Lo, Hi: 100 * s.FunctionP98Change.Hi}.Format("%+.1f"),
 		100*s.FunctionP98Median, s.FunctionP98Change.N,
