@@ -46,7 +46,7 @@ def main():
             if x['policy'] not in order:
                 order.append(x['policy'])
     fmt = '%+.2f [%+.2f, %+.2f]'
-    print('%-16s %6s  %-26s %-30s %-26s %-26s' % ('POLICY', 'PAIRS', 'SLO VIOL (POINTS)', 'REWARD', 'COST (%)', 'LOST REQ (POINTS)'))
+    print('%-20s %6s  %-26s %-30s %-26s %-26s' % ('POLICY', 'PAIRS', 'SLO VIOL (POINTS)', 'REWARD', 'COST (%)', 'LOST REQ (POINTS)'))
     for pol in order:
         if pol == base:
             continue
@@ -62,7 +62,7 @@ def main():
             lost.append(100 * (share(x) - share(b)))
         if not slo:
             continue
-        print('%-16s %6d  %-26s %-30s %-26s %-26s' % (pol, len(slo), fmt % interval(slo),
+        print('%-20s %6d  %-26s %-30s %-26s %-26s' % (pol, len(slo), fmt % interval(slo),
               '%+.4f [%+.4f, %+.4f]' % interval(rew), fmt % interval(cost), fmt % interval(lost)))
 
 

@@ -66,10 +66,16 @@ type Study struct {
 	// FixedTimedOut and HarvestTimedOut are the shares of invocations
 	// ended by the timeout under each policy.
 	FixedTimedOut, HarvestTimedOut float64
+	// UnderProvisioned counts the functions whose user CPU allocation is
+	// below their mean load (rate × work), and UnderShare is their share
+	// of the invocations; FixedSaturated and HarvestSaturated count the
+	// functions whose own p98 is the timeout under each policy.
+	UnderProvisioned, FixedSaturated, HarvestSaturated int
+	UnderShare                                         float64
 }
 
 // Percentiles of a set of completion times.
-type Percentiles struct{ P50, P98, P99, Mean float64 }
+type Percentiles struct{ P50, P95, P98, P99, Mean float64 }
 
 func percentiles(xs []float32) Percentiles {
 	if len(xs) == 0 {
@@ -81,7 +87,7 @@ func percentiles(xs []float32) Percentiles {
 	for _, x := range xs {
 		sum += float64(x)
 	}
-	return Percentiles{P50: q(0.5), P98: q(0.98), P99: q(0.99), Mean: sum / float64(len(xs))}
+	return Percentiles{P50: q(0.5), P95: q(0.95), P98: q(0.98), P99: q(0.99), Mean: sum / float64(len(xs))}
 }
 
 // RunStudy simulates each seed's functions under fixed allocation and the
@@ -94,7 +100,7 @@ func RunStudy(o StudyOptions) (*Study, error) {
 	st := &Study{Seeds: len(o.Seeds), Functions: o.Functions, Timeout: o.Options.withDefaults().Timeout}
 	var allFixed, allHarvest []float32
 	var perFn []float64
-	var harvested, accelerated, invs, hw, aw, windows, restores, fto, hto int
+	var harvested, accelerated, invs, hw, aw, windows, restores, fto, hto, under int
 	for _, seed := range o.Seeds {
 		fs, err := Generate(seed, o.Functions, o.Steps, step)
 		if err != nil {
@@ -129,6 +135,18 @@ func RunStudy(o StudyOptions) (*Study, error) {
 				a, b := fixed.Functions[i].Completion, harvest.Functions[i].Completion
 				seedFixed, seedHarvest = append(seedFixed, a...), append(seedHarvest, b...)
 				pa, pb := percentiles(slices.Clone(a)).P98, percentiles(slices.Clone(b)).P98
+				if to := float32(st.Timeout.Seconds()); to > 0 {
+					if float32(pa) >= to {
+						st.FixedSaturated++
+					}
+					if float32(pb) >= to {
+						st.HarvestSaturated++
+					}
+				}
+				if f := &nodes[k].Functions[i]; f.User.CPU < meanLoad(f) {
+					st.UnderProvisioned++
+					under += len(a)
+				}
 				if pa > 0 {
 					perFn = append(perFn, pb/pa-1)
 				}
@@ -155,6 +173,7 @@ func RunStudy(o StudyOptions) (*Study, error) {
 	st.Harvested, st.Accelerated = float64(harvested)/float64(max(invs, 1)), float64(accelerated)/float64(max(invs, 1))
 	st.HarvestedWindows, st.AcceleratedWindows = float64(hw)/float64(max(windows, 1)), float64(aw)/float64(max(windows, 1))
 	st.Restores = 1000 * float64(restores) / float64(max(windows, 1))
+	st.UnderShare = float64(under) / float64(max(len(allFixed), 1))
 	st.FixedTimedOut, st.HarvestTimedOut = float64(fto)/float64(max(len(allFixed), 1)), float64(hto)/float64(max(invs, 1))
 	return st, nil
 }
@@ -164,21 +183,23 @@ func (s *Study) Write(w io.Writer, step time.Duration, steps int) error {
 	_, err := fmt.Fprintf(w, `FaaSRM's harvesting rule (the rule, not the paper's learned allocator) against fixed allocation:
 %d functions × %d seeds on %d full nodes in all, %d windows of %s each, %d invocations per policy; invocations time out after %s (0: never).
 
-  POLICY     P50 (s)   P98 (s)   P99 (s)  MEAN (s)  TIMED OUT
-   fixed  %9.3f %9.3f %9.3f %9.3f  %8.3f%%
-  faasrm  %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+  POLICY     P50 (s)   P95 (s)   P98 (s)   P99 (s)  MEAN (s)  TIMED OUT
+   fixed  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+  faasrm  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
 
 p98 over all invocations: %+.1f%% (per seed: %s; paper: -87.6%% in its simulation, -35.8%% on OpenWhisk)
 p98 per function, paired with fixed allocation: mean %s%%, median %+.1f%% (%d functions)
 invocations harvested from: %.1f%% (paper 38.8%%); accelerated: %.1f%% (paper 39.2%%)
 function-windows harvested from: %.1f%%, accelerated: %.1f%%; safeguard restorations: %.1f per 1000 function-windows
+functions whose own p98 is the timeout: %d fixed, %d faasrm; %d functions have a user CPU allocation below their mean load, with %.1f%% of the invocations
 `, s.Functions, s.Seeds, s.Nodes, steps, step, s.Invocations, s.Timeout,
-		s.Fixed.P50, s.Fixed.P98, s.Fixed.P99, s.Fixed.Mean, 100*s.FixedTimedOut,
-		s.Harvest.P50, s.Harvest.P98, s.Harvest.P99, s.Harvest.Mean, 100*s.HarvestTimedOut,
+		s.Fixed.P50, s.Fixed.P95, s.Fixed.P98, s.Fixed.P99, s.Fixed.Mean, 100*s.FixedTimedOut,
+		s.Harvest.P50, s.Harvest.P95, s.Harvest.P98, s.Harvest.P99, s.Harvest.Mean, 100*s.HarvestTimedOut,
 		100*s.P98Change, pcts(s.SeedP98Change),
 		stats.Interval{N: s.FunctionP98Change.N, Mean: 100 * s.FunctionP98Change.Mean, Lo: 100 * s.FunctionP98Change.Lo, Hi: 100 * s.FunctionP98Change.Hi}.Format("%+.1f"),
 		100*s.FunctionP98Median, s.FunctionP98Change.N,
-		100*s.Harvested, 100*s.Accelerated, 100*s.HarvestedWindows, 100*s.AcceleratedWindows, s.Restores)
+		100*s.Harvested, 100*s.Accelerated, 100*s.HarvestedWindows, 100*s.AcceleratedWindows, s.Restores,
+		s.FixedSaturated, s.HarvestSaturated, s.UnderProvisioned, 100*s.UnderShare)
 	return err
 }
 
@@ -191,4 +212,13 @@ func pcts(xs []float64) string {
 		out += fmt.Sprintf("%+.1f%%", 100*x)
 	}
 	return out
+}
+
+// meanLoad is a function's mean CPU demand over its run, in cores.
+func meanLoad(f *Function) float64 {
+	sum := 0.0
+	for _, r := range f.Rates {
+		sum += r
+	}
+	return sum / float64(max(len(f.Rates), 1)) * f.Work
 }
