@@ -6,7 +6,10 @@
 // The rule guards learned policies against their most expensive mistake:
 // shrinking a container that is already near its limit, which turns into
 // throttling or an OOM kill before the policy sees any reward for it. It
-// only ever blocks shrinking; growing and horizontal scaling pass through.
+// only ever blocks shrinking; growing and horizontal scaling pass through,
+// except that with Options.Restore a container held below its user
+// allocation (harvested, as FaaSRM does) gets it back once its recent peak
+// reaches the threshold of what it holds (pkg/lab/faas).
 //
 // The package is pure: time and observations come in through Recommend.
 package safeguard
@@ -145,7 +148,8 @@ func (p *Policy) Name() string { return namePrefix + "(" + p.inner.Name() + ")" 
 // Recommend implements workload.Policy. It records the observation's peaks
 // (whatever the inner policy does, so the window stays current), asks the
 // inner policy, and for every container whose recommended CPU or memory is
-// below its current request while the recent peak of that resource reached
+// below its current request (or, with Restore, whose current request is
+// below the user's) while the recent peak of that resource reached
 // Threshold × the current request, replaces the container's recommendation
 // with the user's allocation. Replicas are left as recommended.
 func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workload.Recommendation, error) {
