@@ -99,7 +99,7 @@ type Options struct {
 	StartupBoost StartupBoost
 	// FaaSRMTimeout ends an invocation of the FaaSRM study (PolicyFaaSRM)
 	// this long after its arrival; zero means never.
-	FaaSRMTimeout time.Duration
+	FaaSRMTimeout time.Duration `json:"faasrmTimeout"`
 	// SeriesApp is the index, among the evaluated apps, of the app whose
 	// time series is plotted, under trace kind SeriesTrace; an empty
 	// SeriesTrace follows Traces: flash-crowd if it is among them, else the
