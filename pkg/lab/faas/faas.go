@@ -84,6 +84,9 @@ type Node struct {
 const (
 	PolicyFixed   = "fixed"
 	PolicyHarvest = "faasrm"
+	// PolicyUnguarded is the rule without the safeguard: the ablation
+	// that measures what the safeguard is worth.
+	PolicyUnguarded = "faasrm-unguarded"
 )
 
 // Options configure the harvesting rule. The zero value means the
@@ -347,7 +350,7 @@ type Result struct {
 }
 
 // Simulate runs the node's functions under the named policy (PolicyFixed
-// or PolicyHarvest) for the length of their rates.
+// PolicyHarvest or PolicyUnguarded) for the length of their rates.
 func Simulate(n *Node, policy string, o Options) (*Result, error) {
 	if err := o.Validate(); err != nil {
 		return nil, fmt.Errorf("faas: %w", err)
@@ -360,14 +363,14 @@ func Simulate(n *Node, policy string, o Options) (*Result, error) {
 	switch policy {
 	case PolicyFixed:
 		alloc = fixedAllocator{}
-	case PolicyHarvest:
-		h, err := newHarvester(n, o)
+	case PolicyHarvest, PolicyUnguarded:
+		h, err := newHarvester(n, o, policy == PolicyHarvest)
 		if err != nil {
 			return nil, err
 		}
 		alloc = h
 	default:
-		return nil, fmt.Errorf("faas: unknown policy %q (known: %s, %s)", policy, PolicyFixed, PolicyHarvest)
+		return nil, fmt.Errorf("faas: unknown policy %q (known: %s, %s, %s)", policy, PolicyFixed, PolicyHarvest, PolicyUnguarded)
 	}
 	steps := 0
 	fs := make([]*funcState, len(n.Functions))

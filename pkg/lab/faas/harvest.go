@@ -33,7 +33,7 @@ const (
 type harvester struct {
 	n        *Node
 	o        Options
-	guards   []*safeguard.Policy
+	guards   []workload.Policy
 	allocs   []workload.Resources
 	restores int
 }
@@ -78,11 +78,18 @@ func (r *rule) Recommend(_ context.Context, obs workload.Observation) (workload.
 	}, nil
 }
 
-func newHarvester(n *Node, o Options) (*harvester, error) {
+// newHarvester returns the rule, behind the safeguard when guarded.
+func newHarvester(n *Node, o Options, guarded bool) (*harvester, error) {
 	h := &harvester{n: n, o: o, allocs: make([]workload.Resources, len(n.Functions))}
 	for i := range n.Functions {
 		f := &n.Functions[i]
-		g, err := safeguard.Wrap(&rule{f: f, o: o}, safeguard.Options{
+		r := &rule{f: f, o: o}
+		if !guarded {
+			h.guards = append(h.guards, r)
+			h.allocs[i] = f.User
+			continue
+		}
+		g, err := safeguard.Wrap(r, safeguard.Options{
 			Threshold: o.Threshold, Window: o.SafeguardWindows, Restore: true,
 			UserAllocation: func(string) (workload.Resources, bool) { return f.User, true },
 		})

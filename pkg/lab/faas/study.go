@@ -44,8 +44,18 @@ type Study struct {
 	Seeds, Functions, Nodes int
 	Timeout                 time.Duration
 	Invocations             int
-	// Percentiles of completion time (seconds) over all invocations.
-	Fixed, Harvest Percentiles
+	// Percentiles of completion time (seconds) over all invocations;
+	// Unguarded is the rule without the safeguard.
+	Fixed, Harvest, Unguarded Percentiles
+	// UnguardedTimedOut and UnguardedSaturated are FixedTimedOut's and
+	// FixedSaturated's for the rule without the safeguard.
+	UnguardedTimedOut  float64
+	UnguardedSaturated int
+	// HarvestWorse and UnguardedWorse count the functions whose p98 under
+	// the rule, or under it without the safeguard, is more than
+	// WorseRatio times their p98 under fixed allocation: the functions
+	// harvesting hurts, which the safeguard is there to protect.
+	HarvestWorse, UnguardedWorse int
 	// P98Change is Harvest.P98 / Fixed.P98 − 1 over all invocations.
 	P98Change float64
 	// FunctionP98Change is the mean over functions (and seeds) of each
@@ -74,6 +84,10 @@ type Study struct {
 	UnderShare                                         float64
 }
 
+// WorseRatio is how much higher than under fixed allocation a function's
+// p98 must be for the function to count as hurt.
+const WorseRatio = 1.1
+
 // Percentiles of a set of completion times.
 type Percentiles struct{ P50, P95, P98, P99, Mean float64 }
 
@@ -98,7 +112,8 @@ func RunStudy(o StudyOptions) (*Study, error) {
 	}
 	step := o.Options.withDefaults().Step
 	st := &Study{Seeds: len(o.Seeds), Functions: o.Functions, Timeout: o.Options.withDefaults().Timeout}
-	var allFixed, allHarvest []float32
+	var allFixed, allHarvest, allUnguarded []float32
+	uto := 0
 	var perFn []float64
 	var harvested, accelerated, invs, hw, aw, windows, restores, fto, hto, under int
 	for _, seed := range o.Seeds {
@@ -131,6 +146,21 @@ func RunStudy(o StudyOptions) (*Study, error) {
 			if err != nil {
 				return nil, err
 			}
+			unguarded, err := Simulate(&nodes[k], PolicyUnguarded, o.Options)
+			if err != nil {
+				return nil, err
+			}
+			for i, f := range unguarded.Functions {
+				allUnguarded = append(allUnguarded, f.Completion...)
+				uto += f.TimedOut
+				pu := percentiles(slices.Clone(f.Completion)).P98
+				if to := float32(st.Timeout.Seconds()); to > 0 && float32(pu) >= to {
+					st.UnguardedSaturated++
+				}
+				if pu > WorseRatio*percentiles(slices.Clone(fixed.Functions[i].Completion)).P98 {
+					st.UnguardedWorse++
+				}
+			}
 			for i := range fixed.Functions {
 				a, b := fixed.Functions[i].Completion, harvest.Functions[i].Completion
 				seedFixed, seedHarvest = append(seedFixed, a...), append(seedHarvest, b...)
@@ -150,6 +180,9 @@ func RunStudy(o StudyOptions) (*Study, error) {
 				if pa > 0 {
 					perFn = append(perFn, pb/pa-1)
 				}
+				if pb > WorseRatio*pa {
+					st.HarvestWorse++
+				}
 				fto, hto = fto+fixed.Functions[i].TimedOut, hto+harvest.Functions[i].TimedOut
 				harvested += harvest.Functions[i].Harvested
 				accelerated += harvest.Functions[i].Accelerated
@@ -161,7 +194,8 @@ func RunStudy(o StudyOptions) (*Study, error) {
 		st.SeedP98Change = append(st.SeedP98Change, ph/pf-1)
 		allFixed, allHarvest = append(allFixed, seedFixed...), append(allHarvest, seedHarvest...)
 	}
-	st.Fixed, st.Harvest = percentiles(allFixed), percentiles(allHarvest)
+	st.Fixed, st.Harvest, st.Unguarded = percentiles(allFixed), percentiles(allHarvest), percentiles(allUnguarded)
+	st.UnguardedTimedOut = float64(uto) / float64(max(len(allUnguarded), 1))
 	st.P98Change = st.Harvest.P98/st.Fixed.P98 - 1
 	var err error
 	if st.FunctionP98Change, err = stats.Mean(perFn, 0.95); err != nil {
@@ -186,20 +220,25 @@ func (s *Study) Write(w io.Writer, step time.Duration, steps int) error {
   POLICY     P50 (s)   P95 (s)   P98 (s)   P99 (s)  MEAN (s)  TIMED OUT
    fixed  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
   faasrm  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+  (unguarded: the rule without the safeguard)
+unguarded  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
 
 p98 over all invocations: %+.1f%% (per seed: %s; paper: -87.6%% in its simulation, -35.8%% on OpenWhisk)
 p98 per function, paired with fixed allocation: mean %s%%, median %+.1f%% (%d functions)
 invocations harvested from: %.1f%% (paper 38.8%%); accelerated: %.1f%% (paper 39.2%%)
 function-windows harvested from: %.1f%%, accelerated: %.1f%%; safeguard restorations: %.1f per 1000 function-windows
-functions whose own p98 is the timeout: %d fixed, %d faasrm; %d functions have a user CPU allocation below their mean load, with %.1f%% of the invocations
+functions whose p98 is more than 10%% above fixed allocation's: %d faasrm, %d unguarded
+functions whose own p98 is the timeout: %d fixed, %d faasrm, %d unguarded; %d functions have a user CPU allocation below their mean load, with %.1f%% of the invocations
 `, s.Functions, s.Seeds, s.Nodes, steps, step, s.Invocations, s.Timeout,
 		s.Fixed.P50, s.Fixed.P95, s.Fixed.P98, s.Fixed.P99, s.Fixed.Mean, 100*s.FixedTimedOut,
 		s.Harvest.P50, s.Harvest.P95, s.Harvest.P98, s.Harvest.P99, s.Harvest.Mean, 100*s.HarvestTimedOut,
+		s.Unguarded.P50, s.Unguarded.P95, s.Unguarded.P98, s.Unguarded.P99, s.Unguarded.Mean, 100*s.UnguardedTimedOut,
 		100*s.P98Change, pcts(s.SeedP98Change),
 		stats.Interval{N: s.FunctionP98Change.N, Mean: 100 * s.FunctionP98Change.Mean, Lo: 100 * s.FunctionP98Change.Lo, Hi: 100 * s.FunctionP98Change.Hi}.Format("%+.1f"),
 		100*s.FunctionP98Median, s.FunctionP98Change.N,
 		100*s.Harvested, 100*s.Accelerated, 100*s.HarvestedWindows, 100*s.AcceleratedWindows, s.Restores,
-		s.FixedSaturated, s.HarvestSaturated, s.UnderProvisioned, 100*s.UnderShare)
+		s.HarvestWorse, s.UnguardedWorse,
+		s.FixedSaturated, s.HarvestSaturated, s.UnguardedSaturated, s.UnderProvisioned, 100*s.UnderShare)
 	return err
 }
 
