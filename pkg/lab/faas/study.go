@@ -217,11 +217,11 @@ func (s *Study) Write(w io.Writer, step time.Duration, steps int) error {
 	_, err := fmt.Fprintf(w, `FaaSRM's harvesting rule (the rule, not the paper's learned allocator) against fixed allocation:
 %d functions × %d seeds on %d full nodes in all, %d windows of %s each, %d invocations per policy; invocations time out after %s (0: never).
 
-  POLICY     P50 (s)   P95 (s)   P98 (s)   P99 (s)  MEAN (s)  TIMED OUT
-   fixed  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
-  faasrm  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
-  (unguarded: the rule without the safeguard)
-unguarded  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+     POLICY    P50 (s)   P95 (s)   P98 (s)   P99 (s)  MEAN (s)  TIMED OUT
+      fixed  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+     faasrm  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+  unguarded  %9.3f %9.3f %9.3f %9.3f %9.3f  %8.3f%%
+(unguarded: the rule without the safeguard)
 
 p98 over all invocations: %+.1f%% (per seed: %s; paper: -87.6%% in its simulation, -35.8%% on OpenWhisk)
 p98 per function, paired with fixed allocation: mean %s%%, median %+.1f%% (%d functions)
