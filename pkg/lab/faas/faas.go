@@ -19,9 +19,10 @@
 // Functions on one node interact only through the allocations the policy
 // sets at each window's start; the node's capacity bounds their sum.
 //
-// Two policies: Fixed keeps every function at its user allocation (the
-// platform's default resource manager), and Harvest is the rule (not
-// FaaSRM's learned allocator) described in Options.
+// Three policies: PolicyFixed keeps every function at its user allocation
+// (the platform's default resource manager), PolicyHarvest is the rule
+// (not FaaSRM's learned allocator) of harvester, behind the safeguard, and
+// PolicyUnguarded the same rule without it.
 //
 // The package is pure: randomness comes from seeds.
 package faas
