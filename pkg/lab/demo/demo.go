@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +22,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/core/vpa"
 	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/lab/eval"
+	"github.com/aware-k8s/aware/pkg/lab/faas"
 	"github.com/aware-k8s/aware/pkg/lab/oracle"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
 	"github.com/aware-k8s/aware/pkg/lab/train"
@@ -97,6 +97,9 @@ type Options struct {
 	Tenants float64
 	// StartupBoost gives every app a CPU start-up boost; zero is none.
 	StartupBoost StartupBoost
+	// FaaSRMTimeout ends an invocation of the FaaSRM study (PolicyFaaSRM)
+	// this long after its arrival; zero means never.
+	FaaSRMTimeout time.Duration `json:"faasrmTimeout"`
 	// SeriesApp is the index, among the evaluated apps, of the app whose
 	// time series is plotted, under trace kind SeriesTrace; an empty
 	// SeriesTrace follows Traces: flash-crowd if it is among them, else the
@@ -191,14 +194,15 @@ func DefaultOptions() Options {
 		kinds = append(kinds, string(k))
 	}
 	return Options{
-		Apps:     DefaultApps,
-		Seed:     DefaultSeed,
-		Steps:    DefaultSteps,
-		Step:     15 * time.Second,
-		Traces:   kinds,
-		Policies: DefaultPolicies(),
-		Resize:   string(sim.ResizeRestart),
-		Progress: true,
+		Apps:          DefaultApps,
+		Seed:          DefaultSeed,
+		Steps:         DefaultSteps,
+		Step:          15 * time.Second,
+		Traces:        kinds,
+		Policies:      DefaultPolicies(),
+		Resize:        string(sim.ResizeRestart),
+		Progress:      true,
+		FaaSRMTimeout: faas.DefaultTimeout,
 		Agent: &AgentOptions{Train: train.DefaultOptions(), Seeds: DefaultAgentSeeds, Quorums: DefaultQuorums(),
 			Validation: demoValidation()},
 	}
@@ -250,6 +254,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Resize != string(sim.ResizeRestart) && o.Resize != string(sim.ResizeInPlace) {
 		errs = append(errs, fmt.Errorf("resize must be %s or %s, got %q", sim.ResizeRestart, sim.ResizeInPlace, o.Resize))
+	}
+	if o.FaaSRMTimeout < 0 {
+		errs = append(errs, fmt.Errorf("faasrm timeout must be >= 0, got %s", o.FaaSRMTimeout))
 	}
 	if !(o.Tenants >= 0 && o.Tenants <= 1) {
 		errs = append(errs, fmt.Errorf("tenants must be in [0, 1], got %g", o.Tenants))
@@ -381,10 +388,16 @@ func validPolicy(name string) error {
 	if _, ok, err := fusedVariant(name); ok {
 		return err
 	}
+	if _, ok, err := qlearnPolicy(name); ok {
+		return err
+	}
+	if name == PolicyFaaSRM {
+		return nil
+	}
 	if name == PolicyFusedPaper || name == PolicyOracleResidual || name == PolicyOracleRequests || slices.Contains(DefaultPolicies(), name) {
 		return nil
 	}
-	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %sSPEC, %sT, %sT)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyOracleRequests, PolicyResidualPrefix, PolicyTargetPrefix, PolicyLimitTargetPrefix)
+	return fmt.Errorf("unknown policy %q (known: %s, %s, %s, %s, %sSPEC, %sT, %sT, %s, %s, %sT, %s, %s)", name, strings.Join(DefaultPolicies(), ", "), PolicyFusedPaper, PolicyOracleResidual, PolicyOracleRequests, PolicyResidualPrefix, PolicyTargetPrefix, PolicyLimitTargetPrefix, PolicyQLearn, PolicyQLearnRule, PolicyHPATargetPrefix, PolicyHPABestTarget, PolicyFaaSRM)
 }
 
 // contender builds the named built-in policy.
@@ -392,6 +405,9 @@ func contender(name string) eval.Contender {
 	fused := fusion.NewPolicyFactory(fusion.Options{})
 	if o, ok, _ := fusedVariant(name); ok { // validPolicy checked it
 		return eval.FromFactory(name, fusion.NewPolicyFactory(o))
+	}
+	if c, ok, _ := qlearnPolicy(name); ok {
+		return c
 	}
 	if rest, ok := strings.CutPrefix(name, PolicyResidualPrefix); ok {
 		ch, _ := learn.ParseResidual(rest) // validPolicy checked it
@@ -648,13 +664,26 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("%s: invalid options: %w", o.name(), err)
 	}
+	if slices.Contains(o.Policies, PolicyFaaSRM) {
+		if err := runFaaSRM(o, stdout); err != nil {
+			return err
+		}
+		if o.Policies = withoutFaaSRM(o.Policies); len(o.Policies)+len(o.Extra) == 0 && o.Agent == nil {
+			return nil
+		}
+	}
 	runs, err := Runs(o)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	var cs []eval.Contender
+	var settle *SettleLog
 	for _, p := range o.Policies {
-		cs = append(cs, contender(p))
+		c := contender(p)
+		if p == PolicyQLearn {
+			c, settle = recordSettle(c)
+		}
+		cs = append(cs, c)
 	}
 	cs = append(cs, o.Extra...)
 	dir, err := outDir(o)
@@ -714,6 +743,9 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
+	if settle != nil {
+		settle.Write(stdout, o.Step.Seconds())
+	}
 	paths, err := rep.WriteFiles(dir)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -742,57 +774,4 @@ func Run(ctx context.Context, o Options, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %s\n", filepath.Base(p))
 	}
 	return nil
-}
-
-// writeFileRuns says what the runs under the files' traces are, when
-// there are any: their rate mode and how long they run (at most the
-// file's data, which may be shorter than o.Steps).
-func writeFileRuns(w io.Writer, o Options, runs []eval.Run, per int) {
-	for k, label := range o.traces()[len(o.Traces):] {
-		lo, hi := math.MaxInt, 0
-		for i := len(o.Traces) + k; i < len(runs); i += per {
-			n := len(runs[i].Trace.Rates)
-			lo, hi = min(lo, n), max(hi, n)
-		}
-		what := fmt.Sprintf("rate series %s, as recorded", o.Series.Path)
-		if label == AzureTraceLabel {
-			rate, _ := sim.ParseAzureRate(string(o.AzureRate))
-			what = fmt.Sprintf("Azure functions of %s, rate %s", o.Azure.Invocations, rate)
-		}
-		span := strconv.Itoa(lo)
-		if hi != lo {
-			span = fmt.Sprintf("%d to %d", lo, hi)
-		}
-		fmt.Fprintf(w, "%s runs: %s; %s windows each\n", label, what, span)
-	}
-	if len(o.traces()) > len(o.Traces) {
-		fmt.Fprintln(w)
-	}
-}
-
-func (o *Options) name() string {
-	if o.Name == "" {
-		return "demo"
-	}
-	return o.Name
-}
-
-// outDir returns o.OutDir, or a fresh ./aware-<name>-<seed>[-k].
-func outDir(o Options) (string, error) {
-	if o.OutDir != "" {
-		return o.OutDir, nil
-	}
-	base := "aware-" + o.name() + "-" + strconv.FormatUint(o.Seed, 10)
-	for k := 1; k < 1000; k++ {
-		dir := base
-		if k > 1 {
-			dir = base + "-" + strconv.Itoa(k)
-		}
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			return dir, nil
-		} else if err != nil {
-			return "", err
-		}
-	}
-	return "", fmt.Errorf("no free output folder named %s-<n>", base)
 }

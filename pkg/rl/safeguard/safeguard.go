@@ -6,7 +6,10 @@
 // The rule guards learned policies against their most expensive mistake:
 // shrinking a container that is already near its limit, which turns into
 // throttling or an OOM kill before the policy sees any reward for it. It
-// only ever blocks shrinking; growing and horizontal scaling pass through.
+// only ever blocks shrinking; growing and horizontal scaling pass through,
+// except that with Options.Restore a container held below its user
+// allocation (harvested, as FaaSRM does) gets it back once its recent peak
+// reaches the threshold of what it holds (pkg/lab/faas).
 //
 // The package is pure: time and observations come in through Recommend.
 package safeguard
@@ -45,6 +48,14 @@ type Options struct {
 	// autoscaling). When nil, or when it reports false, the current request
 	// is restored instead, which is the allocation in force.
 	UserAllocation func(container string) (workload.Resources, bool)
+	// Restore also gives a container its user allocation back when the
+	// allocation in force is below the user's in a resource whose recent
+	// peak reached Threshold × that allocation, whatever the inner policy
+	// recommends: FaaSRM's rule for functions harvested from, which a
+	// policy holding (or growing) a harvested allocation would otherwise
+	// keep starving. It needs UserAllocation; the user allocation's
+	// resources are taken whole, as a downward step's are.
+	Restore bool
 }
 
 func (o Options) withDefaults() Options {
@@ -66,6 +77,9 @@ func (o Options) Validate() error {
 	}
 	if o.Window < 1 {
 		errs = append(errs, fmt.Errorf("window must be >= 1, got %d", o.Window))
+	}
+	if o.Restore && o.UserAllocation == nil {
+		errs = append(errs, errors.New("restore needs the user allocation"))
 	}
 	return errors.Join(errs...)
 }
@@ -134,7 +148,8 @@ func (p *Policy) Name() string { return namePrefix + "(" + p.inner.Name() + ")" 
 // Recommend implements workload.Policy. It records the observation's peaks
 // (whatever the inner policy does, so the window stays current), asks the
 // inner policy, and for every container whose recommended CPU or memory is
-// below its current request while the recent peak of that resource reached
+// below its current request (or, with Restore, whose current request is
+// below the user's) while the recent peak of that resource reached
 // Threshold × the current request, replaces the container's recommendation
 // with the user's allocation. Replicas are left as recommended.
 func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workload.Recommendation, error) {
@@ -162,11 +177,19 @@ func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workl
 			continue // nothing to compare with: not a step from a known allocation
 		}
 		peak := p.peaks[cr.Name].max()
+		user, known := cur.Requests, false
+		if p.opts.UserAllocation != nil {
+			if u, ok := p.opts.UserAllocation(cr.Name); ok {
+				user, known = u, true
+			}
+		}
 		var hot []string
 		for _, res := range []workload.Resource{workload.CPU, workload.Memory} {
 			alloc := cur.Requests.Get(res)
-			if alloc <= 0 || cr.Target.Get(res) >= alloc {
-				continue // no allocation to protect, or not a downward step
+			down := cr.Target.Get(res) < alloc
+			harvested := p.opts.Restore && known && alloc < user.Get(res)
+			if alloc <= 0 || !(down || harvested) {
+				continue // no allocation to protect, or neither a downward step nor a harvested one
 			}
 			if peak.Get(res) >= p.opts.Threshold*alloc {
 				hot = append(hot, fmt.Sprintf("%s peak %.3g >= %.0f%% of request %.3g", res, peak.Get(res), 100*p.opts.Threshold, alloc))
@@ -175,16 +198,10 @@ func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workl
 		if len(hot) == 0 {
 			continue
 		}
-		user := cur.Requests
-		if p.opts.UserAllocation != nil {
-			if u, ok := p.opts.UserAllocation(cr.Name); ok {
-				user = u
-			}
-		}
 		out.Containers[i] = workload.ContainerRecommendation{
 			Name: cr.Name, Target: user, LowerBound: user, UpperBound: user, UncappedTarget: user,
 		}
-		reasons = append(reasons, fmt.Sprintf("container %q: refused downward step (%s), restored user allocation", cr.Name, strings.Join(hot, ", ")))
+		reasons = append(reasons, fmt.Sprintf("container %q: refused downward step or harvested allocation (%s), restored user allocation", cr.Name, strings.Join(hot, ", ")))
 	}
 	if len(reasons) == 0 {
 		return rec, nil

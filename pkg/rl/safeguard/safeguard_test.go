@@ -194,3 +194,56 @@ func TestSafeguardErrors(t *testing.T) {
 		t.Errorf("Name = %q", got)
 	}
 }
+
+// TestSafeguardRestore: with Restore, a container held below its user
+// allocation (harvested) gets it back once its recent peak reaches the
+// threshold of the allocation in force, even when the inner policy keeps or
+// grows that allocation; without Restore, or while cold, or at the user
+// allocation, it passes through.
+func TestSafeguardRestore(t *testing.T) {
+	user := workload.Resources{CPU: 2, Memory: 4000} // above obsWith's requests {1, 1000}
+	userOf := func(string) (workload.Resources, bool) { return user, true }
+	cases := []struct {
+		name     string
+		opts     Options
+		peak     [2]float64
+		rec      workload.Recommendation
+		restored bool
+	}{
+		{"harvested, kept, cpu hot", Options{Restore: true, UserAllocation: userOf}, [2]float64{0.9, 100}, recWith(1, 1, 1000), true},
+		{"harvested, grown a little, memory hot", Options{Restore: true, UserAllocation: userOf}, [2]float64{0.1, 950}, recWith(1, 1.2, 1100), true},
+		{"harvested, kept, cold", Options{Restore: true, UserAllocation: userOf}, [2]float64{0.89, 899}, recWith(1, 1, 1000), false},
+		{"harvested, kept, hot, without restore", Options{UserAllocation: userOf}, [2]float64{0.95, 950}, recWith(1, 1, 1000), false},
+		{"at the user allocation, kept, hot", Options{Restore: true, UserAllocation: func(string) (workload.Resources, bool) {
+			return workload.Resources{CPU: 1, Memory: 1000}, true
+		}}, [2]float64{0.95, 950}, recWith(1, 1, 1000), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := Wrap(&fixed{rec: tc.rec}, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := p.Recommend(context.Background(), obsWith(tc.peak[0], tc.peak[1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.restored {
+				if !reflect.DeepEqual(got, tc.rec) {
+					t.Fatalf("recommendation changed:\n got %+v\nwant %+v", got, tc.rec)
+				}
+				return
+			}
+			want := user
+			if tc.opts.UserAllocation != nil {
+				want, _ = tc.opts.UserAllocation("app")
+			}
+			if got.Source != workload.SourceSafeguard || got.Containers[0].Target != want {
+				t.Fatalf("got %+v (source %s), want the user allocation %+v from the safeguard", got.Containers[0], got.Source, want)
+			}
+		})
+	}
+	if _, err := Wrap(&fixed{}, Options{Restore: true}); err == nil {
+		t.Error("Restore without a user allocation accepted")
+	}
+}
