@@ -141,8 +141,18 @@ chart: ## Lint the Helm chart (deploy/helm/aware) and check it renders what kust
 		go test -tags chart -count=1 ./deploy/helm/
 
 .PHONY: demo
-demo: build ## Run the simulator demo: default policies vs the oracle, with plots.
+demo: build ## Run the simulator demo: defaults, oracle and the shipped agents (rl-agent demo --train trains them afresh), with plots.
 	$(BIN)/rl-agent demo
+
+# The demo's agents, trained as `rl-agent demo` trains them and shipped in
+# pkg/lab/demo/agents (compiled into rl-agent), and the small configuration
+# whose agents rl-agent/app's TestWriteAgentsReproduces trains again and
+# compares byte for byte. Run it when that test fails: the training, the
+# simulator or the default the agents learn beside changed.
+.PHONY: agents
+agents: build ## Train the demo's agents as the demo would and write them where it ships them (pkg/lab/demo/agents); about 7 min of CPU.
+	$(BIN)/rl-agent demo --write-agents=pkg/lab/demo/agents
+	$(BIN)/rl-agent demo --config=rl-agent/app/testdata/agents-small.yaml --write-agents=rl-agent/app/testdata/agents-small --no-progress
 
 .PHONY: testbed-up
 testbed-up: ## Start a loopback control plane (builds and caches the binaries).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +36,12 @@ type AgentOptions struct {
 	// Validation, with Apps > 0, selects each trained agent's snapshot on
 	// validation apps (ValidationOptions.Apply).
 	Validation ValidationOptions
+	// Fresh trains every agent, even one shipped with the demo that was
+	// trained with the same options (shippedAgent).
+	Fresh bool
+	// Shipped holds the agents shipped with the demo (WriteAgents wrote
+	// them); nil means ShippedAgents.
+	Shipped fs.FS `json:"-"`
 }
 
 // DefaultQuorums are the ensembles the demo and eval judge when there are
@@ -95,9 +102,10 @@ func (o *Options) trainOptions(k int) train.Options {
 	return t
 }
 
-// agents trains the demo's agents (or loads them from o.Agent.Checkpoints)
-// and returns their contenders; a trained agent's checkpoint and reward
-// curve go into dir.
+// agents returns the contenders of the demo's agents: loaded from
+// o.Agent.Checkpoints, or each taken from the shipped agents when one was
+// trained with its options (shippedAgent) and trained otherwise. Their
+// checkpoints, and the reward curves of those trained, go into dir.
 func agents(ctx context.Context, o Options, dir string, stdout, stderr io.Writer) ([]eval.Contender, []string, error) {
 	if len(o.Agent.Checkpoints) > 0 {
 		cs, err := CheckpointContenders(o.Agent.Checkpoints, o.Agent.Quorums, stdout)
@@ -108,11 +116,22 @@ func agents(ctx context.Context, o Options, dir string, stdout, stderr io.Writer
 	var files []string
 	var ls []train.Learner
 	for k := range n {
-		c, l, fs, err := trainAgent(ctx, o, k, agentName(k, n), dir, stdout, stderr)
+		name := agentName(k, n)
+		if !o.Agent.Fresh {
+			c, l, more, ok, err := shippedAgent(o, k, name, dir, stdout)
+			if err != nil {
+				return nil, nil, err
+			}
+			if ok {
+				cs, ls, files = append(cs, c), append(ls, l), append(files, more...)
+				continue
+			}
+		}
+		tr, err := trainAgent(ctx, o, k, name, dir, true, stdout, stderr)
 		if err != nil {
 			return nil, nil, err
 		}
-		cs, ls, files = append(cs, c), append(ls, l), append(files, fs...)
+		cs, ls, files = append(cs, tr.contender), append(ls, tr.learner), append(files, tr.files...)
 	}
 	cs, err := ensembles(cs, ls, o.Agent.Quorums)
 	fmt.Fprintln(stdout)
@@ -156,22 +175,40 @@ func ensembles(cs []eval.Contender, ls []train.Learner, quorums []int) ([]eval.C
 	return cs, nil
 }
 
-// trainAgent trains agent k of the demo, named name.
-func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout, stderr io.Writer) (eval.Contender, train.Learner, []string, error) {
+// trainedAgent is what trainAgent made of one agent.
+type trainedAgent struct {
+	contender eval.Contender
+	learner   train.Learner
+	// checkpoint is its file; files are those written (the checkpoint,
+	// then the reward curve if any).
+	checkpoint string
+	files      []string
+	// summary and details are what is printed of the training, without
+	// its times: the same for every run of the same options and code.
+	summary string
+	details []string
+}
+
+// agentFile is the file of agent k, named name, in dir: base alone,
+// base-<k+1> among several.
+func agentFile(dir, name string, k int, base string) string {
+	if name == train.PolicyName {
+		return filepath.Join(dir, base)
+	}
+	ext := filepath.Ext(base)
+	return filepath.Join(dir, strings.TrimSuffix(base, ext)+"-"+strconv.Itoa(k+1)+ext)
+}
+
+// trainAgent trains agent k of the demo, named name, into dir, with its
+// reward curve when curve is set, and prints what came of it.
+func trainAgent(ctx context.Context, o Options, k int, name, dir string, curve bool, stdout, stderr io.Writer) (trainedAgent, error) {
 	t := o.trainOptions(k)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return eval.Contender{}, nil, nil, err
+		return trainedAgent{}, err
 	}
-	file := func(base string) string {
-		if name == train.PolicyName {
-			return filepath.Join(dir, base)
-		}
-		ext := filepath.Ext(base)
-		return filepath.Join(dir, strings.TrimSuffix(base, ext)+"-"+strconv.Itoa(k+1)+ext)
-	}
-	t.Checkpoint = file(AgentCheckpointFile)
+	t.Checkpoint = agentFile(dir, name, k, AgentCheckpointFile)
 	if err := o.Agent.Validation.Apply(&t); err != nil {
-		return eval.Contender{}, nil, nil, err
+		return trainedAgent{}, err
 	}
 	if o.Progress {
 		t.Progress = NewProgressBar(stderr)
@@ -179,39 +216,53 @@ func trainAgent(ctx context.Context, o Options, k int, name, dir string, stdout,
 	cpu0, wall0 := CPUTime(), time.Now()
 	res, err := train.Train(ctx, t)
 	if err != nil {
-		return eval.Contender{}, nil, nil, err
+		return trainedAgent{}, err
 	}
 	cpu, wall := CPUTime()-cpu0, time.Since(wall0)
-	curve := file(RewardCurveFile)
-	f, err := os.Create(curve)
-	if err != nil {
-		return eval.Contender{}, nil, nil, err
+	files := []string{t.Checkpoint}
+	if curve {
+		path := agentFile(dir, name, k, RewardCurveFile)
+		f, err := os.Create(path)
+		if err != nil {
+			return trainedAgent{}, err
+		}
+		err = train.WriteCurveSVG(f, res.Episodes, t.BatchEpisodes)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return trainedAgent{}, fmt.Errorf("writing %s: %w", path, err)
+		}
+		files = append(files, path)
 	}
-	err = train.WriteCurveSVG(f, res.Episodes, t.BatchEpisodes)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return eval.Contender{}, nil, nil, fmt.Errorf("writing %s: %w", curve, err)
-	}
-	boots, bootEnd := res.BootstrapCount()
-	kk := min(t.BatchEpisodes, len(res.Episodes)-bootEnd)
-	fmt.Fprintf(stdout, "Agent %q (%s actions, training seed %d): trained on %d training apps (none held out) for %d episodes (%d bootstrapping) of %d windows in %s (%.0f s CPU, %.0f windows/s).\n",
-		name, t.Space(), t.Seed, t.Apps, t.Episodes, boots, t.EpisodeSteps, wall.Round(time.Second), cpu.Seconds(),
-		float64(t.Episodes*t.EpisodeSteps)/max(wall.Seconds(), 1e-9))
-	if kk > 0 {
-		last := len(res.Episodes) - kk
-		fmt.Fprintf(stdout, "  episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d (the learner was also charged %.4f per window for changes and SLO violations)\n",
-			res.MeanReward(0, bootEnd), res.MeanReward(bootEnd, bootEnd+kk), kk,
-			res.MeanReward(last, len(res.Episodes)), kk, res.MeanShaping(last, len(res.Episodes)))
-	}
-	if res.Selected >= 0 {
-		v := res.Validations[res.Selected]
-		fmt.Fprintf(stdout, "  validation: the snapshot after %d of %d updates was selected of %d judged, %s\n", v.Update, res.Validations[len(res.Validations)-1].Update, len(res.Validations), v.Summary)
-	} else if len(res.Validations) > 0 {
-		fmt.Fprintf(stdout, "  validation: none of %d snapshots was accepted; the agent has the last weights\n", len(res.Validations))
+	summary, details := agentSummary(t, res)
+	fmt.Fprintf(stdout, "Agent %q %s in %s (%.0f s CPU, %.0f windows/s).\n",
+		name, summary, wall.Round(time.Second), cpu.Seconds(), float64(t.Episodes*t.EpisodeSteps)/max(wall.Seconds(), 1e-9))
+	for _, d := range details {
+		fmt.Fprintf(stdout, "  %s\n", d)
 	}
 	c := train.Contender(res.Learner, train.AgentOptions{})
 	c.Name = name
-	return c, res.Learner, []string{t.Checkpoint, curve}, nil
+	return trainedAgent{contender: c, learner: res.Learner, checkpoint: t.Checkpoint, files: files, summary: summary, details: details}, nil
+}
+
+// agentSummary says how an agent was trained and what came of it: the
+// training, its episodes' rewards and the snapshot validation selected.
+func agentSummary(t train.Options, res *train.Result) (summary string, details []string) {
+	boots, bootEnd := res.BootstrapCount()
+	summary = fmt.Sprintf("(%s actions, training seed %d): trained on %d training apps (none held out) for %d episodes (%d bootstrapping) of %d windows",
+		t.Space(), t.Seed, t.Apps, t.Episodes, boots, t.EpisodeSteps)
+	if kk := min(t.BatchEpisodes, len(res.Episodes)-bootEnd); kk > 0 {
+		last := len(res.Episodes) - kk
+		details = append(details, fmt.Sprintf("episode reward: default %.3f while bootstrapping; agent %.3f in its first %d episodes, %.3f in its last %d (the learner was also charged %.4f per window for changes and SLO violations)",
+			res.MeanReward(0, bootEnd), res.MeanReward(bootEnd, bootEnd+kk), kk,
+			res.MeanReward(last, len(res.Episodes)), kk, res.MeanShaping(last, len(res.Episodes))))
+	}
+	if res.Selected >= 0 {
+		v := res.Validations[res.Selected]
+		details = append(details, fmt.Sprintf("validation: the snapshot after %d of %d updates was selected of %d judged, %s", v.Update, res.Validations[len(res.Validations)-1].Update, len(res.Validations), v.Summary))
+	} else if len(res.Validations) > 0 {
+		details = append(details, fmt.Sprintf("validation: none of %d snapshots was accepted; the agent has the last weights", len(res.Validations)))
+	}
+	return summary, details
 }

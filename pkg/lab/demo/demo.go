@@ -1,6 +1,8 @@
-// Package demo is AWARE's main job on the embedded default: it trains the
-// agent on generated training apps (pkg/lab/train) unless given a checkpoint,
-// evaluates it with the default policies and the oracle on a held-out set of
+// Package demo is AWARE's main job on the embedded default: it takes the
+// agents trained on generated training apps (pkg/lab/train) that it ships
+// (shipped.go; `make agents` trains them as the demo would), or trains
+// them when its options are not theirs, or loads checkpoints; evaluates
+// them with the default policies and the oracle on a held-out set of
 // generated apps in the simulator, prints the comparison table and writes
 // the report and plots to a folder it names.
 package demo
