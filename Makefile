@@ -150,7 +150,7 @@ demo: build ## Run the simulator demo: defaults, oracle and the shipped agents (
 # compares byte for byte. Run it when that test fails: the training, the
 # simulator or the default the agents learn beside changed.
 .PHONY: agents
-agents: build ## Train the demo's agents as the demo would and write them where it ships them (pkg/lab/demo/agents); about 7 min of CPU.
+agents: build ## Train the demo's agents as the demo would and write them where it ships them (pkg/lab/demo/agents); 7 to 13 min of CPU measured.
 	$(BIN)/rl-agent demo --write-agents=pkg/lab/demo/agents
 	$(BIN)/rl-agent demo --config=rl-agent/app/testdata/agents-small.yaml --write-agents=rl-agent/app/testdata/agents-small --no-progress
 
