@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,7 +17,13 @@ type demoOptions struct {
 	// agent is where the agent comes from; noAgent leaves it out.
 	agent   demo.AgentOptions
 	noAgent bool
-	config  experimentConfig
+	// writeAgents, when set, trains the agents into this folder (as
+	// `make agents` ships them) instead of running the demo.
+	writeAgents string
+	// shippedAgents, when set, is a folder --write-agents wrote, used
+	// instead of the agents shipped with the demo.
+	shippedAgents string
+	config        experimentConfig
 }
 
 // demoSpec is the spec of a Demo experiment file: demo.Options' fields,
@@ -56,6 +63,9 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.noProgress, "no-progress", o.noProgress, "do not draw the progress bar on stderr")
 	fs.BoolVar(&o.noAgent, "no-agent", o.noAgent, "leave the trained agent out of the comparison")
 	fs.StringSliceVar(&o.agent.Checkpoints, "agent-checkpoint", o.agent.Checkpoints, "load the agent from this checkpoint (rl-agent train) instead of training it; repeat for several agents, judged one by one and pooled")
+	fs.BoolVar(&o.agent.Fresh, "train", o.agent.Fresh, "train the agents afresh even when the demo ships agents trained with the same options (make agents); without it those are loaded and only agents of other options are trained")
+	fs.StringVar(&o.writeAgents, "write-agents", o.writeAgents, "train the agents as the demo would and write their checkpoints and "+demo.ManifestFile+" to this folder, replacing it, instead of running the demo (make agents writes "+demo.ShippedDir+" so)")
+	fs.StringVar(&o.shippedAgents, "shipped-agents", o.shippedAgents, "take the agents from this folder, written by --write-agents, instead of those shipped with the demo (each only where its options match, as those)")
 	fs.IntVar(&o.agent.Seeds, "agent-seeds", o.agent.Seeds, "train this many agents, with training seeds --seed, --seed+1, ..., judged one by one and pooled (the comparison then spans the training seed)")
 	fs.IntSliceVar(&o.agent.Quorums, "ensemble-quorum", o.agent.Quorums, ensembleQuorumHelp)
 	addTrainingFlags(fs, &o.agent.Train, "train-")
@@ -67,6 +77,13 @@ func (o *demoOptions) AddFlags(fs *pflag.FlagSet) {
 func (o *demoOptions) Validate() error {
 	o.Progress = !o.noProgress
 	o.Agent = nil
+	if o.writeAgents != "" && o.noAgent {
+		return fmt.Errorf("--write-agents trains the agents, which --no-agent leaves out")
+	}
+	o.agent.Shipped = nil
+	if o.shippedAgents != "" {
+		o.agent.Shipped = os.DirFS(o.shippedAgents)
+	}
 	if !o.noAgent {
 		o.agent.Quorums = o.agent.SingleAgentQuorums(o.agent.Quorums)
 		o.Agent = &o.agent
@@ -78,10 +95,12 @@ func newDemoCommand() *cobra.Command {
 	o := newDemoOptions()
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Train the agent and compare it with the default policies and the oracle on the built-in simulator",
-		Long: `demo trains three small AWARE agents on generated training apps, with
-training seeds --seed, --seed+1 and --seed+2 (--agent-seeds; or loads them
-with --agent-checkpoint), then evaluates HPA alone, VPA alone, naive
+		Short: "Compare the trained agents with the default policies and the oracle on the built-in simulator",
+		Long: `demo takes three small AWARE agents trained on generated training apps,
+with training seeds --seed, --seed+1 and --seed+2 (--agent-seeds): those
+shipped with the demo (make agents trained them as the demo would) when
+the options match, or trains them (--train: always; --agent-checkpoint
+loads others), then evaluates HPA alone, VPA alone, naive
 HPA+VPA, the fused default, the oracle (the cheapest allocation that meets
 each SLO, knowing the future load), each agent ("aware-1", ...) and the
 agents as one ensemble that deviates from the default only as far as all
@@ -91,12 +110,16 @@ bursty, ramp, flash-crowd and step-change load. It prints a comparison
 table and every policy's paired difference from the fused default with
 95% confidence intervals, the agents' also pooled, and writes
 report.json, a cost vs SLO-violation scatter, one app's time series, the
-agents' checkpoints and reward curves to a folder it names. The training
-flags (--train-*) are rl-agent train's.`,
+agents' checkpoints and the reward curves of those it trained to a folder
+it names. The training flags (--train-*) are rl-agent train's; training
+options other than the shipped agents' train them afresh.`,
 		Args: cobra.NoArgs,
 		RunE: o.config.wrapRunE(func(cmd *cobra.Command) error {
 			if err := o.Validate(); err != nil {
 				return fmt.Errorf("invalid flags: %w", err)
+			}
+			if o.writeAgents != "" {
+				return demo.WriteAgents(cmd.Context(), o.Options, o.writeAgents, "make agents", cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			return demo.Run(cmd.Context(), o.Options, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		}),
