@@ -6,6 +6,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/rl/reward"
+	"github.com/aware-k8s/aware/pkg/rl/safeguard"
 )
 
 // Action is one of the agent's discrete decisions.
@@ -214,8 +215,9 @@ func NearestAction(obs *workload.Observation, c *workload.Constraints, rec workl
 }
 
 // SafeguardThreshold is FaaSRM's rule: a downward vertical step is refused
-// when the window's peak usage reached this fraction of the allocation.
-const SafeguardThreshold = 0.9
+// when the window's peak usage reached this fraction of the allocation
+// (pkg/rl/safeguard's default, whose rule the mask applies).
+const SafeguardThreshold = safeguard.DefaultThreshold
 
 // SafeguardRefuses reports whether the safeguard refuses action a in obs:
 // a is a downward vertical step and some container it would shrink peaked
@@ -228,7 +230,7 @@ func SafeguardRefuses(obs *workload.Observation, c *workload.Constraints, a Acti
 	for _, ct := range obs.Containers {
 		req := ct.Requests.Get(r)
 		p := c.ContainerPolicy(ct.Name)
-		if p.Controls(r) && req > 0 && ct.Peak.Get(r) >= SafeguardThreshold*req {
+		if p.Controls(r) && safeguard.Hot(ct.Peak.Get(r), req, SafeguardThreshold) {
 			return true
 		}
 	}

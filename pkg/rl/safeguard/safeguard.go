@@ -33,6 +33,14 @@ const (
 	DefaultWindow    = 5
 )
 
+// Hot is the safeguard's rule for one resource: an allocation alloc > 0
+// whose recent peak reached threshold of it is not to be shrunk. The
+// policy wrapper here and the learner's action mask (pkg/rl/learn) both
+// decide with it.
+func Hot(peak, alloc, threshold float64) bool {
+	return alloc > 0 && peak >= threshold*alloc
+}
+
 // Options configure the safeguard. The zero value means the defaults.
 type Options struct {
 	// Threshold is the fraction of the allocation that recent peak usage
@@ -188,10 +196,10 @@ func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workl
 			alloc := cur.Requests.Get(res)
 			down := cr.Target.Get(res) < alloc
 			harvested := p.opts.Restore && known && alloc < user.Get(res)
-			if alloc <= 0 || !(down || harvested) {
-				continue // no allocation to protect, or neither a downward step nor a harvested one
+			if !(down || harvested) {
+				continue // neither a downward step nor a harvested one
 			}
-			if peak.Get(res) >= p.opts.Threshold*alloc {
+			if Hot(peak.Get(res), alloc, p.opts.Threshold) {
 				hot = append(hot, fmt.Sprintf("%s peak %.3g >= %.0f%% of request %.3g", res, peak.Get(res), 100*p.opts.Threshold, alloc))
 			}
 		}

@@ -247,3 +247,22 @@ func TestSafeguardRestore(t *testing.T) {
 		t.Error("Restore without a user allocation accepted")
 	}
 }
+
+func TestHot(t *testing.T) {
+	for _, tc := range []struct {
+		name             string
+		peak, alloc, thr float64
+		want             bool
+	}{
+		{"peak at the threshold", 0.9, 1, 0.9, true},
+		{"peak above the allocation", 1.2, 1, 0.9, true},
+		{"peak below the threshold", 0.89, 1, 0.9, false},
+		{"no allocation to protect", 5, 0, 0.9, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Hot(tc.peak, tc.alloc, tc.thr); got != tc.want {
+				t.Errorf("Hot(%g, %g, %g) = %v, want %v", tc.peak, tc.alloc, tc.thr, got, tc.want)
+			}
+		})
+	}
+}
