@@ -225,6 +225,8 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		// 11. Never lower the CPU of pods at their limit.
 		f.holdCPU(&obs, containers)
 	}
+	// 5. Nothing is lowered from less than minShrinkHistory of history.
+	f.holdYoung(&obs, containers)
 
 	// 5. Bounds: a request more than upperBand above the target is resized;
 	// one within the bounds is kept, and the target says so.

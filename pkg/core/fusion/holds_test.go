@@ -150,3 +150,37 @@ func TestCPUSaturation(t *testing.T) {
 		})
 	}
 }
+
+// TestYoungHistoryLowersNothing: a 400m pod whose first samples are the
+// idle start is not cut before five minutes of history; after that it is.
+func TestYoungHistoryLowersNothing(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p, err := NewPolicyFactory(Options{})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := workload.Resources{CPU: 0.4, Memory: 256 << 20}
+	for i := range 29 { // a window every 15 s for seven minutes
+		at := time.Duration(i) * 15 * time.Second
+		usage := 0.13
+		if i == 0 {
+			usage = 0.05 // the idle start
+		}
+		obs := workload.Observation{
+			Time: t0.Add(at), Window: 15 * time.Second, Replicas: 1, ReadyReplicas: 1, Samples: 1,
+			Containers: []workload.ContainerObservation{{
+				Name: "app", Requests: req, Limits: req,
+				Usage: workload.Resources{CPU: usage, Memory: 60 << 20}, Peak: workload.Resources{CPU: usage, Memory: 60 << 20},
+			}},
+		}
+		rec, err := p.Recommend(context.Background(), obs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := rec.Container("app")
+		lowered := c.Target.CPU < req.CPU || c.Target.Memory < req.Memory
+		if want := at >= minShrinkHistory; lowered != want {
+			t.Errorf("after %v of history: target %+v of requests %+v: lowered %v, want %v", at, c.Target, req, lowered, want)
+		}
+	}
+}
