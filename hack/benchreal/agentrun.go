@@ -17,6 +17,7 @@ import (
 	"github.com/aware-k8s/aware/hack/benchreal/agent"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 const (
@@ -106,13 +107,16 @@ func gitOut(ctx context.Context, repo string, args ...string) (string, error) {
 // (agent.ServeArgs) and the members' volume, and starts it again.
 func (h *harness) prepareAgent(ctx context.Context, policy string) error {
 	c := h.tb.Client.AppsV1().Deployments(nodeinstall.Namespace)
-	d, err := c.Get(ctx, rlAgentDeployment, metav1.GetOptions{})
-	if err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := c.Get(ctx, rlAgentDeployment, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		zero := int32(0)
+		d.Spec.Replicas = &zero
+		_, err = c.Update(ctx, d, metav1.UpdateOptions{})
 		return err
-	}
-	zero := int32(0)
-	d.Spec.Replicas = &zero
-	if d, err = c.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+	}); err != nil {
 		return err
 	}
 	sel := "app.kubernetes.io/name=" + rlAgentDeployment
@@ -132,28 +136,39 @@ func (h *harness) prepareAgent(ctx context.Context, policy string) error {
 			return err
 		}
 	}
-	ps := &d.Spec.Template.Spec
-	ctr := &ps.Containers[0]
 	var members []string
 	if policy == agent.Ensemble {
 		for _, s := range agent.Seeds {
 			members = append(members, fmt.Sprintf("%s/seed%d.ckpt", ensembleMount, s))
 		}
 	}
-	if ctr.Args, err = agent.ServeArgs(ctr.Args, policy, members); err != nil {
+	var args []string
+	// The deployment controller writes the status in between: read again
+	// on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := c.Get(ctx, rlAgentDeployment, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ps := &d.Spec.Template.Spec
+		ctr := &ps.Containers[0]
+		if ctr.Args, err = agent.ServeArgs(ctr.Args, policy, members); err != nil {
+			return err
+		}
+		args = ctr.Args
+		ps.Volumes = slices.DeleteFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == ensembleVolume })
+		ctr.VolumeMounts = slices.DeleteFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == ensembleVolume })
+		if policy == agent.Ensemble {
+			dir := corev1.HostPathDirectory
+			ps.Volumes = append(ps.Volumes, corev1.Volume{Name: ensembleVolume,
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: h.ensembleDir, Type: &dir}}})
+			ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: ensembleVolume, MountPath: ensembleMount, ReadOnly: true})
+		}
+		one := int32(1)
+		d.Spec.Replicas = &one
+		_, err = c.Update(ctx, d, metav1.UpdateOptions{})
 		return err
-	}
-	ps.Volumes = slices.DeleteFunc(ps.Volumes, func(v corev1.Volume) bool { return v.Name == ensembleVolume })
-	ctr.VolumeMounts = slices.DeleteFunc(ctr.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == ensembleVolume })
-	if policy == agent.Ensemble {
-		dir := corev1.HostPathDirectory
-		ps.Volumes = append(ps.Volumes, corev1.Volume{Name: ensembleVolume,
-			VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: h.ensembleDir, Type: &dir}}})
-		ctr.VolumeMounts = append(ctr.VolumeMounts, corev1.VolumeMount{Name: ensembleVolume, MountPath: ensembleMount, ReadOnly: true})
-	}
-	one := int32(1)
-	d.Spec.Replicas = &one
-	if _, err := c.Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+	}); err != nil {
 		return err
 	}
 	var last string
@@ -167,6 +182,6 @@ func (h *harness) prepareAgent(ctx context.Context, policy string) error {
 	}); err != nil {
 		return fmt.Errorf("%w; pods: %s", err, last)
 	}
-	logf("the rl-agent serves afresh for %s (args %s)", policy, strings.Join(ctr.Args, " "))
+	logf("the rl-agent serves afresh for %s (args %s)", policy, strings.Join(args, " "))
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aware-k8s/aware/e2e/nodeinstall"
 	"github.com/aware-k8s/aware/e2e/testapp"
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -147,4 +148,36 @@ func sloLook(ctx context.Context, promURL, ns string) (l slo.Look) {
 		logf("p95 of %s: %v", ns, err)
 	}
 	return l
+}
+
+// recommenderQueries reads the recommender's Prometheus query counters
+// from its metrics endpoint (the host's network, nodeinstall.PortFor);
+// nil when it cannot be read (logged).
+func (h *harness) recommenderQueries(ctx context.Context) map[string]float64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u := fmt.Sprintf("http://127.0.0.1:%d/metrics", nodeinstall.PortFor(h.env, "recommender", "metrics"))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		logf("the recommender's metrics: %v", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s", resp.Status)
+	}
+	var counts map[string]float64
+	if err == nil {
+		counts, err = slo.QueryCounts(string(b))
+	}
+	if err != nil {
+		logf("the recommender's metrics %s: %v", u, err)
+		return nil
+	}
+	return counts
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -78,6 +79,11 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	}); err != nil {
 		return r, err
 	}
+	var queriesBefore map[string]float64
+	checkRecommender := h.o.sloMetrics && hasMPA(policy)
+	if checkRecommender {
+		queriesBefore = h.recommenderQueries(ctx)
+	}
 	cpuBefore := readCPU(h.tb.Dir)
 	start := time.Now()
 	r.Start = start.UTC().Format(time.RFC3339)
@@ -145,7 +151,14 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		}
 		// Two windows of warm-up: the first replica's series need two
 		// scrapes and the rate() range needs two samples.
-		if r.SLOMissing = slo.Judge(looks, 2).Missing(); r.SLOMissing != "" {
+		missing := []string{slo.Judge(looks, 2).Missing()}
+		if checkRecommender {
+			if after := h.recommenderQueries(ctx); queriesBefore != nil && after != nil {
+				r.RecommenderQueries = slo.Delta(queriesBefore, after)
+				missing = append(missing, slo.RecommenderMissing(r.RecommenderQueries))
+			}
+		}
+		if r.SLOMissing = strings.Join(slices.DeleteFunc(missing, func(m string) bool { return m == "" }), "; "); r.SLOMissing != "" {
 			logf("WARNING: %s repetition %d: the SLO inputs were MISSING: %s", policy, rep, r.SLOMissing)
 		}
 	}

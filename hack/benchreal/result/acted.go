@@ -105,7 +105,7 @@ func WriteSLOInputs(w io.Writer, runs []Run) error {
 	}
 	fmt.Fprintf(w, "\nSLO inputs (windows with traffic in which Prometheus answered the recommender's queries):\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "policy\trep\twindows\twith rate\twith p95\tmissing")
+	fmt.Fprintln(tw, "policy\trep\twindows\twith rate\twith p95\trecommender's rate/latency queries (ok)\tmissing")
 	for _, r := range runs {
 		if !r.SLOMetrics {
 			continue
@@ -127,7 +127,11 @@ func WriteSLOInputs(w io.Writer, runs []Run) error {
 		if missing == "" {
 			missing = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", r.Policy, r.Rep, n, rate, p95, missing)
+		queries := "-"
+		if q := r.RecommenderQueries; q != nil {
+			queries = fmt.Sprintf("%.0f/%.0f", q["requestRate/success"], q["latency/success"])
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", r.Policy, r.Rep, n, rate, p95, queries, missing)
 	}
 	return tw.Flush()
 }

@@ -106,6 +106,12 @@ type Run struct {
 	// Both are absent from files written before.
 	SLOMetrics bool   `json:"sloMetrics,omitempty"`
 	SLOMissing string `json:"sloMissing,omitempty"`
+	// RecommenderQueries are the recommender's Prometheus queries during
+	// the run, by "template/result" (its counter
+	// aware_recommender_prometheus_queries_total), for the policies it
+	// serves: requestRate/success and latency/success say it read the
+	// SLO histogram.
+	RecommenderQueries map[string]float64 `json:"recommenderQueries,omitempty"`
 }
 
 // CPUShare is CPU time in seconds over a run, by part of the machine.

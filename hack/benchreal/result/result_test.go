@@ -229,6 +229,7 @@ func TestOldAndNewFilesMerge(t *testing.T) {
 		agent.Windows[i].Stage, agent.Windows[i].Source, agent.Windows[i].SLORate, agent.Windows[i].SLOP95 = st.stage, st.source, 10, 0.05
 	}
 	agent.SLOMissing = "a p95 in 0 of 2 windows"
+	agent.RecommenderQueries = map[string]float64{"requestRate/success": 16, "latency/success": 48}
 	var b bytes.Buffer
 	if err := WriteRuns(&b, nil, append(old, agent)); err != nil {
 		t.Fatal(err)
@@ -244,7 +245,7 @@ func TestOldAndNewFilesMerge(t *testing.T) {
 	if err := WriteTable(&table, merged, "fused"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"what acted", "Bootstrapping 1, OnlineTraining 1, Serving 2", "SLO inputs", "a p95 in 0 of 2 windows"} {
+	for _, want := range []string{"what acted", "Bootstrapping 1, OnlineTraining 1, Serving 2", "SLO inputs", "a p95 in 0 of 2 windows", "16/48"} {
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}

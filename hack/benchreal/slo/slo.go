@@ -213,3 +213,60 @@ func (c Check) Missing() string {
 	}
 	return strings.Join(why, "; ")
 }
+
+// queriesMetric counts the recommender's Prometheus queries by template
+// and result (recommender/controller).
+const queriesMetric = "aware_recommender_prometheus_queries_total"
+
+// QueryCounts reads the recommender's query counters from its /metrics
+// text: "requestRate/success" → count, and so on.
+func QueryCounts(text string) (map[string]float64, error) {
+	out := map[string]float64{}
+	for _, line := range strings.Split(text, "\n") {
+		if !strings.HasPrefix(line, queriesMetric+"{") {
+			continue
+		}
+		end := strings.LastIndex(line, "}")
+		if end < 0 {
+			return nil, fmt.Errorf("malformed line %q", line)
+		}
+		labels := map[string]string{}
+		for _, kv := range strings.Split(line[len(queriesMetric)+1:end], ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok {
+				continue
+			}
+			labels[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
+		}
+		v, err := strconv.ParseFloat(strings.Fields(line[end+1:])[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("line %q: %w", line, err)
+		}
+		out[labels["query"]+"/"+labels["result"]] = v
+	}
+	return out, nil
+}
+
+// Delta is after − before, by key, keeping the keys that changed.
+func Delta(before, after map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range after {
+		if d := v - before[k]; d != 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// RecommenderMissing says which of the SLO queries the recommender never
+// ran successfully during a run (counts: Delta of QueryCounts over the
+// run), "" if it ran both.
+func RecommenderMissing(counts map[string]float64) string {
+	var why []string
+	for _, q := range []string{"requestRate", "latency"} {
+		if counts[q+"/success"] == 0 {
+			why = append(why, fmt.Sprintf("the recommender ran no successful %s query (%v errors)", q, counts[q+"/error"]))
+		}
+	}
+	return strings.Join(why, "; ")
+}

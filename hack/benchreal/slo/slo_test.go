@@ -155,3 +155,47 @@ func TestJudge(t *testing.T) {
 		})
 	}
 }
+
+func TestQueryCounts(t *testing.T) {
+	const before = `# HELP aware_recommender_prometheus_queries_total Prometheus queries by template.
+# TYPE aware_recommender_prometheus_queries_total counter
+aware_recommender_prometheus_queries_total{query="latency",result="error"} 0
+aware_recommender_prometheus_queries_total{query="requestRate",result="error"} 1
+aware_recommender_prometheus_queries_total{query="cpu",result="success"} 3
+aware_recommender_loop_duration_seconds_count 7
+`
+	after := strings.NewReplacer(`result="error"} 1`, `result="error"} 1`+"\n"+`aware_recommender_prometheus_queries_total{query="requestRate",result="success"} 30`,
+		`query="latency",result="error"} 0`, `query="latency",result="error"} 0`+"\n"+`aware_recommender_prometheus_queries_total{query="latency",result="success"} 90`).Replace(before)
+	b, err := QueryCounts(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := QueryCounts(after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b["requestRate/error"] != 1 || b["cpu/success"] != 3 || len(b) != 3 {
+		t.Errorf("before = %v", b)
+	}
+	for _, tc := range []struct {
+		name        string
+		counts      map[string]float64
+		wantMissing []string
+	}{
+		{"both ran", Delta(b, a), nil},
+		{"neither ran", Delta(b, b), []string{"requestRate", "latency"}},
+		{"only the rate", map[string]float64{"requestRate/success": 4, "latency/error": 4}, []string{"latency query (4 errors)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := RecommenderMissing(tc.counts)
+			if (got == "") != (len(tc.wantMissing) == 0) {
+				t.Fatalf("RecommenderMissing(%v) = %q", tc.counts, got)
+			}
+			for _, w := range tc.wantMissing {
+				if !strings.Contains(got, w) {
+					t.Errorf("RecommenderMissing = %q, want it to name %q", got, w)
+				}
+			}
+		})
+	}
+}
