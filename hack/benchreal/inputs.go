@@ -141,10 +141,11 @@ func query(ctx context.Context, promURL, q string) (float64, bool, error) {
 // answer (logged).
 func sloLook(ctx context.Context, promURL, ns string) (l slo.Look) {
 	var err error
-	if l.Rate, l.RateOK, err = query(ctx, promURL, slo.RateQuery(testapp.RequestDurationMetric, ns, promWindow)); err != nil {
+	// A look cut short by the run's end (ctx done) is no news.
+	if l.Rate, l.RateOK, err = query(ctx, promURL, slo.RateQuery(testapp.RequestDurationMetric, ns, promWindow)); err != nil && ctx.Err() == nil {
 		logf("rate of %s: %v", ns, err)
 	}
-	if l.P95, l.P95OK, err = query(ctx, promURL, slo.LatencyQuery(testapp.RequestDurationMetric, ns, promWindow, 0.95)); err != nil {
+	if l.P95, l.P95OK, err = query(ctx, promURL, slo.LatencyQuery(testapp.RequestDurationMetric, ns, promWindow, 0.95)); err != nil && ctx.Err() == nil {
 		logf("p95 of %s: %v", ns, err)
 	}
 	return l

@@ -117,7 +117,10 @@ func (s *sampler) lookAt(ctx context.Context) {
 	if s.mpas != nil {
 		m, err := s.mpas.AutoscalingV1alpha1().MultidimPodAutoscalers(s.ns).Get(ctx, s.name, metav1.GetOptions{})
 		if err != nil {
-			logf("autoscaler of %s: %v", s.ns, err)
+			// A look cut short by the run's end is no news.
+			if ctx.Err() == nil {
+				logf("autoscaler of %s: %v", s.ns, err)
+			}
 		} else {
 			l.state = agent.StateOf(m)
 			if agent.SwitchOn(s.policy, l.state) {
