@@ -119,7 +119,8 @@ func (s MPASpec) Manifest() string {
 	if s.SLOMetric != "" || s.Mode != "" || s.Gates != nil {
 		rl.WriteString("\n  rl:")
 		if s.Mode != "" {
-			fmt.Fprintf(&rl, "\n    mode: %s", s.Mode)
+			// Quoted: YAML 1.1 reads a bare On or Off as a boolean.
+			fmt.Fprintf(&rl, "\n    mode: %q", s.Mode)
 		}
 		if s.SLOMetric != "" {
 			fmt.Fprintf(&rl, "\n    slo: {metric: {name: %s}, percentile: 95, target: %s}", s.SLOMetric, s.SLOTarget)

@@ -47,6 +47,19 @@ func TestMPASpecManifest(t *testing.T) {
 					t.Errorf("spec.rl.gates = %+v", g)
 				}
 			}},
+		// A bare On is a boolean in YAML 1.1, which the API server refused.
+		{"mode On", MPASpec{Namespace: "ns1", MinReplicas: 1, MaxReplicas: 8, Mode: v1alpha1.RLModeOn},
+			func(t *testing.T, m *v1alpha1.MultidimPodAutoscaler) {
+				if m.Spec.RL.Mode != v1alpha1.RLModeOn {
+					t.Errorf("spec.rl.mode = %q, want On", m.Spec.RL.Mode)
+				}
+			}},
+		{"mode Off", MPASpec{Namespace: "ns1", MinReplicas: 1, MaxReplicas: 8, Mode: v1alpha1.RLModeOff},
+			func(t *testing.T, m *v1alpha1.MultidimPodAutoscaler) {
+				if m.Spec.RL.Mode != v1alpha1.RLModeOff {
+					t.Errorf("spec.rl.mode = %q, want Off", m.Spec.RL.Mode)
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var m v1alpha1.MultidimPodAutoscaler
