@@ -22,11 +22,6 @@ import (
 // sloJob is the scrape job's name in the testbed's Prometheus.
 const sloJob = "aware-bench-real-testapp"
 
-// promWindow is the range of rate() in the harness's queries: the
-// recommender's default --prometheus-window, so that the harness asks
-// what the recommender asks.
-const promWindow = "2m"
-
 // imageUID is the user the images run as (hack/images): the file_sd
 // directory and the ensemble's members must be its.
 const imageUID = 65532
@@ -106,14 +101,39 @@ func (h *harness) reloadPrometheus(ctx context.Context) error {
 
 // sloMutate gives the recommender the testbed's Prometheus: deploy/'s
 // install parameter prometheus-address (the ConfigMap aware-config, which
-// the recommender reads into --prometheus-address).
-func sloMutate(promURL string) func(*unstructured.Unstructured) error {
+// the recommender reads into --prometheus-address), and the range of its
+// SLO queries when --prometheus-window says one.
+func sloMutate(promURL, window string) func(*unstructured.Unstructured) error {
 	return func(o *unstructured.Unstructured) error {
-		if o.GetKind() != "ConfigMap" || !strings.HasPrefix(o.GetName(), "aware-config") {
-			return nil
+		switch {
+		case o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "aware-config"):
+			return unstructured.SetNestedField(o.Object, promURL, "data", "prometheus-address")
+		case o.GetKind() == "Deployment" && o.GetName() == "aware-recommender" && window != "":
+			cs, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if err != nil || len(cs) != 1 {
+				return fmt.Errorf("the recommender's containers: %v (%d)", err, len(cs))
+			}
+			c := cs[0].(map[string]any)
+			args, _, err := unstructured.NestedStringSlice(c, "args")
+			if err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedStringSlice(c, slo.RecommenderArgs(args, window), "args"); err != nil {
+				return err
+			}
+			return unstructured.SetNestedSlice(o.Object, cs, "spec", "template", "spec", "containers")
 		}
-		return unstructured.SetNestedField(o.Object, promURL, "data", "prometheus-address")
+		return nil
 	}
+}
+
+// promWindow is the range of rate() in the harness's queries: the
+// recommender's, so that the harness asks what the recommender asks.
+func (o options) promWindow() string {
+	if o.prometheusWindow != "" {
+		return o.prometheusWindow
+	}
+	return slo.DefaultWindow
 }
 
 // query asks the testbed's Prometheus an instant query.
@@ -139,7 +159,7 @@ func query(ctx context.Context, promURL, q string) (float64, bool, error) {
 // sloLook asks what the recommender asks for namespace ns: the request
 // rate and the p95 of the app's histogram. A failed query counts as no
 // answer (logged).
-func sloLook(ctx context.Context, promURL, ns string) (l slo.Look) {
+func sloLook(ctx context.Context, promURL, ns, promWindow string) (l slo.Look) {
 	var err error
 	// A look cut short by the run's end (ctx done) is no news.
 	if l.Rate, l.RateOK, err = query(ctx, promURL, slo.RateQuery(testapp.RequestDurationMetric, ns, promWindow)); err != nil && ctx.Err() == nil {

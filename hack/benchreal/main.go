@@ -75,6 +75,9 @@ type options struct {
 	sloMetrics     bool
 	agentCache     string
 	rlAgentBin     string
+	// prometheusWindow is the recommender's --prometheus-window ("": its
+	// default).
+	prometheusWindow string
 }
 
 func main() {
@@ -109,6 +112,7 @@ func main() {
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
 	flag.BoolVar(&o.sloMetrics, "slo-metrics", true, "the testbed's Prometheus scrapes every replica of the app, the recommender reads it (--prometheus-address), and the autoscaler has spec.rl.slo on the app's latency histogram, so the fused default and the agents see the request rate and the p95 as the simulator's policies do; a run whose recommender lacked them is reported and fails the invocation. false: as runs before issue 37 (no SLO inputs)")
+	flag.StringVar(&o.prometheusWindow, "prometheus-window", "", "--slo-metrics: the recommender's --prometheus-window, the range of rate() in its SLO queries (empty: its default, 2m, which lags a load step by about a minute; the simulator's policies see the current window)")
 	flag.StringVar(&o.agentCache, "agent-cache", filepath.Join(cacheHome(), "aware", "agents"), "directory of the ensemble's trained members, one subdirectory per commit of the training code and training configuration")
 	flag.StringVar(&o.rlAgentBin, "rl-agent", "", "the rl-agent binary that trains the ensemble's members when they are not cached")
 	flag.Parse()
@@ -198,7 +202,7 @@ func run(ctx context.Context, o options) error {
 	h := &harness{o: o, tb: tb, env: env, logDir: logDir, mpas: mpas}
 	in := &nodeinstall.Installer{TB: tb, Env: env, Repo: o.repo, FieldManager: "aware-bench-real"}
 	if o.sloMetrics {
-		in.Mutate = sloMutate(tb.PrometheusURL)
+		in.Mutate = sloMutate(tb.PrometheusURL, o.prometheusWindow)
 		removeJob, err := h.setupSLOMetrics(ctx)
 		if err != nil {
 			return err
@@ -292,7 +296,7 @@ func (o options) settings() map[string]string {
 		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
 		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
 		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "requestsPerConnection": fmt.Sprint(o.perConnection), "smoke": fmt.Sprint(o.smoke),
-		"sloMetrics": fmt.Sprint(o.sloMetrics),
+		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(),
 	}
 }
 

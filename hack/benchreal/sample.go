@@ -35,6 +35,7 @@ type sampler struct {
 	// sloMetrics asks Prometheus what the recommender asks.
 	mpas       versioned.Interface
 	sloMetrics bool
+	promWindow string
 	looks      []look
 }
 
@@ -134,7 +135,7 @@ func (s *sampler) lookAt(ctx context.Context) {
 		}
 	}
 	if s.sloMetrics {
-		l.slo = sloLook(ctx, s.tb.PrometheusURL, s.ns)
+		l.slo = sloLook(ctx, s.tb.PrometheusURL, s.ns, s.promWindow)
 	}
 	s.looks = append(s.looks, l)
 }

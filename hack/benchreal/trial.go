@@ -104,7 +104,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		return r, fmt.Errorf("start loadgen: %w", err)
 	}
 	s := newSampler(h.tb, ns, "testapp", start, h.o.window)
-	s.policy, s.sloMetrics = policy, h.o.sloMetrics
+	s.policy, s.sloMetrics, s.promWindow = policy, h.o.sloMetrics, h.o.promWindow()
 	if hasMPA(policy) {
 		s.mpas = h.mpas
 	}

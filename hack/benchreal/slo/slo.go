@@ -270,3 +270,23 @@ func RecommenderMissing(counts map[string]float64) string {
 	}
 	return strings.Join(why, "; ")
 }
+
+// DefaultWindow is the recommender's default --prometheus-window, the
+// range of rate() in its SLO queries.
+const DefaultWindow = "2m"
+
+// RecommenderArgs are the recommender's arguments with
+// --prometheus-window=window in place of any given before; window ""
+// leaves them as they are (the recommender's default, DefaultWindow).
+func RecommenderArgs(args []string, window string) []string {
+	if window == "" {
+		return args
+	}
+	var out []string
+	for _, a := range args {
+		if !strings.HasPrefix(a, "--prometheus-window=") {
+			out = append(out, a)
+		}
+	}
+	return append(out, "--prometheus-window="+window)
+}

@@ -199,3 +199,21 @@ aware_recommender_loop_duration_seconds_count 7
 		})
 	}
 }
+
+func TestRecommenderArgs(t *testing.T) {
+	args := []string{"--leader-elect=true", "--prometheus-address=$(PROMETHEUS_ADDRESS)"}
+	for _, tc := range []struct {
+		name, window string
+		args, want   []string
+	}{
+		{"the default", "", args, args},
+		{"a window", "30s", args, append(append([]string{}, args...), "--prometheus-window=30s")},
+		{"replaced", "30s", append(append([]string{}, args...), "--prometheus-window=2m"), append(append([]string{}, args...), "--prometheus-window=30s")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := RecommenderArgs(tc.args, tc.window); strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("RecommenderArgs = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
