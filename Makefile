@@ -183,7 +183,7 @@ bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a 
 	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
 
 .PHONY: bench-real
-bench-real: images ## Run every policy (real HPA, VPA, both, the fused default) against the same trace on the test app as real pods on a real node; root, slow (10 min a run), not in check. docs/real-node.md.
+bench-real: images ## Run every policy (real HPA, VPA, both, the fused default, the AWARE agent as a learner and as a frozen ensemble) against the same trace on the test app as real pods on a real node; root, slow (10 min a run), not in check. docs/real-node.md.
 	AWARE_IMAGES_TAG='$(TAG)' hack/bench-real.sh $(BENCH_REAL_ARGS)
 
 .PHONY: release

@@ -12,7 +12,9 @@
 #  3. Runs the harness (go run -tags benchreal ./hack/benchreal), which
 #     installs deploy/ as pods, runs VPA as processes, runs each policy and
 #     writes results.json, results.txt, the load generator's records and the
-#     logs into $BENCH_REAL_OUT (default bench-real-out/).
+#     logs into $BENCH_REAL_OUT (default bench-real-out/). With the
+#     ensemble policy it trains the members first, or finds them in
+#     $HOME/.cache/aware/agents (--agent-cache).
 #
 # Needs root. Extra arguments go to the harness, e.g. --policies hpa,fused
 # --repeat 2 --first-rep 3 (go run -tags benchreal ./hack/benchreal -h
@@ -37,7 +39,8 @@ vpa="$("${ROOT}/hack/vpa/build.sh")" || die "building VPA failed (see above)"
 { read -r VPA_VERSION; read -r VPA_BIN; read -r VPA_DIR; } <<<"${vpa}"
 echo "bench-real.sh: VPA ${VPA_VERSION}" >&2
 mkdir -p "${OUT}/bin"
-(cd "${ROOT}" && go build -trimpath -o "${OUT}/bin/" ./e2e/cmd/loadgen)
+# rl-agent trains the ensemble's members when they are not cached.
+(cd "${ROOT}" && go build -trimpath -o "${OUT}/bin/" ./e2e/cmd/loadgen ./rl-agent)
 
 if [[ "${BENCH_REAL_USE_RUNNING:-0}" == 1 ]]; then
 	running_component >/dev/null || die "BENCH_REAL_USE_RUNNING=1 but no testbed runs from ${TESTBED_DIR}"
@@ -58,5 +61,5 @@ fi
 cd "${ROOT}"
 AWARE_NODE_NAME="${NODE_NAME}" AWARE_TESTBED_DIR="${TESTBED_DIR}" \
 	go run -tags benchreal ./hack/benchreal \
-	--loadgen "${OUT}/bin/loadgen" --vpa-bin "${VPA_BIN}" --vpa-module-dir "${VPA_DIR}" \
+	--loadgen "${OUT}/bin/loadgen" --rl-agent "${OUT}/bin/rl-agent" --vpa-bin "${VPA_BIN}" --vpa-module-dir "${VPA_DIR}" \
 	--repo "${ROOT}" --out "${OUT}" "$@"

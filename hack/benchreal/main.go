@@ -32,13 +32,17 @@ import (
 
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/e2e/nodeinstall"
+	"github.com/aware-k8s/aware/hack/benchreal/agent"
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/hack/benchreal/simside"
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
-// Policies are the runs the harness knows, in their default order.
-var Policies = []string{"hpa", "vpa", "hpa+vpa", "fused"}
+// Policies are the runs the harness knows, in their default order: the
+// agent policies (package agent) last, served by the rl-agent of deploy/
+// acting on the fused default.
+var Policies = []string{"hpa", "vpa", "hpa+vpa", "fused", agent.Learner, agent.Ensemble}
 
 type options struct {
 	policies       []string
@@ -68,6 +72,12 @@ type options struct {
 	simulate       bool
 	simNodeCPU     float64
 	simNodeMemory  float64
+	sloMetrics     bool
+	agentCache     string
+	rlAgentBin     string
+	// prometheusWindow is the recommender's --prometheus-window ("": its
+	// default).
+	prometheusWindow string
 }
 
 func main() {
@@ -101,6 +111,10 @@ func main() {
 	flag.BoolVar(&o.simulate, "simulate", false, "after the runs (or with --merge): calibrate the simulator's app from them, replay every run's policy and repetition in the simulator, print the two side by side and write simulated.json, side-by-side.txt and sim-POLICY.svg")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
+	flag.BoolVar(&o.sloMetrics, "slo-metrics", true, "the testbed's Prometheus scrapes every replica of the app, the recommender reads it (--prometheus-address), and the autoscaler has spec.rl.slo on the app's latency histogram, so the fused default and the agents see the request rate and the p95 as the simulator's policies do; a run whose recommender lacked them is reported and fails the invocation. false: as runs before issue 37 (no SLO inputs)")
+	flag.StringVar(&o.prometheusWindow, "prometheus-window", "", "--slo-metrics: the recommender's --prometheus-window, the range of rate() in its SLO queries (empty: its default, 2m, which lags a load step by about a minute; the simulator's policies see the current window)")
+	flag.StringVar(&o.agentCache, "agent-cache", filepath.Join(cacheHome(), "aware", "agents"), "directory of the ensemble's trained members, one subdirectory per commit of the training code and training configuration")
+	flag.StringVar(&o.rlAgentBin, "rl-agent", "", "the rl-agent binary that trains the ensemble's members when they are not cached")
 	flag.Parse()
 	o.policies = strings.Split(policies, ",")
 	if merge != "" {
@@ -122,6 +136,14 @@ func main() {
 		fmt.Fprintf(os.Stderr, "benchreal: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// cacheHome is $HOME/.cache (or the OS's user cache directory).
+func cacheHome() string {
+	if d, err := os.UserCacheDir(); err == nil {
+		return d
+	}
+	return filepath.Join(os.TempDir(), "cache")
 }
 
 func (o options) validate() error {
@@ -173,8 +195,25 @@ func run(ctx context.Context, o options) error {
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
 		return err
 	}
-	h := &harness{o: o, tb: tb, env: env, logDir: logDir}
+	mpas, err := versioned.NewForConfig(tb.Config)
+	if err != nil {
+		return err
+	}
+	h := &harness{o: o, tb: tb, env: env, logDir: logDir, mpas: mpas}
 	in := &nodeinstall.Installer{TB: tb, Env: env, Repo: o.repo, FieldManager: "aware-bench-real"}
+	if o.sloMetrics {
+		in.Mutate = sloMutate(tb.PrometheusURL, o.prometheusWindow)
+		removeJob, err := h.setupSLOMetrics(ctx)
+		if err != nil {
+			return err
+		}
+		defer removeJob()
+	}
+	if slices.Contains(o.policies, agent.Ensemble) {
+		if h.ensembleDir, err = h.ensembleMembers(ctx); err != nil {
+			return err
+		}
+	}
 	logf("installing deploy/ as pods on %s (images :%s)", env.Node, env.Tag)
 	if _, err := in.Install(ctx); err != nil {
 		return err
@@ -228,14 +267,27 @@ func run(ctx context.Context, o options) error {
 	if err := h.write(runs); err != nil {
 		return err
 	}
-	if !o.simulate {
-		return nil
+	// Results without the SLO inputs are kept (written above) but fail
+	// the invocation, so that nobody takes them for like-for-like ones.
+	var missing []string
+	for _, r := range runs {
+		if r.SLOMissing != "" {
+			missing = append(missing, fmt.Sprintf("%s repetition %d: %s", r.Policy, r.Rep, r.SLOMissing))
+		}
 	}
-	sets := make([]map[string]string, len(runs))
-	for i := range sets {
-		sets[i] = o.settings()
+	if o.simulate {
+		sets := make([]map[string]string, len(runs))
+		for i := range sets {
+			sets[i] = o.settings()
+		}
+		if err := simulate(o, runs, sets, o.settings()); err != nil {
+			return err
+		}
 	}
-	return simulate(o, runs, sets, o.settings())
+	if len(missing) > 0 {
+		return fmt.Errorf("the SLO inputs were missing (--slo-metrics): %s", strings.Join(missing, "; "))
+	}
+	return nil
 }
 
 // settings are the invocation's, written beside the runs.
@@ -244,6 +296,7 @@ func (o options) settings() map[string]string {
 		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
 		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
 		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "requestsPerConnection": fmt.Sprint(o.perConnection), "smoke": fmt.Sprint(o.smoke),
+		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(),
 	}
 }
 
@@ -336,6 +389,23 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 		return fmt.Errorf("--simulate: %w", err)
 	}
 	cal.Node.CPU, cal.Node.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
+	// The agent policies have no simulated counterpart here (the
+	// simulator's agents are evaluated by rl-agent eval and the demo).
+	var kept []result.Run
+	var keptSets []map[string]string
+	for i, r := range runs {
+		if agent.Is(r.Policy) {
+			continue
+		}
+		kept, keptSets = append(kept, r), append(keptSets, sets[i])
+	}
+	if len(kept) < len(runs) {
+		logf("--simulate: the agent policies' %d runs are not simulated", len(runs)-len(kept))
+	}
+	runs, sets = kept, keptSets
+	if len(runs) == 0 {
+		return errors.New("--simulate: no run of a policy the simulator replays")
+	}
 	sims := make([]result.Run, 0, len(runs))
 	for i, r := range runs {
 		s, err := simside.Replay(cal, sets[i], r.Policy, r.Rep)

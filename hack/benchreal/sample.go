@@ -8,9 +8,13 @@ import (
 
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/e2e/loadgen"
+	"github.com/aware-k8s/aware/hack/benchreal/agent"
 	"github.com/aware-k8s/aware/hack/benchreal/observe"
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/slo"
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // sampler looks at the app every third of a window (observe.Observer
@@ -24,10 +28,27 @@ type sampler struct {
 	// last is the usage of the last look that had some: metrics.k8s.io
 	// has none for a new pod until a scrape or two.
 	last []observe.Usage
+
+	start  time.Time
+	policy string
+	// mpas, if set, reads the run's autoscaler (named name) at every look;
+	// sloMetrics asks Prometheus what the recommender asks.
+	mpas       versioned.Interface
+	sloMetrics bool
+	promWindow string
+	looks      []look
+}
+
+// look is what one look saw of the autoscaler and the SLO inputs, T
+// seconds after the start.
+type look struct {
+	T     float64
+	state agent.State
+	slo   slo.Look
 }
 
 func newSampler(tb *framework.Testbed, ns, name string, start time.Time, window time.Duration) *sampler {
-	return &sampler{tb: tb, ns: ns, name: name, window: window, obs: observe.New(start)}
+	return &sampler{tb: tb, ns: ns, name: name, window: window, obs: observe.New(start), start: start}
 }
 
 func (s *sampler) loop(ctx context.Context) {
@@ -44,6 +65,9 @@ func (s *sampler) loop(ctx context.Context) {
 			} else {
 				s.samples = append(s.samples, smp)
 			}
+			cancel()
+			c, cancel = context.WithTimeout(ctx, s.window/3)
+			s.lookAt(c)
 			cancel()
 		}
 	}
@@ -84,6 +108,38 @@ func (s *sampler) take(ctx context.Context) (observe.Sample, error) {
 	return smp, nil
 }
 
+// lookAt reads the autoscaler's state and the SLO inputs, and switches a
+// learner in Shadow On once its stage lets it act (agent.SwitchOn).
+func (s *sampler) lookAt(ctx context.Context) {
+	if s.mpas == nil && !s.sloMetrics {
+		return
+	}
+	l := look{T: time.Since(s.start).Seconds()}
+	if s.mpas != nil {
+		m, err := s.mpas.AutoscalingV1alpha1().MultidimPodAutoscalers(s.ns).Get(ctx, s.name, metav1.GetOptions{})
+		if err != nil {
+			// A look cut short by the run's end is no news.
+			if ctx.Err() == nil {
+				logf("autoscaler of %s: %v", s.ns, err)
+			}
+		} else {
+			l.state = agent.StateOf(m)
+			if agent.SwitchOn(s.policy, l.state) {
+				patch := []byte(`{"spec":{"rl":{"mode":"On"}}}`)
+				if _, err := s.mpas.AutoscalingV1alpha1().MultidimPodAutoscalers(s.ns).Patch(ctx, s.name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+					logf("switching %s On: %v", s.ns, err)
+				} else {
+					logf("%s: the agent reports %s; spec.rl.mode Shadow -> On at %.0f s", s.ns, l.state.Stage, l.T)
+				}
+			}
+		}
+	}
+	if s.sloMetrics {
+		l.slo = sloLook(ctx, s.tb.PrometheusURL, s.ns, s.promWindow)
+	}
+	s.looks = append(s.looks, l)
+}
+
 // startups are the creation-to-Ready seconds of the pods created during
 // the run, in no particular order.
 func (s *sampler) startups() []float64 { return s.obs.Startups() }
@@ -92,7 +148,9 @@ func (s *sampler) startups() []float64 { return s.obs.Startups() }
 func (s *sampler) windows(recs []loadgen.Record) []result.Window {
 	out := make([]result.Window, 0, len(recs))
 	var last observe.Sample
-	j := 0
+	var lastLook look
+	var seen bool
+	j, k := 0, 0
 	for _, r := range recs {
 		w := result.Window{Index: r.Window, Start: r.Start, End: r.End, Expected: r.Expected, Sent: r.Sent, OK: r.OK, Lost: r.Lost}
 		if r.P95 != nil {
@@ -124,6 +182,23 @@ func (s *sampler) windows(recs []loadgen.Record) []result.Window {
 			w.CPURequested, w.MemoryRequested, w.CPUUsed, w.MemoryUsed = last.CPURequested, last.MemoryRequested, last.CPUUsed, last.MemoryUsed
 		}
 		w.Replicas, w.Ready, w.ReadyCPURequested = last.Replicas, last.Ready, last.ReadyCPURequested
+		// The window's last look at the autoscaler and the SLO inputs.
+		for ; k < len(s.looks) && s.looks[k].T <= r.End; k++ {
+			if s.looks[k].T >= r.Start {
+				lastLook, seen = s.looks[k], true
+			}
+		}
+		if seen {
+			st := lastLook.state
+			w.Stage, w.Source, w.Mode, w.ScalingReason = st.Stage, st.Source, st.Mode, st.ScalingReason
+			if lastLook.slo.RateOK {
+				w.SLORate = lastLook.slo.Rate
+			}
+			if lastLook.slo.P95OK {
+				w.SLOP95 = lastLook.slo.P95
+			}
+		}
+		seen = false
 		out = append(out, w)
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -17,8 +18,12 @@ import (
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/e2e/loadgen"
 	"github.com/aware-k8s/aware/e2e/nodeinstall"
+	"github.com/aware-k8s/aware/e2e/testapp"
+	"github.com/aware-k8s/aware/hack/benchreal/agent"
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"github.com/aware-k8s/aware/hack/benchvpa/bench"
+	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -28,7 +33,13 @@ type harness struct {
 	tb     *framework.Testbed
 	env    nodeinstall.Env
 	logDir string
+	mpas   versioned.Interface
+	// ensembleDir is the node directory holding the ensemble's members.
+	ensembleDir string
 }
+
+// hasMPA: the policy's autoscaler is a MultidimPodAutoscaler.
+func hasMPA(policy string) bool { return policy == "fused" || agent.Is(policy) }
 
 // namespace of one run: a fresh one each time, so nothing of a run (a
 // VPA checkpoint, an HPA's history) reaches the next.
@@ -51,6 +62,11 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	if err := h.deleteNamespace(ctx, ns); err != nil {
 		return r, err
 	}
+	if agent.Is(policy) {
+		if err := h.prepareAgent(ctx, policy); err != nil {
+			return r, err
+		}
+	}
 	if _, err := in.Kubectl(ctx, strings.NewReader(h.manifest(ns, policy)), "apply", "-f", "-"); err != nil {
 		return r, err
 	}
@@ -62,6 +78,11 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		return d.Status.ReadyReplicas >= 1, nil
 	}); err != nil {
 		return r, err
+	}
+	var queriesBefore map[string]float64
+	checkRecommender := h.o.sloMetrics && hasMPA(policy)
+	if checkRecommender {
+		queriesBefore = h.recommenderQueries(ctx)
 	}
 	cpuBefore := readCPU(h.tb.Dir)
 	start := time.Now()
@@ -83,6 +104,10 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		return r, fmt.Errorf("start loadgen: %w", err)
 	}
 	s := newSampler(h.tb, ns, "testapp", start, h.o.window)
+	s.policy, s.sloMetrics, s.promWindow = policy, h.o.sloMetrics, h.o.promWindow()
+	if hasMPA(policy) {
+		s.mpas = h.mpas
+	}
 	sctx, stopSampling := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -118,6 +143,25 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	}
 	r.Windows = s.windows(recs)
 	r.StartupSeconds = s.startups()
+	if h.o.sloMetrics {
+		r.SLOMetrics = true
+		looks := make([]slo.Look, len(r.Windows))
+		for i, w := range r.Windows {
+			looks[i] = slo.Look{Traffic: w.Sent > 0, Rate: w.SLORate, RateOK: w.SLORate > 0, P95: w.SLOP95, P95OK: w.SLOP95 > 0, Reason: w.ScalingReason}
+		}
+		// Two windows of warm-up: the first replica's series need two
+		// scrapes and the rate() range needs two samples.
+		missing := []string{slo.Judge(looks, 2).Missing()}
+		if checkRecommender {
+			if after := h.recommenderQueries(ctx); queriesBefore != nil && after != nil {
+				r.RecommenderQueries = slo.Delta(queriesBefore, after)
+				missing = append(missing, slo.RecommenderMissing(r.RecommenderQueries))
+			}
+		}
+		if r.SLOMissing = strings.Join(slices.DeleteFunc(missing, func(m string) bool { return m == "" }), "; "); r.SLOMissing != "" {
+			logf("WARNING: %s repetition %d: the SLO inputs were MISSING: %s", policy, rep, r.SLOMissing)
+		}
+	}
 	var used, ok float64
 	for _, w := range r.Windows {
 		used += w.CPUUsed * (w.End - w.Start)
@@ -181,12 +225,18 @@ func readRecords(path string) ([]loadgen.Record, error) {
 // every policy: 1-8 replicas, 50m-1 CPU, 64Mi-1Gi per container.
 func (h *harness) manifest(ns, policy string) string {
 	var b strings.Builder
-	b.WriteString(nodeinstall.TestApp{
+	app := nodeinstall.TestApp{
 		Namespace: ns, Env: h.env, Port: h.o.appPort,
 		Args: []string{"--cpu=" + h.o.cpu.String(), "--memory-per-request=" + h.o.memPerRequest, "--base-memory=" + h.o.baseMemory,
 			"--startup-delay=" + h.o.startupDelay.String(), "--shutdown-timeout=10s"},
 		CPU: h.o.initialCPU, CPULimit: h.o.initialCPU, Memory: "96Mi", MemoryLimit: "256Mi",
-	}.Manifest())
+	}
+	// Every policy's app exports its metrics the same way, so the runs
+	// differ only in the autoscaler.
+	if h.o.sloMetrics {
+		app.FileSD = h.fileSDDir()
+	}
+	b.WriteString(app.Manifest())
 	hpa := `---
 apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler
@@ -221,8 +271,15 @@ spec:
 	case "hpa+vpa":
 		fmt.Fprintf(&b, hpa, ns)
 		fmt.Fprintf(&b, vpa, ns)
-	case "fused":
-		b.WriteString(nodeinstall.MPA(ns, 1, 8))
+	case "fused", agent.Learner, agent.Ensemble:
+		m := nodeinstall.MPASpec{Namespace: ns, MinReplicas: 1, MaxReplicas: 8}
+		if h.o.sloMetrics {
+			m.SLOMetric, m.SLOTarget = testapp.RequestDurationMetric, h.o.slo
+		}
+		if agent.Is(policy) {
+			m.Mode, m.Gates = agent.InitialMode(policy), agent.Gates()
+		}
+		b.WriteString(m.Manifest())
 	}
 	return b.String()
 }

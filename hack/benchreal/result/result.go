@@ -60,6 +60,22 @@ type Window struct {
 	ReplicaChanges int `json:"replicaChanges"`
 	Resizes        int `json:"resizes"`
 	Evictions      int `json:"evictions"`
+	// With --slo-metrics (runs since issue 37; absent in older files):
+	// SLORate and SLOP95 are what the testbed's Prometheus answered, at
+	// the window's last look, to the recommender's request-rate and p95
+	// queries for the app's SLO histogram (0 without an answer), and
+	// ScalingReason is the reason of the autoscaler's ScalingActive
+	// condition then (it names a missing SLO input).
+	SLORate       float64 `json:"sloRate,omitempty"`
+	SLOP95        float64 `json:"sloP95,omitempty"`
+	ScalingReason string  `json:"scalingReason,omitempty"`
+	// Stage and Source are the autoscaler's status.rl.stage and
+	// status.rl.source at the window's last look (agent policies): the
+	// agent's lifecycle stage, and whose recommendation was applied
+	// (Agent, Default or Safeguard). Mode is spec.rl.mode then.
+	Stage  string `json:"stage,omitempty"`
+	Source string `json:"source,omitempty"`
+	Mode   string `json:"mode,omitempty"`
 }
 
 // Run is one policy's run of the trace.
@@ -84,6 +100,18 @@ type Run struct {
 	StartupSeconds []float64 `json:"startupSeconds,omitempty"`
 	// CPU seconds the run took, by part of the machine.
 	CPU CPUShare `json:"cpu"`
+	// SLOMetrics: the app's metrics were scraped and the recommender read
+	// them (--slo-metrics); SLOMissing says how the SLO inputs were found
+	// missing in the run, empty when they were there (or not checked).
+	// Both are absent from files written before.
+	SLOMetrics bool   `json:"sloMetrics,omitempty"`
+	SLOMissing string `json:"sloMissing,omitempty"`
+	// RecommenderQueries are the recommender's Prometheus queries during
+	// the run, by "template/result" (its counter
+	// aware_recommender_prometheus_queries_total), for the policies it
+	// serves: requestRate/success and latency/success say it read the
+	// SLO histogram.
+	RecommenderQueries map[string]float64 `json:"recommenderQueries,omitempty"`
 }
 
 // CPUShare is CPU time in seconds over a run, by part of the machine.
@@ -425,6 +453,12 @@ func WriteTable(w io.Writer, runs []Run, reference string) error {
 			seconds(mean(func(s Summary) float64 { return float64(s.ReactCapacity) }), ss, func(s Summary) float64 { return float64(s.ReactCapacity) }))
 	}
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := WriteActed(w, runs); err != nil {
+		return err
+	}
+	if err := WriteSLOInputs(w, runs); err != nil {
 		return err
 	}
 	if _, ok := by[reference]; !ok || len(order) < 2 {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -201,6 +202,86 @@ func TestWriteAndReadRuns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := ReadRuns(strings.NewReader(tc.in)); err == nil {
 				t.Fatal("accepted")
+			}
+		})
+	}
+}
+
+// A file written before the SLO inputs and the agent policies (the
+// committed results of docs/results/real-node) still reads and merges with
+// a new one, and the new sections show only for the runs that have them.
+func TestOldAndNewFilesMerge(t *testing.T) {
+	f, err := os.Open("../../../docs/results/real-node/results.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	old, err := ReadRuns(f)
+	if err != nil {
+		t.Fatalf("the committed results no longer read: %v", err)
+	}
+	if len(old) == 0 {
+		t.Fatal("no runs in the committed results")
+	}
+	agent := run("agent", 0, []float64{10, 10, 10, 30}, []float64{0.1, 0.1, 0.1, 0.1}, []float64{1, 1, 1, 1})
+	agent.SLOMetrics = true
+	for i, st := range []struct{ stage, source string }{{"Bootstrapping", "Default"}, {"OnlineTraining", "Agent"}, {"Serving", "Safeguard"}, {"Serving", "Default"}} {
+		agent.Windows[i].Stage, agent.Windows[i].Source, agent.Windows[i].SLORate, agent.Windows[i].SLOP95 = st.stage, st.source, 10, 0.05
+	}
+	agent.SLOMissing = "a p95 in 0 of 2 windows"
+	agent.RecommenderQueries = map[string]float64{"requestRate/success": 16, "latency/success": 48}
+	var b bytes.Buffer
+	if err := WriteRuns(&b, nil, append(old, agent)); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := ReadRuns(&b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(merged) != len(old)+1 || merged[len(old)].Windows[1].Stage != "OnlineTraining" {
+		t.Fatalf("merged %d runs, the agent's windows %+v", len(merged), merged[len(merged)-1].Windows)
+	}
+	var table bytes.Buffer
+	if err := WriteTable(&table, merged, "fused"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"what acted", "Bootstrapping 1, OnlineTraining 1, Serving 2", "SLO inputs", "a p95 in 0 of 2 windows", "16/48"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
+	// The old runs have neither section's rows.
+	for _, r := range old {
+		if _, ok := ActedIn(r); ok || r.SLOMetrics {
+			t.Errorf("old run %s %d reads as an agent or SLO run", r.Policy, r.Rep)
+		}
+	}
+}
+
+func TestActedIn(t *testing.T) {
+	base := run("ensemble", 1, []float64{10, 10, 10, 10}, []float64{0.1, 0.1, 0.1, 0.1}, []float64{1, 1, 1, 1})
+	for _, tc := range []struct {
+		name       string
+		stages     []string
+		sources    []string
+		wantOK     bool
+		wantAgent  int
+		wantFirst  float64
+		wantLooked int
+	}{
+		{"not an agent run", []string{"", "", "", ""}, []string{"", "", "", ""}, false, 0, -1, 0},
+		{"defaults only", []string{"Bootstrapping", "Bootstrapping", "Bootstrapping", "Bootstrapping"}, []string{"Default", "Default", "Default", "Default"}, true, 0, -1, 4},
+		{"the agent from the third window", []string{"", "Bootstrapping", "OnlineTraining", "Serving"}, []string{"", "Default", "Agent", "Safeguard"}, true, 2, 30, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := base
+			r.Windows = append([]Window(nil), base.Windows...)
+			for i := range r.Windows {
+				r.Windows[i].Stage, r.Windows[i].Source = tc.stages[i], tc.sources[i]
+			}
+			a, ok := ActedIn(r)
+			if ok != tc.wantOK || a.Agent != tc.wantAgent || a.FirstAgent != tc.wantFirst || a.Looked != tc.wantLooked {
+				t.Errorf("ActedIn = %+v, %v", a, ok)
 			}
 		})
 	}

@@ -1,0 +1,204 @@
+//go:build benchreal
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/aware-k8s/aware/e2e/nodeinstall"
+	"github.com/aware-k8s/aware/e2e/testapp"
+	"github.com/aware-k8s/aware/hack/benchreal/slo"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// sloJob is the scrape job's name in the testbed's Prometheus.
+const sloJob = "aware-bench-real-testapp"
+
+// imageUID is the user the images run as (hack/images): the file_sd
+// directory and the ensemble's members must be its.
+const imageUID = 65532
+
+// fileSDDir is the node directory the app's replicas write their file_sd
+// targets into, and the scrape job reads.
+func (h *harness) fileSDDir() string { return filepath.Join(h.env.NodeDir, "file-sd") }
+
+// setupSLOMetrics makes the testbed's Prometheus scrape every replica of
+// the test app (a file_sd job over fileSDDir) and reloads it; the returned
+// function removes the job again. The recommender gets the Prometheus
+// address through install (sloMutate).
+func (h *harness) setupSLOMetrics(ctx context.Context) (func(), error) {
+	dir := h.fileSDDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.Chown(dir, imageUID, imageUID); err != nil {
+		return nil, err
+	}
+	// Targets left by an interrupted run name ports nobody listens on.
+	old, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	for _, f := range old {
+		_ = os.Remove(f)
+	}
+	path := h.tb.Env["AWARE_PROMETHEUS_CONFIG"]
+	if path == "" || h.tb.PrometheusURL == "" {
+		return nil, fmt.Errorf("--slo-metrics: the testbed's env has no AWARE_PROMETHEUS_CONFIG or PROMETHEUS_URL")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := slo.WithScrapeJob(string(b), slo.ScrapeJob(sloJob, dir, 5))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	if err := h.reloadPrometheus(ctx); err != nil {
+		return nil, err
+	}
+	logf("Prometheus %s scrapes the app's replicas (job %s, file_sd %s)", h.tb.PrometheusURL, sloJob, dir)
+	return func() {
+		b, err := os.ReadFile(path)
+		if err == nil {
+			err = os.WriteFile(path, []byte(slo.WithoutScrapeJob(string(b))), 0o644)
+		}
+		if err == nil {
+			c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = h.reloadPrometheus(c)
+		}
+		if err != nil {
+			logf("removing the scrape job: %v", err)
+		}
+	}, nil
+}
+
+func (h *harness) reloadPrometheus(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.tb.PrometheusURL+"/-/reload", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reloading Prometheus: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+		return fmt.Errorf("reloading Prometheus: %s: %s", resp.Status, b)
+	}
+	return nil
+}
+
+// sloMutate gives the recommender the testbed's Prometheus: deploy/'s
+// install parameter prometheus-address (the ConfigMap aware-config, which
+// the recommender reads into --prometheus-address), and the range of its
+// SLO queries when --prometheus-window says one.
+func sloMutate(promURL, window string) func(*unstructured.Unstructured) error {
+	return func(o *unstructured.Unstructured) error {
+		switch {
+		case o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "aware-config"):
+			return unstructured.SetNestedField(o.Object, promURL, "data", "prometheus-address")
+		case o.GetKind() == "Deployment" && o.GetName() == "aware-recommender" && window != "":
+			cs, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if err != nil || len(cs) != 1 {
+				return fmt.Errorf("the recommender's containers: %v (%d)", err, len(cs))
+			}
+			c := cs[0].(map[string]any)
+			args, _, err := unstructured.NestedStringSlice(c, "args")
+			if err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedStringSlice(c, slo.RecommenderArgs(args, window), "args"); err != nil {
+				return err
+			}
+			return unstructured.SetNestedSlice(o.Object, cs, "spec", "template", "spec", "containers")
+		}
+		return nil
+	}
+}
+
+// promWindow is the range of rate() in the harness's queries: the
+// recommender's, so that the harness asks what the recommender asks.
+func (o options) promWindow() string {
+	if o.prometheusWindow != "" {
+		return o.prometheusWindow
+	}
+	return slo.DefaultWindow
+}
+
+// query asks the testbed's Prometheus an instant query.
+func query(ctx context.Context, promURL, q string) (float64, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, promURL+"/api/v1/query?query="+url.QueryEscape(q), nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return 0, false, err
+	}
+	return slo.Scalar(b)
+}
+
+// sloLook asks what the recommender asks for namespace ns: the request
+// rate and the p95 of the app's histogram. A failed query counts as no
+// answer (logged).
+func sloLook(ctx context.Context, promURL, ns, promWindow string) (l slo.Look) {
+	var err error
+	// A look cut short by the run's end (ctx done) is no news.
+	if l.Rate, l.RateOK, err = query(ctx, promURL, slo.RateQuery(testapp.RequestDurationMetric, ns, promWindow)); err != nil && ctx.Err() == nil {
+		logf("rate of %s: %v", ns, err)
+	}
+	if l.P95, l.P95OK, err = query(ctx, promURL, slo.LatencyQuery(testapp.RequestDurationMetric, ns, promWindow, 0.95)); err != nil && ctx.Err() == nil {
+		logf("p95 of %s: %v", ns, err)
+	}
+	return l
+}
+
+// recommenderQueries reads the recommender's Prometheus query counters
+// from its metrics endpoint (the host's network, nodeinstall.PortFor);
+// nil when it cannot be read (logged).
+func (h *harness) recommenderQueries(ctx context.Context) map[string]float64 {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	u := fmt.Sprintf("http://127.0.0.1:%d/metrics", nodeinstall.PortFor(h.env, "recommender", "metrics"))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		logf("the recommender's metrics: %v", err)
+		return nil
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s", resp.Status)
+	}
+	var counts map[string]float64
+	if err == nil {
+		counts, err = slo.QueryCounts(string(b))
+	}
+	if err != nil {
+		logf("the recommender's metrics %s: %v", u, err)
+		return nil
+	}
+	return counts
+}
