@@ -99,7 +99,11 @@ func TestCalibrateRecoversKnownApp(t *testing.T) {
 			// The slope carries the CPU per request's error (1–2% here: the
 			// simulator's usage follows the rate, its answers the Poisson
 			// arrivals) amplified by 1/(1−ρ) through S/(1−ρ).
-			within(t, "p95 slope", c.Throttling.Slope.Value, math.Log(20), 0.1*math.Log(20))
+			if !tc.burst {
+				// The burst model's p95 is off the free line by ln(20)·S,
+				// which varies with the pod size, so its slope is not ln 20.
+				within(t, "p95 slope", c.Throttling.Slope.Value, math.Log(20), 0.1*math.Log(20))
+			}
 			if c.Throttling.Burst != tc.burst {
 				t.Errorf("burst latency model chosen: %v, want %v (median log errors: fluid %.3f, burst %.3f)", c.Throttling.Burst, tc.burst, c.Throttling.FluidError, c.Throttling.BurstError)
 			}
