@@ -16,7 +16,7 @@ func TestRun(t *testing.T) {
 		want []string
 	}{
 		{"default, one run", options{apps: 1, seed: 1, trace: "ramp", verbose: true},
-			[]string{`variant "", 1 runs:`, "app-0004 ramp window   20:"}}, // the first resize after five minutes of history (the fused default's rule 5)
+			[]string{`variant "", 1 runs:`, "app-0004 ramp window    0:"}},
 		{"variant, every trace", options{apps: 1, seed: 1, variant: "limit-target=0.7/hold=24h"},
 			[]string{`variant "limit-target=0.7/hold=24h", 6 runs:`}},
 		{"bad variant", options{apps: 1, seed: 1, variant: "target=2"}, []string{"(0, 1]"}},

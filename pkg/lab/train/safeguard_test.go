@@ -2,7 +2,6 @@ package train
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -25,11 +24,8 @@ func TestAgentSafeguardKeepsMemory(t *testing.T) {
 		MinAllowed: workload.Resources{CPU: 0.01, Memory: 32 * mi},
 	}}}
 	alloc := workload.Resources{CPU: 0.5, Memory: 768 * mi}
-	// Six minutes of calm windows first: the fused default lowers nothing
-	// from less than five minutes of history (its rule 5).
-	const calmWindows = 25
 	obs := workload.Observation{
-		Time: time.Unix(15*calmWindows, 0), Window: 15 * time.Second, Replicas: 3, ReadyReplicas: 2, Samples: 3,
+		Time: time.Unix(15, 0), Window: 15 * time.Second, Replicas: 3, ReadyReplicas: 2, Samples: 3,
 		RequestRate: 73, SLO: 2, Latency: workload.Latency{P50: 0.7, P95: 1, P99: 1.2},
 		Containers: []workload.ContainerObservation{{
 			Name: "main", Requests: alloc, Limits: alloc, OOMKills: 1,
@@ -46,14 +42,8 @@ func TestAgentSafeguardKeepsMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var history []workload.Observation
-	for i := range calmWindows {
-		o := calm
-		o.Time = time.Unix(int64(15*i), 0)
-		history = append(history, o)
-	}
 	var d workload.Recommendation
-	for _, o := range append(slices.Clone(history), obs) {
+	for _, o := range []workload.Observation{calm, obs} {
 		if d, err = def.Recommend(context.Background(), o); err != nil {
 			t.Fatal(err)
 		}
@@ -66,10 +56,8 @@ func TestAgentSafeguardKeepsMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range history {
-		if _, err := ag.decide(context.Background(), o, false); err != nil {
-			t.Fatal(err)
-		}
+	if _, err := ag.decide(context.Background(), calm, false); err != nil {
+		t.Fatal(err)
 	}
 	got, err := ag.decide(context.Background(), obs, true)
 	if err != nil {
