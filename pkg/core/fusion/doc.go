@@ -38,12 +38,12 @@
 //     pods (e.g. the user's initial requests) are resized without waiting
 //     for a day of histogram confidence; a request within [lower, upper]
 //     is kept and the target is set to it, so the target is always the
-//     request that will be in effect (and what new pods get). But nothing
-//     is lowered before a container's history spans five minutes (VPA's
-//     confidence measure): on a real cluster the first minute of usage
-//     still holds the idle start in metrics-server's window (measured: a
-//     400m pod cut to 158m from two samples, below the 0.2 cores its load
-//     then used).
+//     request that will be in effect (and what new pods get). With
+//     Options.ShrinkAfter (off by default) nothing is lowered before a
+//     container's history spans that long (VPA's confidence measure): on
+//     a real cluster the first minute of usage still holds the idle start
+//     in metrics-server's window (measured: a 400m pod cut to 158m from
+//     two samples, below the 0.2 cores its load then used).
 //  6. Memory: a window whose p95 exceeds the SLO or whose pods are
 //     CPU-saturated (usage or peak ≥ 90% of the CPU limit, or a CPU
 //     pressure of at least 5%: starved below the limit by the node's other

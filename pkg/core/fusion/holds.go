@@ -1,15 +1,8 @@
 package fusion
 
 import (
-	"time"
-
 	"github.com/aware-k8s/aware/pkg/core/workload"
 )
-
-// minShrinkHistory is how much history (VPA's confidence: the smaller of
-// the samples' time span and their count at one a minute) a container's
-// histograms need before its requests are lowered (rule 5).
-const minShrinkHistory = 5 * time.Minute
 
 // saturation says whether the pods run at their CPU limit (rule 11 of the
 // package documentation). A pod at its limit shows the limit, not its
@@ -95,11 +88,11 @@ func (f *Fused) holdCPU(obs *workload.Observation, containers []workload.Contain
 }
 
 // holdYoung keeps the targets of a container whose history is shorter than
-// minShrinkHistory at least at its current requests (rule 5): the first
+// Options.ShrinkAfter at least at its current requests (rule 5): the first
 // windows of usage, which on a real cluster still hold the idle start in
 // metrics-server's window, are no measure of the pods' need. Raises pass.
 func (f *Fused) holdYoung(obs *workload.Observation, containers []workload.ContainerRecommendation) {
-	young := minShrinkHistory.Hours() / 24
+	young := f.shrinkAfter.Hours() / 24
 	for i := range containers {
 		co, ok := obs.Container(containers[i].Name)
 		if !ok || f.rec.State(co.Name).Confidence() >= young {

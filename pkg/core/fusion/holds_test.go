@@ -151,11 +151,13 @@ func TestCPUSaturation(t *testing.T) {
 	}
 }
 
-// TestYoungHistoryLowersNothing: a 400m pod whose first samples are the
-// idle start is not cut before five minutes of history; after that it is.
+// TestYoungHistoryLowersNothing: with Options.ShrinkAfter, a 400m pod whose
+// first samples are the idle start is not cut before five minutes of
+// history; after that it is.
 func TestYoungHistoryLowersNothing(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p, err := NewPolicyFactory(Options{})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
+	const after = 5 * time.Minute
+	p, err := NewPolicyFactory(Options{ShrinkAfter: after})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +181,7 @@ func TestYoungHistoryLowersNothing(t *testing.T) {
 		}
 		c, _ := rec.Container("app")
 		lowered := c.Target.CPU < req.CPU || c.Target.Memory < req.Memory
-		if want := at >= minShrinkHistory; lowered != want {
+		if want := at >= after; lowered != want {
 			t.Errorf("after %v of history: target %+v of requests %+v: lowered %v, want %v", at, c.Target, req, lowered, want)
 		}
 	}

@@ -42,6 +42,13 @@ type Options struct {
 	// a burst, and on bursty load the windows it takes to add pods are
 	// violations. 0 keeps the target on the limit whatever the load's shape.
 	BurstRatio float64
+	// ShrinkAfter, when positive, lowers nothing before a container's
+	// history spans this long (VPA's confidence: the smaller of the
+	// samples' time span and their count at one a minute). Off by default:
+	// measured in the simulator and motivated by the real node
+	// (docs/real-node.md), it would also hold an over-sized pod for that
+	// long where usage is known at once.
+	ShrinkAfter time.Duration
 	// ScaleUpPercent, when positive, replaces the HPA's default scale-up
 	// rate (the larger of +100% and +4 pods per 15 s) for an autoscaler
 	// that sets no scale-up behaviour of its own: the count may grow by
@@ -55,6 +62,9 @@ type Options struct {
 // Validate rejects unusable options.
 func (o Options) Validate() error {
 	var errs []error
+	if o.ShrinkAfter < 0 {
+		errs = append(errs, fmt.Errorf("shrink-after must be >= 0, got %v", o.ShrinkAfter))
+	}
 	if o.PressureHold < 0 {
 		errs = append(errs, fmt.Errorf("pressure hold must be >= 0, got %v", o.PressureHold))
 	}
@@ -89,7 +99,7 @@ func NewPolicyFactory(opts Options) workload.PolicyFactory {
 		if err != nil {
 			return nil, fmt.Errorf("fused: %w", err)
 		}
-		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, hold: opts.PressureHold, burstRatio: opts.BurstRatio, decider: d, rec: r, slo: sloState{gain: 1}}, nil
+		return &Fused{c: c, target: h.TargetCPUUtilization, ofLimit: opts.TargetOfLimit, hold: opts.PressureHold, burstRatio: opts.BurstRatio, shrinkAfter: opts.ShrinkAfter, decider: d, rec: r, slo: sloState{gain: 1}}, nil
 	}
 }
 
@@ -126,6 +136,8 @@ type Fused struct {
 	// burstRatio is Options.BurstRatio; burst the rate's peak and mean.
 	burstRatio float64
 	burst      burstState
+	// shrinkAfter is Options.ShrinkAfter.
+	shrinkAfter time.Duration
 	// starvedAt is the end of the last window whose pods were starved of
 	// CPU by their node (zero: none yet).
 	starvedAt time.Time
@@ -225,8 +237,10 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		// 11. Never lower the CPU of pods at their limit.
 		f.holdCPU(&obs, containers)
 	}
-	// 5. Nothing is lowered from less than minShrinkHistory of history.
-	f.holdYoung(&obs, containers)
+	if f.shrinkAfter > 0 {
+		// 5. Nothing is lowered from less than shrinkAfter of history.
+		f.holdYoung(&obs, containers)
+	}
 
 	// 5. Bounds: a request more than upperBand above the target is resized;
 	// one within the bounds is kept, and the target says so.
