@@ -91,8 +91,9 @@ test: ## Run unit and integration tests with the race detector (not e2e).
 	@# Single-goroutine learning tests that the race detector slows 20-fold
 	@# are built with !race; run them here so they still gate every change.
 	go test -count=1 -timeout 10m -run 'AdaptsFaster' ./pkg/rl/nn/
-	@# The VPA benchmark's report glue is built with its tag only (make bench-vpa).
+	@# The benchmarks' glue is built with their tags only (make bench-vpa, make bench-real).
 	go test -race -count=1 -tags benchvpa ./hack/benchvpa/
+	go test -race -count=1 -tags benchreal ./hack/benchreal/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target with a budget of FUZZTIME each (default 30000x executions).

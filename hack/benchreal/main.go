@@ -83,7 +83,7 @@ type options struct {
 func main() {
 	var o options
 	var policies, merge string
-	flag.StringVar(&policies, "policies", strings.Join(Policies, ","), "comma-separated policies to run, of "+strings.Join(Policies, ", "))
+	flag.StringVar(&policies, "policies", strings.Join(Policies, ","), "comma-separated policies to run, of "+strings.Join(Policies, ", ")+", and fused:SPEC (the recommender's and the updater's --default-variant=SPEC, e.g. fused:target=0.7/floor=usage)")
 	flag.IntVar(&o.repeat, "repeat", 3, "repetitions of every policy; the order alternates (reversed in odd repetitions)")
 	flag.IntVar(&o.firstRep, "first-rep", 0, "number of the first repetition (to spread repetitions over invocations; a repetition's seed is --seed plus its number)")
 	flag.DurationVar(&o.duration, "duration", 10*time.Minute, "length of each run's load (at least 8m)")
@@ -155,8 +155,8 @@ func (o options) validate() error {
 		return errors.Join(errs...)
 	}
 	for _, p := range o.policies {
-		if !slices.Contains(Policies, p) {
-			errs = append(errs, fmt.Errorf("--policies: unknown policy %q (want some of %s)", p, strings.Join(Policies, ", ")))
+		if err := validPolicy(p); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if o.repeat < 1 {

@@ -39,12 +39,12 @@ type harness struct {
 }
 
 // hasMPA: the policy's autoscaler is a MultidimPodAutoscaler.
-func hasMPA(policy string) bool { return policy == "fused" || agent.Is(policy) }
+func hasMPA(policy string) bool { return isFused(policy) || agent.Is(policy) }
 
 // namespace of one run: a fresh one each time, so nothing of a run (a
 // VPA checkpoint, an HPA's history) reaches the next.
 func namespace(policy string, rep int) string {
-	return fmt.Sprintf("bench-real-%s-%d", strings.ReplaceAll(policy, "+", "-"), rep)
+	return fmt.Sprintf("bench-real-%s-%d", policySlug(policy), rep)
 }
 
 // trial runs the trace once against policy.
@@ -61,6 +61,11 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	}()
 	if err := h.deleteNamespace(ctx, ns); err != nil {
 		return r, err
+	}
+	if hasMPA(policy) {
+		if err := h.setVariant(ctx, variantOf(policy)); err != nil {
+			return r, err
+		}
 	}
 	if agent.Is(policy) {
 		if err := h.prepareAgent(ctx, policy); err != nil {
@@ -87,7 +92,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	cpuBefore := readCPU(h.tb.Dir)
 	start := time.Now()
 	r.Start = start.UTC().Format(time.RFC3339)
-	records := filepath.Join(h.o.out, fmt.Sprintf("loadgen-%s-%d.jsonl", strings.ReplaceAll(policy, "+", "-"), rep))
+	records := filepath.Join(h.o.out, fmt.Sprintf("loadgen-%s-%d.jsonl", policySlug(policy), rep))
 	lg := exec.Command(h.o.loadgenBin,
 		"--target", fmt.Sprintf("http://127.0.0.1:%d/", h.o.appPort),
 		"--trace", h.o.trace, "--mean", fmt.Sprint(h.o.mean), "--trace-step", h.o.window.String(),
@@ -263,15 +268,15 @@ spec:
       maxAllowed: {cpu: "1", memory: 1Gi}
       controlledResources: [cpu, memory]
 `
-	switch policy {
-	case "hpa":
+	switch {
+	case policy == "hpa":
 		fmt.Fprintf(&b, hpa, ns)
-	case "vpa":
+	case policy == "vpa":
 		fmt.Fprintf(&b, vpa, ns)
-	case "hpa+vpa":
+	case policy == "hpa+vpa":
 		fmt.Fprintf(&b, hpa, ns)
 		fmt.Fprintf(&b, vpa, ns)
-	case "fused", agent.Learner, agent.Ensemble:
+	case hasMPA(policy):
 		m := nodeinstall.MPASpec{Namespace: ns, MinReplicas: 1, MaxReplicas: 8}
 		if h.o.sloMetrics {
 			m.SLOMetric, m.SLOTarget = testapp.RequestDurationMetric, h.o.slo

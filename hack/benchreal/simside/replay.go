@@ -37,7 +37,14 @@ func policy(name string) (workload.PolicyFactory, error) {
 	case "fused":
 		return fusion.NewPolicyFactory(fusion.Options{}), nil
 	}
-	return nil, fmt.Errorf("policy %q has no simulated counterpart (want hpa, vpa, hpa+vpa or fused)", name)
+	if spec, ok := strings.CutPrefix(name, "fused:"); ok {
+		o, err := fusion.ParseVariant(spec)
+		if err != nil {
+			return nil, err
+		}
+		return fusion.NewPolicyFactory(o), nil
+	}
+	return nil, fmt.Errorf("policy %q has no simulated counterpart (want hpa, vpa, hpa+vpa, fused or fused:SPEC)", name)
 }
 
 // Trace is what the real run replayed, from its settings.

@@ -449,3 +449,34 @@ func TestWriteSVG(t *testing.T) {
 		t.Error("an empty run plotted")
 	}
 }
+
+// TestVariantCounterpart: a run of a variant of the fused default is
+// replayed with that variant, and a variant the recommender would refuse
+// has no counterpart.
+func TestVariantCounterpart(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		wantErr string
+	}{
+		{"fused:target=0.7/floor=usage", ""},
+		{"fused:limit-target=0.7/hold=24h", ""},
+		{"fused:target=7", "(0, 1]"},
+		{"agent", "no simulated counterpart"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := policy(tc.name)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f(workload.Constraints{MaxReplicas: 8}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

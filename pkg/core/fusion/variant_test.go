@@ -46,6 +46,11 @@ func TestParseVariant(t *testing.T) {
 		{spec: "target=0.7/scale-up=1.5", wantErr: "whole percent >= 1"},
 		{spec: "target=0.7/scale-up=99999999999", wantErr: "whole percent >= 1"},
 		{spec: "target=0.7/scale-up=400/scale-up=200", wantErr: "given twice"},
+		{spec: "target=0.7/floor=usage", want: Options{HPA: hpaTarget(0.7), UsageFloor: true}},
+		{spec: "limit-target=0.7/floor=usage/burst=3", want: Options{HPA: hpaTarget(0.7), TargetOfLimit: true, UsageFloor: true, BurstRatio: 3}},
+		{spec: "target=0.7/floor=peak", wantErr: "floor must be usage"},
+		{spec: "target=0.7/floor", wantErr: "floor must be usage"},
+		{spec: "target=0.7/floor=usage/floor=usage", wantErr: "given twice"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			got, err := ParseVariant(tc.spec)
