@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -65,6 +66,8 @@ type options struct {
 	loadgenBin     string
 	vpaBin, vpaDir string
 	merge          []string
+	maxOutside     float64
+	keepDisturbed  bool
 	reference      string
 	smoke          bool
 	initialCPU     string
@@ -106,6 +109,8 @@ func main() {
 	flag.StringVar(&o.vpaBin, "vpa-bin", "", "directory of VPA's recommender, updater and admission-controller")
 	flag.StringVar(&o.vpaDir, "vpa-module-dir", "", "VPA's module source directory (its deploy/ CRD and RBAC)")
 	flag.StringVar(&merge, "merge", "", "comma-separated results.json files to merge and report, instead of running")
+	flag.Float64Var(&o.maxOutside, "max-outside-cpu", result.DefaultMaxOutsideCores, "a run during which processes outside the benchmark took more than this many cores on average is reported as disturbed, and --merge leaves it out")
+	flag.BoolVar(&o.keepDisturbed, "keep-disturbed", false, "--merge: keep the disturbed runs (--max-outside-cpu) in the merged results")
 	flag.StringVar(&o.reference, "reference", "fused", "the policy every other is compared with")
 	flag.BoolVar(&o.smoke, "smoke", false, "allow runs shorter than 8m, to try the harness (results say so)")
 	flag.BoolVar(&o.simulate, "simulate", false, "after the runs (or with --merge): calibrate the simulator's app from them, replay every run's policy and repetition in the simulator, print the two side by side and write simulated.json, side-by-side.txt and sim-POLICY.svg")
@@ -148,6 +153,9 @@ func cacheHome() string {
 
 func (o options) validate() error {
 	var errs []error
+	if !(o.maxOutside >= 0) || math.IsInf(o.maxOutside, 0) {
+		errs = append(errs, fmt.Errorf("--max-outside-cpu %g must be a finite number of cores >= 0", o.maxOutside))
+	}
 	if o.simulate && (!(o.simNodeCPU > 0) || !(o.simNodeMemory > 0)) {
 		errs = append(errs, fmt.Errorf("--sim-node-cpu %g and --sim-node-memory-gib %g must be > 0", o.simNodeCPU, o.simNodeMemory))
 	}
@@ -320,6 +328,9 @@ func report(o options, runs []result.Run) error {
 	if err := result.WriteTable(&b, runs, o.reference); err != nil {
 		return err
 	}
+	if err := result.WriteOutside(&b, runs, o.maxOutside); err != nil {
+		return err
+	}
 	fmt.Print(b.String())
 	return os.WriteFile(filepath.Join(o.out, "results.txt"), []byte(b.String()), 0o644)
 }
@@ -339,8 +350,16 @@ func mergeReport(o options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		runs = append(runs, rf.Runs...)
-		for range rf.Runs {
+		kept := rf.Runs
+		if !o.keepDisturbed {
+			var dropped []result.Run
+			kept, dropped = result.Quiet(rf.Runs, o.maxOutside)
+			for _, r := range dropped {
+				logf("%s: leaving out %s repetition %d: %.2f cores outside the benchmark (--max-outside-cpu %.2f; --keep-disturbed keeps it)", p, r.Policy, r.Rep, r.CPU.OutsideCores(), o.maxOutside)
+			}
+		}
+		runs = append(runs, kept...)
+		for range kept {
 			sets = append(sets, rf.Settings)
 		}
 	}

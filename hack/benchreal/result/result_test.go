@@ -286,3 +286,39 @@ func TestActedIn(t *testing.T) {
 		})
 	}
 }
+
+func TestOutside(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cpu       CPUShare
+		want      float64
+		disturbed bool
+	}{
+		{"quiet", CPUShare{Machine: 310, ControlPlane: 36.5, Node: 11.3, Components: 158.7, LoadGen: 9.5, Wall: 480}, 0.196, false},
+		{"beside compiles", CPUShare{Machine: 958, ControlPlane: 38.8, Node: 11.8, Components: 181, LoadGen: 9.1, Wall: 480}, 1.494, true},
+		{"parts above the machine (sampling skew)", CPUShare{Machine: 100, Components: 120, Wall: 480}, 0, false},
+		{"unmeasured (older file)", CPUShare{}, math.NaN(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.cpu.OutsideCores()
+			if !same(math.Round(got*1000)/1000, tc.want) {
+				t.Errorf("OutsideCores = %.4f, want %.3f", got, tc.want)
+			}
+			r := Run{Policy: "fused", CPU: tc.cpu}
+			if d := Disturbed(r, DefaultMaxOutsideCores); d != tc.disturbed {
+				t.Errorf("Disturbed = %v, want %v", d, tc.disturbed)
+			}
+			quiet, bad := Quiet([]Run{r}, DefaultMaxOutsideCores)
+			if len(bad) == 1 != tc.disturbed || len(quiet)+len(bad) != 1 {
+				t.Errorf("Quiet split %d/%d", len(quiet), len(bad))
+			}
+			var b strings.Builder
+			if err := WriteOutside(&b, []Run{r}, DefaultMaxOutsideCores); err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(b.String(), "DISTURBED") != tc.disturbed {
+				t.Errorf("WriteOutside wrote %q", b.String())
+			}
+		})
+	}
+}
