@@ -33,7 +33,9 @@ pod_stage() {
 # support). This stage acts as the kubelet's side of a resize: whenever a
 # running pod's spec generation is ahead of what its status has observed, it
 # reports the spec's resources as allocated and applied, keeping each
-# container's restart count and start time.
+# container's restart count, start time and last state (a kubelet keeps
+# them through a resize; the workload emulator reports an OOM kill in
+# lastState and restartCount, which the recommender reads).
 write_resize_stage() {
 	{
 		pod_stage aware-pod-resources Running
@@ -51,10 +53,12 @@ write_resize_stage() {
 		      {{ range $c := .spec.containers }}
 		      {{ $restarts := 0 }}
 		      {{ $started := $now }}
+		      {{ $last := dict }}
 		      {{ range $s := $statuses }}
 		      {{ if eq $s.name $c.name }}
 		      {{ $restarts = $s.restartCount }}
 		      {{ with $s.state }}{{ with .running }}{{ $started = .startedAt }}{{ end }}{{ end }}
+		      {{ with $s.lastState }}{{ $last = . }}{{ end }}
 		      {{ end }}
 		      {{ end }}
 		      {{ $res := $c.resources | default dict }}
@@ -66,6 +70,7 @@ write_resize_stage() {
 		        state:
 		          running:
 		            startedAt: {{ $started | Quote }}
+		        lastState: {{ $last | toJson }}
 		        allocatedResources: {{ get $res "requests" | default dict | toJson }}
 		        resources: {{ $res | toJson }}
 		      {{ end }}
