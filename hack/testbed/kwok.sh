@@ -44,6 +44,8 @@ write_resize_stage() {
 		      operator: 'In'
 		      values:
 		      - 'false'
+		    - key: '.metadata.annotations["aware.dev/e2e-resize"]'
+		      operator: 'DoesNotExist'
 		  next:
 		    statusTemplate: |
 		      {{ $now := Now }}
@@ -76,6 +78,50 @@ write_resize_stage() {
 		      {{ end }}
 	EOF
 	} >"${CONF}/kwok/stage/aware-pod-resources.yaml"
+}
+
+# A kubelet does not apply every resize: one that does not fit the node now
+# is Deferred (retried as room frees up), one that can never fit Infeasible
+# (Kubernetes 1.33+ says so in the pod's PodResizePending condition, with
+# that reason). The resize stage above applies every one, so a pod whose
+# annotation aware.dev/e2e-resize is Deferred or Infeasible gets this stage
+# instead: the spec's resize is observed (observedGeneration, so the stage
+# plays once per resize) but not applied (containerStatuses keep the old
+# resources), and PodResizePending is True with the annotation as its
+# reason. The e2e tests put the annotation in a pod template to see what
+# the updater does with each answer.
+write_resize_refused_stage() {
+	{
+		pod_stage aware-pod-resize-refused Running
+		cat <<-'EOF'
+		    - key: '(.status.observedGeneration // 0) == (.metadata.generation // 0)'
+		      operator: 'In'
+		      values:
+		      - 'false'
+		    - key: '.metadata.annotations["aware.dev/e2e-resize"]'
+		      operator: 'In'
+		      values:
+		      - 'Deferred'
+		      - 'Infeasible'
+		  next:
+		    statusTemplate: |
+		      {{ $now := Now }}
+		      {{ $answer := index .metadata.annotations "aware.dev/e2e-resize" }}
+		      observedGeneration: {{ .metadata.generation }}
+		      conditions:
+		      {{ range .status.conditions }}
+		      {{ if ne .type "PodResizePending" }}
+		      - {{ . | toJson }}
+		      {{ end }}
+		      {{ end }}
+		      - type: PodResizePending
+		        status: "True"
+		        reason: {{ $answer | Quote }}
+		        message: {{ printf "the testbed answers every resize of this pod %s (annotation aware.dev/e2e-resize)" $answer | Quote }}
+		        lastTransitionTime: {{ $now | Quote }}
+		        observedGeneration: {{ .metadata.generation }}
+	EOF
+	} >"${CONF}/kwok/stage/aware-pod-resize-refused.yaml"
 }
 
 # A kubelet posts its pods' readiness again when it reaches the API server
