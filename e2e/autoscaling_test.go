@@ -161,17 +161,18 @@ func TestAutoscalingLoop(t *testing.T) {
 		if cr.ContainerName != "hamster" {
 			t.Errorf("recommendation for container %q, want hamster", cr.ContainerName)
 		}
-		cpu := cr.Target.Cpu().MilliValue()
-		if cpu < 10 || cpu > 100 {
-			t.Errorf("cpu target %dm outside the policy's [10m, 100m]", cpu)
+		// The target follows the measured 30m per pod at the goal's 50%
+		// utilisation: 60m, inside the policy's [10m, 100m] and off both
+		// ends, so neither clamp can produce it (expected_test.go).
+		checkCPUTarget(t, "hamster", last, emulatedPodCPU, goalUtilization)
+		// The working set is below VPA's per-pod minimum, which is the
+		// target (inside the policy's [32Mi, 1Gi]).
+		if mem := cr.Target.Memory().Value(); math.Abs(float64(mem-expectedMemoryTarget)) > 0.02*expectedMemoryTarget {
+			t.Errorf("memory target %s, want %dMi within 2%%", cr.Target.Memory(), expectedMemoryTarget/mib)
 		}
-		// The target follows the measured 30m per pod at 50% utilisation.
-		if cpu < 40 {
-			t.Errorf("cpu target %dm: too small for 30m of measured usage at a 50%% target", cpu)
-		}
-		if mem := cr.Target.Memory().Value(); mem < 32*mib || mem > 1<<30 {
-			t.Errorf("memory target %s outside the policy's [32Mi, 1Gi]", cr.Target.Memory())
-		}
+		// 30m of usage against the recommended ~60m is the goal's 50%:
+		// the two pods stay (inside [2, 6] only because the load asks for
+		// the minimum's count; the scale-out below shows it can move).
 		if last.Status.DesiredReplicas != 2 {
 			t.Errorf("desiredReplicas %d at the baseline load, want 2", last.Status.DesiredReplicas)
 		}
@@ -260,12 +261,15 @@ func TestAutoscalingLoop(t *testing.T) {
 		// Taken before the drop, so the bound below is if anything early.
 		drop := time.Now()
 		em.SetTrace(tr)
-		// Until the load drop is measured, every recommendation the
-		// updater reads still asks for the peak; its scale-down window
-		// holds the highest of the last scaleDownWindow of them, so no
-		// scale-down may happen before drop+scaleDownWindow. (The
-		// recommender stabilizes its desiredReplicas with the same
-		// behavior, so in practice the fall comes later still.) Poll every
+		// Until the load drop is measured, every recommendation still
+		// asks for the peak. The fused default's desiredReplicas is
+		// stabilized by the recommender with the MPA's behavior: it holds
+		// the highest proposal of the last scaleDownWindow, so no
+		// scale-down may happen before drop+scaleDownWindow. The updater
+		// applies such a count without its own window (it would double
+		// the delay; pkg/core/hpa NormalizeStabilized), so what this
+		// checks is the recommender's window; the updater's, which holds
+		// an agent's count, is TestAgentScaleDownWindow's. Poll every
 		// second and record the first count below the peak.
 		var fell, recommended time.Time
 		var floor int32 = peak

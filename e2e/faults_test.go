@@ -30,7 +30,11 @@ import (
 // recommender or the agent says during a fault, the only correct action is
 // none. So "nothing lost" is checked exactly: the Deployment keeps its
 // replicas, the same pods run with the same resources, none was evicted,
-// and a recommendation is provided again after the fault. Each case also
+// and a recommendation is provided again after the fault. Beside it runs a
+// workload whose autoscaler is not pinned (faults_wide_test.go), on which
+// the metrics-server outage checks that the recommendation itself is kept:
+// the same target, and a recommendationTime that stops until the metrics
+// come back. Each case also
 // checks the condition, status.rl reason or event that tells the operator
 // what happened (docs/faults.md).
 //
@@ -272,6 +276,7 @@ func TestControlPlaneFaults(t *testing.T) {
 		t.Fatal("the testbed env sets no AWARE_EMULATOR_ADDR")
 	}
 	w := startPinnedWorkload(t, ns, "steady", sloBlock(emulator.RequestDurationMetric, sloMetTarget), addr)
+	wide := startWideWorkload(t, ns, "wide")
 	rec := startRecommender(t, ns, append([]string{
 		"--prometheus-address=" + tb.PrometheusURL,
 		"--prometheus-window=" + sloPromWindow.String(),
@@ -282,6 +287,7 @@ func TestControlPlaneFaults(t *testing.T) {
 	base := w.waitCondition(t, 3*time.Minute, time.Time{}, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", rec, upd)
 	baseTarget := base.Status.Recommendation.ContainerRecommendations[0].Target
 	t.Logf("baseline: desiredReplicas %d, target %v", base.Status.DesiredReplicas, baseTarget)
+	wide.waitAdvancing(t, rec)
 
 	t.Run("metrics-server down", func(t *testing.T) {
 		tb.DumpLogsOnFailure(t)
@@ -297,11 +303,21 @@ func TestControlPlaneFaults(t *testing.T) {
 		if m.Status.DesiredReplicas != pinnedReplicas {
 			t.Errorf("desiredReplicas %d during the outage", m.Status.DesiredReplicas)
 		}
+		wide.heldThroughOutage(t, down, rec)
 		ms.Start(t)
 		back := time.Now()
 		tb.WaitMetricsAPIReady(t, ns, 2*time.Minute)
 		w.waitCondition(t, 2*time.Minute, back, v1alpha1.ScalingActive, corev1.ConditionTrue, "ValidMetricFound", rec, upd)
 		w.nothingLost(t)
+		// Recommendations resume: a new recommendationTime, after the
+		// restart.
+		after := wide.waitRecommendation(t, 2*time.Minute, "wide: a recommendation after metrics-server is back", back, func(m *v1alpha1.MultidimPodAutoscaler) error {
+			if c := condition(m, v1alpha1.ScalingActive); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "ValidMetricFound" {
+				return fmt.Errorf("ScalingActive %s", condString(c))
+			}
+			return nil
+		}, rec)
+		t.Logf("wide: recommendations resumed at %s, target %v", after.Status.RecommendationTime.Format(time.RFC3339Nano), after.Status.Recommendation.ContainerRecommendations[0].Target)
 	})
 
 	t.Run("Prometheus down", func(t *testing.T) {

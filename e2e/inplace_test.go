@@ -34,11 +34,13 @@ import (
 // testbed's extra KWOK Stage (hack/testbed) mirrors each running
 // container's spec resources into status.containerStatuses[].resources and
 // allocatedResources and echoes metadata.generation into
-// status.observedGeneration, within about a second. It never sets the
-// PodResizePending or PodResizeInProgress conditions, so a deferred or
-// infeasible resize as a kubelet reports it cannot happen here, and the
-// updater's timeout fallback for those is left to the unit tests. What can
-// happen, and is tested below, is the API server refusing the resize: the
+// status.observedGeneration, within about a second. For these pods it
+// never sets the PodResizePending or PodResizeInProgress conditions: a
+// deferred or infeasible resize as a kubelet reports it is played by
+// another stage, for pods annotated to ask for it
+// (TestResizeRefusedByKubelet), and the updater's timeout fallback for a
+// deferred one is left to the unit tests. What is tested below is the API
+// server refusing the resize: the
 // updater then falls back to eviction, which it does only while the
 // admission controller's heartbeat is fresh.
 func TestInPlaceResize(t *testing.T) {

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"testing"
@@ -20,14 +21,16 @@ import (
 )
 
 // mpaManifest is the MPA every loop test creates: named like the Deployment
-// it scales, sizing CPU and memory of all containers from 10m and 32Mi up
-// to maxCPU and maxMemory, with replicas between minReplicas and
+// it scales, sizing CPU and memory of all containers from minCPU and
+// minMemory (10m and 32Mi when empty) up to maxCPU and maxMemory, with
+// replicas between minReplicas and
 // maxReplicas. What the tests add goes in global (more keys of
 // spec.constraints.global, indented six spaces) and spec (more keys of
 // spec, indented two spaces); both end in a newline when not empty.
 type mpaManifest struct {
 	name                     string
 	mode                     v1alpha1.UpdateMode
+	minCPU, minMemory        string
 	maxCPU, maxMemory        string
 	minReplicas, maxReplicas int32
 	global, spec             string
@@ -51,14 +54,15 @@ spec:
   resourcePolicy:
     containerPolicies:
     - containerName: '*'
-      minAllowed: {cpu: 10m, memory: 32Mi}
+      minAllowed: {cpu: %[9]s, memory: %[10]s}
       maxAllowed: {cpu: %[3]s, memory: %[4]s}
       controlledResources: ["cpu", "memory"]
   constraints:
     global:
       minReplicas: %[5]d
       maxReplicas: %[6]d
-%[7]s%[8]s`, m.name, string(m.mode), m.maxCPU, m.maxMemory, m.minReplicas, m.maxReplicas, m.global, m.spec)
+%[7]s%[8]s`, m.name, string(m.mode), m.maxCPU, m.maxMemory, m.minReplicas, m.maxReplicas, m.global, m.spec,
+		cmp.Or(m.minCPU, "10m"), cmp.Or(m.minMemory, "32Mi"))
 }
 
 // createMPA creates the MPA m through the dynamic client (as a user's

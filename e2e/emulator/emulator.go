@@ -11,8 +11,12 @@
 //   - per-pod request counts, the current request rate and a request-duration
 //     histogram on /metrics (see Collector), for Prometheus;
 //   - an OOM kill (the model's peak working set above the memory limit)
-//     deletes the pod, as the kubelet's kill followed by the ReplicaSet's
-//     replacement would; KWOK emulates no OOM kills itself.
+//     is reported as the kubelet reports it (KWOK emulates no OOM kills
+//     itself): the pod stays, and the killed container's status gets a
+//     restartCount one higher, lastState.terminated with reason OOMKilled
+//     and exit code 137, and a new running state. That status is what the
+//     recommender reads (recommender/controller/observe.go), and the pod's
+//     requests, resized or not, are those of the restarted container.
 //
 // Arrivals are fluid: the trace rate of the current window is split evenly
 // over the Ready pods (round-robin load balancing), without the simulator's
@@ -95,7 +99,10 @@ type podState struct {
 	restarts  int32
 	backlog   float64
 	published string // the annotation values last written, "cpu/memory"
-	deleted   bool   // OOM-killed: deletion requested
+	// killed is, after an OOM kill was written, the restart count that
+	// reports it; until the informer shows it the container is
+	// restarting: it serves nothing and is not killed again.
+	killed int32
 
 	rate                float64 // arrivals/s in the last window
 	usage               [2]float64
@@ -214,11 +221,12 @@ func (e *Emulator) rateLocked(now time.Time) float64 {
 	return e.trace.Rate(int(now.Sub(e.traceStart) / e.trace.Step))
 }
 
-// write is one API call the step decided on, made without the lock.
+// write is one API call the step decided on, made without the lock: a
+// merge patch of the pod, or of its status.
 type write struct {
 	pod    string
-	patch  []byte // nil: delete (OOM kill)
-	uid    types.UID
+	patch  []byte
+	status bool   // patch the status subresource (an OOM kill)
 	record func() // on success
 }
 
@@ -230,22 +238,20 @@ func (e *Emulator) step(ctx context.Context, lister corelisters.PodLister, now t
 	writes := e.model(pods, now)
 	var errs []error
 	for _, w := range writes {
-		var err error
-		if w.patch == nil {
-			uid := w.uid
-			err = e.client.CoreV1().Pods(e.cfg.Namespace).Delete(ctx, w.pod, metav1.DeleteOptions{
-				GracePeriodSeconds: new(int64), Preconditions: &metav1.Preconditions{UID: &uid},
-			})
-		} else {
-			_, err = e.client.CoreV1().Pods(e.cfg.Namespace).Patch(ctx, w.pod, types.MergePatchType, w.patch, metav1.PatchOptions{})
+		var sub []string
+		if w.status {
+			sub = []string{"status"}
 		}
+		_, err := e.client.CoreV1().Pods(e.cfg.Namespace).Patch(ctx, w.pod, types.MergePatchType, w.patch, metav1.PatchOptions{}, sub...)
 		switch {
 		case err == nil:
 			e.mu.Lock()
 			w.record()
 			e.mu.Unlock()
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// Gone meanwhile: the informer will tell.
+			// Gone or changed meanwhile (an OOM kill's patch is made at
+			// the resourceVersion it was computed from): the informer
+			// will tell, and the next step decides again.
 		default:
 			errs = append(errs, fmt.Errorf("pod %s: %w", w.pod, err))
 		}
@@ -275,10 +281,14 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 			st = &podState{name: p.Name, buckets: make([]float64, len(LatencyBuckets))}
 			e.pods[p.UID] = st
 		}
-		if r := restarts(p); r != st.restarts {
+		r := restarts(p)
+		if r != st.restarts {
 			st.restarts, st.backlog = r, 0 // the container's queue died with it
 		}
-		if since, ok := readySince(p); ok && !st.deleted && now.Sub(since) >= app.StartupDelay {
+		if st.killed != 0 && r >= st.killed {
+			st.killed = 0 // the kill is in the status: the container runs again
+		}
+		if since, ok := readySince(p); ok && st.killed == 0 && now.Sub(since) >= app.StartupDelay {
 			serving = append(serving, p)
 		}
 	}
@@ -300,7 +310,7 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 	timeout := e.cfg.Timeout.Seconds()
 	for _, p := range pods {
 		st := e.pods[p.UID]
-		if st == nil || st.deleted {
+		if st == nil || st.killed != 0 {
 			continue
 		}
 		c := podContainer(p, app.Container)
@@ -338,9 +348,15 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 			}
 			cpu, mem = w.Usage.CPU, w.Usage.Memory
 			if w.OOMKilled {
+				patch, after, err := oomKillPatch(p, c.Name, now)
+				if err != nil {
+					// A Running pod whose status lacks the container:
+					// nothing a kubelet would restart.
+					continue
+				}
 				name := p.Name
-				writes = append(writes, write{pod: name, uid: p.UID, record: func() {
-					st.deleted = true
+				writes = append(writes, write{pod: name, patch: patch, status: true, record: func() {
+					st.killed = after
 					e.ooms[name]++
 				}})
 				continue
@@ -357,6 +373,46 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 		}
 	}
 	return writes
+}
+
+// oomKillPatch is the status patch of a kubelet that has restarted
+// container name of p after an OOM kill at now: its restartCount one
+// higher, lastState terminated with reason OOMKilled (exit code 137, as
+// for SIGKILL) over the run that ended, and a new running state. The
+// containerStatuses list is replaced whole (a merge patch has no merge key
+// for it), so the patch carries p's resourceVersion: made on a status that
+// changed meanwhile it fails with a conflict rather than undo the change.
+// after is the pod's restart count once the patch is in.
+func oomKillPatch(p *corev1.Pod, name string, now time.Time) (patch []byte, after int32, err error) {
+	statuses := make([]corev1.ContainerStatus, len(p.Status.ContainerStatuses))
+	found := false
+	for i, cs := range p.Status.ContainerStatuses {
+		cs = *cs.DeepCopy()
+		if cs.Name == name {
+			found = true
+			started := metav1.NewTime(now)
+			if r := cs.State.Running; r != nil {
+				started = r.StartedAt
+			} else if p.Status.StartTime != nil {
+				started = *p.Status.StartTime
+			}
+			cs.LastTerminationState = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "OOMKilled", StartedAt: started, FinishedAt: metav1.NewTime(now),
+			}}
+			cs.State = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(now)}}
+			cs.RestartCount++
+		}
+		statuses[i] = cs
+	}
+	if !found {
+		return nil, 0, fmt.Errorf("pod %s has no status for container %s", p.Name, name)
+	}
+	body := map[string]any{"status": map[string]any{"containerStatuses": statuses}}
+	if rv := p.ResourceVersion; rv != "" {
+		body["metadata"] = map[string]any{"resourceVersion": rv}
+	}
+	patch, err = json.Marshal(body)
+	return patch, restarts(p) + 1, err
 }
 
 // formatUsage renders usage as KWOK annotation quantities: whole millicores

@@ -29,9 +29,14 @@ func testPod(name, memLimit string) *corev1.Pod {
 		}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
 			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Minute)),
+		}}, ContainerStatuses: []corev1.ContainerStatus{{
+			Name: "main", Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: podStart}},
 		}}},
 	}
 }
+
+// podStart is when testPod's container started.
+var podStart = metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second))
 
 func TestStepPublishesUsageAndKillsOnOOM(t *testing.T) {
 	small, big := testPod("small", "70Mi"), testPod("big", "1Gi")
@@ -56,12 +61,18 @@ func TestStepPublishesUsageAndKillsOnOOM(t *testing.T) {
 		t.Fatal(err)
 	}
 	// 100 req/s per pod, 10 ms each on a 1-core limit: 1 core·s/s ≈ 0.98
-	// utilisation, about 100 requests in flight: far above 70Mi.
-	if _, err := client.CoreV1().Pods("ns").Get(ctx, "small", metav1.GetOptions{}); err == nil {
-		t.Errorf("pod over its memory limit was not deleted")
+	// utilisation, about 100 requests in flight: far above 70Mi. The
+	// kubelet restarts the container and says why; the pod stays.
+	killed, err := client.CoreV1().Pods("ns").Get(ctx, "small", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the OOM-killed pod: %v", err)
 	}
 	if e.OOMKills() != 1 {
 		t.Errorf("OOMKills = %d, want 1", e.OOMKills())
+	}
+	checkOOMKilled(t, killed)
+	if _, ok := killed.Annotations[UsageMemoryAnnotation+".main"]; ok {
+		t.Errorf("usage published for the killed container: %v", killed.Annotations)
 	}
 	p, err := client.CoreV1().Pods("ns").Get(ctx, "big", metav1.GetOptions{})
 	if err != nil {
@@ -85,6 +96,90 @@ aware_emulator_request_rate{namespace="ns",pod="small"} 100
 	}
 	if n := testutil.CollectAndCount(e, RequestDurationMetric); n != 2 {
 		t.Errorf("%d duration histograms, want 2", n)
+	}
+}
+
+// checkOOMKilled fails the test unless p's container main reports one OOM
+// kill as the kubelet does: restartCount 1, lastState.terminated OOMKilled
+// (exit code 137) over the run that began at podStart, running again.
+func checkOOMKilled(t *testing.T, p *corev1.Pod) {
+	t.Helper()
+	if len(p.Status.ContainerStatuses) != 1 {
+		t.Fatalf("container statuses %+v", p.Status.ContainerStatuses)
+	}
+	cs := p.Status.ContainerStatuses[0]
+	if cs.RestartCount != 1 {
+		t.Errorf("restartCount %d, want 1", cs.RestartCount)
+	}
+	term := cs.LastTerminationState.Terminated
+	if term == nil || term.Reason != "OOMKilled" || term.ExitCode != 137 {
+		t.Fatalf("lastState %+v, want terminated OOMKilled with exit code 137", cs.LastTerminationState)
+	}
+	if !term.StartedAt.Equal(&podStart) || !term.FinishedAt.After(podStart.Time) {
+		t.Errorf("terminated from %v to %v, want from %v to later", term.StartedAt, term.FinishedAt, podStart)
+	}
+	if r := cs.State.Running; r == nil || r.StartedAt.Time.Before(term.FinishedAt.Time) {
+		t.Errorf("state %+v, want running since the kill", cs.State)
+	}
+	if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+		t.Errorf("phase %s, deletionTimestamp %v: the pod must run on", p.Status.Phase, p.DeletionTimestamp)
+	}
+}
+
+// TestOOMKillRestartsOnce checks that a kill written is not written again
+// while the informer still shows the status before it (the container is
+// restarting), and that the restarted container, with its new
+// restartCount, serves again from an empty queue.
+func TestOOMKillRestartsOnce(t *testing.T) {
+	small := testPod("small", "70Mi")
+	client := fake.NewClientset(small)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := idx.Add(small); err != nil {
+		t.Fatal(err)
+	}
+	app := sim.App{Name: "w", Container: "main", CPUSeconds: 0.01, IOWait: 0.05, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}
+	e, err := New(client, Config{
+		Namespace: "ns", Selector: labels.SelectorFromSet(labels.Set{"app": "w"}), App: app,
+		Trace: sim.Trace{Rates: []float64{100}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.traceStart = time.Now()
+	ctx := context.Background()
+	lister := corelisters.NewPodLister(idx)
+	now := time.Now()
+	// Two steps on the stale cache: one kill.
+	for i := range 2 {
+		if err := e.step(ctx, lister, now.Add(time.Duration(i)*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.OOMKills(); n != 1 {
+		t.Fatalf("OOMKills = %d after two steps on the cache from before the kill, want 1", n)
+	}
+	killed, err := client.CoreV1().Pods("ns").Get(ctx, "small", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkOOMKilled(t, killed)
+	// The informer catches up: the container serves again (and, at this
+	// load on 70Mi, is killed again, the second kill counted on top).
+	if err := idx.Update(killed); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.step(ctx, lister, now.Add(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.OOMKills(); n != 2 {
+		t.Errorf("OOMKills = %d once the restart is seen, want 2", n)
+	}
+	again, err := client.CoreV1().Pods("ns").Get(ctx, "small", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := again.Status.ContainerStatuses[0].RestartCount; r != 2 {
+		t.Errorf("restartCount %d after the second kill, want 2", r)
 	}
 }
 

@@ -33,7 +33,9 @@ pod_stage() {
 # support). This stage acts as the kubelet's side of a resize: whenever a
 # running pod's spec generation is ahead of what its status has observed, it
 # reports the spec's resources as allocated and applied, keeping each
-# container's restart count and start time.
+# container's restart count, start time and last state (a kubelet keeps
+# them through a resize; the workload emulator reports an OOM kill in
+# lastState and restartCount, which the recommender reads).
 write_resize_stage() {
 	{
 		pod_stage aware-pod-resources Running
@@ -42,6 +44,8 @@ write_resize_stage() {
 		      operator: 'In'
 		      values:
 		      - 'false'
+		    - key: '.metadata.annotations["aware.dev/e2e-resize"]'
+		      operator: 'DoesNotExist'
 		  next:
 		    statusTemplate: |
 		      {{ $now := Now }}
@@ -51,10 +55,12 @@ write_resize_stage() {
 		      {{ range $c := .spec.containers }}
 		      {{ $restarts := 0 }}
 		      {{ $started := $now }}
+		      {{ $last := dict }}
 		      {{ range $s := $statuses }}
 		      {{ if eq $s.name $c.name }}
 		      {{ $restarts = $s.restartCount }}
 		      {{ with $s.state }}{{ with .running }}{{ $started = .startedAt }}{{ end }}{{ end }}
+		      {{ with $s.lastState }}{{ $last = . }}{{ end }}
 		      {{ end }}
 		      {{ end }}
 		      {{ $res := $c.resources | default dict }}
@@ -66,11 +72,56 @@ write_resize_stage() {
 		        state:
 		          running:
 		            startedAt: {{ $started | Quote }}
+		        lastState: {{ $last | toJson }}
 		        allocatedResources: {{ get $res "requests" | default dict | toJson }}
 		        resources: {{ $res | toJson }}
 		      {{ end }}
 	EOF
 	} >"${CONF}/kwok/stage/aware-pod-resources.yaml"
+}
+
+# A kubelet does not apply every resize: one that does not fit the node now
+# is Deferred (retried as room frees up), one that can never fit Infeasible
+# (Kubernetes 1.33+ says so in the pod's PodResizePending condition, with
+# that reason). The resize stage above applies every one, so a pod whose
+# annotation aware.dev/e2e-resize is Deferred or Infeasible gets this stage
+# instead: the spec's resize is observed (observedGeneration, so the stage
+# plays once per resize) but not applied (containerStatuses keep the old
+# resources), and PodResizePending is True with the annotation as its
+# reason. The e2e tests put the annotation in a pod template to see what
+# the updater does with each answer.
+write_resize_refused_stage() {
+	{
+		pod_stage aware-pod-resize-refused Running
+		cat <<-'EOF'
+		    - key: '(.status.observedGeneration // 0) == (.metadata.generation // 0)'
+		      operator: 'In'
+		      values:
+		      - 'false'
+		    - key: '.metadata.annotations["aware.dev/e2e-resize"]'
+		      operator: 'In'
+		      values:
+		      - 'Deferred'
+		      - 'Infeasible'
+		  next:
+		    statusTemplate: |
+		      {{ $now := Now }}
+		      {{ $answer := index .metadata.annotations "aware.dev/e2e-resize" }}
+		      observedGeneration: {{ .metadata.generation }}
+		      conditions:
+		      {{ range .status.conditions }}
+		      {{ if ne .type "PodResizePending" }}
+		      - {{ . | toJson }}
+		      {{ end }}
+		      {{ end }}
+		      - type: PodResizePending
+		        status: "True"
+		        reason: {{ $answer | Quote }}
+		        message: {{ printf "the testbed answers every resize of this pod %s (annotation aware.dev/e2e-resize)" $answer | Quote }}
+		        lastTransitionTime: {{ $now | Quote }}
+		        observedGeneration: {{ .metadata.generation }}
+	EOF
+	} >"${CONF}/kwok/stage/aware-pod-resize-refused.yaml"
 }
 
 # A kubelet posts its pods' readiness again when it reaches the API server

@@ -342,6 +342,7 @@ start_kwok() {
 	cp "${SHARE}/kwok/metrics/metrics-resource.yaml" "${CONF}/kwok/"
 	write_pod_ready_stage
 	write_resize_stage
+	write_resize_refused_stage
 	write_ready_again_stage
 	write_usage
 	write_kwok_config
