@@ -170,6 +170,10 @@ testbed-up: ## Start a loopback control plane (builds and caches the binaries).
 testbed-down: ## Stop the loopback control plane.
 	hack/testbed/down.sh
 
+.PHONY: upgrade-fixture
+upgrade-fixture: ## Record the upgrade fixture of VERSION (from REF, default the tag VERSION or HEAD) into e2e/testdata/upgrade/VERSION, for TestUpgrade (docs/operations.md).
+	hack/upgrade-fixture.sh $(VERSION) $(REF)
+
 .PHONY: e2e
 e2e: ## Run the end-to-end tests against a loopback control plane.
 	hack/e2e.sh
