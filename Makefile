@@ -119,6 +119,7 @@ verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofm
 lint: ## Run go vet, the pinned staticcheck (e2e files included), make chart and make rules.
 	go vet ./...
 	go vet -tags e2e ./e2e/...
+	go vet -tags 'e2e upgraderecord' ./e2e/
 	go vet -tags e2enode ./e2e/node/
 	go vet -tags images ./hack/images/
 	go vet -tags chart ./deploy/helm/

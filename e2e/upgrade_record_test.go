@@ -60,11 +60,11 @@ var upgradeAgentArgs = []string{"--action-space=paper", "--checkpoint-interval=1
 // It is not part of the e2e tier (build tag upgraderecord):
 // hack/upgrade-fixture.sh runs it in a checkout of the version to record.
 func TestRecordUpgradeFixture(t *testing.T) {
+	tb.DumpLogsOnFailure(t)
 	out, version, commit := os.Getenv("AWARE_UPGRADE_FIXTURE_OUT"), os.Getenv("AWARE_UPGRADE_FIXTURE_VERSION"), os.Getenv("AWARE_UPGRADE_FIXTURE_COMMIT")
 	if out == "" || version == "" || commit == "" {
 		t.Fatal("AWARE_UPGRADE_FIXTURE_OUT, AWARE_UPGRADE_FIXTURE_VERSION and AWARE_UPGRADE_FIXTURE_COMMIT must be set (hack/upgrade-fixture.sh sets them)")
 	}
-	tb.DumpLogsOnFailure(t)
 	requireAWARE(t)
 	ctx := context.Background()
 	etcd, err := etcdURL(tb)
