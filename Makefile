@@ -120,6 +120,7 @@ verify: ## Fail if any generated file is out of date, go.mod is not tidy or gofm
 lint: ## Run go vet, the pinned staticcheck (e2e files included), make chart and make rules.
 	go vet ./...
 	go vet -tags e2e ./e2e/...
+	go vet -tags 'e2e upgraderecord' ./e2e/
 	go vet -tags e2enode ./e2e/node/
 	go vet -tags images ./hack/images/
 	go vet -tags chart ./deploy/helm/
@@ -170,6 +171,10 @@ testbed-up: ## Start a loopback control plane (builds and caches the binaries).
 .PHONY: testbed-down
 testbed-down: ## Stop the loopback control plane.
 	hack/testbed/down.sh
+
+.PHONY: upgrade-fixture
+upgrade-fixture: ## Record the upgrade fixture of VERSION (from REF, default the tag VERSION or HEAD) into e2e/testdata/upgrade/VERSION, for TestUpgrade (docs/operations.md).
+	hack/upgrade-fixture.sh $(VERSION) $(REF)
 
 .PHONY: e2e
 e2e: ## Run the end-to-end tests against a loopback control plane.

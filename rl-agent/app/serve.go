@@ -263,6 +263,9 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 		return err
 	}
 	st, rec, err := store.Open(o.StateDir)
+	if errors.Is(err, store.ErrUnsupportedVersion) {
+		return refuseNewerState(err, o.StateDir)
+	}
 	if err != nil {
 		return fmt.Errorf("open state directory: %w", err)
 	}
@@ -317,6 +320,9 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	so.FlushInterval, so.MaxBatch, so.BatchWait, so.QueueSize, so.MaxWorkloads = o.CheckpointInterval, o.MaxBatch, o.BatchWait, o.QueueSize, o.MaxWorkloads
 	so.MaxFrozenPolicies, so.WorkloadTTL = o.MaxFrozenPolicies, o.WorkloadTTL
 	srv, err := server.New(so)
+	if errors.Is(err, store.ErrUnsupportedVersion) {
+		return refuseNewerState(err, o.StateDir)
+	}
 	if errors.Is(err, store.ErrCorrupt) {
 		// Starting empty would overwrite what was learnt at the first
 		// checkpoint: refuse, and leave the file for the operator.
@@ -374,6 +380,13 @@ func runServe(ctx context.Context, o *serveOptions) (err error) {
 	}
 	eg.Go(func() error { return server.Serve(gctx, g, lis, srv, o.ShutdownGracePeriod) })
 	return eg.Wait()
+}
+
+// refuseNewerState is the error of an agent whose state directory was
+// written by a newer one: downgrades are not supported (docs/operations.md,
+// "Compatibility"), and starting empty would overwrite what was learnt.
+func refuseNewerState(err error, dir string) error {
+	return fmt.Errorf("%w; the state in %s was written by a newer rl-agent, and downgrades are not supported: refusing to start, and leaving it untouched. Run the newer version, or restore a backup of the directory taken before the upgrade", err, dir)
 }
 
 // openLink loads the gRPC service's certificates; nil in plaintext mode.

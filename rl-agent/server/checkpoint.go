@@ -26,6 +26,16 @@ var _ Store = (*store.Store)(nil)
 // checkpointName is the one atomic checkpoint: policy, version, agents.
 const checkpointName = "state"
 
+// snapshotFormat is the version of the snapshot's content, which
+// store.FormatVersion (the framing) does not cover. A change that an older
+// agent would misread (a field whose meaning changes, or without which
+// the state is wrong) increments it; added fields that an older agent may
+// ignore do not. An agent refuses a snapshot of a newer format with
+// store.ErrUnsupportedVersion rather than start from part of it, and must
+// keep reading every older one (checkpoints written before the field have
+// none: format 1). docs/operations.md, "Compatibility".
+const snapshotFormat = 1
+
 // The checkpointer's consumer-side views of the parts it saves.
 type (
 	// agentStates is what it needs from the registry.
@@ -89,6 +99,9 @@ func (c *checkpointer) markDirty() { c.dirty.Store(true) }
 // frozen policies Serving workloads are pinned to, in one file so that they
 // are always consistent with each other.
 type snapshot struct {
+	// Format is snapshotFormat when written; 0 (absent) in checkpoints
+	// written before it existed, which are format 1.
+	Format        int                `json:"format,omitempty"`
 	PolicyVersion int64              `json:"policyVersion"`
 	Policy        []byte             `json:"policy"`
 	Agents        []learn.AgentState `json:"agents"`
@@ -103,7 +116,7 @@ type snapshot struct {
 func (c *checkpointer) save() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var snap snapshot
+	snap := snapshot{Format: snapshotFormat}
 	// The agents and pins first, as one cut (no stage transition half
 	// done), then the policy: a pinned version is then never newer than
 	// the checkpointed policy, whose version a restarted agent counts on
@@ -152,6 +165,9 @@ func (c *checkpointer) load() (*snapshot, error) {
 	var snap snapshot
 	if err := json.Unmarshal(b, &snap); err != nil {
 		return nil, fmt.Errorf("decode checkpoint: %w", err)
+	}
+	if snap.Format > snapshotFormat {
+		return nil, fmt.Errorf("checkpoint %s holds a snapshot of format %d, this agent reads up to %d: %w", checkpointName, snap.Format, snapshotFormat, store.ErrUnsupportedVersion)
 	}
 	return &snap, nil
 }

@@ -21,6 +21,12 @@
 //
 // A Store holds an exclusive flock on its directory: two agents writing the
 // same state would corrupt each other's view of it.
+//
+// Both kinds of file start with a magic whose last byte is the format
+// version (FormatVersion). A file of ours with another version is refused
+// with ErrUnsupportedVersion and left untouched, never truncated as a torn
+// tail or reported as corrupt: it was written by a newer agent, and a
+// downgrade must not destroy it (docs/operations.md, "Compatibility").
 package store
 
 import (
@@ -46,7 +52,20 @@ var (
 	ErrLocked = errors.New("state directory is locked by another process")
 	// ErrTooLarge is returned for a record or checkpoint above the limits.
 	ErrTooLarge = errors.New("too large")
+	// ErrUnsupportedVersion is returned for a log or checkpoint of ours
+	// (its magic is right) whose format version this build does not read:
+	// one written by a newer agent. It is refused rather than reset, so a
+	// downgrade cannot destroy state it does not understand.
+	ErrUnsupportedVersion = errors.New("unsupported state format version")
 )
+
+// FormatVersion is the on-disk format this build writes and the only one
+// it reads: the byte after the magic of the experience log and of every
+// checkpoint. It changes only with an incompatible change of the framing
+// (what is inside a checkpoint is versioned by its writer); a build that
+// reads a new version must keep reading the previous one
+// (docs/operations.md, "Compatibility").
+const FormatVersion = 1
 
 const (
 	logName  = "experience.log"
@@ -61,7 +80,7 @@ const (
 
 var (
 	castagnoli    = crc32.MakeTable(crc32.Castagnoli)
-	logMagic      = []byte("AWXLOG\x00\x01")
+	logMagic      = []byte("AWXLOG\x00\x01") // the last byte is FormatVersion
 	ckptMagic     = []byte("AWCKPT\x00\x01")
 	ckptHeader    = len(ckptMagic) + 8 + 4 // magic, u64 length, u32 CRC
 	validCkptName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,100}$`)
@@ -187,6 +206,9 @@ func readLog(f *os.File) (records [][]byte, good, size int64, err error) {
 		if size < int64(len(logMagic)) && string(magic[:size]) == string(logMagic[:size]) {
 			// The header itself was torn while creating the log.
 			return nil, 0, size, nil
+		}
+		if v, ok := otherVersion(magic, logMagic); ok {
+			return nil, 0, size, fmt.Errorf("experience log %s has format version %d, this agent reads %d: %w", f.Name(), v, FormatVersion, ErrUnsupportedVersion)
 		}
 		return nil, 0, size, fmt.Errorf("experience log %s has no valid header: %w", f.Name(), ErrCorrupt)
 	}
@@ -337,6 +359,9 @@ func (s *Store) LoadCheckpoint(name string) ([]byte, error) {
 		return nil, fmt.Errorf("load checkpoint %s: %w", name, err)
 	}
 	if len(b) < ckptHeader || string(b[:len(ckptMagic)]) != string(ckptMagic) {
+		if v, ok := otherVersion(b, ckptMagic); ok {
+			return nil, fmt.Errorf("checkpoint %s has format version %d, this agent reads %d: %w", name, v, FormatVersion, ErrUnsupportedVersion)
+		}
 		return nil, fmt.Errorf("checkpoint %s: bad header: %w", name, ErrCorrupt)
 	}
 	n := binary.LittleEndian.Uint64(b[len(ckptMagic):])
@@ -349,6 +374,17 @@ func (s *Store) LoadCheckpoint(name string) ([]byte, error) {
 		return nil, fmt.Errorf("checkpoint %s: checksum mismatch: %w", name, ErrCorrupt)
 	}
 	return data, nil
+}
+
+// otherVersion reports the format version of a header that is ours (the
+// magic up to its version byte matches) but of a version other than
+// FormatVersion.
+func otherVersion(header, magic []byte) (byte, bool) {
+	n := len(magic) - 1
+	if len(header) < len(magic) || string(header[:n]) != string(magic[:n]) || header[n] == FormatVersion {
+		return 0, false
+	}
+	return header[n], true
 }
 
 func (s *Store) ckptPath(name string) string { return filepath.Join(s.dir, name+".ckpt") }
