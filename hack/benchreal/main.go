@@ -478,7 +478,7 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 		if err := simside.WriteSVG(&svg, runs[i], sims[i]); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		name := filepath.Join(o.out, "sim-"+strings.ReplaceAll(p, "+", "-")+".svg")
+		name := filepath.Join(o.out, "sim-"+policySlug(p)+".svg")
 		if err := os.WriteFile(name, svg.Bytes(), 0o644); err != nil {
 			return err
 		}
