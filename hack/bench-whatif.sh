@@ -72,6 +72,7 @@ done
 log "prometheus ready on 127.0.0.1:${PORT} (pid ${prom})"
 
 cd "${ROOT}"
-AWARE_BENCH_WHATIF_PROMETHEUS="http://127.0.0.1:${PORT}" AWARE_BENCH_WHATIF_DIR="${DIR}" \
-	go test -tags benchwhatif -count=1 -timeout 30m -v -run '^TestBenchWhatif$' ./recommender/app/
-log "report: ${DIR}/report.txt; outputs: ${DIR}/out"
+AWARE_BENCH_WHATIF_PROMETHEUS="http://127.0.0.1:${PORT}" AWARE_BENCH_WHATIF_PROMETHEUS_PID="${prom}" AWARE_BENCH_WHATIF_DIR="${DIR}" \
+	go test -tags benchwhatif -count=1 -timeout 30m -v -run '^TestBenchWhatif$' \
+	-cpuprofile "${DIR}/cpu.pprof" -o "${DIR}/app.test" ./recommender/app/
+log "report: ${DIR}/report.txt; outputs: ${DIR}/out; the what-if's CPU profile: go tool pprof ${DIR}/app.test ${DIR}/cpu.pprof"

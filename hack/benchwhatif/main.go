@@ -169,16 +169,29 @@ func writeWorkload(w *bufio.Writer, wl Workload, start time.Time, step time.Dura
 	counter := make([]float64, samples)
 	wants := make([]int, samples)
 	stabilisation := max(1, int(5*time.Minute/step))
-	var requests float64
+	var requests, noise float64
 	for k := range samples {
 		t := start.Add(time.Duration(k) * step)
 		day := float64(t.Unix()%86400) / 86400
-		rate := wl.MeanRate * (1 + 0.6*math.Sin(2*math.Pi*day+phase)) * (1 + 0.1*rng.NormFloat64())
+		// The load's noise is correlated over about ten minutes (AR(1),
+		// a standard deviation of 10%), as a real service's is, not drawn
+		// afresh every scrape.
+		noise = 0.9*noise + 0.1*math.Sqrt(1-0.9*0.9)*rng.NormFloat64()
+		rate := wl.MeanRate * (1 + 0.6*math.Sin(2*math.Pi*day+phase)) * (1 + noise)
 		rate = math.Max(rate, 0.1)
-		// An HPA at 70% of the CPU request with its five-minute
-		// scale-down stabilisation: the most pods wanted over the last
-		// five minutes.
-		want := int(math.Ceil((rate*wl.CPUSeconds + 2*wl.IdleCPU) / (0.7 * wl.RequestCPU)))
+		// The HPA's algorithm at 70% of the CPU request: desired =
+		// ceil(current × usage/target), unchanged within its 10%
+		// tolerance, and its five-minute scale-down stabilisation (the
+		// most pods wanted over the last five minutes).
+		prev := 2
+		if k > 0 {
+			prev = int(replicas[k-1])
+		}
+		ratio := (rate*wl.CPUSeconds/float64(prev) + wl.IdleCPU) / (0.7 * wl.RequestCPU)
+		want := prev
+		if math.Abs(ratio-1) > 0.1 {
+			want = int(math.Ceil(float64(prev) * ratio))
+		}
 		wants[k] = min(max(want, 2), maxReplicas)
 		r := slices.Max(wants[max(0, k-stabilisation+1) : k+1])
 		replicas[k] = float64(r)

@@ -22,9 +22,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -141,6 +143,8 @@ func TestBenchWhatif(t *testing.T) {
 	}
 	defer report.Close()
 
+	promPID := os.Getenv("AWARE_BENCH_WHATIF_PROMETHEUS_PID")
+	promCPU0, selfCPU0 := procCPU(t, promPID), selfCPU(t)
 	start := time.Now()
 	// now is the history's last sample: the grid is the history's.
 	err = runWhatif(context.Background(), o, targets, m.End, report, io.Discard)
@@ -148,6 +152,7 @@ func TestBenchWhatif(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	promCPU, ownCPU := procCPU(t, promPID)-promCPU0, selfCPU(t)-selfCPU0
 	counter.mu.Lock()
 	reading := counter.last.Sub(counter.first)
 	counter.mu.Unlock()
@@ -195,6 +200,8 @@ func TestBenchWhatif(t *testing.T) {
 		len(targets), steps, o.Step, o.Period, m.Series)
 	fmt.Printf("bench-whatif: wall %.1fs (range queries %.1fs, fit, replay and outputs %.1fs)\n",
 		wall.Seconds(), reading.Seconds(), (wall - reading).Seconds())
+	fmt.Printf("bench-whatif: CPU %.1fs (what-if %.1fs, Prometheus %.1fs): %.1fs of wall on 2 idle cores at best\n",
+		(ownCPU + promCPU).Seconds(), ownCPU.Seconds(), promCPU.Seconds(), (ownCPU+promCPU).Seconds()/2)
 	fmt.Printf("bench-whatif: %d range queries, %.1f MB of answers, %d points kept (rate, CPU, memory, replicas, requests)\n",
 		counter.queries.Load(), float64(counter.bytes.Load())/1e6, points)
 	fmt.Printf("bench-whatif: %d fits refused; CPU seconds per request |error| median %.1f%%, max %.1f%%; replay of what ran |cost error| median %.1f%%, max %.1f%%\n",
@@ -205,4 +212,41 @@ func TestBenchWhatif(t *testing.T) {
 	if len(refused) > 0 {
 		t.Errorf("%d of %d fits refused a history generated from the model", len(refused), len(targets))
 	}
+}
+
+// selfCPU is this process's user and system CPU time so far.
+func selfCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the user and system CPU time of process pid so far, from
+// /proc (Linux); 0 without a pid.
+func procCPU(t *testing.T, pid string) time.Duration {
+	if pid == "" {
+		return 0
+	}
+	raw, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fields after the command's closing parenthesis: state is the
+	// first, utime and stime the 12th and 13th (clock ticks, 100 a second
+	// on Linux).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) < 13 {
+		t.Fatalf("/proc/%s/stat: %q", pid, raw)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * (time.Second / 100)
 }

@@ -223,6 +223,7 @@ func TestWhatifValidate(t *testing.T) {
 		{"unknown policy", func(o *WhatifOptions) { o.Policies = []string{"hpa", "kpa"} }, `--policies: whatif: unknown policy "kpa"`},
 		{"bad variant", func(o *WhatifOptions) { o.Policies = []string{"fused:target=2"} }, "--policies"},
 		{"negative slo", func(o *WhatifOptions) { o.SLO = -time.Second }, "--slo"},
+		{"no concurrency", func(o *WhatifOptions) { o.PrometheusConcurrency = 0 }, "--prometheus-concurrency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()
