@@ -134,6 +134,8 @@ func TestBenchWhatif(t *testing.T) {
 	o.Step = m.Step
 	o.Period = time.Duration(m.Samples) * m.Step
 	o.Output = filepath.Join(dir, "out")
+	// BENCH_WHATIF_GZIP=0 measures --prometheus-gzip=false.
+	o.PrometheusGzip = os.Getenv("AWARE_BENCH_WHATIF_GZIP") != "0"
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -196,8 +198,8 @@ func TestBenchWhatif(t *testing.T) {
 		return v[int(q*float64(len(v)-1))]
 	}
 	steps := int(o.Period / o.Step)
-	fmt.Printf("bench-whatif: %d workloads, %d steps of %s (%s), %d series backfilled\n",
-		len(targets), steps, o.Step, o.Period, m.Series)
+	fmt.Printf("bench-whatif: %d workloads, %d steps of %s (%s), %d series backfilled; --prometheus-concurrency=%d --prometheus-gzip=%v\n",
+		len(targets), steps, o.Step, o.Period, m.Series, o.PrometheusConcurrency, o.PrometheusGzip)
 	fmt.Printf("bench-whatif: wall %.1fs (range queries %.1fs, fit, replay and outputs %.1fs)\n",
 		wall.Seconds(), reading.Seconds(), (wall - reading).Seconds())
 	fmt.Printf("bench-whatif: CPU %.1fs (what-if %.1fs, Prometheus %.1fs): %.1fs of wall on 2 idle cores at best\n",

@@ -340,3 +340,31 @@ func TestKubeWorkloads(t *testing.T) {
 		})
 	}
 }
+
+// TestWhatifGzip: --prometheus-gzip=false asks Prometheus for plain
+// answers, which Go's transport would otherwise ask gzipped.
+func TestWhatifGzip(t *testing.T) {
+	for _, gzip := range []bool{true, false} {
+		t.Run(fmt.Sprint(gzip), func(t *testing.T) {
+			got := make(chan string, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case got <- r.Header.Get("Accept-Encoding"):
+				default:
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, `{"status":"error","errorType":"bad_data","error":"no"}`)
+			}))
+			defer srv.Close()
+			o := whatifOpts(t, srv.URL)
+			o.PrometheusGzip = gzip
+			if err := runWhatif(context.Background(), o, fixedWorkloads{{Namespace: "shop", Deployment: "web", Container: "app", SLOMetric: "m"}}, whatifNow, io0{}, io0{}); !errors.Is(err, usage.ErrPrometheusRefused) {
+				t.Fatalf("err %v, want the refusal", err)
+			}
+			if enc := <-got; strings.Contains(enc, "gzip") != gzip {
+				t.Errorf("Accept-Encoding %q with --prometheus-gzip=%v", enc, gzip)
+			}
+		})
+	}
+}
