@@ -47,8 +47,8 @@ type WhatifOptions struct {
 	// PrometheusConcurrency is how many workloads' histories are read at
 	// once; each workload's range queries run one after the other.
 	PrometheusConcurrency int
-	// PrometheusGzip asks Prometheus for gzipped answers: a fifth of the
-	// bytes, for more CPU on both sides.
+	// PrometheusGzip asks Prometheus for gzipped answers: a sixth of the
+	// bytes; turning it off saved no CPU in the benchmark.
 	PrometheusGzip bool
 	Queries        usage.Queries
 	// Namespace holds the workloads; MPAs (names) or Selector (a label
@@ -107,7 +107,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusAddress, "prometheus-address", o.PrometheusAddress, "Base URL of the Prometheus HTTP API holding the cluster's history (the recommender's --prometheus-address). Required.")
 	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of each range query (a long period is read in several).")
 	fs.IntVar(&o.PrometheusConcurrency, "prometheus-concurrency", o.PrometheusConcurrency, "Workloads whose histories are read at once (each one's range queries in turn).")
-	fs.BoolVar(&o.PrometheusGzip, "prometheus-gzip", o.PrometheusGzip, "Ask Prometheus for gzipped answers: a fifth of the traffic (a week at one minute is about 3 MB of JSON per workload), for more CPU in Prometheus and here. Turn off when Prometheus is near and CPU is short.")
+	fs.BoolVar(&o.PrometheusGzip, "prometheus-gzip", o.PrometheusGzip, "Ask Prometheus for gzipped answers: a sixth of the traffic (a week at one minute is about 6 MB of JSON per workload). Off saved no CPU in the benchmark of docs/whatif.md.")
 	fs.DurationVar(&o.PrometheusWindow, "prometheus-window", o.PrometheusWindow, "Least range of rate() ({{.Window}} is the larger of it and --step); should cover two scrapes.")
 	tmpl := " PromQL template in Go's text/template syntax, as the recommender's flag of the same name takes it."
 	fs.StringVar(&o.Queries.CPU, "prometheus-query-cpu", o.Queries.CPU, "Per-pod, per-container CPU usage in cores."+tmpl)
