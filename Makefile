@@ -125,7 +125,8 @@ lint: ## Run go vet, the pinned staticcheck (e2e files included), make chart and
 	go vet -tags images ./hack/images/
 	go vet -tags chart ./deploy/helm/
 	go vet -tags benchvpa ./hack/benchvpa/...
-	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/...
+	go vet -tags benchwhatif ./recommender/app/
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/... && "$$TOOLS_BIN/staticcheck" -tags benchwhatif ./recommender/app/
 	$(MAKE) chart
 	$(MAKE) rules
 
@@ -187,6 +188,10 @@ e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc 
 .PHONY: bench-vpa
 bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/results/performance.md.
 	hack/bench-vpa.sh $(BENCH_VPA_ARGS)
+
+.PHONY: bench-whatif
+bench-whatif: ## Time recommender whatif over 7 days of 100 workloads at one minute, backfilled into the testbed's Prometheus; slow to set up, not in check. docs/whatif.md.
+	hack/bench-whatif.sh
 
 .PHONY: bench-real
 bench-real: images ## Run every policy (real HPA, VPA, both, the fused default, the AWARE agent as a learner and as a frozen ensemble) against the same trace on the test app as real pods on a real node; root, slow (10 min a run), not in check. docs/real-node.md.

@@ -406,6 +406,14 @@ func runSteadyEmulator(t *testing.T, ns string, sel labels.Selector, app sim.App
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runTraceEmulator(t, ns, sel, app, tr, metricsAddr)
+}
+
+// runTraceEmulator is runSteadyEmulator with the load trace tr, whose
+// window 0 starts when the emulator does.
+func runTraceEmulator(t *testing.T, ns string, sel labels.Selector, app sim.App, tr sim.Trace, metricsAddr string) *emulator.Emulator {
+	t.Helper()
+	rate := tr.Rate(0)
 	em, err := emulator.New(tb.Client, emulator.Config{Namespace: ns, Selector: sel, App: app, Trace: tr, Seed: 1})
 	if err != nil {
 		t.Fatal(err)

@@ -14,14 +14,17 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
@@ -41,7 +44,13 @@ type WhatifOptions struct {
 	PrometheusAddress string
 	PrometheusTimeout time.Duration
 	PrometheusWindow  time.Duration
-	Queries           usage.Queries
+	// PrometheusConcurrency is how many workloads' histories are read at
+	// once; each workload's range queries run one after the other.
+	PrometheusConcurrency int
+	// PrometheusGzip asks Prometheus for gzipped answers: a sixth of the
+	// bytes; turning it off saved no CPU in the benchmark.
+	PrometheusGzip bool
+	Queries        usage.Queries
 	// Namespace holds the workloads; MPAs (names) or Selector (a label
 	// selector on MPAs) pick them, or Deployments names them directly.
 	Namespace   string
@@ -75,15 +84,20 @@ func NewWhatifOptions() *WhatifOptions {
 		Kube:              apiclient.Options{QPS: 20, Burst: 40},
 		PrometheusTimeout: 30 * time.Second,
 		PrometheusWindow:  2 * time.Minute,
-		Queries:           usage.DefaultQueries(),
-		Namespace:         "default",
-		Period:            7 * 24 * time.Hour,
-		Step:              time.Minute,
-		Output:            "aware-whatif",
-		Seeds:             5,
-		Policies:          whatif.Policies()[1:], // what actually ran is always replayed, first
-		Fit:               whatif.DefaultFitOptions(),
-		MPAUpdateMode:     string(v1alpha1.UpdateModeOff),
+		// Prometheus evaluates a query on one core: four at once keep
+		// both cores of a small server busy while the answers are
+		// decoded (docs/whatif.md, the benchmark).
+		PrometheusConcurrency: 4,
+		PrometheusGzip:        true,
+		Queries:               usage.DefaultQueries(),
+		Namespace:             "default",
+		Period:                7 * 24 * time.Hour,
+		Step:                  time.Minute,
+		Output:                "aware-whatif",
+		Seeds:                 5,
+		Policies:              whatif.Policies()[1:], // what actually ran is always replayed, first
+		Fit:                   whatif.DefaultFitOptions(),
+		MPAUpdateMode:         string(v1alpha1.UpdateModeOff),
 	}
 }
 
@@ -92,6 +106,8 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	o.Kube.AddFlags(fs)
 	fs.StringVar(&o.PrometheusAddress, "prometheus-address", o.PrometheusAddress, "Base URL of the Prometheus HTTP API holding the cluster's history (the recommender's --prometheus-address). Required.")
 	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of each range query (a long period is read in several).")
+	fs.IntVar(&o.PrometheusConcurrency, "prometheus-concurrency", o.PrometheusConcurrency, "Workloads whose histories are read at once (each one's range queries in turn).")
+	fs.BoolVar(&o.PrometheusGzip, "prometheus-gzip", o.PrometheusGzip, "Ask Prometheus for gzipped answers: a sixth of the traffic (a week at one minute is about 6 MB of JSON per workload). Off saved no CPU in the benchmark of docs/whatif.md.")
 	fs.DurationVar(&o.PrometheusWindow, "prometheus-window", o.PrometheusWindow, "Least range of rate() ({{.Window}} is the larger of it and --step); should cover two scrapes.")
 	tmpl := " PromQL template in Go's text/template syntax, as the recommender's flag of the same name takes it."
 	fs.StringVar(&o.Queries.CPU, "prometheus-query-cpu", o.Queries.CPU, "Per-pod, per-container CPU usage in cores."+tmpl)
@@ -128,6 +144,9 @@ func (o *WhatifOptions) Validate() error {
 	}
 	if o.PrometheusTimeout <= 0 || o.PrometheusWindow <= 0 {
 		errs = append(errs, errors.New("--prometheus-timeout and --prometheus-window must be positive"))
+	}
+	if o.PrometheusConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--prometheus-concurrency %d: at least 1", o.PrometheusConcurrency))
 	}
 	if o.Step <= 0 || o.Period < o.Step {
 		errs = append(errs, fmt.Errorf("--step (%s) must be positive and --period (%s) at least one step", o.Step, o.Period))
@@ -244,23 +263,32 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// queryProgress draws the range queries of every workload on one bar. A
-// workload's number of queries is learnt from its first progress report,
-// so the total is the known totals plus the current workload's for each
-// workload not read yet.
+// queryProgress draws the range queries of every workload on one bar,
+// from workloads read concurrently. A workload's number of queries is
+// learnt from its first progress report, so the total is the known totals
+// plus, for each workload not begun, the last one learnt.
 type queryProgress struct {
-	bar              *progress.Bar
-	workloads, index int
-	known, current   int
-	begun            bool
+	mu        sync.Mutex
+	bar       *progress.Bar
+	workloads int
+	totals    map[int]int // by workload index
+	begun     bool
 }
 
-func (q *queryProgress) report(name string, done, total int) {
+func (q *queryProgress) report(i int, name string, done, total int) {
 	if q.bar == nil {
 		return
 	}
-	q.current = total
-	estimate := q.known + total*(q.workloads-q.index)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.totals == nil {
+		q.totals = map[int]int{}
+	}
+	q.totals[i] = total
+	estimate := total * (q.workloads - len(q.totals))
+	for _, n := range q.totals {
+		estimate += n
+	}
 	if !q.begun {
 		q.bar.Begin(estimate)
 		q.begun = true
@@ -270,14 +298,9 @@ func (q *queryProgress) report(name string, done, total int) {
 	q.bar.Advance(name, fmt.Sprintf("query %d/%d", done, total))
 }
 
-// next moves to the next workload.
-func (q *queryProgress) next() {
-	q.known += q.current
-	q.index++
-	q.current = 0
-}
-
 func (q *queryProgress) end() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	if q.bar != nil && q.begun {
 		q.bar.End()
 	}
@@ -292,7 +315,14 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	if len(targets) == 0 {
 		return fmt.Errorf("no workloads to replay in namespace %q", o.Namespace)
 	}
-	prom, err := usage.NewPrometheus(usage.PrometheusOptions{Address: o.PrometheusAddress, Timeout: o.PrometheusTimeout, Window: o.PrometheusWindow, Queries: o.Queries})
+	po := usage.PrometheusOptions{Address: o.PrometheusAddress, Timeout: o.PrometheusTimeout, Window: o.PrometheusWindow, Queries: o.Queries}
+	if !o.PrometheusGzip {
+		// Go's transport asks for gzip unless told not to.
+		rt := http.DefaultTransport.(*http.Transport).Clone()
+		rt.DisableCompression = true
+		po.RoundTripper = rt
+	}
+	prom, err := usage.NewPrometheus(po)
 	if err != nil {
 		return err
 	}
@@ -306,33 +336,46 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 		bar = progress.NewBar(stderr)
 	}
 	qp := &queryProgress{bar: bar, workloads: len(targets)}
-	var ws []whatif.Workload
+	// Workloads are read PrometheusConcurrency at a time and each fitted
+	// as soon as it is read; they keep the targets' order. The first
+	// failure cancels the reads under way.
+	ws := make([]whatif.Workload, len(targets))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(o.PrometheusConcurrency)
 	for i, t := range targets {
-		name := t.Namespace + "/" + t.Deployment
-		logger.Info("Reading history", "workload", name, "index", i+1, "of", len(targets), "start", start, "steps", steps)
-		h, err := prom.WorkloadHistory(ctx, usage.WorkloadQuery{
-			Namespace: t.Namespace, PodRegex: podRegex(t.Deployment), Deployment: t.Deployment,
-			SLOMetric: t.SLOMetric, Selector: t.Selector, Percentile: t.Percentile, RateQuery: o.RateQuery,
-			Start: start, Steps: steps, Step: o.Step,
-			Progress: func(done, total int) {
-				logger.V(1).Info("Progress", "workload", name, "queries", done, "of", total)
-				qp.report(name, done, total)
-			},
+		g.Go(func() error {
+			if gctx.Err() != nil {
+				return nil // another workload failed: its error is the one returned
+			}
+			name := t.Namespace + "/" + t.Deployment
+			logger.Info("Reading history", "workload", name, "index", i+1, "of", len(targets), "start", start, "steps", steps)
+			h, err := prom.WorkloadHistory(gctx, usage.WorkloadQuery{
+				Namespace: t.Namespace, PodRegex: podRegex(t.Deployment), Deployment: t.Deployment,
+				SLOMetric: t.SLOMetric, Selector: t.Selector, Percentile: t.Percentile, RateQuery: o.RateQuery,
+				Start: start, Steps: steps, Step: o.Step,
+				Progress: func(done, total int) {
+					logger.V(1).Info("Progress", "workload", name, "queries", done, "of", total)
+					qp.report(i, name, done, total)
+				},
+			})
+			if err != nil {
+				return fmt.Errorf("reading the history of %s: %w", name, err)
+			}
+			logger.Info("Read history", "workload", name, "sources", h.Sources, "dropped", h.Dropped)
+			s := toSeries(name, t, h)
+			f, err := whatif.FitApp(s, o.Fit)
+			if err != nil && !errors.Is(err, whatif.ErrTooThin) && !errors.Is(err, whatif.ErrPoorFit) && !errors.Is(err, whatif.ErrSeries) {
+				return err
+			}
+			ws[i] = whatif.Workload{Series: s, Fit: f}
+			return nil
 		})
-		qp.next()
-		if err != nil {
-			qp.end()
-			return fmt.Errorf("reading the history of %s: %w", name, err)
-		}
-		logger.Info("Read history", "workload", name, "sources", h.Sources, "dropped", h.Dropped)
-		s := toSeries(name, t, h)
-		f, err := whatif.FitApp(s, o.Fit)
-		if err != nil && !errors.Is(err, whatif.ErrTooThin) && !errors.Is(err, whatif.ErrPoorFit) && !errors.Is(err, whatif.ErrSeries) {
-			return err
-		}
-		ws = append(ws, whatif.Workload{Series: s, Fit: f})
 	}
+	err = g.Wait()
 	qp.end()
+	if err != nil {
+		return err
+	}
 	ro := whatif.ReplayOptions{Seeds: o.Seeds, Policies: o.Policies, Plot: true}
 	if bar != nil {
 		ro.Progress = bar

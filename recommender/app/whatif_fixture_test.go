@@ -351,32 +351,48 @@ func TestWhatifManifestUpdateMode(t *testing.T) {
 }
 
 // TestWhatifProgress: the bar is drawn on stderr when asked, over every
-// workload's range queries then the replay, and not at all otherwise.
+// workload's range queries then the replay, and not at all otherwise; with
+// workloads read concurrently it still counts every query once.
 func TestWhatifProgress(t *testing.T) {
 	srv := fixtureProm(t)
-	for _, show := range []bool{false, true} {
-		t.Run(fmt.Sprint(show), func(t *testing.T) {
+	for _, tc := range []struct {
+		show        bool
+		concurrency int
+		want        []string
+	}{
+		{false, 1, nil},
+		// Each workload runs ten range queries (one chunk each): 20 in
+		// all; then the replay's 5 policies × 2 seeds. A buffer is not a
+		// terminal, so the bar writes a line per tenth of the work: every
+		// second query. One workload at a time, the lines name the
+		// workloads in a known order.
+		{true, 1, []string{"] 20/20 ", "shop/web query 2/10", "shop/idle query 10/10", "] 10/10 "}},
+		{true, 2, []string{"] 20/20 ", "] 10/10 "}},
+	} {
+		t.Run(fmt.Sprintf("show=%v,concurrency=%d", tc.show, tc.concurrency), func(t *testing.T) {
 			o := fixtureOpts(t, srv.URL)
-			o.showProgress = show
+			o.showProgress = tc.show
+			o.PrometheusConcurrency = tc.concurrency
 			var stderr bytes.Buffer
 			if err := runWhatif(context.Background(), o, fixtureTargets, whatifNow, io0{}, &stderr); err != nil {
 				t.Fatal(err)
 			}
 			s := stderr.String()
-			if !show {
+			if !tc.show {
 				if s != "" {
 					t.Fatalf("stderr %q without --progress", s)
 				}
 				return
 			}
-			// Each workload runs ten range queries (one chunk each): 20 in
-			// all; then the replay's 5 policies × 2 seeds. A buffer is not
-			// a terminal, so the bar writes a line per tenth of the work:
-			// every second query.
-			for _, want := range []string{"] 20/20 ", "shop/web query 2/10", "shop/idle query 10/10", "] 10/10 "} {
+			for _, want := range tc.want {
 				if !strings.Contains(s, want) {
 					t.Errorf("progress lacks %q:\n%q", want, s)
 				}
+			}
+			// The total is learnt as workloads begin; it must never
+			// have been drawn above the 20 queries there are.
+			if strings.Contains(s, "/21 ") || strings.Contains(s, "/30 ") || strings.Contains(s, "/40 ") {
+				t.Errorf("a query total above 20 was drawn:\n%q", s)
 			}
 		})
 	}

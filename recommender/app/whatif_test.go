@@ -223,6 +223,7 @@ func TestWhatifValidate(t *testing.T) {
 		{"unknown policy", func(o *WhatifOptions) { o.Policies = []string{"hpa", "kpa"} }, `--policies: whatif: unknown policy "kpa"`},
 		{"bad variant", func(o *WhatifOptions) { o.Policies = []string{"fused:target=2"} }, "--policies"},
 		{"negative slo", func(o *WhatifOptions) { o.SLO = -time.Second }, "--slo"},
+		{"no concurrency", func(o *WhatifOptions) { o.PrometheusConcurrency = 0 }, "--prometheus-concurrency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()
@@ -335,6 +336,34 @@ func TestKubeWorkloads(t *testing.T) {
 				if w.SLOMetric != "m" || w.SLO != 1 {
 					t.Errorf("SLO from the flags: %+v", w)
 				}
+			}
+		})
+	}
+}
+
+// TestWhatifGzip: --prometheus-gzip=false asks Prometheus for plain
+// answers, which Go's transport would otherwise ask gzipped.
+func TestWhatifGzip(t *testing.T) {
+	for _, gzip := range []bool{true, false} {
+		t.Run(fmt.Sprint(gzip), func(t *testing.T) {
+			got := make(chan string, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case got <- r.Header.Get("Accept-Encoding"):
+				default:
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				fmt.Fprint(w, `{"status":"error","errorType":"bad_data","error":"no"}`)
+			}))
+			defer srv.Close()
+			o := whatifOpts(t, srv.URL)
+			o.PrometheusGzip = gzip
+			if err := runWhatif(context.Background(), o, fixedWorkloads{{Namespace: "shop", Deployment: "web", Container: "app", SLOMetric: "m"}}, whatifNow, io0{}, io0{}); !errors.Is(err, usage.ErrPrometheusRefused) {
+				t.Fatalf("err %v, want the refusal", err)
+			}
+			if enc := <-got; strings.Contains(enc, "gzip") != gzip {
+				t.Errorf("Accept-Encoding %q with --prometheus-gzip=%v", enc, gzip)
 			}
 		})
 	}
