@@ -156,6 +156,7 @@ func TestWhatifRecoversEmulatedWorkload(t *testing.T) {
 	}
 	rel := func(got, want float64) float64 { return (got - want) / want }
 	t.Run("CPU seconds per request", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		e := rel(fit.CPU.Slope, whatifApp.CPUSeconds)
 		t.Logf("fitted %.4f s, true %.4f s (%+.1f%%), R² %.3f, idle %.4f cores, %d points",
 			fit.CPU.Slope, whatifApp.CPUSeconds, 100*e, fit.CPU.R2, fit.CPU.Intercept, fit.CPU.Points)
@@ -167,6 +168,7 @@ func TestWhatifRecoversEmulatedWorkload(t *testing.T) {
 		}
 	})
 	t.Run("memory", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		eb := rel(fit.Memory.Intercept, whatifApp.BaseMemory)
 		ep := rel(fit.Memory.Slope, whatifApp.MemoryPerRequest)
 		t.Logf("fitted base %.1f MiB (true %.0f, %+.1f%%), %.2f MiB per request in flight (true %.0f, %+.1f%%), R² %.3f",
@@ -179,6 +181,7 @@ func TestWhatifRecoversEmulatedWorkload(t *testing.T) {
 		}
 	})
 	t.Run("the replay of what ran reproduces the history", func(t *testing.T) {
+		tb.DumpLogsOnFailure(t)
 		c := res.Consistency[0]
 		t.Logf("%d steps: recorded cost %.4f, replayed %.4f (%+.1f%%), replicas MAE %.2f, CPU %+.1f%%, memory %+.1f%%, SLO-violating steps measured %.1f%% replayed %.1f%%",
 			c.Steps, c.RecordedCost, c.ReplayCost, 100*c.CostError, c.ReplicasMAE, 100*c.CPUError, 100*c.MemoryError,
