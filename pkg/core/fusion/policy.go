@@ -227,8 +227,12 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		// times the target utilisation), or the current one when higher.
 		podUsage := controlledCPU(f.c, containers) * target
 		if grow {
-			// Both floors reach growStep times the current request.
-			f.slo.gain = min(maxGain, max(f.slo.gain*growStep, growStep*request/base, (growStep*q*request-podUsage)/spare))
+			g := max(f.slo.gain*growStep, growStep*request/base)
+			if f.usageFloor {
+				// The usage floor too reaches growStep times the request.
+				g = max(g, (growStep*q*request-podUsage)/spare)
+			}
+			f.slo.gain = min(maxGain, g)
 			floorNote = fmt.Sprintf("; SLOVerticalGrow(gain %.3g)", f.slo.gain)
 		}
 		podFloor := f.slo.gain * base
