@@ -83,10 +83,6 @@ func readUpgradeFixture(dir string) (*upgradeFixtureManifest, error) {
 	return &m, nil
 }
 
-// The custom resources' etcd keys: kube-apiserver's default prefix, then
-// group, plural, namespace and name.
-const etcdGroupPrefix = "/registry/autoscaling.aware.dev/"
-
 // etcdURL is the testbed's etcd client URL (up.sh puts it at the base
 // port).
 func etcdURL(tb *framework.Testbed) (string, error) {
@@ -98,12 +94,6 @@ func etcdURL(tb *framework.Testbed) (string, error) {
 		return "", fmt.Errorf("the testbed env sets neither AWARE_ETCD_URL nor a valid AWARE_TESTBED_BASE_PORT: %w", err)
 	}
 	return fmt.Sprintf("http://127.0.0.1:%d", base), nil
-}
-
-// etcdKV is a key and its value as etcd's JSON gateway returns them.
-type etcdKV struct {
-	Key   []byte `json:"key"`
-	Value []byte `json:"value"`
 }
 
 // etcdCall posts req to etcd's gRPC gateway (/v3/kv/...), which takes and
@@ -136,20 +126,6 @@ func etcdCall(ctx context.Context, url, method string, req, resp any) error {
 		return nil
 	}
 	return json.Unmarshal(b, resp)
-}
-
-// etcdList returns the keys and values under prefix.
-func etcdList(ctx context.Context, url, prefix string) ([]etcdKV, error) {
-	end := []byte(prefix)
-	end[len(end)-1]++
-	var resp struct {
-		KVs []etcdKV `json:"kvs"`
-	}
-	err := etcdCall(ctx, url, "range", map[string]string{
-		"key":       base64.StdEncoding.EncodeToString([]byte(prefix)),
-		"range_end": base64.StdEncoding.EncodeToString(end),
-	}, &resp)
-	return resp.KVs, err
 }
 
 // etcdPut writes value under key, as kube-apiserver would have.
