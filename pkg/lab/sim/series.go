@@ -79,6 +79,10 @@ func isCountColumn(name string) bool {
 	return false
 }
 
+// maxSpan is the longest series a replay can measure: the largest
+// time.Duration.
+const maxSpan = time.Duration(math.MaxInt64)
+
 // intervalTolerance is how far a row's spacing may be from the interval
 // (relative) and still count as equal: seconds written with a few decimals
 // round.
@@ -153,6 +157,10 @@ func ReadRateCSV(r io.Reader) (RateSeries, error) {
 	s.Interval = time.Duration(math.Round(step * float64(time.Second)))
 	if s.Interval <= 0 {
 		return RateSeries{}, fmt.Errorf("interval %gs is below a nanosecond", step)
+	}
+	// Resample and replays measure the span as a time.Duration.
+	if span := float64(len(s.Rates)) * step; span > maxSpan.Seconds() {
+		return RateSeries{}, fmt.Errorf("%d rows of %gs span %.3g s, more than the %.3g s (292 years) a replay can measure", len(s.Rates), step, span, maxSpan.Seconds())
 	}
 	if counts {
 		for i := range s.Rates {
