@@ -106,26 +106,11 @@ func gitOut(ctx context.Context, repo string, args ...string) (string, error) {
 // run, and an ensemble refuses a learner's state), sets its arguments
 // (agent.ServeArgs) and the members' volume, and starts it again.
 func (h *harness) prepareAgent(ctx context.Context, policy string) error {
+	if err := h.scale(ctx, rlAgentDeployment, 0, nil); err != nil {
+		return err
+	}
 	c := h.tb.Client.AppsV1().Deployments(nodeinstall.Namespace)
-	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := c.Get(ctx, rlAgentDeployment, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		zero := int32(0)
-		d.Spec.Replicas = &zero
-		_, err = c.Update(ctx, d, metav1.UpdateOptions{})
-		return err
-	}); err != nil {
-		return err
-	}
 	sel := "app.kubernetes.io/name=" + rlAgentDeployment
-	if err := framework.WaitFor(ctx, 2*time.Minute, time.Second, "the rl-agent stopped", func(ctx context.Context) (bool, error) {
-		pods, err := h.tb.Client.CoreV1().Pods(nodeinstall.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		return err == nil && len(pods.Items) == 0, nil
-	}); err != nil {
-		return err
-	}
 	state := filepath.Join(h.env.NodeDir, "pv", "aware-rl-agent-state")
 	entries, err := os.ReadDir(state)
 	if err != nil {
