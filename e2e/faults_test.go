@@ -55,6 +55,46 @@ var faultLoopFlags = []string{
 	"--api-failure-warning=10s",
 }
 
+// faultAPIFailureWarning is faultLoopFlags' --api-failure-warning.
+const faultAPIFailureWarning = 10 * time.Second
+
+// outageSample is what the recommender reported over an outage.
+type outageSample struct {
+	// longestFailure is the largest aware_recommender_api_failing_seconds
+	// {call=rival-scan}: the longest run of failed scans seen (the gauge
+	// is 0 again once a scan succeeds).
+	longestFailure time.Duration
+	// loops is how many loops ended (aware_recommender_loop_duration_seconds
+	// _count).
+	loops float64
+}
+
+// sampleOutage reads the recommender's metrics every second for d (it
+// serves them without the API). A failed read fails the test.
+func sampleOutage(t *testing.T, rec *component, d time.Duration) outageSample {
+	t.Helper()
+	ctx := context.Background()
+	loops := func() float64 {
+		n, _, err := rec.metric(ctx, "aware_recommender_loop_duration_seconds_count")
+		if err != nil {
+			t.Errorf("reading the recommender's metrics during the outage: %v", err)
+		}
+		return n
+	}
+	var s outageSample
+	first := loops()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		v, _, err := rec.metric(ctx, "aware_recommender_api_failing_seconds", "call=rival-scan")
+		if err != nil {
+			t.Errorf("reading the recommender's metrics during the outage: %v", err)
+			return s
+		}
+		s.longestFailure = max(s.longestFailure, time.Duration(v*float64(time.Second)))
+	}
+	s.loops = loops() - first
+	return s
+}
+
 // pinnedReplicas is the replica count of the pinned workloads
 // (createLoopDeployment's).
 const pinnedReplicas = 2
@@ -375,11 +415,16 @@ func TestControlPlaneFaults(t *testing.T) {
 		// rivals only a few times in the outage, and with 20s the last
 		// failed scan once came less than 10s after the first (CI run of
 		// 2026-11-27: no APIReadFailing).
-		time.Sleep(30 * time.Second)
-		if v, found, err := rec.metric(context.Background(), "aware_recommender_api_failing_seconds", "call=rival-scan"); err != nil || !found {
-			t.Logf("aware_recommender_api_failing_seconds{call=rival-scan}: found %t, %v", found, err)
-		} else {
-			t.Logf("%s down 30s: the rival scans have failed for %gs", name, v)
+		out := sampleOutage(t, rec, 30*time.Second)
+		failed := out.longestFailure
+		t.Logf("%s down 30s: %g loops ended; the rival scans failed for at most %s", name, out.loops, failed)
+		// Every API read of a loop is cut at half an interval and a status
+		// write abandoned after --status-write-timeout, so the loop goes on
+		// through the outage (6 loops ended with kube-apiserver stopped
+		// and 4 with etcd stopped, 2026-11-29); a loop held by a read for
+		// the API server's own 60s timeout ends at most once.
+		if out.loops < 2 {
+			t.Errorf("%s down 30s: only %g recommender loops ended; the loop waits for the API", name, out.loops)
 		}
 		rec.running(t)
 		upd.running(t)
@@ -395,9 +440,19 @@ func TestControlPlaneFaults(t *testing.T) {
 		// RBAC informers not synced yet) was once dropped with all of
 		// them, until the event sink retried such refusals
 		// (pkg/kube/apiclient/events.go, docs/faults.md).
-		warn := w.waitEvent(t, 2*time.Minute, down, corev1.EventTypeWarning, controller.ReasonAPIReadFailing)
-		recovered := w.waitEvent(t, 2*time.Minute, down, corev1.EventTypeNormal, controller.ReasonAPIReadRecovered)
-		t.Logf("%s restarted: %s %q; %s %q", name, controller.ReasonAPIReadFailing, warn, controller.ReasonAPIReadRecovered, recovered)
+		// With kube-apiserver stopped every read is refused, so the scans
+		// fail for the whole outage. With etcd stopped the API server may
+		// answer the lists from its watch cache: in a run of 2026-11-29 no
+		// scan failed between etcd's stop and its restart (the gauge stayed
+		// 0, no list error in the recommender's log), so the warning is
+		// owed only when the scans failed for --api-failure-warning.
+		if name == "kube-apiserver" || failed >= faultAPIFailureWarning {
+			warn := w.waitEvent(t, 2*time.Minute, down, corev1.EventTypeWarning, controller.ReasonAPIReadFailing)
+			recovered := w.waitEvent(t, 2*time.Minute, down, corev1.EventTypeNormal, controller.ReasonAPIReadRecovered)
+			t.Logf("%s restarted: %s %q; %s %q", name, controller.ReasonAPIReadFailing, warn, controller.ReasonAPIReadRecovered, recovered)
+		} else {
+			t.Logf("%s restarted: the API server answered the rival scans through the outage (longest failure %s, under --api-failure-warning %s), so no %s is owed", name, failed, faultAPIFailureWarning, controller.ReasonAPIReadFailing)
+		}
 		if wantWriteRecovered {
 			msg := w.waitEvent(t, 2*time.Minute, down, corev1.EventTypeNormal, controller.ReasonStatusWriteRecovered)
 			t.Logf("%s restarted: %s %q", name, controller.ReasonStatusWriteRecovered, msg)
