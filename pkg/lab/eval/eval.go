@@ -64,7 +64,12 @@ type Options struct {
 	// SeriesRun is the index of the run whose per-window time series is
 	// kept for every policy; negative keeps none.
 	SeriesRun int
-	Progress  Progress
+	// KeepSeries, when set, also keeps the time series of every run it
+	// returns true for, in Report.RunSeries: a caller that plots several
+	// runs gets them from the evaluation that counts them, instead of
+	// simulating them again.
+	KeepSeries func(run int) bool
+	Progress   Progress
 }
 
 // RunResult is one policy on one run.
@@ -150,6 +155,10 @@ type Report struct {
 	Summaries   []Summary   `json:"summaries"`
 	Results     []RunResult `json:"results"`
 	Series      *SeriesSet  `json:"series,omitempty"`
+	// RunSeries are the runs Options.KeepSeries kept, by run index; not
+	// written to JSON (a run of a week at one minute is 10,080 points a
+	// policy).
+	RunSeries map[int]*SeriesSet `json:"-"`
 	// Comparisons pair policies with a baseline (Compare), when the
 	// caller asked for them.
 	Comparisons []Comparison `json:"comparisons,omitempty"`
@@ -229,7 +238,7 @@ func Evaluate(ctx context.Context, runs []Run, contenders []Contender, o Options
 			defer wg.Done()
 			for j := range next {
 				jb := jobs[j]
-				res, series, err := runOne(ctx, runs[jb.run], contenders[jb.contender], cfg, o, jb.run == o.SeriesRun)
+				res, series, err := runOne(ctx, runs[jb.run], contenders[jb.contender], cfg, o, o.keeps(jb.run))
 				results[j] = jobResult{res, series, err}
 				if err != nil {
 					cancel()
@@ -313,11 +322,25 @@ func reduce(runs []Run, contenders []Contender, jobs []job, results []jobResult,
 		a.lost += x.LostRequests
 		a.rewardSum += x.rewardSum
 		if r.series != nil {
-			if rep.Series == nil {
-				run := runs[jobs[j].run]
-				rep.Series = &SeriesSet{App: run.App.Name, Trace: run.Trace.Name, SLO: run.App.SLO}
+			ri := jobs[j].run
+			run := runs[ri]
+			if ri == o.SeriesRun {
+				if rep.Series == nil {
+					rep.Series = &SeriesSet{App: run.App.Name, Trace: run.Trace.Name, SLO: run.App.SLO}
+				}
+				rep.Series.Series = append(rep.Series.Series, Series{Policy: x.Policy, Points: r.series})
 			}
-			rep.Series.Series = append(rep.Series.Series, Series{Policy: x.Policy, Points: r.series})
+			if o.KeepSeries != nil && o.KeepSeries(ri) {
+				if rep.RunSeries == nil {
+					rep.RunSeries = map[int]*SeriesSet{}
+				}
+				set := rep.RunSeries[ri]
+				if set == nil {
+					set = &SeriesSet{App: run.App.Name, Trace: run.Trace.Name, SLO: run.App.SLO}
+					rep.RunSeries[ri] = set
+				}
+				set.Series = append(set.Series, Series{Policy: x.Policy, Points: r.series})
+			}
 		}
 	}
 	for _, a := range accs {
@@ -331,6 +354,12 @@ func reduce(runs []Run, contenders []Contender, jobs []job, results []jobResult,
 		rep.Summaries = append(rep.Summaries, s)
 	}
 	return rep
+}
+
+// keeps reports whether run's time series is kept (SeriesRun or
+// KeepSeries).
+func (o Options) keeps(run int) bool {
+	return run == o.SeriesRun || (o.KeepSeries != nil && o.KeepSeries(run))
 }
 
 func ratio(a, b float64) float64 {

@@ -6,9 +6,12 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -284,5 +287,33 @@ func TestMemoryFlatInSteps(t *testing.T) {
 	short, long := allocs(500), allocs(5000)
 	if long > short+10 {
 		t.Errorf("%g allocations for 5000 windows, %g for 500: the evaluator keeps per-window state", long, short)
+	}
+}
+
+// TestKeepSeries: the runs KeepSeries names keep their time series in
+// RunSeries, equal to what SeriesRun keeps of the same run alone, and no
+// other run's; SeriesRun's is unaffected.
+func TestKeepSeries(t *testing.T) {
+	runs := testRuns(t, 4, 120)
+	keep := map[int]bool{1: true, 3: true}
+	rep, err := Evaluate(context.Background(), runs, contenders(), Options{SeriesRun: 0, Workers: 2, KeepSeries: func(i int) bool { return keep[i] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Series == nil || rep.Series.App != runs[0].App.Name {
+		t.Fatalf("SeriesRun's series %+v", rep.Series)
+	}
+	if len(rep.RunSeries) != len(keep) {
+		t.Fatalf("kept runs %v, want %v", slices.Sorted(maps.Keys(rep.RunSeries)), keep)
+	}
+	for i := range keep {
+		alone, err := Evaluate(context.Background(), runs[i:i+1], contenders(), Options{SeriesRun: 0, Workers: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := rep.RunSeries[i]
+		if got == nil || got.App != runs[i].App.Name || !reflect.DeepEqual(got.Series, alone.Series.Series) {
+			t.Errorf("run %d: kept series differ from the run's alone", i)
+		}
 	}
 }

@@ -135,8 +135,9 @@ type ReplayOptions struct {
 	// recommender cannot link (they need Gorgonia).
 	Extra []eval.Contender
 	// Plot keeps, for each replayed workload, every policy's time series
-	// on the first seed (Result.Plots, for WritePlotSVG). It costs one
-	// more replay per workload and policy.
+	// on the first seed (Result.Plots, for WritePlotSVG), from the replay
+	// the table counts: it costs memory (a week at one minute is 10,080
+	// points per policy and workload), not another replay.
 	Plot bool
 }
 
@@ -226,7 +227,13 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 		cs = append(cs, c)
 	}
 	cs = append(cs, o.Extra...)
-	rep, err := eval.Evaluate(ctx, runs, cs, eval.Options{Config: cfg, Prices: o.Prices, SeriesRun: -1, Workers: o.Workers, Progress: o.Progress})
+	eo := eval.Options{Config: cfg, Prices: o.Prices, SeriesRun: -1, Workers: o.Workers, Progress: o.Progress}
+	if o.Plot {
+		// The plots show the first seed's run of each workload: kept from
+		// the runs the table counts, not simulated again.
+		eo.KeepSeries = func(i int) bool { return runs[i].Seed == o.Seed }
+	}
+	rep, err := eval.Evaluate(ctx, runs, cs, eo)
 	if err != nil {
 		return nil, fmt.Errorf("whatif: %w", err)
 	}
@@ -237,19 +244,12 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 		}
 	}
 	if o.Plot {
-		// The first seed's run of each workload, again, keeping its series:
-		// eval keeps one run's series per evaluation, and the simulator is
-		// deterministic, so this is the same run the table counts.
-		for _, r := range runs {
-			if r.Seed != o.Seed {
-				continue
+		for i, r := range runs {
+			if set := rep.RunSeries[i]; set != nil {
+				res.Plots = append(res.Plots, Plot{History: byApp[r.App.Name], Replayed: set})
 			}
-			one, err := eval.Evaluate(ctx, []eval.Run{r}, cs, eval.Options{Config: cfg, Prices: o.Prices, SeriesRun: 0, Workers: o.Workers})
-			if err != nil {
-				return nil, fmt.Errorf("whatif: plotting %s: %w", r.App.Name, err)
-			}
-			res.Plots = append(res.Plots, Plot{History: byApp[r.App.Name], Replayed: one.Series})
 		}
+		rep.RunSeries = nil
 	}
 	return res, nil
 }
