@@ -421,8 +421,8 @@ func TestControlPlaneFaults(t *testing.T) {
 		// Every API read of a loop is cut at half an interval and a status
 		// write abandoned after --status-write-timeout, so the loop goes on
 		// through the outage: 6 loops ended with kube-apiserver stopped,
-		// and 4 and 2 with etcd stopped (2026-11-29; a loop whose reads
-		// and checkpoint writes are all cut takes about 15s). A loop held
+		// and 4 and 2 with etcd stopped (2026-11-29: with 2 in 30s, a
+		// loop there took about 15s). A loop held
 		// from the outage's start by a read for the API server's own 60s
 		// timeout ends none.
 		if out.loops < 1 {

@@ -323,23 +323,23 @@ func reduce(runs []Run, contenders []Contender, jobs []job, results []jobResult,
 		a.rewardSum += x.rewardSum
 		if r.series != nil {
 			ri := jobs[j].run
-			run := runs[ri]
-			if ri == o.SeriesRun {
-				if rep.Series == nil {
-					rep.Series = &SeriesSet{App: run.App.Name, Trace: run.Trace.Name, SLO: run.App.SLO}
+			add := func(set **SeriesSet) {
+				if *set == nil {
+					run := runs[ri]
+					*set = &SeriesSet{App: run.App.Name, Trace: run.Trace.Name, SLO: run.App.SLO}
 				}
-				rep.Series.Series = append(rep.Series.Series, Series{Policy: x.Policy, Points: r.series})
+				(*set).Series = append((*set).Series, Series{Policy: x.Policy, Points: r.series})
+			}
+			if ri == o.SeriesRun {
+				add(&rep.Series)
 			}
 			if o.KeepSeries != nil && o.KeepSeries(ri) {
 				if rep.RunSeries == nil {
 					rep.RunSeries = map[int]*SeriesSet{}
 				}
 				set := rep.RunSeries[ri]
-				if set == nil {
-					set = &SeriesSet{App: run.App.Name, Trace: run.Trace.Name, SLO: run.App.SLO}
-					rep.RunSeries[ri] = set
-				}
-				set.Series = append(set.Series, Series{Policy: x.Policy, Points: r.series})
+				add(&set)
+				rep.RunSeries[ri] = set
 			}
 		}
 	}
