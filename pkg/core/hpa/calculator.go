@@ -112,10 +112,19 @@ type podGroups struct {
 	missing []int
 }
 
+// groupBuf backs a podGroups for up to 16 pods in each group, on the
+// caller's stack, so that grouping a small workload allocates nothing (the
+// simulator's replays call it every window).
+type groupBuf [3][16]int
+
+func (b *groupBuf) groups() podGroups {
+	return podGroups{ready: b[0][:0], unready: b[1][:0], missing: b[2][:0]}
+}
+
 // group classifies pods as upstream groupPods does. applyCPURule enables the
 // CPU initialisation / readiness rule; window is the metric window, used to
 // decide whether a freshly ready pod's metric covers readiness.
-func (c *Calculator) group(now time.Time, pods []PodMetric, applyCPURule bool, window time.Duration, g *podGroups) {
+func (c *Calculator) group(now time.Time, pods []PodMetric, applyCPURule bool, window time.Duration, g podGroups) podGroups {
 	g.ready, g.unready, g.missing = g.ready[:0], g.unready[:0], g.missing[:0]
 	for i := range pods {
 		p := &pods[i]
@@ -135,6 +144,7 @@ func (c *Calculator) group(now time.Time, pods []PodMetric, applyCPURule bool, w
 		}
 		g.ready = append(g.ready, i)
 	}
+	return g
 }
 
 func (c *Calculator) cpuUnready(now time.Time, p *PodMetric, window time.Duration) bool {
@@ -163,8 +173,8 @@ func (c *Calculator) ResourceUtilizationReplicas(now time.Time, current int32, p
 	if !(target > 0) || math.IsInf(target, 0) {
 		return Result{}, fmt.Errorf("target utilization must be a positive number, got %g", target)
 	}
-	var g podGroups
-	c.group(now, pods, cpu, window, &g)
+	var buf groupBuf
+	g := c.group(now, pods, cpu, window, buf.groups())
 	if len(g.ready) == 0 {
 		return Result{}, ErrNoMetrics
 	}
@@ -227,8 +237,8 @@ func (c *Calculator) AverageValueReplicas(now time.Time, current int32, pods []P
 	if !(target > 0) || math.IsInf(target, 0) {
 		return Result{}, fmt.Errorf("target average value must be a positive number, got %g", target)
 	}
-	var g podGroups
-	c.group(now, pods, cpu, window, &g)
+	var buf groupBuf
+	g := c.group(now, pods, cpu, window, buf.groups())
 	if len(g.ready) == 0 {
 		return Result{}, ErrNoMetrics
 	}

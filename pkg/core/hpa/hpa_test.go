@@ -373,3 +373,35 @@ func BenchmarkPolicyRecommend(b *testing.B) {
 		}
 	}
 }
+
+// TestCalculatorDoesNotAllocate: the simulator's replays compute replicas
+// every window, so grouping a workload of up to 16 pods per group must not
+// allocate; beyond, the groups grow on the heap and stay correct.
+func TestCalculatorDoesNotAllocate(t *testing.T) {
+	c := DefaultCalculator()
+	for _, tc := range []struct {
+		name   string
+		pods   []PodMetric
+		allocs bool
+	}{
+		{"10 pods", pods(0.5, 0.6, 0.7, 0.8, 0.9, 0.5, 0.6, 0.7, 0.8, 0.9), false},
+		{"40 pods", pods(make([]float64, 40)...), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r Result
+			var err error
+			n := testing.AllocsPerRun(100, func() {
+				r, err = c.ResourceUtilizationReplicas(t0, int32(len(tc.pods)), tc.pods, 0.5, true, time.Minute)
+			})
+			if err != nil || r.ReadyPods != len(tc.pods) {
+				t.Fatalf("result %+v, %v: want all %d pods ready", r, err, len(tc.pods))
+			}
+			if tc.allocs != (n > 0) {
+				t.Errorf("%g allocations per call", n)
+			}
+			if _, err := c.AverageValueReplicas(t0, int32(len(tc.pods)), tc.pods, 0.5, true, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
