@@ -192,6 +192,7 @@ type QueryObserver interface {
 // concurrent use.
 type Prometheus struct {
 	api     promv1.API
+	client  api.Client // range queries, decoded by queryRange
 	timeout time.Duration
 	window  time.Duration
 	now     func() time.Time
@@ -241,7 +242,7 @@ func NewPrometheus(o PrometheusOptions) (*Prometheus, error) {
 		}
 		return v
 	}
-	p := &Prometheus{api: promv1.NewAPI(c), timeout: o.Timeout, window: o.Window, now: o.Now, tmpl: map[string]*queryTemplate{}, obs: o.Observer}
+	p := &Prometheus{api: promv1.NewAPI(c), client: c, timeout: o.Timeout, window: o.Window, now: o.Now, tmpl: map[string]*queryTemplate{}, obs: o.Observer}
 	if p.now == nil {
 		p.now = time.Now
 	}
@@ -380,13 +381,8 @@ func (p *Prometheus) ranged(ctx context.Context, name, query string, r promv1.Ra
 	defer func() { p.observe(name, err) }()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	v, _, _, err := p.api.QueryRange(ctx, query, r, promv1.WithTimeout(timeout))
-	if err != nil {
+	if m, err = queryRange(ctx, p.client, query, r, timeout); err != nil {
 		return nil, fmt.Errorf("prometheus %s range query %q: %w", name, query, err)
-	}
-	m, ok := v.(model.Matrix)
-	if !ok {
-		return nil, fmt.Errorf("prometheus %s range query %q: result type %s, want matrix", name, query, typeOf(v))
 	}
 	return m, nil
 }
