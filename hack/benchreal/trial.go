@@ -4,6 +4,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"github.com/aware-k8s/aware/hack/benchvpa/bench"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	"github.com/aware-k8s/aware/recommender/controller"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -167,6 +169,9 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 			logf("WARNING: %s repetition %d: the SLO inputs were MISSING: %s", policy, rep, r.SLOMissing)
 		}
 	}
+	if hasMPA(policy) {
+		r.Decisions = h.decisions(ctx, ns, start)
+	}
 	var used, ok float64
 	for _, w := range r.Windows {
 		used += w.CPUUsed * (w.End - w.Start)
@@ -176,6 +181,27 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		r.CPUSecondsPerRequest = used / ok
 	}
 	return r, nil
+}
+
+// decisions lists the recommender's RecommendationChanged events in ns,
+// in time order. A failure to list is logged and leaves the run without
+// them: the run's measurements stand without its explanation.
+func (h *harness) decisions(ctx context.Context, ns string, start time.Time) []result.Decision {
+	l, err := h.tb.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + controller.ReasonRecommendationChanged})
+	if err != nil {
+		logf("listing the recommender's decisions in %s: %v", ns, err)
+		return nil
+	}
+	out := make([]result.Decision, 0, len(l.Items))
+	for _, e := range l.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		out = append(out, result.Decision{At: at.Sub(start).Seconds(), Count: e.Count, Message: e.Message})
+	}
+	slices.SortStableFunc(out, func(a, b result.Decision) int { return cmp.Compare(a.At, b.At) })
+	return out
 }
 
 func (h *harness) deleteNamespace(ctx context.Context, ns string) error {

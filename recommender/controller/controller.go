@@ -738,6 +738,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	s.Recommendation = mpa.RecommendedPodResources(rec)
 	s.CurrentMetrics = append(currentMetrics(&obs), goalStatuses(ctx, m, ext, pods)...)
 	s.RL = rl
+	c.noteChange(ctx, m, s, def.Reason)
 	setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided", "", now)
 	from := "the replica count was computed from CPU utilization"
 	if len(obs.Goals) > 0 {

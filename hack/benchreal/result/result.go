@@ -112,6 +112,22 @@ type Run struct {
 	// serves: requestRate/success and latency/success say it read the
 	// SLO histogram.
 	RecommenderQueries map[string]float64 `json:"recommenderQueries,omitempty"`
+	// Decisions are the recommender's RecommendationChanged events on the
+	// run's autoscaler: what changed, who decided and the default's
+	// reason, so that a run says which rule chose its path. Absent for
+	// the HPA and VPA, and in files written before.
+	Decisions []Decision `json:"decisions,omitempty"`
+}
+
+// Decision is one RecommendationChanged event.
+type Decision struct {
+	// At is the event's last time, in seconds from the run's start
+	// (negative before the load began); Count how often the recorder saw
+	// it (an event repeated with the same message is counted, not
+	// repeated).
+	At      float64 `json:"at"`
+	Count   int32   `json:"count,omitempty"`
+	Message string  `json:"message"`
 }
 
 // CPUShare is CPU time in seconds over a run, by part of the machine.

@@ -1,0 +1,83 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+)
+
+func recStatus(written bool, replicas int32, cpu, mem string) *v1alpha1.MultidimPodAutoscalerStatus {
+	s := &v1alpha1.MultidimPodAutoscalerStatus{DesiredReplicas: replicas}
+	if written {
+		s.RecommendationTime = &metav1.Time{}
+	}
+	target := corev1.ResourceList{}
+	if cpu != "" {
+		target[corev1.ResourceCPU] = resource.MustParse(cpu)
+	}
+	if mem != "" {
+		target[corev1.ResourceMemory] = resource.MustParse(mem)
+	}
+	s.Recommendation = &v1alpha1.RecommendedPodResources{ContainerRecommendations: []v1alpha1.RecommendedContainerResources{{ContainerName: "app", Target: target}}}
+	return s
+}
+
+func TestRecommendationChanges(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		before, after *v1alpha1.MultidimPodAutoscalerStatus
+		want          string
+	}{
+		{"first", &v1alpha1.MultidimPodAutoscalerStatus{}, recStatus(true, 2, "200m", "256Mi"), "first recommendation: replicas 2; app cpu 200m; app memory 256Mi"},
+		{"unchanged", recStatus(true, 2, "200m", "256Mi"), recStatus(true, 2, "0.2", "256Mi"), ""},
+		{"scale-out", recStatus(true, 1, "200m", "256Mi"), recStatus(true, 3, "200m", "256Mi"), "replicas 1 -> 3"},
+		{"resize", recStatus(true, 1, "200m", "256Mi"), recStatus(true, 1, "1", "300Mi"), "app cpu 200m -> 1; app memory 256Mi -> 300Mi"},
+		{"both", recStatus(true, 3, "600m", "256Mi"), recStatus(true, 4, "800m", "256Mi"), "replicas 3 -> 4; app cpu 600m -> 800m"},
+		{"a resource newly set", recStatus(true, 1, "200m", ""), recStatus(true, 1, "200m", "256Mi"), "app memory 256Mi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := recommendationChanges(tc.before, tc.after); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRecommendationChangedEvent: the first recommendation and every later
+// change are announced with what changed and the default's reason; a loop
+// that changes nothing announces nothing.
+func TestRecommendationChangedEvent(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.4, 256<<20), podUsage("ns", "web-2", 0.4, 256<<20))
+	f.start()
+	changed := func() []string {
+		var got []string
+		for _, e := range drainEvents(f.recorder) {
+			if strings.Contains(e, ReasonRecommendationChanged) {
+				got = append(got, e)
+			}
+		}
+		return got
+	}
+	drainEvents(f.recorder)
+	f.tick()
+	got := changed()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "Normal") || !strings.Contains(got[0], "first recommendation: replicas") || !strings.Contains(got[0], "decided by Default: ") {
+		t.Fatalf("first loop: events %v, want one first recommendation decided by the default", got)
+	}
+	// Four times the usage: the default scales out, and says why.
+	f.usage.set(podUsage("ns", "web-1", 1.6, 256<<20), podUsage("ns", "web-2", 1.6, 256<<20))
+	f.tick()
+	got = changed()
+	if len(got) != 1 || !strings.Contains(got[0], "RecommendationChanged replicas ") || !strings.Contains(got[0], " -> ") {
+		t.Fatalf("after the load rose: events %v, want one scale-out", got)
+	}
+	if _, reason, _ := strings.Cut(got[0], "decided by Default: "); strings.TrimSpace(reason) == "" {
+		t.Errorf("the event %q gives no reason", got[0])
+	}
+}
