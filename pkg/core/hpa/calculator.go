@@ -123,9 +123,9 @@ func (b *groupBuf) groups() podGroups {
 
 // group classifies pods as upstream groupPods does. applyCPURule enables the
 // CPU initialisation / readiness rule; window is the metric window, used to
-// decide whether a freshly ready pod's metric covers readiness.
+// decide whether a freshly ready pod's metric covers readiness. It appends
+// to g's (empty) slices, groupBuf's arrays, and returns them.
 func (c *Calculator) group(now time.Time, pods []PodMetric, applyCPURule bool, window time.Duration, g podGroups) podGroups {
-	g.ready, g.unready, g.missing = g.ready[:0], g.unready[:0], g.missing[:0]
 	for i := range pods {
 		p := &pods[i]
 		if !p.HasValue {

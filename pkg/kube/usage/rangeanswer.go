@@ -23,8 +23,9 @@ import (
 // decoder, which validates and skips it again into a RawMessage before
 // json-iterator decodes it (10 of the 14 s of JSON in make bench-whatif's
 // profile). queryRange sends the same request through the same api.Client
-// and decodes the answer in one encoding/json pass, whose series' values
-// are parsed by hand from the bytes the pass hands over. Its errors are the
+// and decodes the answer with one json.Unmarshal (one validation, one
+// decode), whose series' values are parsed by hand from the bytes it hands
+// over. Its errors are the
 // *promv1.Error values QueryRange returns, so classify reads both alike.
 
 // queryRange runs a range query as promv1.API.QueryRange does (a POST
