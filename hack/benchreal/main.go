@@ -103,7 +103,7 @@ func main() {
 	flag.DurationVar(&o.startupDelay, "startup-delay", 5*time.Second, "the app's start-up delay before it is ready")
 	flag.IntVar(&o.appPort, "app-port", 0, "loopback port the app's replicas share (0: the testbed's base port + 40)")
 	flag.DurationVar(&o.cooldown, "cooldown", 20*time.Second, "pause between runs, after the previous run's pods are gone")
-	flag.StringVar(&o.out, "out", "bench-real-out", "directory for results.json, results.txt and logs")
+	flag.StringVar(&o.out, "out", "bench-real-out", "directory for results.json, results.txt, timelines.txt (each run's decisions and events in time order) and logs")
 	flag.StringVar(&o.repo, "repo", ".", "the repository's root (deploy/ is installed from it)")
 	flag.StringVar(&o.loadgenBin, "loadgen", "", "the load generator's binary")
 	flag.StringVar(&o.vpaBin, "vpa-bin", "", "directory of VPA's recommender, updater and admission-controller")
@@ -332,7 +332,19 @@ func report(o options, runs []result.Run) error {
 		return err
 	}
 	fmt.Print(b.String())
-	return os.WriteFile(filepath.Join(o.out, "results.txt"), []byte(b.String()), 0o644)
+	if err := os.WriteFile(filepath.Join(o.out, "results.txt"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	// Each run's decisions and events, merged in time order: the path it
+	// took, readable without the JSON.
+	var t strings.Builder
+	for _, r := range runs {
+		fmt.Fprintf(&t, "== %s repetition %d\n", r.Policy, r.Rep)
+		if err := result.Timeline(&t, r); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(o.out, "timelines.txt"), []byte(t.String()), 0o644)
 }
 
 func mergeReport(o options) error {

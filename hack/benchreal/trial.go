@@ -172,6 +172,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	if hasMPA(policy) {
 		r.Decisions = h.decisions(ctx, ns, start)
 	}
+	r.Events = h.events(ctx, ns, start)
 	var used, ok float64
 	for _, w := range r.Windows {
 		used += w.CPUUsed * (w.End - w.Start)
@@ -201,6 +202,33 @@ func (h *harness) decisions(ctx context.Context, ns string, start time.Time) []r
 		out = append(out, result.Decision{At: at.Sub(start).Seconds(), Count: e.Count, Message: e.Message})
 	}
 	slices.SortStableFunc(out, func(a, b result.Decision) int { return cmp.Compare(a.At, b.At) })
+	return out
+}
+
+// events lists the events of ns other than the recommender's decisions,
+// in time order. A failure to list is logged, as for decisions.
+func (h *harness) events(ctx context.Context, ns string, start time.Time) []result.Event {
+	l, err := h.tb.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason!=" + controller.ReasonRecommendationChanged})
+	if err != nil {
+		logf("listing the events in %s: %v", ns, err)
+		return nil
+	}
+	out := make([]result.Event, 0, len(l.Items))
+	for _, e := range l.Items {
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		src := e.Source.Component
+		if src == "" {
+			src = e.ReportingController
+		}
+		out = append(out, result.Event{
+			At: at.Sub(start).Seconds(), Count: e.Count, Type: e.Type, Reason: e.Reason,
+			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Source: src, Message: e.Message,
+		})
+	}
+	slices.SortStableFunc(out, func(a, b result.Event) int { return cmp.Compare(a.At, b.At) })
 	return out
 }
 

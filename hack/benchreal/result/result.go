@@ -117,6 +117,49 @@ type Run struct {
 	// reason, so that a run says which rule chose its path. Absent for
 	// the HPA and VPA, and in files written before.
 	Decisions []Decision `json:"decisions,omitempty"`
+	// Events are the run's other events in its namespace, in time order:
+	// the updater's evictions and resizes, the HPA's rescales, the
+	// scheduler's FailedScheduling, the kubelet's kills and deferred
+	// resizes. With Decisions they say which pod went where and why.
+	// Absent in files written before.
+	Events []Event `json:"events,omitempty"`
+}
+
+// Event is one Kubernetes event of a run's namespace.
+type Event struct {
+	// At is as Decision's.
+	At    float64 `json:"at"`
+	Count int32   `json:"count,omitempty"`
+	// Type is Normal or Warning; Source the component that reported it
+	// (scheduler, kubelet, aware-updater, horizontal-pod-autoscaler, …).
+	Type    string `json:"type"`
+	Reason  string `json:"reason"`
+	Object  string `json:"object"`
+	Source  string `json:"source,omitempty"`
+	Message string `json:"message"`
+}
+
+// Timeline writes a run's decisions and events merged in time order, one
+// line each, so a run's path can be read without the JSON.
+func Timeline(w io.Writer, r Run) error {
+	type line struct {
+		at   float64
+		text string
+	}
+	lines := make([]line, 0, len(r.Decisions)+len(r.Events))
+	for _, d := range r.Decisions {
+		lines = append(lines, line{d.At, fmt.Sprintf("decision %s (×%d)", d.Message, max(d.Count, 1))})
+	}
+	for _, e := range r.Events {
+		lines = append(lines, line{e.At, fmt.Sprintf("%s %s %s [%s] %s (×%d)", e.Type, e.Reason, e.Object, e.Source, e.Message, max(e.Count, 1))})
+	}
+	sort.SliceStable(lines, func(i, j int) bool { return lines[i].at < lines[j].at })
+	for _, l := range lines {
+		if _, err := fmt.Fprintf(w, "%7.1fs %s\n", l.at, l.text); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Decision is one RecommendationChanged event.

@@ -322,3 +322,28 @@ func TestOutside(t *testing.T) {
 		})
 	}
 }
+
+func TestTimeline(t *testing.T) {
+	r := Run{
+		Decisions: []Decision{
+			{At: 10, Count: 1, Message: "first recommendation: replicas 1"},
+			{At: 130, Count: 3, Message: "replicas 1 → 3"},
+		},
+		Events: []Event{
+			{At: 131.5, Type: "Warning", Reason: "FailedScheduling", Object: "Pod/testapp-x", Source: "default-scheduler", Message: "0/1 nodes are available: 1 Insufficient cpu."},
+			{At: -2, Count: 1, Type: "Normal", Reason: "Scheduled", Object: "Pod/testapp-a", Source: "default-scheduler", Message: "assigned"},
+		},
+	}
+	var b strings.Builder
+	if err := Timeline(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	want := `   -2.0s Normal Scheduled Pod/testapp-a [default-scheduler] assigned (×1)
+   10.0s decision first recommendation: replicas 1 (×1)
+  130.0s decision replicas 1 → 3 (×3)
+  131.5s Warning FailedScheduling Pod/testapp-x [default-scheduler] 0/1 nodes are available: 1 Insufficient cpu. (×1)
+`
+	if b.String() != want {
+		t.Errorf("Timeline:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
