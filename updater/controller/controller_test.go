@@ -679,6 +679,31 @@ func TestPodModel(t *testing.T) {
 	}
 }
 
+func TestPodModelUnschedulable(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		node string
+		cond *corev1.PodCondition
+		want bool
+	}{
+		{"the scheduler found no node", "", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}, true},
+		{"not yet tried", "", nil, false},
+		{"waiting for another reason", "", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "SchedulingGated"}, false},
+		{"bound since", "node-1", &corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPod("a", "250m", "256Mi")
+			p.Spec.NodeName, p.Status.Phase, p.Status.Conditions = tc.node, corev1.PodPending, nil
+			if tc.cond != nil {
+				p.Status.Conditions = []corev1.PodCondition{*tc.cond}
+			}
+			if m, _ := podModel(p); m.Unschedulable != tc.want || m.Alive {
+				t.Errorf("unschedulable = %v, alive = %v; want %v, false", m.Unschedulable, m.Alive, tc.want)
+			}
+		})
+	}
+}
+
 func TestMetricsLint(t *testing.T) {
 	f := newFixture(t, testConfig(), 4, newMPA(v1alpha1.UpdateModeAuto, 8, 0), freshLease(t0), newPod("a", "100m", "128Mi"))
 	f.run(0)

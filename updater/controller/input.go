@@ -27,6 +27,7 @@ func podModel(p *corev1.Pod) (logic.Pod, bool) {
 	if p.Status.StartTime != nil {
 		out.Started = p.Status.StartTime.Time
 	}
+	out.Unschedulable = unschedulable(p)
 	ready, readySince := podReady(p)
 	out.Alive = !out.Terminating && p.Status.Phase == corev1.PodRunning && ready
 	if ready {
@@ -59,6 +60,19 @@ func podReady(p *corev1.Pod) (bool, time.Time) {
 		}
 	}
 	return false, time.Time{}
+}
+
+// unschedulable reports whether the scheduler found no node for p.
+func unschedulable(p *corev1.Pod) bool {
+	if p.Spec.NodeName != "" {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
 }
 
 // boostRecords reads the admission controller's start-up boost

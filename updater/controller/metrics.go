@@ -43,7 +43,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason", "result"}),
 		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_updater_skips_total",
-			Help: "Updates not done in a loop, by reason (e.g. StaleRecommendation, AdmissionHeartbeatStale, MinReplicas, GlobalRateLimit, WorkloadRateLimit, ResizeRateLimit, ResizePending, AmbiguousTarget).",
+			Help: "Updates not done in a loop, by reason (e.g. StaleRecommendation, AdmissionHeartbeatStale, MinReplicas, GlobalRateLimit, WorkloadRateLimit, ResizeRateLimit, ResizePending, AmbiguousTarget, Unschedulable).",
 		}, []string{"reason"}),
 		loopDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "aware_updater_loop_duration_seconds",

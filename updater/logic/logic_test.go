@@ -504,3 +504,56 @@ func TestVerticalInPlaceOnly(t *testing.T) {
 		})
 	}
 }
+
+// While a pod of the workload waits for a node, no running pod is evicted:
+// its replacement would wait as well. Resizes go on (they keep the pod),
+// and the pod that waits may itself be recreated with the recommendation.
+func TestVerticalUnschedulable(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	cfg.MinReplicas = 1
+	young := t0.Add(-time.Minute)
+	waiting := func(cpu float64) Pod {
+		p := pod("pending", cpu, 1, young)
+		p.Alive, p.Unschedulable = false, true
+		return p
+	}
+	deferred := pod("a", 1, 1, young)
+	deferred.Resize, deferred.ResizeSince = ResizeDeferred, t0.Add(-cfg.ResizeDeferredTimeout)
+	deadOOM := pod("oom", 1, 0.25, young)
+	deadOOM.Alive, deadOOM.Containers[0].LastOOMKill = false, t0.Add(-30*time.Second)
+	gone := waiting(1)
+	gone.Terminating = true
+	// Each case has a second live pod at the target, so that without the
+	// hold the live-replica floor would let the eviction through.
+	for _, tc := range []struct {
+		name      string
+		mode      v1alpha1.UpdateMode
+		pods      []Pod
+		want      []string
+		wantSkips []string
+	}{
+		{"outside bounds, Recreate: held", v1alpha1.UpdateModeRecreate,
+			[]Pod{pod("a", 0.2, 1, young), waiting(1), pod("b", 1, 1, young)}, nil, []string{"a:Unschedulable"}},
+		{"deferred past the timeout: held, not evicted", v1alpha1.UpdateModeInPlaceOrRecreate,
+			[]Pod{deferred, waiting(1), pod("b", 1, 1, young)}, nil, []string{"a:Unschedulable"}},
+		{"outside bounds, InPlaceOrRecreate: resized in place", v1alpha1.UpdateModeInPlaceOrRecreate,
+			[]Pod{pod("a", 0.2, 1, young), waiting(1)}, []string{"a:Resize:OutsideBounds"}, nil},
+		{"the waiting pod itself, outside bounds: recreated", v1alpha1.UpdateModeRecreate,
+			[]Pod{pod("a", 1, 1, young), waiting(3)}, []string{"pending:Evict:OutsideBounds"}, nil},
+		{"a pod dead of OOM: still evicted", v1alpha1.UpdateModeRecreate,
+			[]Pod{deadOOM, waiting(1)}, []string{"oom:Evict:OOMKilled"}, nil},
+		{"the waiting pod is being deleted: no hold", v1alpha1.UpdateModeRecreate,
+			[]Pod{pod("a", 0.2, 1, young), gone, pod("b", 1, 1, young)}, []string{"a:Evict:OutsideBounds"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := testWorkload(tc.mode, 3, tc.pods...)
+			p := DecideVertical(t0, cfg, w, open())
+			if got := names(p.Updates); !slices.Equal(got, tc.want) {
+				t.Errorf("updates %v, want %v (skips %v)", got, tc.want, skips(p.Skips))
+			}
+			if got := skips(p.Skips); !slices.Equal(got, tc.wantSkips) {
+				t.Errorf("skips %v, want %v", got, tc.wantSkips)
+			}
+		})
+	}
+}

@@ -60,6 +60,9 @@ type Pod struct {
 	Alive bool
 	// Terminating: the pod has a deletion timestamp (e.g. evicted earlier).
 	Terminating bool
+	// Unschedulable: the scheduler found no node for the pod (PodScheduled
+	// False, reason Unschedulable).
+	Unschedulable bool
 	Containers  []Container
 	Resize      ResizeState
 	// ResizeSince is when the resize condition last transitioned.
@@ -123,6 +126,11 @@ const (
 	SkipStartupBoost SkipReason = "StartupBoost"
 	// SkipEvictionDisabled: in InPlace mode a pod is never evicted.
 	SkipEvictionDisabled SkipReason = "EvictionDisabled"
+	// SkipUnschedulable: a pod of the workload waits for a node, so a
+	// running pod is not evicted: its replacement, admitted with the
+	// recommendation, would wait as well, and the workload would lose a
+	// replica instead of resizing one.
+	SkipUnschedulable SkipReason = "Unschedulable"
 )
 
 // RecommendationFresh is the staleness guard: a recommendation is usable

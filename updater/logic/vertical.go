@@ -276,6 +276,11 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 		}
 	}
 	small := w.Replicas <= cfg.MinReplicas
+	// unplaced: a pod of the workload waits for a node. The cluster has
+	// no room for it; a pod evicted now would come back with the same
+	// recommendation and wait too, and the workload would lose a serving
+	// replica instead of gaining a resized one.
+	unplaced := slices.ContainsFunc(w.Pods, func(p Pod) bool { return p.Unschedulable && !p.Terminating })
 	for _, c := range cands {
 		if c.action == ActionResize {
 			// An in-place resize keeps the pod: no live-replica floor, no
@@ -307,7 +312,14 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 		// admitted with the raised memory. The live-replica guards below
 		// would otherwise hold it at the memory it dies at for as long as
 		// it, or the other replicas, are down.
-		switch deadOOM := !c.pod.Alive && c.reason == ReasonOOMKilled; {
+		deadOOM := !c.pod.Alive && c.reason == ReasonOOMKilled
+		// Evicting a pod that holds no room on a node (it is itself
+		// unplaced) or serves nothing (dead of OOM) loses nothing.
+		if unplaced && !deadOOM && !c.pod.Unschedulable {
+			skip(SkipUnschedulable)
+			continue
+		}
+		switch {
 		case deadOOM:
 		case small:
 			if cfg.SmallWorkloads != SmallWorkloadOutsideBounds || !c.reason.urgent() || alive < w.Replicas || evictions(plan) > 0 {
