@@ -109,22 +109,43 @@ func sloMutate(promURL, window string) func(*unstructured.Unstructured) error {
 		case o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), "aware-config"):
 			return unstructured.SetNestedField(o.Object, promURL, "data", "prometheus-address")
 		case o.GetKind() == "Deployment" && o.GetName() == "aware-recommender" && window != "":
-			cs, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-			if err != nil || len(cs) != 1 {
-				return fmt.Errorf("the recommender's containers: %v (%d)", err, len(cs))
-			}
-			c := cs[0].(map[string]any)
-			args, _, err := unstructured.NestedStringSlice(c, "args")
-			if err != nil {
-				return err
-			}
-			if err := unstructured.SetNestedStringSlice(c, slo.RecommenderArgs(args, window), "args"); err != nil {
-				return err
-			}
-			return unstructured.SetNestedSlice(o.Object, cs, "spec", "template", "spec", "containers")
+			return recommenderArgs(o, func(args []string) []string { return slo.RecommenderArgs(args, window) })
 		}
 		return nil
 	}
+}
+
+// fitMutate runs mutate (when set), then gives the recommender
+// --fit-to-nodes.
+func fitMutate(mutate func(*unstructured.Unstructured) error) func(*unstructured.Unstructured) error {
+	return func(o *unstructured.Unstructured) error {
+		if mutate != nil {
+			if err := mutate(o); err != nil {
+				return err
+			}
+		}
+		if o.GetKind() == "Deployment" && o.GetName() == "aware-recommender" {
+			return recommenderArgs(o, func(args []string) []string { return append(args, "--fit-to-nodes") })
+		}
+		return nil
+	}
+}
+
+// recommenderArgs edits the args of the recommender's Deployment o.
+func recommenderArgs(o *unstructured.Unstructured, edit func([]string) []string) error {
+	cs, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+	if err != nil || len(cs) != 1 {
+		return fmt.Errorf("the recommender's containers: %v (%d)", err, len(cs))
+	}
+	c := cs[0].(map[string]any)
+	args, _, err := unstructured.NestedStringSlice(c, "args")
+	if err != nil {
+		return err
+	}
+	if err := unstructured.SetNestedStringSlice(c, edit(args), "args"); err != nil {
+		return err
+	}
+	return unstructured.SetNestedSlice(o.Object, cs, "spec", "template", "spec", "containers")
 }
 
 // promWindow is the range of rate() in the harness's queries: the

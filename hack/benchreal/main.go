@@ -81,6 +81,8 @@ type options struct {
 	// prometheusWindow is the recommender's --prometheus-window ("": its
 	// default).
 	prometheusWindow string
+	// fitToNodes gives the recommender --fit-to-nodes.
+	fitToNodes bool
 }
 
 func main() {
@@ -120,6 +122,7 @@ func main() {
 	flag.StringVar(&o.prometheusWindow, "prometheus-window", "", "--slo-metrics: the recommender's --prometheus-window, the range of rate() in its SLO queries (empty: its default, 2m, which lags a load step by about a minute; the simulator's policies see the current window)")
 	flag.StringVar(&o.agentCache, "agent-cache", filepath.Join(cacheHome(), "aware", "agents"), "directory of the ensemble's trained members, one subdirectory per commit of the training code and training configuration")
 	flag.StringVar(&o.rlAgentBin, "rl-agent", "", "the rl-agent binary that trains the ensemble's members when they are not cached")
+	flag.BoolVar(&o.fitToNodes, "fit-to-nodes", false, "give the recommender --fit-to-nodes: the fused default's and the agents' recommendations are fitted to the room the node has for the app's pods")
 	flag.Parse()
 	o.policies = strings.Split(policies, ",")
 	if merge != "" {
@@ -217,6 +220,9 @@ func run(ctx context.Context, o options) error {
 		}
 		defer removeJob()
 	}
+	if o.fitToNodes {
+		in.Mutate = fitMutate(in.Mutate)
+	}
 	if slices.Contains(o.policies, agent.Ensemble) {
 		if h.ensembleDir, err = h.ensembleMembers(ctx); err != nil {
 			return err
@@ -304,7 +310,7 @@ func (o options) settings() map[string]string {
 		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
 		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
 		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "requestsPerConnection": fmt.Sprint(o.perConnection), "smoke": fmt.Sprint(o.smoke),
-		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(),
+		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(), "fitToNodes": fmt.Sprint(o.fitToNodes),
 	}
 }
 

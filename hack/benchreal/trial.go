@@ -22,6 +22,7 @@ import (
 	"github.com/aware-k8s/aware/e2e/testapp"
 	"github.com/aware-k8s/aware/hack/benchreal/agent"
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/simside"
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"github.com/aware-k8s/aware/hack/benchvpa/bench"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
@@ -53,6 +54,11 @@ func namespace(policy string, rep int) string {
 func (h *harness) trial(ctx context.Context, policy string, rep, order int) (result.Run, error) {
 	ns := namespace(policy, rep)
 	r := result.Run{Policy: policy, Rep: rep, Order: order, SLO: h.o.slo.Seconds(), Window: h.o.window.Seconds()}
+	if h.o.fitToNodes && hasMPA(policy) {
+		// Another policy than the same one without the fit: it is
+		// reported, paired and merged under its own name.
+		r.Policy += simside.FitSuffix
+	}
 	in := &nodeinstall.Installer{TB: h.tb, Env: h.env}
 	defer func() {
 		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

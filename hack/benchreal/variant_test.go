@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestPolicyNames(t *testing.T) {
@@ -65,5 +67,34 @@ func TestWithVariant(t *testing.T) {
 				t.Errorf("the input changed to %q", in)
 			}
 		})
+	}
+}
+
+func TestFitMutate(t *testing.T) {
+	deploy := func(name string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"kind": "Deployment", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "c", "args": []any{"--v=2"}},
+			}}}},
+		}}
+	}
+	args := func(u *unstructured.Unstructured) []string {
+		cs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "containers")
+		a, _, _ := unstructured.NestedStringSlice(cs[0].(map[string]any), "args")
+		return a
+	}
+	m := fitMutate(sloMutate("http://127.0.0.1:9090", "30s"))
+	rec, upd := deploy("aware-recommender"), deploy("aware-updater")
+	for _, u := range []*unstructured.Unstructured{rec, upd} {
+		if err := m(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := args(rec); !slices.Contains(got, "--fit-to-nodes") || !slices.ContainsFunc(got, func(a string) bool { return strings.HasPrefix(a, "--prometheus-window") }) {
+		t.Errorf("recommender args %v: want --fit-to-nodes beside the SLO's window", got)
+	}
+	if got := args(upd); !slices.Equal(got, []string{"--v=2"}) {
+		t.Errorf("updater args %v: want them unchanged", got)
 	}
 }

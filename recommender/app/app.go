@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	kubeinformers "k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/klog/v2"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
@@ -135,6 +136,14 @@ func run(ctx context.Context, o *Options) error {
 		return err
 	}
 
+	var nodes coreinformers.NodeInformer
+	if o.FitToNodes {
+		nodes = kubeInf.Core().V1().Nodes()
+		if err := nodes.Informer().SetTransform(controller.TrimNode); err != nil {
+			return fmt.Errorf("node cache transform: %w", err)
+		}
+	}
+
 	recorder, stopEvents, err := clients.NewRecorder(ctx, "aware-recommender")
 	if err != nil {
 		return err
@@ -178,6 +187,7 @@ func run(ctx context.Context, o *Options) error {
 		PodInformer:        podInf,
 		Targets:            targets{r: resolver},
 		Rivals:             rival.NewScanner(dyn, nil),
+		Nodes:              nodes,
 		Usage:              usage.NewMetricsAPI(metrics.MetricsV1beta1()),
 		NewPolicy:          fusion.NewPolicyFactory(def),
 		Recorder:           recorder,

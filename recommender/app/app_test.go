@@ -42,6 +42,8 @@ func TestValidate(t *testing.T) {
 		{"lease timings", func(o *Options) { o.Leader.RenewDeadline = o.Leader.LeaseDuration }, "lease-duration"},
 		{"lease timings ignored without election", func(o *Options) { o.Leader.Enabled, o.Leader.RenewDeadline = false, o.Leader.LeaseDuration }, ""},
 		{"workers", func(o *Options) { o.Workers = 0 }, "--workers"},
+		{"fit to nodes in one namespace", func(o *Options) { o.FitToNodes, o.Namespace = true, "team-a" }, "--fit-to-nodes needs every pod"},
+		{"fit to nodes cluster-wide", func(o *Options) { o.FitToNodes = true }, ""},
 		{"bad address", func(o *Options) { o.Endpoints.HealthBindAddress = "nope" }, "--health-bind-address"},
 		{"prometheus address", func(o *Options) { o.PrometheusAddress = "prometheus:9090" }, "--prometheus-address"},
 		{"prometheus ok", func(o *Options) { o.PrometheusAddress = "http://127.0.0.1:9090" }, ""},

@@ -32,6 +32,8 @@ type Options struct {
 	RivalScanInterval     time.Duration
 	Namespace             string
 	IgnoredNamespaces     []string
+	// FitToNodes fits every recommendation to the nodes' room.
+	FitToNodes bool
 	// ClusterWideExternalNamespaces may read External goal metrics across
 	// namespaces.
 	ClusterWideExternalNamespaces []string
@@ -109,6 +111,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CheckpointInterval, "checkpoints-interval", o.CheckpointInterval, "How often each autoscaler's usage histograms are saved in MultidimPodAutoscalerCheckpoint objects, and checkpoints of deleted autoscalers are deleted.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Only watch this namespace (autoscalers, pods, checkpoints, metrics). Empty means all namespaces.")
 	fs.StringSliceVar(&o.IgnoredNamespaces, "ignored-namespaces", o.IgnoredNamespaces, "Comma-separated namespaces whose autoscalers are ignored.")
+	fs.BoolVar(&o.FitToNodes, "fit-to-nodes", o.FitToNodes, "Fit every recommendation to the room the nodes have now for the autoscaler's pods (their allocatable less every other pod's requests, on the nodes the pods' selector, required affinity and tolerations allow): no pod larger than any node's room, and no more CPU than the replicas can be placed with. For clusters of fixed size; leave it off where a cluster autoscaler adds nodes for pending pods. Needs all namespaces (--namespace empty) and permission to list and watch nodes.")
 	fs.StringSliceVar(&o.ClusterWideExternalNamespaces, "external-metrics-cluster-wide-namespaces", o.ClusterWideExternalNamespaces, "Comma-separated namespaces whose autoscalers' External goals.metrics read series from any namespace. Everywhere else an External query carries namespace=\"<the autoscaler's namespace>\", so that an autoscaler's author cannot read another namespace's series through status.currentMetrics. Grant it only to namespaces whose authors may see every series in Prometheus.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Concurrent status writers.")
 	fs.DurationVar(&o.LowConfidenceHistory, "low-confidence-history", o.LowConfidenceHistory, "Set the LowConfidence condition while a container has less usage history than this (VPA's confidence measure).")
@@ -152,6 +155,9 @@ func (o *Options) Validate() error {
 		if d.v <= 0 {
 			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.name, d.v))
 		}
+	}
+	if o.FitToNodes && o.Namespace != "" {
+		errs = append(errs, fmt.Errorf("--fit-to-nodes needs every pod of the cluster to measure the nodes' room, which --namespace %q hides", o.Namespace))
 	}
 	if o.RivalScanInterval < 0 {
 		errs = append(errs, fmt.Errorf("--rival-scan-interval must not be negative, got %s", o.RivalScanInterval))

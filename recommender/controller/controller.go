@@ -164,7 +164,11 @@ type Deps struct {
 	Pressure PressureSource
 	// Rivals finds other autoscalers of the targets (HPA, VPA, KEDA,
 	// Knative); nil looks for none.
-	Rivals     RivalSource
+	Rivals RivalSource
+	// Nodes, when set, fits every recommendation to the room the nodes
+	// have for the autoscaler's pods (--fit-to-nodes); PodInformer must
+	// then hold every pod of the cluster.
+	Nodes      coreinformers.NodeInformer
 	NewPolicy  workload.PolicyFactory
 	Advisor    Advisor
 	Recorder   record.EventRecorder
@@ -195,12 +199,16 @@ type Controller struct {
 	history     HistorySource
 	pressure    PressureSource
 	rivals      RivalSource
-	newPolicy   workload.PolicyFactory
-	advisor     Advisor
-	recorder    record.EventRecorder
-	clock       clock.PassiveClock
-	metrics     *Metrics
-	queue       workqueue.TypedRateLimitingInterface[string]
+	// room is nil without --fit-to-nodes; roomSnap is the current loop's
+	// (loop goroutine only; nil when it could not be read).
+	room      *roomReader
+	roomSnap  *roomSnapshot
+	newPolicy workload.PolicyFactory
+	advisor   Advisor
+	recorder  record.EventRecorder
+	clock     clock.PassiveClock
+	metrics   *Metrics
+	queue     workqueue.TypedRateLimitingInterface[string]
 
 	// states is touched by the loop goroutine only.
 	states      map[string]*state
@@ -327,6 +335,10 @@ func New(cfg Config, d Deps) (*Controller, error) {
 
 		historySlots: make(chan struct{}, max(cfg.History.Concurrency, 1)),
 	}
+	if d.Nodes != nil {
+		c.room = &roomReader{nodes: d.Nodes.Lister(), pods: d.PodInformer.Lister()}
+		c.synced = append(c.synced, d.Nodes.Informer().HasSynced)
+	}
 	return c, nil
 }
 
@@ -414,6 +426,13 @@ func (c *Controller) RunOnce(ctx context.Context) {
 	var pressure map[usage.ContainerKey]float64
 	if len(handled) > 0 && useErr == nil {
 		pressure = c.readPressure(readCtx, dropped)
+	}
+	c.roomSnap = nil
+	if c.room != nil && len(handled) > 0 {
+		var err error
+		if c.roomSnap, err = c.room.snapshot(); err != nil {
+			logger.Error(err, "Reading the nodes' room; recommendations are not fitted to it in this loop")
+		}
 	}
 	ext := c.readExternal(ctx, handled)
 	rivals := c.scanRivals(readCtx, handled, now)
@@ -729,6 +748,14 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 			rl = &v1alpha1.RLStatus{Source: v1alpha1.SourceDefault, Reason: "NoAgentEndpoint", Message: "no --rl-agent-endpoint is configured: the fused default decides"}
 		}
 	}
+	reason := def.Reason
+	if c.roomSnap != nil {
+		// Whoever decided, nothing is asked that the nodes cannot place.
+		if fitted, note := workload.Fit(rec, c.roomSnap.For(all), &st.constraints, obs.Containers, obs.Replicas); note != "" {
+			rec, reason = fitted, reason+"; "+note
+			c.metrics.fits.Inc()
+		}
+	}
 	c.metrics.recommendations.WithLabelValues(string(rl.Source)).Inc()
 	c.noteStage(m, st, rl.Stage)
 
@@ -738,7 +765,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	s.Recommendation = mpa.RecommendedPodResources(rec)
 	s.CurrentMetrics = append(currentMetrics(&obs), goalStatuses(ctx, m, ext, pods)...)
 	s.RL = rl
-	c.noteChange(ctx, m, s, def.Reason)
+	c.noteChange(ctx, m, s, reason)
 	setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided", "", now)
 	from := "the replica count was computed from CPU utilization"
 	if len(obs.Goals) > 0 {

@@ -124,9 +124,10 @@ func newFixture(t *testing.T, objs ...runtime.Object) *fixture {
 	}
 	var mpaObjs, kubeObjs []runtime.Object
 	for _, o := range objs {
-		if _, ok := o.(*corev1.Pod); ok {
+		switch o.(type) {
+		case *corev1.Pod, *corev1.Node:
 			kubeObjs = append(kubeObjs, o)
-		} else {
+		default:
 			mpaObjs = append(mpaObjs, o)
 		}
 	}
@@ -204,6 +205,18 @@ func (f *fixture) sync() {
 		items = append(items, p)
 	}
 	replace(f.kubeInf.Core().V1().Pods().Informer().GetIndexer(), items)
+	if f.c.room != nil {
+		nodes, err := f.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		items = nil
+		for i := range nodes.Items {
+			n, _ := TrimNode(&nodes.Items[i])
+			items = append(items, n)
+		}
+		replace(f.kubeInf.Core().V1().Nodes().Informer().GetIndexer(), items)
+	}
 }
 
 // tick runs one loop, writes every queued status, and refreshes the

@@ -29,6 +29,7 @@ type Metrics struct {
 	breakerState  prometheus.Gauge
 	promQueries   *prometheus.CounterVec
 	rlStages      *prometheus.CounterVec
+	fits          prometheus.Counter
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -88,8 +89,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "aware_recommender_rl_stage_transitions_total",
 			Help: "Changes of an autoscaler's RL stage (status.rl.stage) as the agent reported it, by previous and new stage: the agent taking control (OnlineTraining, Serving) or retraining starting (Retraining).",
 		}, []string{"from", "to"}),
+		fits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "aware_recommender_node_fits_total",
+			Help: "Recommendations lowered to fit the room the nodes have for the autoscaler's pods (--fit-to-nodes): a pod larger than any node's room, or more pods than the nodes hold together.",
+		}),
 	}
-	for _, c := range []prometheus.Collector{m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites, m.statusWriteOutages, m.apiFailing,
+	for _, c := range []prometheus.Collector{m.fits, m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites, m.statusWriteOutages, m.apiFailing,
 		m.checkpoints, m.autoscalers, m.agentDuration, m.agentErrors, m.breakerState, m.promQueries, m.rlStages} {
 		if err := reg.Register(c); err != nil {
 			return nil, err

@@ -63,8 +63,8 @@ type Pod struct {
 	// Unschedulable: the scheduler found no node for the pod (PodScheduled
 	// False, reason Unschedulable).
 	Unschedulable bool
-	Containers  []Container
-	Resize      ResizeState
+	Containers    []Container
+	Resize        ResizeState
 	// ResizeSince is when the resize condition last transitioned.
 	ResizeSince time.Time
 	// ResizeMessage is the kubelet's (or the API server's) word on an

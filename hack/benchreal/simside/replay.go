@@ -23,10 +23,18 @@ import (
 // requests out at the same age unless the settings say "timeout".
 const LoadGenTimeout = 10 * time.Second
 
+// FitSuffix marks a run whose recommender fitted its recommendations to
+// the node's room (bench-real --fit-to-nodes): "fused+fit".
+const FitSuffix = "+fit"
+
 // policy is the simulator's counterpart of one of the harness's runs: the
 // HPA and VPA models of pkg/core, both together (fusion's naive
 // combination), or the fused default, built as the demo builds them.
 func policy(name string) (workload.PolicyFactory, error) {
+	// The simulator's node has room for what its policies ask (its
+	// calibrated allocatable aside); it does not fit recommendations to
+	// it, so a "+fit" run is replayed as the same policy without the fit.
+	name, _ = strings.CutSuffix(name, FitSuffix)
 	switch name {
 	case "hpa":
 		return hpa.NewPolicyFactory(hpa.PolicyOptions{}), nil // 70%, the harness's HPA target

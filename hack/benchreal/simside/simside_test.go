@@ -462,6 +462,9 @@ func TestVariantCounterpart(t *testing.T) {
 		{"fused:limit-target=0.7/hold=24h", ""},
 		{"fused:target=7", "(0, 1]"},
 		{"agent", "no simulated counterpart"},
+		{"fused+fit", ""},
+		{"fused:target=0.7/floor=usage+fit", ""},
+		{"agent+fit", "no simulated counterpart"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := policy(tc.name)
