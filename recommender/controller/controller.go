@@ -751,7 +751,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	reason := def.Reason
 	if c.roomSnap != nil {
 		// Whoever decided, nothing is asked that the nodes cannot place.
-		if fitted, note := workload.Fit(rec, c.roomSnap.For(all), &st.constraints, obs.Containers, obs.Replicas); note != "" {
+		if fitted, note := workload.Fit(rec, c.roomSnap.For(all), &st.constraints, obs.Containers); note != "" {
 			rec, reason = fitted, reason+"; "+note
 			c.metrics.fits.Inc()
 		}

@@ -91,7 +91,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"from", "to"}),
 		fits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "aware_recommender_node_fits_total",
-			Help: "Recommendations lowered to fit the room the nodes have for the autoscaler's pods (--fit-to-nodes): a pod larger than any node's room, or more pods than the nodes hold together.",
+			Help: "Recommendations lowered to fit the room the nodes have for the autoscaler's pods (--fit-to-nodes): a pod larger than any node's room, or more replicas than the nodes hold at the recommended pod size.",
 		}),
 	}
 	for _, c := range []prometheus.Collector{m.fits, m.loopDuration, m.recommendations, m.invalidSamples, m.statusWrites, m.statusWriteOutages, m.apiFailing,

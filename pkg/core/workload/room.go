@@ -74,19 +74,19 @@ func (p *podSize) at(r Resource, f float64) float64 {
 }
 
 // Fit fits rec to the room the nodes have for it. current are the pods'
-// containers as observed (a container that rec does not size for a
-// resource counts with its current request), and replicas the replica
-// count now.
+// containers as observed: a container that rec does not size for a
+// resource counts with its current request. It never raises the replica
+// count.
 //
 //  1. A pod larger than every node's room never runs: each resource it
 //     sizes is scaled down to the largest room, CPU and memory alike.
-//  2. rec.Replicas pods must be placeable together. When they are not, a
-//     scale-out beyond the replicas running now goes only as far as pods
-//     of the recommended size fit: extra replicas would only split the
-//     same room into smaller pods. Then, if the replicas still do not fit,
-//     the pods' CPU is scaled down until they do (never below the
-//     containers' minAllowed), and when even that is too much the replica
-//     count is lowered to the pods that fit, never below minReplicas.
+//  2. rec.Replicas pods must be placeable together. When they are not, the
+//     pod size is kept and the replica count is what fits at that size,
+//     fewer than run now if need be: the size is what the policy asked for
+//     latency (a pod smaller than its SLO floor misses the SLO at any
+//     load), and more replicas than fit would only split the same room into
+//     smaller pods. Only when fewer than minReplicas fit are the pods' CPU
+//     lowered until minReplicas do (never below the containers' minAllowed).
 //     Memory is not lowered for the total: too little CPU slows a pod, too
 //     little memory kills it.
 //
@@ -94,7 +94,7 @@ func (p *podSize) at(r Resource, f float64) float64 {
 // resized down to make room for the others. It returns rec unchanged, and
 // an empty note, when the room is unknown, everything fits, or no node has
 // room for even one pod (pods then wait for a node, as without the fit).
-func Fit(rec Recommendation, room Room, c *Constraints, current []ContainerObservation, replicas int32) (Recommendation, string) {
+func Fit(rec Recommendation, room Room, c *Constraints, current []ContainerObservation) (Recommendation, string) {
 	if !room.Known() || rec.Replicas <= 0 {
 		return rec, ""
 	}
@@ -123,25 +123,19 @@ func Fit(rec Recommendation, room Room, c *Constraints, current []ContainerObser
 			factor = factor.With(r, largestFactor(func(f float64) bool { return p.at(r, f) <= big }))
 		}
 	}
-	// 2. All the replicas together.
+	// 2. All the replicas together: the pod size first, then the count.
 	n := rec.Replicas
 	mem := p.at(Memory, factor.Memory)
-	if room.slots(p.at(CPU, factor.CPU), mem) < int(n) && n > replicas {
-		n = max(replicas, int32(room.slots(p.at(CPU, factor.CPU), mem)), c.ClampReplicas(1))
-	}
-	if room.slots(p.at(CPU, factor.CPU), mem) < int(n) {
-		most := room.slots(p.at(CPU, 0), mem)
-		if most == 0 {
+	if fit := room.slots(p.at(CPU, factor.CPU), mem); fit < int(n) {
+		if room.slots(p.at(CPU, 0), mem) == 0 {
 			return rec, ""
 		}
-		// Fewer replicas only when even the smallest pods do not fit
-		// (memory may be what limits them); then the CPU only as low as
-		// the replicas that can run need.
-		if most < int(n) {
-			n = max(int32(most), c.ClampReplicas(1))
+		least := c.ClampReplicas(1)
+		n = max(int32(fit), least)
+		if fit < int(least) {
+			f := largestFactor(func(f float64) bool { return room.slots(p.at(CPU, f), mem) >= int(least) })
+			factor.CPU = math.Min(factor.CPU, f)
 		}
-		f := largestFactor(func(f float64) bool { return room.slots(p.at(CPU, f), mem) >= int(n) })
-		factor.CPU = math.Min(factor.CPU, f)
 	}
 	if factor == (Resources{CPU: 1, Memory: 1}) && n == rec.Replicas {
 		return rec, ""
