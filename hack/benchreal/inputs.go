@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/e2e/nodeinstall"
 	"github.com/aware-k8s/aware/e2e/testapp"
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
@@ -196,30 +198,69 @@ func sloLook(ctx context.Context, promURL, ns, promWindow string) (l slo.Look) {
 // from its metrics endpoint (the host's network, nodeinstall.PortFor);
 // nil when it cannot be read (logged).
 func (h *harness) recommenderQueries(ctx context.Context) map[string]float64 {
+	text, err := h.recommenderMetrics(ctx)
+	var counts map[string]float64
+	if err == nil {
+		counts, err = slo.QueryCounts(text)
+	}
+	if err != nil {
+		logf("the recommender's metrics: %v", err)
+		return nil
+	}
+	return counts
+}
+
+// recommenderMetrics reads the recommender's /metrics.
+func (h *harness) recommenderMetrics(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	u := fmt.Sprintf("http://127.0.0.1:%d/metrics", nodeinstall.PortFor(h.env, "recommender", "metrics"))
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return nil
+		return "", err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		logf("the recommender's metrics: %v", err)
-		return nil
+		return "", err
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 	if err == nil && resp.StatusCode != http.StatusOK {
-		err = fmt.Errorf("%s", resp.Status)
+		err = fmt.Errorf("%s: %s", u, resp.Status)
 	}
-	var counts map[string]float64
-	if err == nil {
-		counts, err = slo.QueryCounts(string(b))
+	return string(b), err
+}
+
+// afterLoop returns phase after the end of the recommender's next loop,
+// so that the load starts at the same point of its 15-s cycle in every
+// run (--load-phase): where the first decision after the load begins
+// falls decides the default's start-up path (docs/real-node.md).
+func (h *harness) afterLoop(ctx context.Context, phase time.Duration) error {
+	read := func() (float64, error) {
+		text, err := h.recommenderMetrics(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n, ok, err := slo.LoopCount(text)
+		if err == nil && !ok {
+			err = errors.New("the recommender exports no loop count")
+		}
+		return n, err
 	}
+	before, err := read()
 	if err != nil {
-		logf("the recommender's metrics %s: %v", u, err)
+		return fmt.Errorf("--load-phase: %w", err)
+	}
+	if err := framework.WaitFor(ctx, time.Minute, 100*time.Millisecond, "a recommender loop", func(context.Context) (bool, error) {
+		n, err := read()
+		return err == nil && n > before, nil
+	}); err != nil {
+		return fmt.Errorf("--load-phase: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(phase):
 		return nil
 	}
-	return counts
 }

@@ -83,6 +83,9 @@ type options struct {
 	prometheusWindow string
 	// fitToNodes gives the recommender --fit-to-nodes.
 	fitToNodes bool
+	// loadPhase, when positive, starts each MPA run's load this long after
+	// a recommender loop.
+	loadPhase time.Duration
 }
 
 func main() {
@@ -123,6 +126,7 @@ func main() {
 	flag.StringVar(&o.agentCache, "agent-cache", filepath.Join(cacheHome(), "aware", "agents"), "directory of the ensemble's trained members, one subdirectory per commit of the training code and training configuration")
 	flag.StringVar(&o.rlAgentBin, "rl-agent", "", "the rl-agent binary that trains the ensemble's members when they are not cached")
 	flag.BoolVar(&o.fitToNodes, "fit-to-nodes", false, "give the recommender --fit-to-nodes: the fused default's and the agents' recommendations are fitted to the room the node has for the app's pods")
+	flag.DurationVar(&o.loadPhase, "load-phase", 0, "start the load of every MPA run this long after the end of a recommender loop (0: whenever the app is ready, as before), so that the recommender's first look at the load comes at the same point in every run; the fused default's start-up path depends on it (docs/real-node.md). Less than the recommender's 15-s interval")
 	flag.Parse()
 	o.policies = strings.Split(policies, ",")
 	if merge != "" {
@@ -169,6 +173,9 @@ func (o options) validate() error {
 		if err := validPolicy(p); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if o.loadPhase < 0 || o.loadPhase >= 15*time.Second {
+		errs = append(errs, fmt.Errorf("--load-phase %s must be in [0, 15s), the recommender's interval", o.loadPhase))
 	}
 	if o.repeat < 1 {
 		errs = append(errs, errors.New("--repeat must be at least 1"))
@@ -310,7 +317,7 @@ func (o options) settings() map[string]string {
 		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
 		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
 		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "requestsPerConnection": fmt.Sprint(o.perConnection), "smoke": fmt.Sprint(o.smoke),
-		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(), "fitToNodes": fmt.Sprint(o.fitToNodes),
+		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(), "fitToNodes": fmt.Sprint(o.fitToNodes), "loadPhase": o.loadPhase.String(),
 	}
 }
 

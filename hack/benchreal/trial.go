@@ -97,6 +97,12 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	if checkRecommender {
 		queriesBefore = h.recommenderQueries(ctx)
 	}
+	if h.o.loadPhase > 0 && hasMPA(policy) {
+		if err := h.afterLoop(ctx, h.o.loadPhase); err != nil {
+			return r, err
+		}
+		r.LoadPhase = h.o.loadPhase.Seconds()
+	}
 	cpuBefore := readCPU(h.tb.Dir)
 	start := time.Now()
 	r.Start = start.UTC().Format(time.RFC3339)

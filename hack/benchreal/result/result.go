@@ -117,6 +117,9 @@ type Run struct {
 	// reason, so that a run says which rule chose its path. Absent for
 	// the HPA and VPA, and in files written before.
 	Decisions []Decision `json:"decisions,omitempty"`
+	// LoadPhase is how long after the end of a recommender loop the load
+	// began (bench-real --load-phase), in seconds; 0 when not controlled.
+	LoadPhase float64 `json:"loadPhase,omitempty"`
 	// Events are the run's other events in its namespace, in time order:
 	// the updater's evictions and resizes, the HPA's rescales, the
 	// scheduler's FailedScheduling, the kubelet's kills and deferred

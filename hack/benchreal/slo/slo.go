@@ -247,6 +247,34 @@ func QueryCounts(text string) (map[string]float64, error) {
 	return out, nil
 }
 
+// loopsMetric counts the recommender's loops (its loop-duration
+// histogram's count).
+const loopsMetric = "aware_recommender_loop_duration_seconds_count"
+
+// LoopCount reads how many loops the recommender has run from its metrics
+// text; false when the series is absent.
+func LoopCount(text string) (float64, bool, error) {
+	for _, line := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(line, loopsMetric)
+		if !ok || (rest != "" && rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		if i := strings.LastIndex(rest, "}"); i >= 0 {
+			rest = rest[i+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0, false, fmt.Errorf("malformed line %q", line)
+		}
+		v, err := strconv.ParseFloat(f[0], 64)
+		if err != nil {
+			return 0, false, fmt.Errorf("line %q: %w", line, err)
+		}
+		return v, true, nil
+	}
+	return 0, false, nil
+}
+
 // Delta is after − before, by key, keeping the keys that changed.
 func Delta(before, after map[string]float64) map[string]float64 {
 	out := map[string]float64{}

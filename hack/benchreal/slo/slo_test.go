@@ -217,3 +217,26 @@ func TestRecommenderArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestLoopCount(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		text    string
+		want    float64
+		ok      bool
+		wantErr bool
+	}{
+		{"present", "# TYPE aware_recommender_loop_duration_seconds histogram\naware_recommender_loop_duration_seconds_bucket{le=\"0.01\"} 3\naware_recommender_loop_duration_seconds_sum 0.12\naware_recommender_loop_duration_seconds_count 42\n", 42, true, false},
+		{"with labels", "aware_recommender_loop_duration_seconds_count{instance=\"a\"} 7\n", 7, true, false},
+		{"absent", "aware_recommender_autoscalers 1\n", 0, false, false},
+		{"a longer name is another series", "aware_recommender_loop_duration_seconds_count_total 9\n", 0, false, false},
+		{"malformed", "aware_recommender_loop_duration_seconds_count x\n", 0, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := LoopCount(tc.text)
+			if (err != nil) != tc.wantErr || ok != tc.ok || got != tc.want {
+				t.Errorf("LoopCount = %g, %v, %v; want %g, %v, error %v", got, ok, err, tc.want, tc.ok, tc.wantErr)
+			}
+		})
+	}
+}
