@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"github.com/aware-k8s/aware/hack/benchvpa/bench"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
 	"github.com/aware-k8s/aware/recommender/controller"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -181,10 +181,11 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 			logf("WARNING: %s repetition %d: the SLO inputs were MISSING: %s", policy, rep, r.SLOMissing)
 		}
 	}
+	decisions, events := h.namespaceEvents(ctx, ns, start)
 	if hasMPA(policy) {
-		r.Decisions = h.decisions(ctx, ns, start)
+		r.Decisions = decisions
 	}
-	r.Events = h.events(ctx, ns, start)
+	r.Events = events
 	var used, ok float64
 	for _, w := range r.Windows {
 		used += w.CPUUsed * (w.End - w.Start)
@@ -196,52 +197,43 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	return r, nil
 }
 
-// decisions lists the recommender's RecommendationChanged events in ns,
-// in time order. A failure to list is logged and leaves the run without
-// them: the run's measurements stand without its explanation.
-func (h *harness) decisions(ctx context.Context, ns string, start time.Time) []result.Decision {
-	l, err := h.tb.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + controller.ReasonRecommendationChanged})
-	if err != nil {
-		logf("listing the recommender's decisions in %s: %v", ns, err)
-		return nil
-	}
-	out := make([]result.Decision, 0, len(l.Items))
-	for _, e := range l.Items {
-		at := e.LastTimestamp.Time
-		if at.IsZero() {
-			at = e.EventTime.Time
-		}
-		out = append(out, result.Decision{At: at.Sub(start).Seconds(), Count: e.Count, Message: e.Message})
-	}
-	slices.SortStableFunc(out, func(a, b result.Decision) int { return cmp.Compare(a.At, b.At) })
-	return out
-}
-
-// events lists the events of ns other than the recommender's decisions,
-// in time order. A failure to list is logged, as for decisions.
-func (h *harness) events(ctx context.Context, ns string, start time.Time) []result.Event {
-	l, err := h.tb.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason!=" + controller.ReasonRecommendationChanged})
+// namespaceEvents lists the events of ns once, in time order, split into
+// the recommender's RecommendationChanged decisions and every other event.
+// A failure to list is logged and leaves the run without them: the run's
+// measurements stand without their explanation.
+func (h *harness) namespaceEvents(ctx context.Context, ns string, start time.Time) ([]result.Decision, []result.Event) {
+	l, err := h.tb.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		logf("listing the events in %s: %v", ns, err)
-		return nil
+		return nil, nil
 	}
-	out := make([]result.Event, 0, len(l.Items))
+	slices.SortStableFunc(l.Items, func(a, b corev1.Event) int { return eventTime(a).Compare(eventTime(b)) })
+	var decisions []result.Decision
+	var events []result.Event
 	for _, e := range l.Items {
-		at := e.LastTimestamp.Time
-		if at.IsZero() {
-			at = e.EventTime.Time
+		at := eventTime(e).Sub(start).Seconds()
+		if e.Reason == controller.ReasonRecommendationChanged {
+			decisions = append(decisions, result.Decision{At: at, Count: e.Count, Message: e.Message})
+			continue
 		}
 		src := e.Source.Component
 		if src == "" {
 			src = e.ReportingController
 		}
-		out = append(out, result.Event{
-			At: at.Sub(start).Seconds(), Count: e.Count, Type: e.Type, Reason: e.Reason,
+		events = append(events, result.Event{
+			At: at, Count: e.Count, Type: e.Type, Reason: e.Reason,
 			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Source: src, Message: e.Message,
 		})
 	}
-	slices.SortStableFunc(out, func(a, b result.Event) int { return cmp.Compare(a.At, b.At) })
-	return out
+	return decisions, events
+}
+
+// eventTime is an event's last time (its series' for the new API).
+func eventTime(e corev1.Event) time.Time {
+	if !e.LastTimestamp.IsZero() {
+		return e.LastTimestamp.Time
+	}
+	return e.EventTime.Time
 }
 
 func (h *harness) deleteNamespace(ctx context.Context, ns string) error {
