@@ -32,7 +32,13 @@
 //     requests), the pod size — not the load — is the bottleneck (latency
 //     the floor does not see, such as I/O wait W, needs g = SLO/(SLO−W)):
 //     g grows so that the floor is 1.25× the current request, capped at 10.
-//     g never decreases. With Options.UsageFloor (off by default; the
+//     g never decreases. Before any unsaturated window has estimated s
+//     (every window so far at the CPU limit, as at the start of a pod too
+//     small for its load), the window's usage over its request rate is a
+//     lower bound of s (usage is capped at the limit, arrivals are not),
+//     and the floor it gives is applied as a lower bound of the size the
+//     SLO needs (reason SLOCPUFloor(saturated, at least)); it is not kept
+//     in the estimate. With Options.UsageFloor (off by default; the
 //     variant setting floor=usage) the floor is at most what the usage the
 //     pod carries needs: its limit must keep ln(20)·s/SLO (times g) spare
 //     above that usage U (the histogram's, target times target
@@ -81,7 +87,14 @@
 //  8. SLO override: if the observed p95 exceeds the SLO, replicas never
 //     go down in that step; unless rule 3 classified the violation as
 //     size-bound, the proposal is at least current+1 (still subject to
-//     behavior limits and maxReplicas).
+//     behavior limits and maxReplicas). The one more replica is capacity:
+//     when this step's recommended pod CPU is at least (n+1)/n times the
+//     current request of the n pods (rule 3's floor grew them), the growth
+//     gives it and replicas stay at n. Asking for both put a new 1-core
+//     replica beside a 200m pod whose resize to 1 core the real node could
+//     then not hold, and a few saturated windows before s was known left
+//     3–5 pods of the floor's size for the scale-down window
+//     (docs/real-node.md, round ten).
 //  9. maxReplicas: when the horizontal proposal exceeds maxReplicas,
 //     replicas stay at max and the unmet factor (proposal / max) is moved
 //     to the vertical CPU target (capped by maxAllowed), so the capacity the
@@ -115,8 +128,9 @@
 //     at 93% of 100m). When the same holds of the serving pods — Ready
 //     ones, and ones that lost readiness after becoming Ready in their
 //     current start, as a probe times out under load — the proposal is at
-//     least current+1, as in rule 8, and rule 9 turns it into vertical
-//     growth at maxReplicas. The HPA ignores the usage of a pod within
+//     least current+1, as in rule 8 (and as there, a pod grown by
+//     (n+1)/n in the step counts as that replica), and rule 9 turns it
+//     into vertical growth at maxReplicas. The HPA ignores the usage of a pod within
 //     its CPU initialisation period that is not Ready, so a saturated
 //     pod whose probe timed out was not scaled out for five minutes; pods
 //     still starting (never Ready since their start) are left out here

@@ -216,7 +216,16 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	maxUtil := target * (1 + tolUp)
 	sizeBound := false // the pod size, not the load, limits latency
 	floorNote := ""
-	if s, known := f.slo.cpuPerRequest(); known && obs.SLO > 0 && request > 0 {
+	s, known := f.slo.cpuPerRequest()
+	atLeast := false
+	if !known && saturated && ok && obs.Samples > 0 && obs.RequestRate > 0 && usage > 0 {
+		// 3. No unsaturated window yet: a saturated one's usage over its
+		// arrival rate is a lower bound of s (usage is capped, arrivals
+		// are not), so the floor it gives is a lower bound of the size the
+		// SLO needs. It is not kept in the estimate.
+		s, known, atLeast = usage*float64(obs.ReadyReplicas)/obs.RequestRate, true, true
+	}
+	if known && obs.SLO > 0 && request > 0 {
 		sizeBound = violated && ok && !saturated && usage <= maxUtil*request
 		// Grow only once the last change has taken effect, and not for a
 		// window whose violation is an OOM kill's lost requests.
@@ -241,6 +250,9 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		}
 		if f.applyFloor(&obs, containers, podFloor) && floorNote == "" {
 			floorNote = "; SLOCPUFloor"
+			if atLeast {
+				floorNote = "; SLOCPUFloor(saturated, at least)"
+			}
 		}
 	}
 	if violated {
@@ -278,22 +290,33 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	// the vertical growth above answers it).
 	podRequest := recommendedPodCPU(&obs, containers)
 	f.pods = hpa.PodMetrics(&obs, workload.CPU, &podRequest, f.pods)
+	// 8, 11. The one more replica that a violation or saturation asks for
+	// is capacity: a pod grown in this step by at least (n+1)/n already
+	// gives it. Asking for both put a new 1-core replica beside a pod
+	// whose resize to 1 core the node then could not hold (measured on
+	// the real node, docs/real-node.md).
+	grown := obs.Replicas > 0 && request > 0 && podRequest*float64(obs.Replicas) >= request*float64(obs.Replicas+1)
+	more := obs.Replicas + 1
+	if grown {
+		more = obs.Replicas
+	}
 	floor := int32(0)
 	if violated {
 		floor = obs.Replicas
 		if !sizeBound {
-			floor = obs.Replicas + 1
+			floor = more
 		}
 	}
 	if sat.serving {
 		// 11. Serving pods at their limit: at least one more replica.
-		floor = max(floor, obs.Replicas+1)
+		floor = max(floor, more)
 	}
 	metrics := append(f.metrics[:0], hpa.Metric{
 		Name: "cpu", Kind: hpa.ResourceUtilization, Target: target, Pods: f.pods, CPU: true, Window: obs.Window,
 	})
 	if s, known := f.slo.cpuPerRequest(); known && obs.RequestRate > 0 && podRequest > 0 {
-		// The same target expressed in requests: CPU usage saturates at the
+		// The same target expressed in requests (from an estimate of s,
+		// not from rule 3's lower bound): CPU usage saturates at the
 		// limit, the request rate does not.
 		metrics = append(metrics, hpa.Metric{
 			Name: "requests", Kind: hpa.ObjectAverageValue, Value: obs.RequestRate, Target: target * podRequest / s,
@@ -311,7 +334,7 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 			reason = "FailedGetGoalMetric: " + err.Error()
 		}
 		if (violated && !sizeBound || sat.serving) && obs.Replicas > 0 {
-			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, obs.Replicas+1)
+			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, more)
 		}
 	}
 	if sat.serving {

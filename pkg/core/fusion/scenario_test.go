@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -301,6 +302,63 @@ func TestUsageFloor(t *testing.T) {
 			total := float64(usage.replicas[end]) * usage.cpu[end]
 			if defTotal := float64(def.replicas[end]) * def.cpu[end]; total > tc.maxShare*defTotal {
 				t.Errorf("%.2f cores allocated, want at most %.0f%% of the default's %.2f", total, 100*tc.maxShare, defTotal)
+			}
+		})
+	}
+}
+
+// TestStartUpGrowsInsteadOfScalingOut replays the start of the real node's
+// bad runs (docs/real-node.md, round ten): one pod of 200m (limit = request)
+// meets a load of 17 ms requests under a 250 ms SLO, which needs pods of
+// about 0.9 cores (the floor ln(20)·s/SLO/(1−0.77)), and 1 core is allowed.
+// The default used to answer the first windows with a replica per loop
+// (CPU-saturated, s not yet known), or with a replica and the floor at once,
+// and then held 2–5 pods of the floor's size for the scale-down window: more
+// than the node had. It must grow the one pod instead.
+func TestStartUpGrowsInsteadOfScalingOut(t *testing.T) {
+	const cpuSec, slo = 0.017, 0.25
+	c := workload.Constraints{MinReplicas: 1, MaxReplicas: 10, Containers: []workload.ContainerPolicy{{Name: "*", MaxAllowed: workload.Resources{CPU: 1, Memory: 1 << 30}}}}
+	floor := math.Min(math.Log(20)*cpuSec/slo/(1-0.77), 1)
+	for _, tc := range []struct {
+		name   string
+		demand float64 // cores
+		reason string  // in the first recommendation
+	}{
+		// Every window at the limit: s is unknown until a pod is not.
+		{"saturated from the first window", 0.26, "SLOCPUFloor(saturated, at least)"},
+		// Below the limit but past the target, the SLO broken: s is known
+		// at once, and the violation asks for a replica as well.
+		{"violated below the limit", 0.17, "SLOCPUFloor"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := closedLoop{
+				demand: func(int) float64 { return tc.demand }, memory: 60 << 20, replicas: 1,
+				request: workload.Resources{CPU: 0.2, Memory: 96 << 20},
+				limit:   workload.Resources{CPU: 0.2, Memory: 256 << 20},
+				cpuSec:  cpuSec, slo: slo,
+			}
+			p, err := NewPolicyFactory(Options{})(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := p.Recommend(context.Background(), m.observe(0, t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(first.Reason, tc.reason) {
+				t.Errorf("first reason %q, want it to name %q", first.Reason, tc.reason)
+			}
+			tr := run(t, NewPolicyFactory(Options{}), c, m, 20) // five minutes
+			for i := range tr.replicas {
+				if tr.replicas[i] != 1 {
+					t.Fatalf("tick %d: %d replicas of %.3f cores, want the one pod grown (replicas %v)", i, tr.replicas[i], tr.cpu[i], tr.replicas)
+				}
+			}
+			if got := tr.cpu[len(tr.cpu)-1]; got < floor*(1-floorBand) || got > 1 {
+				t.Errorf("pod ends at %.3f cores, want the floor %.3f (within %.0f%%) and at most 1", got, floor, 100*floorBand)
+			}
+			if v := tr.violations(2, slo); v != 0 {
+				t.Errorf("%d violating windows after the second, want 0 (p95 %v)", v, tr.p95)
 			}
 		})
 	}
