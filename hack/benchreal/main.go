@@ -86,6 +86,9 @@ type options struct {
 	// loadPhase, when positive, starts each MPA run's load this long after
 	// a recommender loop.
 	loadPhase time.Duration
+	// autoscalerAfter, when positive, creates each run's autoscaler this
+	// long after its load began, instead of with the app.
+	autoscalerAfter time.Duration
 }
 
 func main() {
@@ -127,6 +130,7 @@ func main() {
 	flag.StringVar(&o.rlAgentBin, "rl-agent", "", "the rl-agent binary that trains the ensemble's members when they are not cached")
 	flag.BoolVar(&o.fitToNodes, "fit-to-nodes", false, "give the recommender --fit-to-nodes: the fused default's and the agents' recommendations are fitted to the room the node has for the app's pods")
 	flag.DurationVar(&o.loadPhase, "load-phase", 0, "start the load of every MPA run this long after the end of a recommender loop (0: whenever the app is ready, as before), so that the recommender's first look at the load comes at the same point in every run; the fused default's start-up path depends on it (docs/real-node.md). Less than the recommender's 15-s interval")
+	flag.DurationVar(&o.autoscalerAfter, "autoscaler-after", 0, "create each run's autoscaler (HPA, VPA or MultidimPodAutoscaler) this long after its load began, instead of with the app (0): its first look then finds the app already loaded, as when an autoscaler is installed on a running workload. The windows before it count in every policy's results alike")
 	flag.Parse()
 	o.policies = strings.Split(policies, ",")
 	if merge != "" {
@@ -176,6 +180,12 @@ func (o options) validate() error {
 	}
 	if o.loadPhase < 0 || o.loadPhase >= 15*time.Second {
 		errs = append(errs, fmt.Errorf("--load-phase %s must be in [0, 15s), the recommender's interval", o.loadPhase))
+	}
+	if o.autoscalerAfter < 0 || (o.autoscalerAfter > 0 && o.autoscalerAfter >= o.duration) {
+		errs = append(errs, fmt.Errorf("--autoscaler-after %s must be in [0, --duration %s)", o.autoscalerAfter, o.duration))
+	}
+	if o.autoscalerAfter > 0 && o.loadPhase > 0 {
+		errs = append(errs, errors.New("--autoscaler-after and --load-phase exclude each other: the load starts before the autoscaler exists"))
 	}
 	if o.repeat < 1 {
 		errs = append(errs, errors.New("--repeat must be at least 1"))
@@ -317,7 +327,7 @@ func (o options) settings() map[string]string {
 		"trace": o.trace, "mean": fmt.Sprint(o.mean), "seed": fmt.Sprint(o.seed), "duration": o.duration.String(),
 		"slo": o.slo.String(), "window": o.window.String(), "cpu": o.cpu.String(), "memoryPerRequest": o.memPerRequest,
 		"baseMemory": o.baseMemory, "startupDelay": o.startupDelay.String(), "initialCpu": o.initialCPU, "requestsPerConnection": fmt.Sprint(o.perConnection), "smoke": fmt.Sprint(o.smoke),
-		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(), "fitToNodes": fmt.Sprint(o.fitToNodes), "loadPhase": o.loadPhase.String(),
+		"sloMetrics": fmt.Sprint(o.sloMetrics), "prometheusWindow": o.promWindow(), "fitToNodes": fmt.Sprint(o.fitToNodes), "loadPhase": o.loadPhase.String(), "autoscalerAfter": o.autoscalerAfter.String(),
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"github.com/aware-k8s/aware/pkg/generated/clientset/versioned"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -36,7 +37,10 @@ type sampler struct {
 	mpas       versioned.Interface
 	sloMetrics bool
 	promWindow string
-	looks      []look
+	// autoscalerAfter is bench-real --autoscaler-after: until then the
+	// autoscaler may not exist yet.
+	autoscalerAfter time.Duration
+	looks           []look
 }
 
 // look is what one look saw of the autoscaler and the SLO inputs, T
@@ -118,8 +122,11 @@ func (s *sampler) lookAt(ctx context.Context) {
 	if s.mpas != nil {
 		m, err := s.mpas.AutoscalingV1alpha1().MultidimPodAutoscalers(s.ns).Get(ctx, s.name, metav1.GetOptions{})
 		if err != nil {
-			// A look cut short by the run's end is no news.
-			if ctx.Err() == nil {
+			// A look cut short by the run's end is no news, nor the
+			// absence of an autoscaler not yet created (with a few
+			// seconds for the creation to land).
+			early := apierrors.IsNotFound(err) && l.T < (s.autoscalerAfter+5*time.Second).Seconds()
+			if ctx.Err() == nil && !early {
 				logf("autoscaler of %s: %v", s.ns, err)
 			}
 		} else {

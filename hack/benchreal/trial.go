@@ -80,7 +80,11 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 			return r, err
 		}
 	}
-	if _, err := in.Kubectl(ctx, strings.NewReader(h.manifest(ns, policy)), "apply", "-f", "-"); err != nil {
+	objects := h.appManifest(ns)
+	if h.o.autoscalerAfter <= 0 {
+		objects += h.autoscalerManifest(ns, policy)
+	}
+	if _, err := in.Kubectl(ctx, strings.NewReader(objects), "apply", "-f", "-"); err != nil {
 		return r, err
 	}
 	if err := framework.WaitFor(ctx, 3*time.Minute, 2*time.Second, "the app ready in "+ns, func(ctx context.Context) (bool, error) {
@@ -122,8 +126,27 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	if err := lg.Start(); err != nil {
 		return r, fmt.Errorf("start loadgen: %w", err)
 	}
+	// The autoscaler that arrives late: created while the load runs.
+	late := make(chan error, 1)
+	lateCtx, cancelLate := context.WithCancel(ctx)
+	defer cancelLate()
+	if h.o.autoscalerAfter > 0 {
+		r.AutoscalerAfter = h.o.autoscalerAfter.Seconds()
+		go func() {
+			select {
+			case <-lateCtx.Done():
+				late <- lateCtx.Err()
+			case <-time.After(h.o.autoscalerAfter):
+				_, err := in.Kubectl(lateCtx, strings.NewReader(h.autoscalerManifest(ns, policy)), "apply", "-f", "-")
+				late <- err
+			}
+		}()
+	} else {
+		late <- nil
+	}
 	s := newSampler(h.tb, ns, "testapp", start, h.o.window)
 	s.policy, s.sloMetrics, s.promWindow = policy, h.o.sloMetrics, h.o.promWindow()
+	s.autoscalerAfter = h.o.autoscalerAfter
 	if hasMPA(policy) {
 		s.mpas = h.mpas
 	}
@@ -151,6 +174,9 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	cpuAfter := readCPU(h.tb.Dir)
 	if lgErr != nil {
 		return r, fmt.Errorf("loadgen: %w (log %s)", lgErr, logFile.Name())
+	}
+	if err := <-late; err != nil {
+		return r, fmt.Errorf("--autoscaler-after: creating the autoscaler: %w", err)
 	}
 	recs, err := readRecords(records)
 	if err != nil {
@@ -286,8 +312,9 @@ func readRecords(path string) ([]loadgen.Record, error) {
 // borrow idle cores and its size matters (the autoscalers scale limits
 // with requests). The bounds are the same for
 // every policy: 1-8 replicas, 50m-1 CPU, 64Mi-1Gi per container.
-func (h *harness) manifest(ns, policy string) string {
-	var b strings.Builder
+// appManifest is the app's Deployment and what it needs, the same for
+// every policy.
+func (h *harness) appManifest(ns string) string {
 	app := nodeinstall.TestApp{
 		Namespace: ns, Env: h.env, Port: h.o.appPort,
 		Args: []string{"--cpu=" + h.o.cpu.String(), "--memory-per-request=" + h.o.memPerRequest, "--base-memory=" + h.o.baseMemory,
@@ -299,7 +326,13 @@ func (h *harness) manifest(ns, policy string) string {
 	if h.o.sloMetrics {
 		app.FileSD = h.fileSDDir()
 	}
-	b.WriteString(app.Manifest())
+	return app.Manifest()
+}
+
+// autoscalerManifest is the policy's HPA, VPA or MultidimPodAutoscaler of
+// the app.
+func (h *harness) autoscalerManifest(ns, policy string) string {
+	var b strings.Builder
 	hpa := `---
 apiVersion: autoscaling/v2
 kind: HorizontalPodAutoscaler

@@ -120,6 +120,10 @@ type Run struct {
 	// LoadPhase is how long after the end of a recommender loop the load
 	// began (bench-real --load-phase), in seconds; 0 when not controlled.
 	LoadPhase float64 `json:"loadPhase,omitempty"`
+	// AutoscalerAfter is how long after the load began the run's
+	// autoscaler was created (bench-real --autoscaler-after), in seconds;
+	// 0 when it was created with the app.
+	AutoscalerAfter float64 `json:"autoscalerAfter,omitempty"`
 	// Events are the run's other events in its namespace, in time order:
 	// the updater's evictions and resizes, the HPA's rescales, the
 	// scheduler's FailedScheduling, the kubelet's kills and deferred

@@ -1,0 +1,41 @@
+//go:build benchreal
+
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestValidateTiming(t *testing.T) {
+	base := options{policies: []string{"fused"}, repeat: 1, duration: 8 * time.Minute, loadgenBin: "loadgen"}
+	for _, tc := range []struct {
+		name    string
+		edit    func(*options)
+		wantErr string
+	}{
+		{"defaults", func(*options) {}, ""},
+		{"autoscaler after 45s", func(o *options) { o.autoscalerAfter = 45 * time.Second }, ""},
+		{"autoscaler after a negative time", func(o *options) { o.autoscalerAfter = -time.Second }, "--autoscaler-after"},
+		{"autoscaler after the load", func(o *options) { o.autoscalerAfter = 8 * time.Minute }, "--autoscaler-after"},
+		{"load phase", func(o *options) { o.loadPhase = 500 * time.Millisecond }, ""},
+		{"load phase past a loop", func(o *options) { o.loadPhase = 15 * time.Second }, "--load-phase"},
+		{"both", func(o *options) { o.loadPhase, o.autoscalerAfter = time.Second, time.Minute }, "exclude each other"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := base
+			tc.edit(&o)
+			err := o.validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("validate = %v, want an error naming %q", err, tc.wantErr)
+			}
+		})
+	}
+}
