@@ -306,14 +306,11 @@ func readRecords(path string) ([]loadgen.Record, error) {
 	return out, nil
 }
 
-// The app and the policy's objects. The requests start equal for every
-// policy: one replica of --initial-cpu and 96Mi, enough for the trace's
-// first third; the CPU limit equals the request, so a replica cannot
-// borrow idle cores and its size matters (the autoscalers scale limits
-// with requests). The bounds are the same for
-// every policy: 1-8 replicas, 50m-1 CPU, 64Mi-1Gi per container.
 // appManifest is the app's Deployment and what it needs, the same for
-// every policy.
+// every policy: one replica of --initial-cpu and 96Mi, enough for the
+// trace's first third; the CPU limit equals the request, so a replica
+// cannot borrow idle cores and its size matters (the autoscalers scale
+// limits with requests).
 func (h *harness) appManifest(ns string) string {
 	app := nodeinstall.TestApp{
 		Namespace: ns, Env: h.env, Port: h.o.appPort,
@@ -330,7 +327,8 @@ func (h *harness) appManifest(ns string) string {
 }
 
 // autoscalerManifest is the policy's HPA, VPA or MultidimPodAutoscaler of
-// the app.
+// the app, with the same bounds for every policy: 1-8 replicas, 50m-1
+// CPU, 64Mi-1Gi per container.
 func (h *harness) autoscalerManifest(ns, policy string) string {
 	var b strings.Builder
 	hpa := `---
