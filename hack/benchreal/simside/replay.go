@@ -74,6 +74,11 @@ type Trace struct {
 	// neither, as on the real node: the fused default's SLO floor, rate
 	// metric and SLO override are then off there too.
 	AppMetrics bool
+	// AutoscalerAfter is bench-real --autoscaler-after (the settings'
+	// "autoscalerAfter"; 0, with the app, when absent): the real autoscaler
+	// was created this long after the load began, so it neither saw nor
+	// changed the windows before.
+	AutoscalerAfter time.Duration
 }
 
 // ParseSettings reads the trace of a results file's settings (the
@@ -134,6 +139,11 @@ func ParseSettings(s map[string]string) (Trace, error) {
 	if v, ok := s["sloMetrics"]; ok {
 		if t.AppMetrics, err = strconv.ParseBool(v); err != nil {
 			return t, fmt.Errorf("settings: sloMetrics %q must be true or false", v)
+		}
+	}
+	if v, ok := s["autoscalerAfter"]; ok {
+		if t.AutoscalerAfter, err = time.ParseDuration(v); err != nil || t.AutoscalerAfter < 0 {
+			return t, fmt.Errorf("settings: autoscalerAfter %q must be a duration >= 0", v)
 		}
 	}
 	if v, ok := s["timeout"]; ok {
@@ -199,6 +209,12 @@ func Replay(cal Calibration, settings map[string]string, policyName string, rep 
 		run.Windows = append(run.Windows, w)
 		used += w.CPUUsed * (w.End - w.Start)
 		ok += m.Completed
+		if w.End <= tr.AutoscalerAfter.Seconds() {
+			// No autoscaler yet: the window ended before it was created, so
+			// the replayed one, like the real one, starts its history later
+			// and the deployment stays as the harness made it.
+			continue
+		}
 		obs := s.Observation()
 		if !tr.AppMetrics {
 			obs = usageOnly(obs)

@@ -280,6 +280,7 @@ func TestReplay(t *testing.T) {
 		{"bad mean", func(s map[string]string) { s["mean"] = "0" }, "fused", "mean"},
 		{"unknown trace", func(s map[string]string) { s["trace"] = "square" }, "fused", "square"},
 		{"bad sloMetrics", func(s map[string]string) { s["sloMetrics"] = "yes please" }, "fused", "sloMetrics"},
+		{"bad autoscalerAfter", func(s map[string]string) { s["autoscalerAfter"] = "-15s" }, "fused", "autoscalerAfter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := settings()
@@ -288,6 +289,53 @@ func TestReplay(t *testing.T) {
 				t.Fatalf("Replay: %v, want an error naming %s", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestReplayAutoscalerAfter: a run whose autoscaler was created 45 s into
+// the load (bench-real --autoscaler-after) is replayed with a policy that
+// first decides after the first window to end past it; the windows before
+// keep the harness's deployment, which the same policy without the delay
+// changes at once.
+func TestReplayAutoscalerAfter(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	replay := func(after string) []result.Window {
+		t.Helper()
+		set := settings()
+		if after != "" {
+			set["autoscalerAfter"] = after
+		}
+		r, err := Replay(cal, set, "fused", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Windows
+	}
+	changed := func(ws []result.Window, i int) bool {
+		return ws[i].Replicas != ws[0].Replicas || ws[i].CPURequested != ws[0].CPURequested
+	}
+	firstChange := func(ws []result.Window) int {
+		for i := range ws {
+			if changed(ws, i) {
+				return i
+			}
+		}
+		return -1
+	}
+	now := replay("")
+	if !slices.Equal(now, replay("0s")) {
+		t.Error(`"autoscalerAfter": "0s" replays differently from no setting`)
+	}
+	// 16 requests/s of 20 ms saturate the initial 100m pod: without the
+	// delay the default changes it after the first window.
+	if got := firstChange(now); got != 1 {
+		t.Fatalf("without a delay the deployment first changed in window %d, want 1", got)
+	}
+	late := replay("45s")
+	// Windows 0-2 end at or before 45 s; the decision after window 3 (its
+	// end at 60 s) is applied from window 4.
+	if got := firstChange(late); got != 4 {
+		t.Errorf("with the autoscaler created at 45 s the deployment first changed in window %d, want 4", got)
 	}
 }
 
