@@ -346,13 +346,18 @@ func (h *harness) write(runs []result.Run) error {
 	return report(h.o, runs)
 }
 
-func report(o options, runs []result.Run) error {
+// report prints and writes the runs' table, the disturbed runs and the
+// warnings (one line each), and every run's timeline.
+func report(o options, runs []result.Run, warnings ...string) error {
 	var b strings.Builder
 	if err := result.WriteTable(&b, runs, o.reference); err != nil {
 		return err
 	}
 	if err := result.WriteOutside(&b, runs, o.maxOutside); err != nil {
 		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(&b, "\nWARNING: %s\n", w)
 	}
 	fmt.Print(b.String())
 	if err := os.WriteFile(filepath.Join(o.out, "results.txt"), []byte(b.String()), 0o644); err != nil {
@@ -375,6 +380,7 @@ func mergeReport(o options) error {
 	// Every run keeps its own file's settings: the simulator replays its
 	// trace from them.
 	var sets []map[string]string
+	var groups []result.Group
 	for _, p := range o.merge {
 		f, err := os.Open(p)
 		if err != nil {
@@ -394,6 +400,7 @@ func mergeReport(o options) error {
 			}
 		}
 		runs = append(runs, kept...)
+		groups = append(groups, result.Group{Name: p, Runs: kept})
 		for range kept {
 			sets = append(sets, rf.Settings)
 		}
@@ -423,7 +430,12 @@ func mergeReport(o options) error {
 	if err := result.WriteRuns(f, settings, runs); err != nil {
 		return err
 	}
-	if err := report(o, runs); err != nil {
+	var warnings []string
+	if w := result.SpeedMismatch(groups, result.DefaultMaxSpeedRatio); w != "" {
+		logf("WARNING: %s", w)
+		warnings = append(warnings, w)
+	}
+	if err := report(o, runs, warnings...); err != nil {
 		return err
 	}
 	if !o.simulate {

@@ -102,7 +102,7 @@ func TestServeSurvivesKill(t *testing.T) {
 
 	startServeChild(t, args)
 	waitServing(t, conn)
-	st, err := c.GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload})
+	st, err := c.GetPolicyStatus(callCtx(t), &pb.GetPolicyStatusRequest{Workload: request().Workload})
 	if err != nil {
 		t.Fatal(err)
 	}

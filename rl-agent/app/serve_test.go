@@ -222,7 +222,7 @@ func TestServe(t *testing.T) {
 	}
 	defer conn2.Close()
 	waitServing(t, conn2)
-	st, err := pb.NewAgentServiceClient(conn2).GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload})
+	st, err := pb.NewAgentServiceClient(conn2).GetPolicyStatus(callCtx(t), &pb.GetPolicyStatusRequest{Workload: request().Workload})
 	if err != nil || st.Status.Stage != pb.Stage_STAGE_BOOTSTRAPPING {
 		t.Fatalf("after restart: %v, %v", st, err)
 	}
@@ -632,11 +632,11 @@ func TestServeFromInitialCheckpoint(t *testing.T) {
 	state := stopForState(t, stop, dir)
 
 	// Without the flag the default architecture cannot take the state.
-	refusedStart(ctx, t, dir, state, args[:len(args)-2]...)
+	refusedStart(callCtx(t), t, dir, state, args[:len(args)-2]...)
 
 	stop = runCommand(t, args...)
 	waitServing(t, conn)
-	if _, err := pb.NewAgentServiceClient(conn).GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload}); err != nil {
+	if _, err := pb.NewAgentServiceClient(conn).GetPolicyStatus(callCtx(t), &pb.GetPolicyStatusRequest{Workload: request().Workload}); err != nil {
 		t.Fatalf("after restart with the flag: %v", err)
 	}
 	if err := stop(); err != nil {
@@ -698,12 +698,13 @@ func testServeFromMetaCheckpoint(t *testing.T, auxDim int) {
 		{"Meta-PPO with another auxiliary head", append(slices.Clone(base), "--initial-checkpoint", writePolicy(t, smallMetaAux(t, learn.StateDim, 4, 4-auxDim)))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			refusedStart(ctx, t, dir, state, tc.args...)
+			refusedStart(callCtx(t), t, dir, state, tc.args...)
 		})
 	}
 
 	stop = runCommand(t, args...)
 	waitServing(t, conn)
+	ctx = callCtx(t)
 	st, err = c.GetPolicyStatus(ctx, &pb.GetPolicyStatusRequest{Workload: request().Workload})
 	if err != nil || st.Status.Transitions != 1 {
 		t.Fatalf("after restart with the flag: %v, %v", st, err)
@@ -730,17 +731,27 @@ func TestServeFreshMetaPPO(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := stopForState(t, stop, dir)
-	refusedStart(ctx, t, dir, state, base...)
-	refusedStart(ctx, t, dir, state, append(slices.Clone(base), "--policy", "ppo")...)
+	refusedStart(callCtx(t), t, dir, state, base...)
+	refusedStart(callCtx(t), t, dir, state, append(slices.Clone(base), "--policy", "ppo")...)
 
 	stop = runCommand(t, args...)
 	waitServing(t, conn)
-	if _, err := c.Recommend(ctx, request()); err != nil {
+	if _, err := c.Recommend(callCtx(t), request()); err != nil {
 		t.Fatalf("after restart with the flag: %v", err)
 	}
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// callCtx bounds one phase of a serve test (a call, or a start that must
+// be refused) on its own. A deadline shared by the phases before and after
+// a restart ran out when -race tests loaded both cores, and failed the
+// first call after the restart with DeadlineExceeded.
+func callCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // startServe runs serve on dir, plaintext on a free loopback port without

@@ -347,3 +347,34 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("Timeline:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
+
+// TestSpeedMismatch: invocations whose app measured CPU per request more
+// than the ratio apart are named; within it, or with one measuring
+// nothing, none is.
+func TestSpeedMismatch(t *testing.T) {
+	runs := func(v ...float64) []Run {
+		var rs []Run
+		for _, x := range v {
+			rs = append(rs, Run{CPUSecondsPerRequest: x})
+		}
+		return rs
+	}
+	for _, tc := range []struct {
+		name   string
+		groups []Group
+		want   string
+	}{
+		{"one machine", []Group{{"a.json", runs(0.0113, 0.0115)}, {"b.json", runs(0.0112, 0.0120)}}, ""},
+		{"a slower machine", []Group{{"fast.json", runs(0.0112, 0.0113, 0.0115)}, {"slow.json", runs(0.0167, 0.0167)}}, "the runs of slow.json measured 0.0167 CPU-seconds per request and those of fast.json 0.0113 (×1.48"},
+		{"an outlier run within a file", []Group{{"a.json", runs(0.0113, 0.0114, 0.05)}, {"b.json", runs(0.0113)}}, ""},
+		{"a file without the measure", []Group{{"old.json", runs(0, 0)}, {"b.json", runs(0.0167)}}, ""},
+		{"one file", []Group{{"a.json", runs(0.01, 0.02)}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := SpeedMismatch(tc.groups, DefaultMaxSpeedRatio)
+			if tc.want == "" && got != "" || !strings.Contains(got, tc.want) {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
