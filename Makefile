@@ -27,8 +27,8 @@ IMAGE_ARCH ?= $(shell go env GOARCH)
 # not in the Helm chart).
 WORKLOAD_BINARIES := testapp loadgen
 # Packages under test: everything except the e2e suite, which needs a
-# control plane (make e2e); the workload's, the e2e framework's and the emulator's unit tests need none.
-UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e') ./e2e/testapp/... ./e2e/loadgen/... ./e2e/framework/... ./e2e/emulator/...
+# control plane (make e2e); the workload's, the e2e framework's, the emulator's and the soak's pure parts' unit tests need none.
+UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e') ./e2e/testapp/... ./e2e/loadgen/... ./e2e/framework/... ./e2e/emulator/... ./e2e/soak/...
 
 .PHONY: help
 help: ## Show this help.
@@ -121,12 +121,13 @@ lint: ## Run go vet, the pinned staticcheck (e2e files included), make chart and
 	go vet ./...
 	go vet -tags e2e ./e2e/...
 	go vet -tags 'e2e upgraderecord' ./e2e/
+	go vet -tags 'e2e soak' ./e2e/
 	go vet -tags e2enode ./e2e/node/
 	go vet -tags images ./hack/images/
 	go vet -tags chart ./deploy/helm/
 	go vet -tags benchvpa ./hack/benchvpa/...
 	go vet -tags benchwhatif ./recommender/app/
-	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/... && "$$TOOLS_BIN/staticcheck" -tags benchwhatif ./recommender/app/
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags 'e2e soak' ./e2e/ && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/... && "$$TOOLS_BIN/staticcheck" -tags benchwhatif ./recommender/app/
 	$(MAKE) chart
 	$(MAKE) rules
 
@@ -184,6 +185,16 @@ e2e: ## Run the end-to-end tests against a loopback control plane.
 .PHONY: e2e-node
 e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc and a kubelet joined to a loopback testbed (root; slow, not in check). hack/testbed/README.md.
 	AWARE_IMAGES_TAG='$(TAG)' hack/e2e-node.sh
+
+# The soak's defaults (issue 36): 2 hours over 1,000 autoscalers, a
+# restart every 20 minutes. SOAK_ARGS go to the test (-soak.churn=60 ...).
+SOAK_DURATION      ?= 2h
+SOAK_MPAS          ?= 1000
+SOAK_RESTART_EVERY ?= 20m
+
+.PHONY: soak
+soak: ## Soak the components on a loopback control plane (SOAK_DURATION 2h, SOAK_MPAS 1000, SOAK_RESTART_EVERY 20m): restarts, churn, growth judged; slow, not in check. docs/operations.md#soak.
+	SOAK_DURATION='$(SOAK_DURATION)' SOAK_MPAS='$(SOAK_MPAS)' SOAK_RESTART_EVERY='$(SOAK_RESTART_EVERY)' hack/soak.sh $(SOAK_ARGS)
 
 .PHONY: bench-vpa
 bench-vpa: ## Benchmark AWARE against VPA (built from the Go module proxy) on a loopback control plane; slow, not in check. docs/results/performance.md.

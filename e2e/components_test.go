@@ -300,6 +300,13 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// tokenTTL is the lifetime of the ServiceAccount token each component
+// process is started with: written into its kubeconfig, it is not
+// refreshed, and a restarted process reads the same file. Longer than any
+// e2e test; the soak (soak_test.go), which runs alone and for hours,
+// raises it before it starts its components.
+var tokenTTL = 2 * time.Hour
+
 // processSpec describes a component process.
 type processSpec struct {
 	// Binary is one of componentNames, the name of its container in
@@ -342,7 +349,7 @@ func startProcess(t *testing.T, spec processSpec) *component {
 		t.Fatalf("no Deployment in deploy/ runs a %s container", spec.Binary)
 	}
 	kubeconfig := filepath.Join(t.TempDir(), w.ServiceAccount+".kubeconfig")
-	if err := tb.WriteServiceAccountKubeconfig(context.Background(), w.Namespace, w.ServiceAccount, kubeconfig, 2*time.Hour); err != nil {
+	if err := tb.WriteServiceAccountKubeconfig(context.Background(), w.Namespace, w.ServiceAccount, kubeconfig, tokenTTL); err != nil {
 		t.Fatal(err)
 	}
 	addrs := map[string]string{}
