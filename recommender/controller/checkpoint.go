@@ -158,6 +158,13 @@ func (c *Controller) restore(ctx context.Context, m *v1alpha1.MultidimPodAutosca
 // checkpoint writes over several loops instead of stalling one.
 func (c *Controller) saveCheckpoints(ctx context.Context, now time.Time, budget time.Duration) {
 	deadline := c.clock.Now().Add(budget)
+	// The budget also bounds each write: with etcd down the API server
+	// holds a write until its own request timeout (about a minute), and
+	// one checkpoint write then stopped the loop for the whole outage (e2e
+	// TestControlPlaneFaults/etcd_restarted, 2026-11-29: no loop ended in
+	// 30 s). A write cut here is retried at the next loop.
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
 	type item struct {
 		key  string
 		last time.Time
