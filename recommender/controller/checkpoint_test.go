@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/core/vpa"
+	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
 func TestCheckpointSaveRestoreAndGC(t *testing.T) {
@@ -131,3 +133,61 @@ func TestCheckpointAPIRoundTrip(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// carrySpy records the policy a spec change rebuilt it from.
+type carrySpy struct {
+	workload.Policy
+	from workload.Policy
+}
+
+func (p *carrySpy) CarryOver(old workload.Policy) bool { p.from = old; return true }
+
+var (
+	_ carrier = (*carrySpy)(nil)
+	_ carrier = (*fusion.Fused)(nil)
+)
+
+// TestSpecChangeCarriesWhatThePolicyLearned: a spec change rebuilds the
+// policy and hands it the old one (the fused default's CPU-per-request
+// estimate survives a Shadow→On switch); a re-created autoscaler of the
+// same name starts afresh.
+func TestSpecChangeCarriesWhatThePolicyLearned(t *testing.T) {
+	f := newFixture(t, twoPodWorkload()...)
+	f.usage.set(podUsage("ns", "web-1", 0.3, 200<<20), podUsage("ns", "web-2", 0.5, 300<<20))
+	inner := fusion.NewPolicyFactory(fusion.Options{})
+	f.deps = func(d *Deps) {
+		d.NewPolicy = func(c workload.Constraints) (workload.Policy, error) {
+			p, err := inner(c)
+			return &carrySpy{Policy: p}, err
+		}
+	}
+	f.start()
+	f.tick()
+	first := f.c.states["ns/web"].policy
+
+	ctx := context.Background()
+	update := func(change func(m *v1alpha1.MultidimPodAutoscaler)) {
+		t.Helper()
+		m := f.mpa("ns", "web")
+		change(m)
+		if _, err := f.client.AutoscalingV1alpha1().MultidimPodAutoscalers("ns").Update(ctx, m, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		f.sync()
+		f.clock.Step(time.Minute)
+		f.tick()
+	}
+	update(func(m *v1alpha1.MultidimPodAutoscaler) {
+		m.Generation++
+		seven := int32(7)
+		m.Spec.Constraints = &v1alpha1.ScalingConstraints{Global: &v1alpha1.HorizontalScalingConstraints{MaxReplicas: &seven}}
+	})
+	second := f.c.states["ns/web"].policy.(*carrySpy)
+	if second == first || second.from != first {
+		t.Errorf("after a spec change the policy was rebuilt from %p, want the old one %p", second.from, first)
+	}
+	update(func(m *v1alpha1.MultidimPodAutoscaler) { m.UID, m.Generation = "uid-web-2", 1 })
+	if third := f.c.states["ns/web"].policy.(*carrySpy); third == second || third.from != nil {
+		t.Errorf("a re-created autoscaler got the old one's policy state (from %p)", third.from)
+	}
+}

@@ -238,6 +238,12 @@ type Controller struct {
 	background   sync.WaitGroup
 }
 
+// carrier is a policy that takes over what its predecessor learned about
+// the workload, beyond the histograms, when a spec change rebuilds it.
+type carrier interface {
+	CarryOver(old workload.Policy) bool
+}
+
 // state is the model of one autoscaler.
 type state struct {
 	namespace, name string
@@ -616,6 +622,12 @@ func (c *Controller) stateFor(ctx context.Context, key string, m *v1alpha1.Multi
 		ns.configErr = err
 	} else {
 		ns.policy = p
+	}
+	if cp, ok := ns.policy.(carrier); ok && st != nil && st.uid == m.UID && st.policy != nil {
+		// Spec changed: what the policy learned about the workload besides
+		// the histograms (the fused default's CPU-per-request estimate)
+		// carries over, as they do below.
+		cp.CarryOver(st.policy)
 	}
 	h, ok := ns.policy.(histograms)
 	switch {

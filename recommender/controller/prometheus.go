@@ -229,7 +229,7 @@ func (c *Controller) applySLO(ctx context.Context, m *v1alpha1.MultidimPodAutosc
 	}
 	r := e.slo
 	if r.RequestRate.OK {
-		obs.RequestRate = r.RequestRate.Value
+		obs.RequestRate, obs.RateWindow = r.RequestRate.Value, r.Window
 	}
 	// The error rate is an input of the agent only: without a usable
 	// value it stays 0 ("not measured", like the request rate), which the

@@ -168,6 +168,9 @@ func TestSLOFillsObservation(t *testing.T) {
 	if obs.ErrorRate != 1.5 {
 		t.Errorf("error rate %g, want 1.5", obs.ErrorRate)
 	}
+	if obs.RateWindow != 2*time.Minute {
+		t.Errorf("rate window %s, want the source's 2m: the policy matches the usage to it", obs.RateWindow)
+	}
 	if n := testutil.ToFloat64(f.c.metrics.promQueries.WithLabelValues("errorRate", "success")); n != 1 {
 		t.Errorf("errorRate queries %g, want 1", n)
 	}
@@ -182,8 +185,8 @@ func TestSLOPrometheusDownKeepsDefault(t *testing.T) {
 	f, adv := sloFixture(t, prom, 95)
 	f.tick()
 	obs := adv.last(t)
-	if obs.Latency != (workload.Latency{}) || obs.RequestRate != 0 || obs.ErrorRate != 0 || obs.SLO != 0.25 {
-		t.Errorf("observation latency %+v rate %g error rate %g slo %g; want no latency, no rates, the SLO", obs.Latency, obs.RequestRate, obs.ErrorRate, obs.SLO)
+	if obs.Latency != (workload.Latency{}) || obs.RequestRate != 0 || obs.ErrorRate != 0 || obs.SLO != 0.25 || obs.RateWindow != 0 {
+		t.Errorf("observation latency %+v rate %g (window %s) error rate %g slo %g; want no latency, no rates, the SLO", obs.Latency, obs.RequestRate, obs.RateWindow, obs.ErrorRate, obs.SLO)
 	}
 	if n := testutil.ToFloat64(f.c.metrics.promQueries.WithLabelValues("requestRate", "error")); n != 1 {
 		t.Errorf("failed requestRate queries %g, want 1 (Prometheus unreachable)", n)

@@ -10,7 +10,16 @@
 //     describe the operating point (rule 6). From the same windows, unless
 //     the pods are CPU-saturated, estimate the CPU-seconds per request
 //     s = Σ total CPU / Σ request rate (sums decayed with a one-hour
-//     half-life).
+//     half-life). When the rate averages over a longer period than the
+//     observation (Observation.RateWindow: a Prometheus rate() over
+//     minutes), the total CPU in that sum is the mean over the same period,
+//     and a window counts only once the policy's own samples cover it, all
+//     measured and none saturated: a rate lagging the usage after a load
+//     step, or at the start of traffic, would overstate s (measured on the
+//     real node: twice, and a 0.6-core pod sized at 1 core). Until then,
+//     with an SLO and no estimate, the CPU request is not lowered (reason
+//     SLORateWindowFilling). The estimate, its gain and these samples are
+//     carried over a spec change (CarryOver).
 //  2. Vertical first: the per-container requests come from VPA's decaying
 //     histograms of that per-pod usage (percentiles, minimums, OOM bump,
 //     confidence bounds, capping to the container policy). Memory keeps

@@ -156,6 +156,9 @@ type Fused struct {
 	pods      []hpa.PodMetric
 	metrics   []hpa.Metric
 	slo       sloState
+	// usage averages the workload's CPU over the request rate's window
+	// when it is longer than the observation's (Observation.RateWindow).
+	usage usageRing
 }
 
 var _ workload.Policy = (*Fused)(nil)
@@ -165,6 +168,25 @@ func (f *Fused) Name() string { return FusedName }
 
 // Recommender exposes the histograms, e.g. for checkpointing.
 func (f *Fused) Recommender() *vpa.Recommender { return f.rec }
+
+// CarryOver takes from old, the policy this one replaces after a change of
+// its autoscaler's spec, what old learned about the workload rather than
+// read from the spec: the CPU-seconds-per-request estimate and its gain,
+// the usage samples over the rate's window, the request rate's burst
+// statistics and when the pods were last starved. A mode switch or new
+// bounds do not change the workload; on the real node the default rebuilt
+// at a Shadow→On switch started the estimate afresh and re-sized the pod
+// from its first windows. The histograms travel separately (Recommender).
+// It reports whether old was a *Fused; f is unchanged when not.
+func (f *Fused) CarryOver(old workload.Policy) bool {
+	o, ok := old.(*Fused)
+	if !ok || o == nil || o == f {
+		return false
+	}
+	f.slo, f.burst, f.starvedAt = o.slo, o.burst, o.starvedAt
+	f.usage = usageRing{samples: slices.Clone(o.usage.samples)}
+	return true
+}
 
 // Recommend implements workload.Policy.
 func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (workload.Recommendation, error) {
@@ -196,8 +218,16 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
 		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)
 	}
-	if ok && obs.Samples > 0 && obs.RequestRate > 0 && !saturated {
-		f.slo.observe(obs.Time, usage*float64(obs.ReadyReplicas), obs.RequestRate)
+	// 3. CPU-seconds per request from the usage and the rate over the same
+	// period: the rate's window, when it is longer than the observation's.
+	measured := ok && obs.Samples > 0
+	rateCPU, rateSaturated, matched := usage*float64(obs.ReadyReplicas), saturated, true
+	if obs.RateWindow > obs.Window {
+		f.usage.add(usageSample{end: obs.Time, cpu: rateCPU, measured: measured, saturated: saturated}, obs.RateWindow)
+		rateCPU, matched, rateSaturated = f.usage.mean(obs.Time, obs.RateWindow, obs.Window)
+	}
+	if measured && matched && obs.RequestRate > 0 && !rateSaturated {
+		f.slo.observe(obs.Time, rateCPU, obs.RequestRate)
 	}
 
 	// 2. Vertical first, with the HPA target as the CPU headroom (a
@@ -218,13 +248,18 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	floorNote := ""
 	s, known := f.slo.cpuPerRequest()
 	atLeast := false
-	if !known && saturated && ok && obs.Samples > 0 && obs.RequestRate > 0 && usage > 0 {
+	if !known && saturated && measured && matched && obs.RequestRate > 0 && rateCPU > 0 {
 		// 3. No unsaturated window yet: a saturated one's usage over its
 		// arrival rate is a lower bound of s (usage is capped, arrivals
 		// are not), so the floor it gives is a lower bound of the size the
-		// SLO needs. It is not kept in the estimate.
-		s, known, atLeast = usage*float64(obs.ReadyReplicas)/obs.RequestRate, true, true
+		// SLO needs. It is not kept in the estimate. Only over the rate's
+		// window: a lagging rate would make it no bound at all.
+		s, known, atLeast = rateCPU/obs.RequestRate, true, true
 	}
+	// 3. While the rate's window fills, the floor is unknown for want of a
+	// rate to divide by, not for want of traffic: the CPU request is not
+	// lowered before the SLO's need is known.
+	waitRate := !known && obs.SLO > 0 && !matched
 	if known && obs.SLO > 0 && request > 0 {
 		sizeBound = violated && ok && !saturated && usage <= maxUtil*request
 		// Grow only once the last change has taken effect, and not for a
@@ -268,8 +303,12 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		}
 	}
 
-	if sat.pods {
-		// 11. Never lower the CPU of pods at their limit.
+	if waitRate {
+		floorNote = "; SLORateWindowFilling"
+	}
+	if sat.pods || waitRate {
+		// 11. Never lower the CPU of pods at their limit. 3. Nor before the
+		// rate's window has filled.
 		f.holdCPU(&obs, containers)
 	}
 	if f.shrinkAfter > 0 {

@@ -83,6 +83,70 @@ func (s *sloState) cpuPerRequest() (float64, bool) {
 	return s.cpuSum / s.rateSum, true
 }
 
+// usageRing keeps the workload's total CPU usage of recent windows, one
+// sample per observation, so that it can be averaged over the request
+// rate's window (Observation.RateWindow). CPU-seconds per request is then a
+// ratio of two means over the same period. Dividing the current usage by a
+// rate over minutes overstates it after a load rises, and above all while
+// the rate's window still holds the quiet before the traffic began. On the
+// real node an autoscaler created 45 s into the load read half the rate
+// from a 2-minute window, estimated twice the CPU per request, and sized a
+// 0.6-core pod at 1 core; the estimate, with its one-hour half-life, kept
+// it there (docs/real-node.md, round fifteen).
+type usageRing struct {
+	samples []usageSample
+}
+
+// usageSample is one window's total CPU of the ready pods (cores).
+// measured is false when the window had no usable usage; saturated when
+// its pods were CPU-bound, so its usage is a lower bound of the demand.
+type usageSample struct {
+	end                 time.Time
+	cpu                 float64
+	measured, saturated bool
+}
+
+// add appends s and drops what ends at or before s.end − keep. A sample
+// not after the newest one (a clock set back) restarts the ring: the
+// samples' order is what mean relies on.
+func (u *usageRing) add(s usageSample, keep time.Duration) {
+	if n := len(u.samples); n > 0 && !s.end.After(u.samples[n-1].end) {
+		u.samples = u.samples[:0]
+	}
+	cut := 0
+	for cut < len(u.samples) && !u.samples[cut].end.After(s.end.Add(-keep)) {
+		cut++
+	}
+	u.samples = append(u.samples[:copy(u.samples, u.samples[cut:])], s)
+}
+
+// mean returns the mean CPU of the samples ending in (now − w, now], and
+// whether they cover that period: the oldest of them began (step before
+// its end) no later than half a step after now − w, and every one was
+// measured. saturated reports that any of them was CPU-bound.
+func (u *usageRing) mean(now time.Time, w, step time.Duration) (cpu float64, covered, saturated bool) {
+	from := now.Add(-w)
+	n, oldest := 0, time.Time{}
+	for _, s := range u.samples {
+		if !s.end.After(from) || s.end.After(now) {
+			continue
+		}
+		if !s.measured {
+			return 0, false, false
+		}
+		if n == 0 {
+			oldest = s.end
+		}
+		n++
+		cpu += s.cpu
+		saturated = saturated || s.saturated
+	}
+	if n == 0 || oldest.Add(-step).After(from.Add(step/2)) {
+		return 0, false, saturated
+	}
+	return cpu / float64(n), true, saturated
+}
+
 // baseFloor is the per-pod CPU request (cores) below which a request's p95
 // would exceed the SLO when the pod runs at the highest utilisation the
 // horizontal loop tolerates, before the learned gain: with s CPU-seconds per

@@ -132,6 +132,14 @@ type Observation struct {
 	Pods []PodSample
 	// RequestRate is the arrival rate across the workload (requests/s).
 	RequestRate float64
+	// RateWindow is the period RequestRate averages over when that is
+	// longer than Window (a Prometheus rate() over minutes beside usage
+	// sampled every Window); 0 when RequestRate covers Window, as in the
+	// simulator. A policy that divides usage by the rate must average the
+	// usage over the same period: right after a load step, or while the
+	// rate's window still holds the quiet before the traffic began, the
+	// rate lags the usage.
+	RateWindow time.Duration
 	// Latency is the end-to-end request latency over the window.
 	Latency Latency
 	// ErrorRate is failed or timed-out requests per second; 0 also when it
@@ -208,6 +216,9 @@ func (o *Observation) Validate() error {
 	}
 	if o.StartupDelay < 0 {
 		errs = append(errs, fmt.Errorf("startupDelay must be >= 0, got %v", o.StartupDelay))
+	}
+	if o.RateWindow < 0 {
+		errs = append(errs, fmt.Errorf("rateWindow must be >= 0, got %v", o.RateWindow))
 	}
 	for _, f := range []struct {
 		n string

@@ -26,6 +26,7 @@ func TestObservationValidate(t *testing.T) {
 		{"infinite latency", func(o *Observation) { o.Latency.P95 = math.Inf(1) }, "latency.p95 is infinite"},
 		{"negative replicas", func(o *Observation) { o.Replicas = -1 }, "replicas must be >= 0"},
 		{"negative start-up delay", func(o *Observation) { o.StartupDelay = -time.Second }, "startupDelay must be >= 0"},
+		{"negative rate window", func(o *Observation) { o.RateWindow = -time.Second }, "rateWindow must be >= 0"},
 		{"negative usage", func(o *Observation) { o.Containers[0].Usage.CPU = -0.1 }, `"app" usage: cpu is negative`},
 		{"NaN memory request", func(o *Observation) { o.Containers[0].Requests.Memory = math.NaN() }, "memory is NaN"},
 		{"unnamed container", func(o *Observation) { o.Containers[0].Name = "" }, "name is empty"},

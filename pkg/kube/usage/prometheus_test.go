@@ -210,8 +210,8 @@ func TestSLO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.RequestRate != (Reading{Value: 12.5, OK: true}) {
-		t.Errorf("rate %+v", r.RequestRate)
+	if r.RequestRate != (Reading{Value: 12.5, OK: true}) || r.Window != 2*time.Minute {
+		t.Errorf("rate %+v over %s, want 12.5 over the source's 2m", r.RequestRate, r.Window)
 	}
 	if r.ErrorRate != (Reading{Value: 0.75, OK: true}) {
 		t.Errorf("error rate %+v, want the sum 0.75", r.ErrorRate)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/prometheus/common/model"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,9 @@ type SLOReading struct {
 	// Dropped counts NaN, infinite and negative samples that were
 	// discarded.
 	Dropped Drops
+	// Window is the range the rates and latencies average over: the
+	// source's window, which the queries read as {{.Window}}.
+	Window time.Duration
 }
 
 // SLO reads the request rate, the error rate and the p50, p99 and
@@ -55,7 +59,7 @@ type SLOReading struct {
 // the Reading says so. The error is non-nil only when Prometheus could not
 // be asked or did not answer (then nothing was read).
 func (p *Prometheus) SLO(ctx context.Context, q SLOQuery) (SLOReading, error) {
-	r := SLOReading{Latency: map[int32]Reading{}, Dropped: Drops{}}
+	r := SLOReading{Latency: map[int32]Reading{}, Dropped: Drops{}, Window: p.window}
 	if err := validNamespace(q.Namespace); err != nil {
 		return r, err
 	}

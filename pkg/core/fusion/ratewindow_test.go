@@ -1,0 +1,225 @@
+package fusion
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aware-k8s/aware/pkg/core/workload"
+)
+
+func TestUsageRing(t *testing.T) {
+	const step = 15 * time.Second
+	const w = time.Minute
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	sample := func(s int, cpu float64) usageSample {
+		return usageSample{end: at(s), cpu: cpu, measured: true}
+	}
+	for _, tc := range []struct {
+		name          string
+		samples       []usageSample
+		now           int
+		wantCPU       float64
+		wantCovered   bool
+		wantSaturated bool
+	}{
+		{"empty", nil, 60, 0, false, false},
+		{"three windows of a minute's four", []usageSample{sample(30, 1), sample(45, 1), sample(60, 1)}, 60, 0, false, false},
+		{"four windows cover the minute", []usageSample{sample(15, 1), sample(30, 2), sample(45, 3), sample(60, 4)}, 60, 2.5, true, false},
+		{"older windows are left out of the mean", []usageSample{sample(0, 100), sample(15, 1), sample(30, 2), sample(45, 3), sample(60, 4)}, 60, 2.5, true, false},
+		{"a late loop is within half a step", []usageSample{sample(22, 1), sample(37, 1), sample(52, 1), sample(67, 1)}, 67, 1, true, false},
+		{"a gap in the loops keeps the covered period", []usageSample{sample(15, 2), sample(60, 4)}, 60, 3, true, false},
+		{"an unmeasured window leaves it unknown", []usageSample{sample(15, 1), {end: at(30)}, sample(45, 1), sample(60, 1)}, 60, 0, false, false},
+		{"a saturated window is reported", []usageSample{sample(15, 1), {end: at(30), cpu: 1, measured: true, saturated: true}, sample(45, 1), sample(60, 1)}, 60, 1, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var u usageRing
+			for _, s := range tc.samples {
+				u.add(s, w)
+			}
+			cpu, covered, saturated := u.mean(at(tc.now), w, step)
+			if math.Abs(cpu-tc.wantCPU) > 1e-12 || covered != tc.wantCovered || saturated != tc.wantSaturated {
+				t.Errorf("mean = %g, covered %v, saturated %v; want %g, %v, %v", cpu, covered, saturated, tc.wantCPU, tc.wantCovered, tc.wantSaturated)
+			}
+		})
+	}
+	t.Run("add keeps only the window", func(t *testing.T) {
+		var u usageRing
+		for s := 0; s <= 600; s += 15 {
+			u.add(sample(s, 1), w)
+		}
+		if n := len(u.samples); n != 4 {
+			t.Errorf("%d samples kept, want the 4 ending within the last minute", n)
+		}
+	})
+	t.Run("a clock set back restarts", func(t *testing.T) {
+		var u usageRing
+		for s := 15; s <= 60; s += 15 {
+			u.add(sample(s, 1), w)
+		}
+		u.add(sample(30, 5), w)
+		if len(u.samples) != 1 || u.samples[0].cpu != 5 {
+			t.Errorf("samples %+v, want only the new one", u.samples)
+		}
+	})
+}
+
+// promRate is what a Prometheus rate() over window reports at elapsed
+// seconds since a steady rate began: the increase over the part of the
+// window that held traffic, divided by the whole window.
+func promRate(rate float64, elapsed, window time.Duration) float64 {
+	return rate * min(elapsed.Seconds(), window.Seconds()) / window.Seconds()
+}
+
+// TestRateWindowMatchesUsage replays what the real node showed (round
+// fifteen, docs/real-node.md): an autoscaler created 45 s into a steady load
+// reads the request rate from a 2-minute rate() that still holds the quiet
+// before the load. Divided into the current usage, that rate doubled the
+// CPU-seconds per request, and the floor sized the pod for twice its need.
+// With Observation.RateWindow the estimate waits for its own usage samples
+// to cover the window, and is exact; until then the CPU request is held.
+func TestRateWindowMatchesUsage(t *testing.T) {
+	const (
+		rate    = 20.0 // requests/s
+		cpuSec  = 0.02 // CPU-seconds per request: 0.4 cores of load
+		slo     = 0.25
+		request = 1.2 // above the usage's own size, below the lagged floor
+		after   = 45 * time.Second
+		step    = 15 * time.Second
+		window  = 2 * time.Minute
+	)
+	obsAt := func(elapsed time.Duration, seen float64, rateWindow time.Duration) workload.Observation {
+		o := served(t0.Add(elapsed), 1, rate, cpuSec, request)
+		o.RequestRate, o.RateWindow, o.SLO, o.Latency.P95 = seen, rateWindow, slo, 0.1
+		return o
+	}
+	type result struct {
+		first, last workload.Recommendation
+		sFirst, s   float64 // s after the first window and at the end
+		held        bool // the CPU target stayed at the request until s was known
+	}
+	run := func(t *testing.T, seen func(time.Duration) float64, rateWindow time.Duration) result {
+		t.Helper()
+		p, err := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := p.(*Fused)
+		r := result{held: true}
+		for e := after; e <= 10*time.Minute; e += step {
+			rec, err := f.Recommend(context.Background(), obsAt(e, seen(e), rateWindow))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e == after {
+				r.first = rec
+				r.sFirst, _ = f.slo.cpuPerRequest()
+			}
+			r.last = rec
+			if _, known := f.slo.cpuPerRequest(); !known {
+				c, _ := rec.Container("app")
+				if c.Target.CPU < request || !strings.Contains(rec.Reason, "SLORateWindowFilling") && rateWindow > 0 {
+					r.held = false
+				}
+			}
+		}
+		r.s, _ = f.slo.cpuPerRequest()
+		return r
+	}
+	lagged := func(e time.Duration) float64 { return promRate(rate, e, window) }
+	truth := run(t, func(time.Duration) float64 { return rate }, 0)
+	before := run(t, lagged, 0) // the rate's window not said: the old reading
+	matched := run(t, lagged, window)
+
+	if math.Abs(truth.s-cpuSec) > 1e-9 {
+		t.Fatalf("with the true rate s = %g, want %g", truth.s, cpuSec)
+	}
+	// The scenario exercises the lag: read as if it were the window's own
+	// rate, the lagged rate overstates s and the floor well past the need.
+	if before.sFirst < 2*cpuSec {
+		t.Errorf("lagged rate read as current: first s = %g, want it overstated (the scenario does not exercise the lag)", before.sFirst)
+	}
+	bc, _ := before.first.Container("app")
+	tc, _ := truth.first.Container("app")
+	if bc.Target.CPU < 1.5*tc.Target.CPU {
+		t.Errorf("lagged rate read as current: first CPU target %g, want well above the true rate's %g", bc.Target.CPU, tc.Target.CPU)
+	}
+	// Matched: exact once covered, and nothing lowered before.
+	if math.Abs(matched.s-cpuSec) > 1e-9 {
+		t.Errorf("rate window said: s = %g, want %g", matched.s, cpuSec)
+	}
+	if !matched.held {
+		t.Errorf("rate window said: the CPU request was lowered (or the reason did not say why it was held) before s was known")
+	}
+	mc, _ := matched.last.Container("app")
+	lc, _ := truth.last.Container("app")
+	if math.Abs(mc.Target.CPU-lc.Target.CPU) > 1e-9 || matched.last.Replicas != truth.last.Replicas {
+		t.Errorf("after 10 min: %d x %g with the rate window, %d x %g with the true rate", matched.last.Replicas, mc.Target.CPU, truth.last.Replicas, lc.Target.CPU)
+	}
+}
+
+// TestRateWindowSaturatedLowerBound: before any unsaturated window, rule 3
+// takes the saturated windows' usage over their rate as a lower bound of s.
+// Over a lagging rate it is none, so it waits for the window's samples.
+func TestRateWindowSaturatedLowerBound(t *testing.T) {
+	p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 10})
+	// 0.8 cores of load on a 0.2-core pod: saturated from the start.
+	for i := range 12 {
+		e := time.Duration(i) * 15 * time.Second
+		o := served(t0.Add(e), 1, 40, 0.02, 0.2)
+		o.RequestRate, o.RateWindow, o.SLO, o.Latency.P95 = promRate(40, 45*time.Second+e, 2*time.Minute), 2*time.Minute, 0.1, 2
+		rec, err := p.Recommend(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		atLeast := strings.Contains(rec.Reason, "SLOCPUFloor(saturated, at least)")
+		if covered := e >= 2*time.Minute-15*time.Second; atLeast != covered {
+			t.Errorf("at %s: reason %q; want the saturated lower bound only once the rate's window is covered (%v)", e, rec.Reason, covered)
+		}
+	}
+}
+
+func TestCarryOver(t *testing.T) {
+	factory := NewPolicyFactory(Options{BurstRatio: 2, TargetOfLimit: true})
+	old, _ := factory(workload.Constraints{MaxReplicas: 10})
+	for i := range 20 {
+		o := served(t0.Add(time.Duration(i)*15*time.Second), 2, 20, 0.02, 1)
+		o.RateWindow, o.SLO, o.Latency.P95 = time.Minute, 0.25, 0.1
+		if _, err := old.Recommend(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := old.(*Fused)
+	if _, known := o.slo.cpuPerRequest(); !known {
+		t.Fatal("the old policy learned no estimate: the test does not exercise the carry")
+	}
+	p, _ := factory(workload.Constraints{MaxReplicas: 20})
+	f := p.(*Fused)
+	if !f.CarryOver(old) {
+		t.Fatal("CarryOver of a *Fused returned false")
+	}
+	if f.slo != o.slo || f.burst != o.burst || !f.starvedAt.Equal(o.starvedAt) || len(f.usage.samples) != len(o.usage.samples) {
+		t.Errorf("carried slo %+v burst %+v usage %d; old slo %+v burst %+v usage %d", f.slo, f.burst, len(f.usage.samples), o.slo, o.burst, len(o.usage.samples))
+	}
+	f.usage.samples[0].cpu = -1
+	if o.usage.samples[0].cpu == -1 {
+		t.Error("the carried usage samples share the old policy's array")
+	}
+	naive, _ := NewNaiveFactory(Options{})(workload.Constraints{MaxReplicas: 10})
+	fresh, _ := factory(workload.Constraints{MaxReplicas: 10})
+	for _, tc := range []struct {
+		name string
+		old  workload.Policy
+	}{{"another policy", naive}, {"nil", nil}, {"itself", fresh}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if fresh.(*Fused).CarryOver(tc.old) {
+				t.Errorf("CarryOver(%s) = true", tc.name)
+			}
+			if _, known := fresh.(*Fused).slo.cpuPerRequest(); known {
+				t.Errorf("CarryOver(%s) changed the policy", tc.name)
+			}
+		})
+	}
+}
