@@ -146,6 +146,12 @@ func TestSLOLatency(t *testing.T) {
 			if c := condition(m, v1alpha1.ScalingActive); c == nil || c.Status != corev1.ConditionTrue || c.Reason != "ValidMetricFound" {
 				return fmt.Errorf("ScalingActive %s", condString(c))
 			}
+			// Until its own usage samples cover --prometheus-window, the
+			// default keeps the CPU request it found
+			// (SLORateWindowFilling, pkg/core/fusion): wait for them.
+			if cpu := targetCPU(m); cpu == sloPodCPURequest {
+				return fmt.Errorf("cpu target %dm, the request the default holds while the rate's window fills", cpu)
+			}
 			return nil
 		})
 		metCPU = targetCPU(m)

@@ -39,8 +39,9 @@ vpa="$("${ROOT}/hack/vpa/build.sh")" || die "building VPA failed (see above)"
 { read -r VPA_VERSION; read -r VPA_BIN; read -r VPA_DIR; } <<<"${vpa}"
 echo "bench-real.sh: VPA ${VPA_VERSION}" >&2
 mkdir -p "${OUT}/bin"
-# rl-agent trains the ensemble's members when they are not cached.
-(cd "${ROOT}" && go build -trimpath -o "${OUT}/bin/" ./e2e/cmd/loadgen ./rl-agent)
+# rl-agent trains the ensemble's members when they are not cached; the
+# recommender's whatif reads the HPA runs' histories (--whatif).
+(cd "${ROOT}" && go build -trimpath -o "${OUT}/bin/" ./e2e/cmd/loadgen ./rl-agent ./recommender)
 
 if [[ "${BENCH_REAL_USE_RUNNING:-0}" == 1 ]]; then
 	running_component >/dev/null || die "BENCH_REAL_USE_RUNNING=1 but no testbed runs from ${TESTBED_DIR}"
@@ -61,5 +62,5 @@ fi
 cd "${ROOT}"
 AWARE_NODE_NAME="${NODE_NAME}" AWARE_TESTBED_DIR="${TESTBED_DIR}" \
 	go run -tags benchreal ./hack/benchreal \
-	--loadgen "${OUT}/bin/loadgen" --rl-agent "${OUT}/bin/rl-agent" --vpa-bin "${VPA_BIN}" --vpa-module-dir "${VPA_DIR}" \
+	--loadgen "${OUT}/bin/loadgen" --rl-agent "${OUT}/bin/rl-agent" --recommender "${OUT}/bin/recommender" --vpa-bin "${VPA_BIN}" --vpa-module-dir "${VPA_DIR}" \
 	--repo "${ROOT}" --out "${OUT}" "$@"

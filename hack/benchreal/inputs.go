@@ -57,7 +57,15 @@ func (h *harness) setupSLOMetrics(ctx context.Context) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	conf, err := slo.WithScrapeJob(string(b), slo.ScrapeJob(sloJob, dir, 5))
+	var extra []string
+	if h.o.whatif {
+		job, err := h.cadvisorScrape(ctx)
+		if err != nil {
+			return nil, err
+		}
+		extra = append(extra, job)
+	}
+	conf, err := slo.WithScrapeJob(string(b), slo.ScrapeJob(sloJob, dir, 5, extra...))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -68,6 +76,9 @@ func (h *harness) setupSLOMetrics(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	logf("Prometheus %s scrapes the app's replicas (job %s, file_sd %s)", h.tb.PrometheusURL, sloJob, dir)
+	if h.o.whatif {
+		logf("Prometheus %s scrapes the node's cAdvisor (job %s) for --whatif", h.tb.PrometheusURL, cadvisorJob)
+	}
 	return func() {
 		b, err := os.ReadFile(path)
 		if err == nil {

@@ -89,6 +89,9 @@ type options struct {
 	// autoscalerAfter, when positive, creates each run's autoscaler this
 	// long after its load began, instead of with the app.
 	autoscalerAfter time.Duration
+	// whatif runs recommenderBin's whatif on each run of whatifPolicies.
+	whatif         bool
+	recommenderBin string
 }
 
 func main() {
@@ -116,7 +119,7 @@ func main() {
 	flag.StringVar(&o.loadgenBin, "loadgen", "", "the load generator's binary")
 	flag.StringVar(&o.vpaBin, "vpa-bin", "", "directory of VPA's recommender, updater and admission-controller")
 	flag.StringVar(&o.vpaDir, "vpa-module-dir", "", "VPA's module source directory (its deploy/ CRD and RBAC)")
-	flag.StringVar(&merge, "merge", "", "comma-separated results.json files to merge and report, instead of running")
+	flag.StringVar(&merge, "merge", "", "comma-separated results.json files to merge and report, instead of running; FILE@POLICY[@POLICY...] keeps only those policies' runs of FILE")
 	flag.Float64Var(&o.maxOutside, "max-outside-cpu", result.DefaultMaxOutsideCores, "a run during which processes outside the benchmark took more than this many cores on average is reported as disturbed, and --merge leaves it out")
 	flag.BoolVar(&o.keepDisturbed, "keep-disturbed", false, "--merge: keep the disturbed runs (--max-outside-cpu) in the merged results")
 	flag.StringVar(&o.reference, "reference", "fused", "the policy every other is compared with")
@@ -131,6 +134,8 @@ func main() {
 	flag.BoolVar(&o.fitToNodes, "fit-to-nodes", false, "give the recommender --fit-to-nodes: the fused default's and the agents' recommendations are fitted to the room the node has for the app's pods")
 	flag.DurationVar(&o.loadPhase, "load-phase", 0, "start the load of every MPA run this long after the end of a recommender loop (0: whenever the app is ready, as before), so that the recommender's first look at the load comes at the same point in every run; the fused default's start-up path depends on it (docs/real-node.md). Less than the recommender's 15-s interval")
 	flag.DurationVar(&o.autoscalerAfter, "autoscaler-after", 0, "create each run's autoscaler (HPA, VPA or MultidimPodAutoscaler) this long after its load began, instead of with the app (0): its first look then finds the app already loaded, as when an autoscaler is installed on a running workload. The windows before it count in every policy's results alike")
+	flag.BoolVar(&o.whatif, "whatif", false, "after each run of the real HPA (policy hpa), run `recommender whatif` on that run's history in the testbed's Prometheus (which then also scrapes the real kubelet's cAdvisor) and keep its prediction of the fused default; the report sets each prediction beside the real fused run of the same repetition (docs/whatif.md)")
+	flag.StringVar(&o.recommenderBin, "recommender", "", "--whatif: the recommender binary")
 	flag.Parse()
 	o.policies = strings.Split(policies, ",")
 	if merge != "" {
@@ -195,6 +200,9 @@ func (o options) validate() error {
 	}
 	if o.loadgenBin == "" {
 		errs = append(errs, errors.New("--loadgen is required"))
+	}
+	if o.whatif && (!o.sloMetrics || o.recommenderBin == "") {
+		errs = append(errs, errors.New("--whatif needs --slo-metrics (the request rate) and --recommender"))
 	}
 	needVPA := slices.ContainsFunc(o.policies, func(p string) bool { return strings.Contains(p, "vpa") })
 	if needVPA && (o.vpaBin == "" || o.vpaDir == "") {
@@ -356,6 +364,9 @@ func report(o options, runs []result.Run, warnings ...string) error {
 	if err := result.WriteOutside(&b, runs, o.maxOutside); err != nil {
 		return err
 	}
+	if err := result.WriteWhatIf(&b, runs, "fused"); err != nil {
+		return err
+	}
 	for _, w := range warnings {
 		fmt.Fprintf(&b, "\nWARNING: %s\n", w)
 	}
@@ -381,7 +392,11 @@ func mergeReport(o options) error {
 	// trace from them.
 	var sets []map[string]string
 	var groups []result.Group
-	for _, p := range o.merge {
+	for _, arg := range o.merge {
+		p, keep, err := mergeInput(arg)
+		if err != nil {
+			return err
+		}
 		f, err := os.Open(p)
 		if err != nil {
 			return err
@@ -391,10 +406,13 @@ func mergeReport(o options) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		kept := rf.Runs
+		kept, err := keepPolicies(rf.Runs, keep)
+		if err != nil {
+			return fmt.Errorf("--merge %s: %w", arg, err)
+		}
 		if !o.keepDisturbed {
 			var dropped []result.Run
-			kept, dropped = result.Quiet(rf.Runs, o.maxOutside)
+			kept, dropped = result.Quiet(kept, o.maxOutside)
 			for _, r := range dropped {
 				logf("%s: leaving out %s repetition %d: %.2f cores outside the benchmark (--max-outside-cpu %.2f; --keep-disturbed keeps it)", p, r.Policy, r.Rep, r.CPU.OutsideCores(), o.maxOutside)
 			}

@@ -22,6 +22,9 @@ func TestValidateTiming(t *testing.T) {
 		{"load phase", func(o *options) { o.loadPhase = 500 * time.Millisecond }, ""},
 		{"load phase past a loop", func(o *options) { o.loadPhase = 15 * time.Second }, "--load-phase"},
 		{"both", func(o *options) { o.loadPhase, o.autoscalerAfter = time.Second, time.Minute }, "exclude each other"},
+		{"what-if", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", true }, ""},
+		{"what-if without the recommender", func(o *options) { o.whatif, o.sloMetrics = true, true }, "--whatif needs"},
+		{"what-if without the SLO metrics", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base

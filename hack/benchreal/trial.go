@@ -212,6 +212,15 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		r.Decisions = decisions
 	}
 	r.Events = events
+	if h.o.whatif && slices.Contains(whatifPolicies, policy) {
+		// A failed what-if leaves the run without it: the run's
+		// measurements stand.
+		if r.WhatIf, err = h.whatIf(ctx, ns, policy, rep, start); err != nil {
+			logf("WARNING: %s repetition %d: the what-if failed: %v", policy, rep, err)
+		} else if r.WhatIf.Refused != "" {
+			logf("%s repetition %d: the what-if's fit refused: %s", policy, rep, r.WhatIf.Refused)
+		}
+	}
 	var used, ok float64
 	for _, w := range r.Windows {
 		used += w.CPUUsed * (w.End - w.Start)

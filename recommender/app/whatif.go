@@ -63,11 +63,14 @@ type WhatifOptions struct {
 	SLO       time.Duration
 	RateQuery string
 	Period    time.Duration
-	Step      time.Duration
-	Output    string
-	Seeds     int
-	Policies  []string
-	Fit       whatif.FitOptions
+	// End is when the period ends, RFC 3339 ("": now), so that a past
+	// incident or a finished benchmark run can be read after the fact.
+	End      string
+	Step     time.Duration
+	Output   string
+	Seeds    int
+	Policies []string
+	Fit      whatif.FitOptions
 	// MPAUpdateMode is the updateMode of the manifests written to Output.
 	MPAUpdateMode string
 	// Progress draws a progress bar on stderr even when it is not a
@@ -121,7 +124,8 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SLOMetric, "slo-metric", o.SLOMetric, "Latency histogram of every workload (its _count gives the request rate, its buckets the p95); overrides the MPAs' spec.rl.slo.metric.")
 	fs.DurationVar(&o.SLO, "slo", o.SLO, "p95 latency objective of every workload; overrides the MPAs' spec.rl.slo.target. 0 with no MPA SLO: SLO violations are not counted.")
 	fs.StringVar(&o.RateQuery, "rate-query", o.RateQuery, "PromQL of the request rate (requests/s, one series), for workloads without an SLO histogram; the same for every workload.")
-	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending now.")
+	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending at --end.")
+	fs.StringVar(&o.End, "end", o.End, "When the period ends, as an RFC 3339 time (e.g. 2026-11-30T01:00:00Z); empty: now.")
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json, a plot (plot-<namespace>-<deployment>.svg) and an MPA manifest (mpa-<namespace>-<deployment>.yaml) per replayed workload.")
 	fs.StringVar(&o.MPAUpdateMode, "mpa-update-mode", o.MPAUpdateMode, "updateMode of the MPA manifests written: Off (recommend only; the default, to watch before AWARE acts), Initial, Recreate, InPlaceOrRecreate, InPlace or Auto.")
@@ -152,6 +156,9 @@ func (o *WhatifOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--step (%s) must be positive and --period (%s) at least one step", o.Step, o.Period))
 	} else if o.Step%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--step %s must be whole seconds", o.Step))
+	}
+	if _, err := o.endTime(time.Time{}); err != nil {
+		errs = append(errs, err)
 	}
 	if !dns1123.MatchString(o.Namespace) {
 		errs = append(errs, fmt.Errorf("--namespace %q is not a namespace name", o.Namespace))
@@ -192,6 +199,18 @@ func (o *WhatifOptions) Validate() error {
 	return errors.Join(errs...)
 }
 
+// endTime is --end, or now when it is empty.
+func (o *WhatifOptions) endTime(now time.Time) (time.Time, error) {
+	if o.End == "" {
+		return now, nil
+	}
+	t, err := time.Parse(time.RFC3339, o.End)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("--end %q is not an RFC 3339 time (e.g. 2026-11-30T01:00:00Z): %w", o.End, err)
+	}
+	return t, nil
+}
+
 func newWhatifCommand() *cobra.Command {
 	o := NewWhatifOptions()
 	cmd := &cobra.Command{
@@ -221,7 +240,11 @@ See docs/whatif.md.`,
 				return err
 			}
 			o.showProgress = o.Progress || isTerminal(cmd.ErrOrStderr())
-			return runWhatif(cmd.Context(), o, kubeWorkloads{clients}, time.Now(), cmd.OutOrStdout(), cmd.ErrOrStderr())
+			end, err := o.endTime(time.Now())
+			if err != nil {
+				return err
+			}
+			return runWhatif(cmd.Context(), o, kubeWorkloads{clients}, end, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	o.AddFlags(cmd.Flags())

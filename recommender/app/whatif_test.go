@@ -224,6 +224,8 @@ func TestWhatifValidate(t *testing.T) {
 		{"bad variant", func(o *WhatifOptions) { o.Policies = []string{"fused:target=2"} }, "--policies"},
 		{"negative slo", func(o *WhatifOptions) { o.SLO = -time.Second }, "--slo"},
 		{"no concurrency", func(o *WhatifOptions) { o.PrometheusConcurrency = 0 }, "--prometheus-concurrency"},
+		{"end not a time", func(o *WhatifOptions) { o.End = "yesterday" }, "--end"},
+		{"end without zone", func(o *WhatifOptions) { o.End = "2026-11-30T01:00:00" }, "RFC 3339"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()
@@ -233,6 +235,22 @@ func TestWhatifValidate(t *testing.T) {
 				t.Fatalf("err %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestWhatifEnd(t *testing.T) {
+	now := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
+	for _, tc := range []struct{ end, want string }{
+		{"", "2026-11-30T02:00:00Z"},
+		{"2026-11-30T01:08:30Z", "2026-11-30T01:08:30Z"},
+		{"2026-11-30T03:08:30+02:00", "2026-11-30T01:08:30Z"},
+	} {
+		o := NewWhatifOptions()
+		o.End = tc.end
+		got, err := o.endTime(now)
+		if err != nil || got.UTC().Format(time.RFC3339) != tc.want {
+			t.Errorf("--end %q: %v, %v; want %s", tc.end, got, err, tc.want)
+		}
 	}
 }
 

@@ -130,6 +130,9 @@ type Run struct {
 	// resizes. With Decisions they say which pod went where and why.
 	// Absent in files written before.
 	Events []Event `json:"events,omitempty"`
+	// WhatIf is recommender whatif's prediction from this run's history
+	// (bench-real --whatif); absent otherwise.
+	WhatIf *WhatIf `json:"whatif,omitempty"`
 }
 
 // Event is one Kubernetes event of a run's namespace.

@@ -30,8 +30,10 @@ const (
 // file_sd target file in dir (dir/*.json, one per replica, labelled
 // namespace and pod), scraped every interval seconds. Prometheus re-reads
 // the files every interval, so a new replica is scraped within about two
-// intervals and a removed one stops being scraped.
-func ScrapeJob(name, dir string, intervalSeconds int) string {
+// intervals and a removed one stops being scraped. extra are further
+// entries (CAdvisorJob) kept between the same markers, so that
+// WithoutScrapeJob removes them too.
+func ScrapeJob(name, dir string, intervalSeconds int, extra ...string) string {
 	return fmt.Sprintf(`%s
 - job_name: %s
   scrape_interval: %ds
@@ -39,8 +41,30 @@ func ScrapeJob(name, dir string, intervalSeconds int) string {
   file_sd_configs:
   - files: ['%s/*.json']
     refresh_interval: %ds
-%s
-`, beginMarker, name, intervalSeconds, max(1, intervalSeconds-1), dir, intervalSeconds, endMarker)
+%s%s
+`, beginMarker, name, intervalSeconds, max(1, intervalSeconds-1), dir, intervalSeconds, strings.Join(extra, ""), endMarker)
+}
+
+// CAdvisorJob is the scrape_configs entry for a real kubelet's cAdvisor
+// metrics (container_cpu_usage_seconds_total,
+// container_memory_working_set_bytes per namespace, pod and container),
+// which recommender whatif reads: the kubelet at target (host:port) over
+// TLS, verified with caFile, as the client certFile/keyFile (one the
+// kubelet's webhook authorizer lets read metrics, such as the API
+// server's kubelet client).
+func CAdvisorJob(name, target, caFile, certFile, keyFile string, intervalSeconds int) string {
+	return fmt.Sprintf(`- job_name: %s
+  scrape_interval: %ds
+  scrape_timeout: %ds
+  scheme: https
+  metrics_path: /metrics/cadvisor
+  tls_config:
+    ca_file: %s
+    cert_file: %s
+    key_file: %s
+  static_configs:
+  - targets: ['%s']
+`, name, intervalSeconds, max(1, intervalSeconds-1), caFile, certFile, keyFile, target)
 }
 
 // WithScrapeJob returns config (a Prometheus configuration whose last

@@ -240,3 +240,29 @@ func TestLoopCount(t *testing.T) {
 		})
 	}
 }
+
+func TestCAdvisorJob(t *testing.T) {
+	job := ScrapeJob("testapp", "/tmp/tb/node/file-sd", 5,
+		CAdvisorJob("cadvisor", "127.0.0.1:17408", "/tb/certs/ca.crt", "/tb/certs/client.crt", "/tb/certs/client.key", 5))
+	got, err := WithScrapeJob(testbedConfig, job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := jobs(t, got)
+	if len(js) != 4 {
+		t.Fatalf("%d jobs, want 4:\n%s", len(js), got)
+	}
+	c := js[3]
+	tls, _ := c["tls_config"].(map[string]any)
+	sc, _ := c["static_configs"].([]any)
+	if c["job_name"] != "cadvisor" || c["scheme"] != "https" || c["metrics_path"] != "/metrics/cadvisor" || c["scrape_interval"] != "5s" ||
+		tls["ca_file"] != "/tb/certs/ca.crt" || tls["cert_file"] != "/tb/certs/client.crt" || tls["key_file"] != "/tb/certs/client.key" || len(sc) != 1 {
+		t.Fatalf("cadvisor job %v", c)
+	}
+	if targets := sc[0].(map[string]any)["targets"].([]any); len(targets) != 1 || targets[0] != "127.0.0.1:17408" {
+		t.Errorf("targets %v", targets)
+	}
+	if back := WithoutScrapeJob(got); strings.TrimSuffix(back, "\n") != strings.TrimSuffix(testbedConfig, "\n") {
+		t.Errorf("WithoutScrapeJob left the extra job:\n%s", back)
+	}
+}

@@ -38,7 +38,9 @@
 //     so the updater applies it). g ≥ 1 is learned: when the p95 exceeds the
 //     SLO while utilisation is within the HPA target (and the pods are not
 //     CPU-saturated, not OOM-killed in the window, and all run the current
-//     requests), the pod size — not the load — is the bottleneck (latency
+//     requests, and have for the whole window the p95 is read over: a
+//     Prometheus histogram_quantile over RateWindow still holds the
+//     smaller pod's latencies after a resize), the pod size — not the load — is the bottleneck (latency
 //     the floor does not see, such as I/O wait W, needs g = SLO/(SLO−W)):
 //     g grows so that the floor is 1.25× the current request, capped at 10.
 //     g never decreases. Before any unsaturated window has estimated s

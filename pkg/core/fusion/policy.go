@@ -159,6 +159,8 @@ type Fused struct {
 	// usage averages the workload's CPU over the request rate's window
 	// when it is longer than the observation's (Observation.RateWindow).
 	usage usageRing
+	// rollout is when the current requests were first seen rolled out.
+	rollout rolloutClock
 }
 
 var _ workload.Policy = (*Fused)(nil)
@@ -183,7 +185,7 @@ func (f *Fused) CarryOver(old workload.Policy) bool {
 	if !ok || o == nil || o == f {
 		return false
 	}
-	f.slo, f.burst, f.starvedAt = o.slo, o.burst, o.starvedAt
+	f.slo, f.burst, f.starvedAt, f.rollout = o.slo, o.burst, o.starvedAt, o.rollout
 	f.usage = usageRing{samples: slices.Clone(o.usage.samples)}
 	return true
 }
@@ -218,6 +220,9 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	if err := f.observe(&obs, scale, ok, !violated && !saturated, !saturated); err != nil {
 		return workload.Recommendation{}, fmt.Errorf("fused: %w", err)
 	}
+	// 3. Growth reads the p95 over the rate's window too: only once that
+	// window holds nothing but the current requests.
+	settled := f.rollout.settled(&obs, request)
 	// 3. CPU-seconds per request from the usage and the rate over the same
 	// period: the rate's window, when it is longer than the observation's.
 	measured := ok && obs.Samples > 0
@@ -264,7 +269,7 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		sizeBound = violated && ok && !saturated && usage <= maxUtil*request
 		// Grow only once the last change has taken effect, and not for a
 		// window whose violation is an OOM kill's lost requests.
-		grow := sizeBound && !anyOOM(&obs) && rolledOut(&obs, request)
+		grow := sizeBound && !anyOOM(&obs) && settled
 		base := baseFloor(s, obs.SLO, q, maxUtil)
 		spare := spareNeed(s, obs.SLO)
 		// The usage the pod is sized for: the histogram's (its target

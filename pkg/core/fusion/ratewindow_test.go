@@ -98,7 +98,7 @@ func TestRateWindowMatchesUsage(t *testing.T) {
 	type result struct {
 		first, last workload.Recommendation
 		sFirst, s   float64 // s after the first window and at the end
-		held        bool // the CPU target stayed at the request until s was known
+		held        bool    // the CPU target stayed at the request until s was known
 	}
 	run := func(t *testing.T, seen func(time.Duration) float64, rateWindow time.Duration) result {
 		t.Helper()
@@ -219,6 +219,54 @@ func TestCarryOver(t *testing.T) {
 			}
 			if _, known := fresh.(*Fused).slo.cpuPerRequest(); known {
 				t.Errorf("CarryOver(%s) changed the policy", tc.name)
+			}
+		})
+	}
+}
+
+// TestGrowthWaitsForTheLatencyWindow: the p95 over the rate's window still
+// holds the latencies of the pod before its resize, so a violation read
+// in that window does not grow the pod (and its gain for good); one read
+// after it does. Without a rate window (the simulator) it grows at once.
+func TestGrowthWaitsForTheLatencyWindow(t *testing.T) {
+	const window = 2 * time.Minute
+	for _, tc := range []struct {
+		name       string
+		rateWindow time.Duration
+		firstGrow  time.Duration // after the resize
+	}{
+		{"latency over the rate window", window, window},
+		{"latency over the observation's window", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, _ := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 10})
+			f := p.(*Fused)
+			step := func(at time.Duration, request, p95 float64) workload.Recommendation {
+				t.Helper()
+				o := served(t0.Add(at), 1, 15, 0.02, request)
+				o.RateWindow, o.SLO, o.Latency.P95 = tc.rateWindow, 0.25, p95
+				rec, err := f.Recommend(context.Background(), o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rec
+			}
+			var at time.Duration
+			for ; at < 5*time.Minute; at += 15 * time.Second {
+				step(at, 0.6, 0.1)
+			}
+			if f.slo.gain != 1 {
+				t.Fatalf("gain %g before the resize, want 1", f.slo.gain)
+			}
+			resized := at
+			grewAt := time.Duration(-1)
+			for ; at < resized+4*time.Minute && grewAt < 0; at += 15 * time.Second {
+				if rec := step(at, 0.8, 0.5); strings.Contains(rec.Reason, "SLOVerticalGrow") {
+					grewAt = at - resized
+				}
+			}
+			if grewAt != tc.firstGrow {
+				t.Errorf("first growth %s after the resize, want %s", grewAt, tc.firstGrow)
 			}
 		})
 	}

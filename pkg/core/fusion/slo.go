@@ -147,6 +147,33 @@ func (u *usageRing) mean(now time.Time, w, step time.Duration) (cpu float64, cov
 	return cpu / float64(n), true, saturated
 }
 
+// rolloutClock remembers since when every pod has run the current CPU
+// request, so that rule 3 grows a pod only for a violation its current
+// size caused. The p95 is a histogram quantile over the rate's window
+// (Observation.RateWindow): for that long after a resize it still holds
+// the latencies of the smaller pod. On the real node a pod resized from
+// 0.2 to 0.6 core, whose p95 then fell to a tenth of the SLO, was grown to
+// 0.78 and 0.98 core 30 and 45 s later, and its gain kept.
+type rolloutClock struct {
+	request float64
+	since   time.Time
+}
+
+// settled reports whether obs's p95 describes the pods at request: they
+// all run it and have since the start of the latency's window. It is
+// rolledOut when the latency covers only the observation's own window
+// (RateWindow not longer than Window), as in the simulator.
+func (c *rolloutClock) settled(obs *workload.Observation, request float64) bool {
+	if !rolledOut(obs, request) {
+		c.since = time.Time{}
+		return false
+	}
+	if c.since.IsZero() || c.request != request {
+		c.request, c.since = request, obs.Time
+	}
+	return obs.RateWindow <= obs.Window || obs.Time.Sub(c.since) >= obs.RateWindow
+}
+
 // baseFloor is the per-pod CPU request (cores) below which a request's p95
 // would exceed the SLO when the pod runs at the highest utilisation the
 // horizontal loop tolerates, before the learned gain: with s CPU-seconds per

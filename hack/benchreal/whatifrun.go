@@ -1,0 +1,129 @@
+//go:build benchreal
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aware-k8s/aware/e2e/testapp"
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/slo"
+	"github.com/aware-k8s/aware/pkg/lab/whatif"
+)
+
+// cadvisorJob is the scrape job of the real kubelet's cAdvisor metrics,
+// which recommender whatif reads (--whatif).
+const cadvisorJob = "aware-bench-real-cadvisor"
+
+// whatifPolicies are the policies whose runs' histories --whatif reads:
+// the real HPA's, whose pods keep the Deployment's requests, which is what
+// the what-if assumes without kube-state-metrics.
+var whatifPolicies = []string{"hpa"}
+
+// cadvisorScrape is the scrape job of the node's kubelet cAdvisor
+// endpoint: its port from the Node's status, the testbed's CA, and the API
+// server's kubelet client certificate, which the kubelet's webhook
+// authorizer lets read metrics.
+func (h *harness) cadvisorScrape(ctx context.Context) (string, error) {
+	n, err := h.tb.Client.CoreV1().Nodes().Get(ctx, h.env.Node, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("--whatif: reading node %s: %w", h.env.Node, err)
+	}
+	port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+	if port <= 0 {
+		return "", fmt.Errorf("--whatif: node %s reports no kubelet endpoint", h.env.Node)
+	}
+	ca := h.tb.Env["AWARE_TESTBED_CA"]
+	if ca == "" {
+		return "", fmt.Errorf("--whatif: the testbed's env has no AWARE_TESTBED_CA")
+	}
+	certs := filepath.Dir(ca)
+	return slo.CAdvisorJob(cadvisorJob, fmt.Sprintf("127.0.0.1:%d", port), ca,
+		filepath.Join(certs, "apiserver-kubelet-client.crt"), filepath.Join(certs, "apiserver-kubelet-client.key"), 5), nil
+}
+
+// whatIf runs recommender whatif on the history of the run that loaded ns
+// from start for the run's duration, while its Deployment still exists:
+// the period of the load at the windows' step, the fused default
+// predicted. A refusal of the fit is a result, not an error.
+func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start time.Time) (*result.WhatIf, error) {
+	end := start.Add(h.o.duration)
+	// The last window's rate needs the scrapes after it (every 5 s).
+	if d := time.Until(end.Add(15 * time.Second)); d > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	dir := filepath.Join(h.o.out, fmt.Sprintf("whatif-%s-%d", policySlug(policy), rep))
+	args := []string{"whatif",
+		"--kubeconfig", h.tb.KubeconfigPath, "--prometheus-address", h.tb.PrometheusURL,
+		"--namespace", ns, "--deployment", "testapp",
+		"--slo-metric", testapp.RequestDurationMetric, "--slo", h.o.slo.String(),
+		"--period", h.o.duration.String(), "--end", end.UTC().Format(time.RFC3339), "--step", h.o.window.String(),
+		// Two scrapes of the app and of cAdvisor fit in 15 s.
+		"--prometheus-window", h.o.window.String(),
+		// An 8-minute run at 15 s has 32 steps; the default asks 60.
+		"--fit-min-points", "20",
+		"--policies", "fused", "--seeds", "3", "--output", dir}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, h.o.recommenderBin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if werr := os.WriteFile(filepath.Join(h.logDir, fmt.Sprintf("whatif-%s-%d.log", policySlug(policy), rep)), out.Bytes(), 0o644); werr != nil {
+		logf("writing the what-if's log: %v", werr)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recommender %v: %w\n%s", args, err, out.Bytes())
+	}
+	f, err := os.Open(filepath.Join(dir, "whatif.json"))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	res, err := whatif.ReadResult(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Name(), err)
+	}
+	return whatIfOf(res, dir)
+}
+
+// whatIfOf keeps what bench-real reports of a what-if's result for one
+// workload.
+func whatIfOf(res *whatif.Result, dir string) (*result.WhatIf, error) {
+	if len(res.Fits) != 1 {
+		return nil, fmt.Errorf("%s: %d fits, want the one workload's", dir, len(res.Fits))
+	}
+	fit := res.Fits[0]
+	w := &result.WhatIf{Dir: dir, Refused: fit.Refused, CPUSecondsPerRequest: fit.CPU.Slope, CPUR2: fit.CPU.R2}
+	if fit.Refused != "" {
+		return w, nil
+	}
+	if len(res.Consistency) == 1 {
+		w.RecordedCost, w.ReplayCost = res.Consistency[0].RecordedCost, res.Consistency[0].ReplayCost
+	}
+	if res.Report == nil {
+		return nil, fmt.Errorf("%s: a fit but no replay", dir)
+	}
+	w.Predicted = map[string]result.Prediction{}
+	for _, s := range res.Report.Summaries {
+		if s.Runs > 0 {
+			w.Predicted[s.Policy] = result.Prediction{Cost: s.Cost / float64(s.Runs), Violations: s.SLOViolationRate}
+		}
+	}
+	if _, ok := w.Predicted[whatif.PolicyFused]; !ok {
+		return nil, fmt.Errorf("%s: no replay of %s", dir, whatif.PolicyFused)
+	}
+	return w, nil
+}
