@@ -59,24 +59,26 @@ func (h *harness) setupSLOMetrics(ctx context.Context) (func(), error) {
 	}
 	var extra []string
 	if h.o.whatif {
-		job, err := h.cadvisorScrape(ctx)
-		if err != nil {
+		// Without the cAdvisor job the runs still measure what they
+		// measure; only their what-ifs fail (and say so).
+		if job, err := h.cadvisorScrape(ctx); err != nil {
+			logf("WARNING: --whatif: %v; the runs go on without cAdvisor's series", err)
+		} else {
+			extra = append(extra, job)
+		}
+	}
+	if err := h.writeScrapeJobs(ctx, path, string(b), dir, extra); err != nil {
+		if len(extra) == 0 {
 			return nil, err
 		}
-		extra = append(extra, job)
-	}
-	conf, err := slo.WithScrapeJob(string(b), slo.ScrapeJob(sloJob, dir, 5, extra...))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
-		return nil, err
-	}
-	if err := h.reloadPrometheus(ctx); err != nil {
-		return nil, err
+		logf("WARNING: --whatif: Prometheus refused the cAdvisor job (%v); the runs go on without cAdvisor's series", err)
+		if err := h.writeScrapeJobs(ctx, path, string(b), dir, nil); err != nil {
+			return nil, err
+		}
+		extra = nil
 	}
 	logf("Prometheus %s scrapes the app's replicas (job %s, file_sd %s)", h.tb.PrometheusURL, sloJob, dir)
-	if h.o.whatif {
+	if len(extra) > 0 {
 		logf("Prometheus %s scrapes the node's cAdvisor (job %s) for --whatif", h.tb.PrometheusURL, cadvisorJob)
 	}
 	return func() {
@@ -93,6 +95,19 @@ func (h *harness) setupSLOMetrics(ctx context.Context) (func(), error) {
 			logf("removing the scrape job: %v", err)
 		}
 	}, nil
+}
+
+// writeScrapeJobs writes config, the Prometheus configuration at path,
+// with the app's job over dir and the extra jobs, and reloads Prometheus.
+func (h *harness) writeScrapeJobs(ctx context.Context, path, config, dir string, extra []string) error {
+	conf, err := slo.WithScrapeJob(config, slo.ScrapeJob(sloJob, dir, 5, extra...))
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return err
+	}
+	return h.reloadPrometheus(ctx)
 }
 
 func (h *harness) reloadPrometheus(ctx context.Context) error {
