@@ -70,8 +70,9 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		"--namespace", ns, "--deployment", "testapp",
 		"--slo-metric", testapp.RequestDurationMetric, "--slo", h.o.slo.String(),
 		"--period", h.o.duration.String(), "--end", end.UTC().Format(time.RFC3339), "--step", h.o.window.String(),
-		// Two scrapes of the app and of cAdvisor fit in 15 s.
-		"--prometheus-window", h.o.window.String(),
+		// The kubelet refreshes cAdvisor's counters every 10-15 s
+		// (housekeeping): a rate over two windows sees at least two.
+		"--prometheus-window", (2 * h.o.window).String(),
 		// An 8-minute run at 15 s has 32 steps; the default asks 60.
 		"--fit-min-points", "20",
 		"--policies", "fused", "--seeds", "3", "--output", dir}
