@@ -23,6 +23,9 @@ import (
 // which recommender whatif reads (--whatif).
 const cadvisorJob = "aware-bench-real-cadvisor"
 
+// appContainer is the test app's container (e2e/nodeinstall's manifest).
+const appContainer = "app"
+
 // whatifPolicies are the policies whose runs' histories --whatif reads:
 // the real HPA's, whose pods keep the Deployment's requests, which is what
 // the what-if assumes without kube-state-metrics.
@@ -75,7 +78,9 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		"--prometheus-window", (2 * h.o.window).String(),
 		// An 8-minute run at 15 s has 32 steps; the default asks 60.
 		"--fit-min-points", "20",
-		"--policies", "fused", "--seeds", "3", "--output", dir}
+		"--policies", "fused", "--seeds", "3", "--output", dir,
+		"--prometheus-query-cpu", podCgroupQuery("sum", "rate", "container_cpu_usage_seconds_total"),
+		"--prometheus-query-memory", podCgroupQuery("max", "max_over_time", "container_memory_working_set_bytes")}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, h.o.recommenderBin, args...)
@@ -98,6 +103,17 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		return nil, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	return whatIfOf(res, dir)
+}
+
+// podCgroupQuery is a whatif usage template over the pods' own cgroups
+// (container=""), named after the app's container: the node's kubelet
+// finds its containerd at the testbed's socket, not at the default one
+// cAdvisor looks for, so cAdvisor labels no container-level series with
+// their container, only the pods' (namespace, pod). The pause container
+// counts in it, at a few millicores and MiB.
+func podCgroupQuery(agg, fn, metric string) string {
+	return fmt.Sprintf(`%s by (namespace, pod, container) (label_replace(%s(%s{pod=~"{{.PodRegex}}", namespace="{{.Namespace}}", container=""}[{{.Window}}]), "container", %q, "", ""))`,
+		agg, fn, metric, appContainer)
 }
 
 // whatIfOf keeps what bench-real reports of a what-if's result for one

@@ -58,3 +58,11 @@ func TestWhatIfOf(t *testing.T) {
 		})
 	}
 }
+
+func TestPodCgroupQuery(t *testing.T) {
+	got := podCgroupQuery("sum", "rate", "container_cpu_usage_seconds_total")
+	want := `sum by (namespace, pod, container) (label_replace(rate(container_cpu_usage_seconds_total{pod=~"{{.PodRegex}}", namespace="{{.Namespace}}", container=""}[{{.Window}}]), "container", "app", "", ""))`
+	if got != want {
+		t.Errorf("query\n%s\nwant\n%s", got, want)
+	}
+}
