@@ -66,3 +66,13 @@ func TestPodCgroupQuery(t *testing.T) {
 		t.Errorf("query\n%s\nwant\n%s", got, want)
 	}
 }
+
+func TestRefusal(t *testing.T) {
+	out := "I1130 02:43:33 whatif.go:387] \"Read history\"\nbench-real-hpa-0/testapp: not predicted: the working set's residual is 31% of its mean, more than 25%\nError: whatif: every workload's fit refused to predict; nothing to replay\n"
+	if got, want := refusal(out), "the working set's residual is 31% of its mean, more than 25%"; got != want {
+		t.Errorf("refusal = %q, want %q", got, want)
+	}
+	if got := refusal("Error: whatif: prometheus range query: connection refused\n"); got != "" {
+		t.Errorf("a failure read as a refusal: %q", got)
+	}
+}

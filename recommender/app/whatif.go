@@ -134,6 +134,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
 	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
 	fs.Float64Var(&o.Fit.MinCPUR2, "fit-min-cpu-r2", o.Fit.MinCPUR2, "Least share of the CPU's variance the request rate must explain, or the workload is not predicted.")
+	fs.Float64Var(&o.Fit.MaxMemoryResidual, "fit-max-memory-residual", o.Fit.MaxMemoryResidual, "Largest RMS residual of the per-pod working set, as a share of its mean, the memory fit may leave, or the workload is not predicted.")
 	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
 	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
 }
@@ -156,6 +157,9 @@ func (o *WhatifOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--step (%s) must be positive and --period (%s) at least one step", o.Step, o.Period))
 	} else if o.Step%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--step %s must be whole seconds", o.Step))
+	}
+	if !(o.Fit.MaxMemoryResidual > 0) || math.IsInf(o.Fit.MaxMemoryResidual, 0) {
+		errs = append(errs, fmt.Errorf("--fit-max-memory-residual %g must be a finite share > 0", o.Fit.MaxMemoryResidual))
 	}
 	if _, err := o.endTime(time.Time{}); err != nil {
 		errs = append(errs, err)

@@ -224,6 +224,8 @@ func TestWhatifValidate(t *testing.T) {
 		{"bad variant", func(o *WhatifOptions) { o.Policies = []string{"fused:target=2"} }, "--policies"},
 		{"negative slo", func(o *WhatifOptions) { o.SLO = -time.Second }, "--slo"},
 		{"no concurrency", func(o *WhatifOptions) { o.PrometheusConcurrency = 0 }, "--prometheus-concurrency"},
+		{"no memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = 0 }, "--fit-max-memory-residual"},
+		{"NaN memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = math.NaN() }, "--fit-max-memory-residual"},
 		{"end not a time", func(o *WhatifOptions) { o.End = "yesterday" }, "--end"},
 		{"end without zone", func(o *WhatifOptions) { o.End = "2026-11-30T01:00:00" }, "RFC 3339"},
 	} {
