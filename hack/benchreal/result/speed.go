@@ -2,7 +2,8 @@ package result
 
 import (
 	"fmt"
-	"slices"
+
+	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // DefaultMaxSpeedRatio is how far apart two invocations' CPU per request
@@ -33,14 +34,7 @@ func MedianCPUPerRequest(runs []Run) (float64, bool) {
 			v = append(v, r.CPUSecondsPerRequest)
 		}
 	}
-	if len(v) == 0 {
-		return 0, false
-	}
-	slices.Sort(v)
-	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2, true
-	}
-	return v[len(v)/2], true
+	return stats.Median(v)
 }
 
 // SpeedMismatch compares the groups' median CPU per request and returns,

@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
+	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // Refusals: the fit declines to predict, and says why, rather than replay
@@ -254,14 +254,7 @@ func median(xs []float64) (float64, bool) {
 			v = append(v, x)
 		}
 	}
-	if len(v) == 0 {
-		return 0, false
-	}
-	slices.Sort(v)
-	if n := len(v); n%2 == 0 {
-		return (v[n/2-1] + v[n/2]) / 2, true
-	}
-	return v[len(v)/2], true
+	return stats.Median(v)
 }
 
 // app builds the simulator's app, deployed as the history starts.

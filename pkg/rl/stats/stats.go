@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Interval is a mean with a two-sided confidence interval.
@@ -34,6 +35,21 @@ func (i Interval) Excludes(x float64) bool { return x < i.Lo || x > i.Hi }
 
 // ErrLength is returned when paired samples differ in length.
 var ErrLength = errors.New("stats: paired samples differ in length")
+
+// Median returns the median of xs (the mean of the middle two for an even
+// count), and false when xs is empty. xs is not modified; callers drop the
+// values they do not count (NaN, missing) first.
+func Median(xs []float64) (float64, bool) {
+	if len(xs) == 0 {
+		return 0, false
+	}
+	v := slices.Clone(xs)
+	slices.Sort(v)
+	if n := len(v); n%2 == 0 {
+		return (v[n/2-1] + v[n/2]) / 2, true
+	}
+	return v[len(v)/2], true
+}
 
 // Mean returns the mean of xs with a level (e.g. 0.95) Student-t interval.
 // NaN samples are an error: a missing measurement must not silently shrink

@@ -3,6 +3,7 @@ package stats
 import (
 	"errors"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -108,5 +109,30 @@ func TestCoverage(t *testing.T) {
 	}
 	if f := float64(covered) / float64(trials); f < 0.935 || f > 0.965 {
 		t.Errorf("coverage %.3f, want 0.95 ± 0.015", f)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		xs   []float64
+		want float64
+		ok   bool
+	}{
+		{"empty", nil, 0, false},
+		{"one", []float64{3}, 3, true},
+		{"odd", []float64{5, 1, 3}, 3, true},
+		{"even", []float64{4, 1, 3, 2}, 2.5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := slices.Clone(tc.xs)
+			got, ok := Median(in)
+			if got != tc.want || ok != tc.ok {
+				t.Errorf("Median(%v) = %g, %v; want %g, %v", tc.xs, got, ok, tc.want, tc.ok)
+			}
+			if !slices.Equal(in, tc.xs) {
+				t.Errorf("Median sorted its argument: %v", in)
+			}
+		})
 	}
 }
