@@ -80,6 +80,10 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		// An 8-minute run at 15 s has 32 steps; the default asks 60.
 		"--fit-min-points", "20",
 		"--policies", "fused", "--seeds", "3", "--output", dir,
+		// As the real fused run: resized in place (its MPA asks
+		// InPlaceOrRecreate), and the rate and p95 over its
+		// recommender's --prometheus-window.
+		"--resize", "InPlace", "--rate-window", h.o.promWindow(),
 		// The pod's cgroup holds the pause container and the page cache
 		// too: its working set moves more than the app's (31% RMS in the
 		// first run, against the default bound of 25%).

@@ -35,6 +35,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/kube/usage"
 	"github.com/aware-k8s/aware/pkg/lab/eval"
 	"github.com/aware-k8s/aware/pkg/lab/progress"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
 
@@ -65,12 +66,15 @@ type WhatifOptions struct {
 	Period    time.Duration
 	// End is when the period ends, RFC 3339 ("": now), so that a past
 	// incident or a finished benchmark run can be read after the fact.
-	End      string
-	Step     time.Duration
-	Output   string
-	Seeds    int
-	Policies []string
-	Fit      whatif.FitOptions
+	End    string
+	Step   time.Duration
+	Output string
+	// From is a whatif.json whose histories are fitted and replayed
+	// again, with this command's fit and replay settings, instead of
+	// reading Prometheus (no cluster is needed).
+	From   string
+	Replay WhatifReplay
+	Fit    whatif.FitOptions
 	// MPAUpdateMode is the updateMode of the manifests written to Output.
 	MPAUpdateMode string
 	// Progress draws a progress bar on stderr even when it is not a
@@ -79,6 +83,32 @@ type WhatifOptions struct {
 	// showProgress is Progress, or stderr is a terminal; set by the
 	// command, so that tests, which call runWhatif, draw none.
 	showProgress bool
+}
+
+// WhatifReplay are the settings of the replay itself.
+type WhatifReplay struct {
+	Seeds    int
+	Policies []string
+	// Resize is how the replay's vertical changes reach running pods:
+	// sim.ResizeInPlace or sim.ResizeRestart; "" follows MPAUpdateMode
+	// (Restart for Recreate and Auto, which evict; InPlace otherwise).
+	Resize string
+	// RateWindow is the recommender's --prometheus-window: the replayed
+	// policies see the request rate and the p95 over it, as the
+	// recommender reads them from Prometheus.
+	RateWindow time.Duration
+}
+
+// resize is the replay's resize mode (Resize, or what MPAUpdateMode implies).
+func (o *WhatifOptions) resize() sim.ResizeMode {
+	if o.Replay.Resize != "" {
+		return sim.ResizeMode(o.Replay.Resize)
+	}
+	switch v1alpha1.UpdateMode(o.MPAUpdateMode) {
+	case v1alpha1.UpdateModeRecreate, v1alpha1.UpdateModeAuto:
+		return sim.ResizeRestart
+	}
+	return sim.ResizeInPlace
 }
 
 // NewWhatifOptions returns the defaults: the last 7 days at one minute.
@@ -97,10 +127,14 @@ func NewWhatifOptions() *WhatifOptions {
 		Period:                7 * 24 * time.Hour,
 		Step:                  time.Minute,
 		Output:                "aware-whatif",
-		Seeds:                 5,
-		Policies:              whatif.Policies()[1:], // what actually ran is always replayed, first
-		Fit:                   whatif.DefaultFitOptions(),
-		MPAUpdateMode:         string(v1alpha1.UpdateModeOff),
+		Replay: WhatifReplay{
+			Seeds:    5,
+			Policies: whatif.Policies()[1:], // what actually ran is always replayed, first
+			// The recommender's own default --prometheus-window.
+			RateWindow: NewOptions().PrometheusWindow,
+		},
+		Fit:           whatif.DefaultFitOptions(),
+		MPAUpdateMode: string(v1alpha1.UpdateModeOff),
 	}
 }
 
@@ -127,11 +161,14 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending at --end.")
 	fs.StringVar(&o.End, "end", o.End, "When the period ends, as an RFC 3339 time (e.g. 2026-11-30T01:00:00Z); empty: now.")
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
+	fs.StringVar(&o.From, "from", o.From, "A whatif.json written before: fit and replay its histories again with this command's --fit-*, --startup-delay, --policies, --seeds, --resize and --rate-window, reading neither Prometheus nor the cluster (no MPA manifest is written).")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json, a plot (plot-<namespace>-<deployment>.svg) and an MPA manifest (mpa-<namespace>-<deployment>.yaml) per replayed workload.")
 	fs.StringVar(&o.MPAUpdateMode, "mpa-update-mode", o.MPAUpdateMode, "updateMode of the MPA manifests written: Off (recommend only; the default, to watch before AWARE acts), Initial, Recreate, InPlaceOrRecreate, InPlace or Auto.")
 	fs.BoolVar(&o.Progress, "progress", o.Progress, "Draw a progress bar of the range queries and the replay on stderr even when it is not a terminal (on a terminal it is always drawn).")
-	fs.IntVar(&o.Seeds, "seeds", o.Seeds, "Arrival seeds each workload is replayed with; the paired comparison's pairs are (workload, seed).")
-	fs.StringSliceVar(&o.Policies, "policies", o.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
+	fs.IntVar(&o.Replay.Seeds, "seeds", o.Replay.Seeds, "Arrival seeds each workload is replayed with; the paired comparison's pairs are (workload, seed).")
+	fs.StringSliceVar(&o.Replay.Policies, "policies", o.Replay.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
+	fs.StringVar(&o.Replay.Resize, "resize", o.Replay.Resize, "How the replay's vertical changes reach running pods: InPlace (resized without a restart, as the updater's InPlace and InPlaceOrRecreate modes do) or Restart (evicted and recreated, as Recreate and Auto do). Empty: as --mpa-update-mode implies (Restart for Recreate and Auto, InPlace otherwise).")
+	fs.DurationVar(&o.Replay.RateWindow, "rate-window", o.Replay.RateWindow, "The recommender's --prometheus-window: the replayed policies see the request rate and the p95 over it, as the recommender reads them; 0 or not longer than --step: each step's own.")
 	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
 	fs.Float64Var(&o.Fit.MinCPUR2, "fit-min-cpu-r2", o.Fit.MinCPUR2, "Least share of the CPU's variance the request rate must explain, or the workload is not predicted.")
 	fs.Float64Var(&o.Fit.MaxMemoryResidual, "fit-max-memory-residual", o.Fit.MaxMemoryResidual, "Largest RMS residual of the per-pod working set, as a share of its mean, the memory fit may leave, or the workload is not predicted.")
@@ -144,7 +181,10 @@ var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 // Validate reports every bad flag at once.
 func (o *WhatifOptions) Validate() error {
 	var errs []error
-	if u, err := url.Parse(o.PrometheusAddress); o.PrometheusAddress == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if o.From != "" && (len(o.MPAs) > 0 || len(o.Deployments) > 0 || o.Selector != "") {
+		errs = append(errs, errors.New("--from replays the workloads of its file; --mpa, --deployment and --selector choose them in a cluster"))
+	}
+	if u, err := url.Parse(o.PrometheusAddress); o.From == "" && (o.PrometheusAddress == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		errs = append(errs, fmt.Errorf("--prometheus-address %q must be an http(s) URL", o.PrometheusAddress))
 	}
 	if o.PrometheusTimeout <= 0 || o.PrometheusWindow <= 0 {
@@ -181,10 +221,18 @@ func (o *WhatifOptions) Validate() error {
 	if o.SLO < 0 {
 		errs = append(errs, fmt.Errorf("--slo %s must not be negative", o.SLO))
 	}
-	if o.Seeds < 2 {
-		errs = append(errs, fmt.Errorf("--seeds %d: at least 2, for the paired comparison's interval", o.Seeds))
+	if o.Replay.Seeds < 2 {
+		errs = append(errs, fmt.Errorf("--seeds %d: at least 2, for the paired comparison's interval", o.Replay.Seeds))
 	}
-	for _, p := range o.Policies {
+	switch sim.ResizeMode(o.Replay.Resize) {
+	case "", sim.ResizeInPlace, sim.ResizeRestart:
+	default:
+		errs = append(errs, fmt.Errorf("--resize %q: want InPlace or Restart", o.Replay.Resize))
+	}
+	if o.Replay.RateWindow < 0 {
+		errs = append(errs, fmt.Errorf("--rate-window %s must not be negative", o.Replay.RateWindow))
+	}
+	for _, p := range o.Replay.Policies {
 		if err := whatif.ValidPolicy(p); err != nil {
 			errs = append(errs, fmt.Errorf("--policies: %w", err))
 		}
@@ -238,6 +286,9 @@ See docs/whatif.md.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.Validate(); err != nil {
 				return err
+			}
+			if o.From != "" {
+				return runWhatif(cmd.Context(), o, nil, time.Time{}, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			clients, err := apiclient.NewClients(o.Kube, "aware-whatif")
 			if err != nil {
@@ -334,14 +385,76 @@ func (q *queryProgress) end() {
 }
 
 func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now time.Time, stdout, stderr io.Writer) error {
-	logger := klog.FromContext(ctx).WithName("whatif")
-	targets, err := lister.Workloads(ctx, o)
+	var targets []whatifTarget
+	var ws []whatif.Workload
+	var bar *progress.Bar
+	if o.showProgress {
+		bar = progress.NewBar(stderr)
+	}
+	var err error
+	if o.From != "" {
+		ws, err = refitFrom(o.From, o.Fit)
+	} else {
+		if targets, err = lister.Workloads(ctx, o); err != nil {
+			return err
+		}
+		if len(targets) == 0 {
+			return fmt.Errorf("no workloads to replay in namespace %q", o.Namespace)
+		}
+		ws, err = readHistories(ctx, o, targets, now, bar)
+	}
 	if err != nil {
 		return err
 	}
-	if len(targets) == 0 {
-		return fmt.Errorf("no workloads to replay in namespace %q", o.Namespace)
+	ro := whatif.ReplayOptions{
+		Seeds: o.Replay.Seeds, Policies: o.Replay.Policies, Plot: true,
+		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow},
 	}
+	if bar != nil {
+		ro.Progress = bar
+	}
+	res, err := whatif.Replay(ctx, ws, ro)
+	if res != nil {
+		res.FitOptions = o.Fit
+		if werr := res.WriteText(stdout); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return err
+	}
+	files, err := res.WriteFiles(o.Output)
+	if err != nil {
+		return err
+	}
+	byName := map[string]whatifTarget{}
+	for _, t := range targets {
+		byName[t.Namespace+"/"+t.Deployment] = t
+	}
+	for _, p := range res.Plots {
+		if o.From != "" {
+			break // the cluster was not read: no target to write an MPA for
+		}
+		var fused *eval.Series
+		for i, r := range p.Replayed.Series {
+			if r.Policy == whatif.PolicyFused {
+				fused = &p.Replayed.Series[i]
+			}
+		}
+		path, err := writeMPA(o.Output, byName[p.History.Name], p.History, fused, v1alpha1.UpdateMode(o.MPAUpdateMode))
+		if err != nil {
+			return err
+		}
+		files = append(files, path)
+	}
+	fmt.Fprintf(stdout, "\nWrote %s\n", strings.Join(files, "\n      "))
+	return nil
+}
+
+// readHistories reads every target's history from Prometheus and fits it,
+// PrometheusConcurrency workloads at a time, in the targets' order.
+func readHistories(ctx context.Context, o *WhatifOptions, targets []whatifTarget, now time.Time, bar *progress.Bar) ([]whatif.Workload, error) {
+	logger := klog.FromContext(ctx).WithName("whatif")
 	po := usage.PrometheusOptions{Address: o.PrometheusAddress, Timeout: o.PrometheusTimeout, Window: o.PrometheusWindow, Queries: o.Queries}
 	if !o.PrometheusGzip {
 		// Go's transport asks for gzip unless told not to.
@@ -351,17 +464,13 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	}
 	prom, err := usage.NewPrometheus(po)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// The grid ends at the last whole step, so every query of every
 	// workload shares it.
 	end := now.Truncate(o.Step)
 	steps := int(o.Period / o.Step)
 	start := end.Add(-time.Duration(steps-1) * o.Step)
-	var bar *progress.Bar
-	if o.showProgress {
-		bar = progress.NewBar(stderr)
-	}
 	qp := &queryProgress{bar: bar, workloads: len(targets)}
 	// Workloads are read PrometheusConcurrency at a time and each fitted
 	// as soon as it is read; they keep the targets' order. The first
@@ -400,46 +509,36 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	}
 	err = g.Wait()
 	qp.end()
+	return ws, err
+}
+
+// refitFrom fits the histories of a whatif.json again with fo: what a
+// fit refuses is kept (and reported), as from Prometheus.
+func refitFrom(path string, fo whatif.FitOptions) ([]whatif.Workload, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("--from: %w", err)
 	}
-	ro := whatif.ReplayOptions{Seeds: o.Seeds, Policies: o.Policies, Plot: true}
-	if bar != nil {
-		ro.Progress = bar
-	}
-	res, err := whatif.Replay(ctx, ws, ro)
-	if res != nil {
-		res.FitOptions = o.Fit
-		if werr := res.WriteText(stdout); werr != nil {
-			return werr
-		}
-	}
+	defer f.Close()
+	prev, err := whatif.ReadResult(f)
 	if err != nil {
-		return err
+		return nil, fmt.Errorf("--from %s: %w", path, err)
 	}
-	files, err := res.WriteFiles(o.Output)
-	if err != nil {
-		return err
+	if len(prev.History) == 0 {
+		return nil, fmt.Errorf("--from %s holds no history to replay", path)
 	}
-	byName := map[string]whatifTarget{}
-	for _, t := range targets {
-		byName[t.Namespace+"/"+t.Deployment] = t
-	}
-	for _, p := range res.Plots {
-		var fused *eval.Series
-		for i, r := range p.Replayed.Series {
-			if r.Policy == whatif.PolicyFused {
-				fused = &p.Replayed.Series[i]
-			}
+	ws := make([]whatif.Workload, 0, len(prev.History))
+	for i, s := range prev.History {
+		if s == nil {
+			return nil, fmt.Errorf("--from %s: history %d is empty", path, i)
 		}
-		path, err := writeMPA(o.Output, byName[p.History.Name], p.History, fused, v1alpha1.UpdateMode(o.MPAUpdateMode))
-		if err != nil {
-			return err
+		fit, err := whatif.FitApp(s, fo)
+		if err != nil && !errors.Is(err, whatif.ErrTooThin) && !errors.Is(err, whatif.ErrPoorFit) && !errors.Is(err, whatif.ErrSeries) {
+			return nil, err
 		}
-		files = append(files, path)
+		ws = append(ws, whatif.Workload{Series: s, Fit: fit})
 	}
-	fmt.Fprintf(stdout, "\nWrote %s\n", strings.Join(files, "\n      "))
-	return nil
+	return ws, nil
 }
 
 // toSeries converts a read history; requests and limits that

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
 
@@ -222,8 +223,13 @@ func TestWhatifOutputsFromRecordedQueries(t *testing.T) {
 		if gaps != 6 {
 			t.Errorf("the rate read back has %d gaps, the fixture 6", gaps)
 		}
-		if res.Seeds != o.Seeds || res.FitOptions != o.Fit || len(res.Policies) != len(whatif.Policies()) {
+		if res.Seeds != o.Replay.Seeds || res.FitOptions != o.Fit || len(res.Policies) != len(whatif.Policies()) {
 			t.Errorf("replay settings %d seeds, %+v, %v", res.Seeds, res.FitOptions, res.Policies)
+		}
+		// Kept for rl-agent whatif-replay: the recommender's default
+		// window, and in-place resizes (--mpa-update-mode Off).
+		if res.Resize != sim.ResizeInPlace || res.RateWindow != 2*time.Minute {
+			t.Errorf("replay's cluster: resize %q, rate window %s; want InPlace, 2m", res.Resize, res.RateWindow)
 		}
 		ws, err := res.Refit()
 		if err != nil {

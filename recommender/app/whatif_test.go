@@ -30,6 +30,7 @@ import (
 	"github.com/aware-k8s/aware/pkg/kube/apiclient"
 	"github.com/aware-k8s/aware/pkg/kube/cli"
 	"github.com/aware-k8s/aware/pkg/kube/usage"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
 
@@ -115,7 +116,7 @@ func historyProm(t *testing.T) *httptest.Server {
 
 func whatifOpts(t *testing.T, addr string) *WhatifOptions {
 	o := NewWhatifOptions()
-	o.PrometheusAddress, o.Namespace, o.Period, o.Seeds = addr, "shop", 24*time.Hour, 2
+	o.PrometheusAddress, o.Namespace, o.Period, o.Replay.Seeds = addr, "shop", 24*time.Hour, 2
 	o.Output = filepath.Join(t.TempDir(), "out")
 	return o
 }
@@ -173,6 +174,73 @@ func TestRunWhatif(t *testing.T) {
 	if res.Report == nil || len(res.Report.Summaries) != len(whatif.Policies()) {
 		t.Errorf("report %+v", res.Report)
 	}
+
+	// --from replays the file's histories again without Prometheus or the
+	// cluster, with this invocation's settings: here a restart for each
+	// resize and only the fused default.
+	again := NewWhatifOptions()
+	again.From, again.Output = filepath.Join(o.Output, "whatif.json"), filepath.Join(t.TempDir(), "again")
+	again.Replay.Seeds, again.Replay.Policies, again.Replay.Resize = 2, []string{whatif.PolicyFused}, "Restart"
+	if err := again.Validate(); err != nil {
+		t.Fatalf("--from without --prometheus-address: %v", err)
+	}
+	out.Reset()
+	if err := runWhatif(context.Background(), again, nil, time.Time{}, &out, io0{}); err != nil {
+		t.Fatalf("--from: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "shop/idle: not predicted") {
+		t.Errorf("--from: the refused workload is not reported:\n%s", out.String())
+	}
+	b, err = os.ReadFile(filepath.Join(again.Output, "whatif.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res2 whatif.Result
+	if err := json.Unmarshal(b, &res2); err != nil {
+		t.Fatal(err)
+	}
+	if res2.Resize != sim.ResizeRestart || len(res2.History) != 2 || res2.Fits[0].CPU.Slope != res.Fits[0].CPU.Slope {
+		t.Errorf("--from: resize %q, %d histories, fit %g (first %g)", res2.Resize, len(res2.History), res2.Fits[0].CPU.Slope, res.Fits[0].CPU.Slope)
+	}
+	if got := len(res2.Report.Summaries); got != 2 {
+		t.Errorf("--from: %d policies replayed, want actual and fused", got)
+	}
+	if m, _ := filepath.Glob(filepath.Join(again.Output, "mpa-*.yaml")); len(m) != 0 {
+		t.Errorf("--from wrote MPA manifests without reading the cluster: %v", m)
+	}
+}
+
+// TestWhatifFromErrors: a missing file, a file without history, and
+// --from beside a cluster's workload selection are refused clearly.
+func TestWhatifFromErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.json")
+	if err := os.WriteFile(empty, []byte(`{"seeds":2,"fits":[]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"history":`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ name, from, want string }{
+		{"missing", filepath.Join(dir, "none.json"), "no such file"},
+		{"no history", empty, "holds no history"},
+		{"truncated", bad, "reading a result"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewWhatifOptions()
+			o.From, o.Output = tc.from, filepath.Join(dir, "out")
+			err := runWhatif(context.Background(), o, nil, time.Time{}, io0{}, io0{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "--from") {
+				t.Fatalf("err %v, want one naming --from and %q", err, tc.want)
+			}
+		})
+	}
+	o := NewWhatifOptions()
+	o.From, o.Deployments = empty, []string{"web"}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--from replays") {
+		t.Errorf("--from with --deployment: %v", err)
+	}
 }
 
 func TestRunWhatifPrometheusFails(t *testing.T) {
@@ -219,15 +287,17 @@ func TestWhatifValidate(t *testing.T) {
 		{"deployments and mpas", func(o *WhatifOptions) { o.Deployments, o.MPAs, o.RateQuery = []string{"a"}, []string{"b"}, "x" }, "not both"},
 		{"deployment without rate", func(o *WhatifOptions) { o.Deployments = []string{"a"} }, "--slo-metric or --rate-query"},
 		{"bad metric", func(o *WhatifOptions) { o.SLOMetric = "a-b" }, "--slo-metric"},
-		{"one seed", func(o *WhatifOptions) { o.Seeds = 1 }, "--seeds"},
-		{"unknown policy", func(o *WhatifOptions) { o.Policies = []string{"hpa", "kpa"} }, `--policies: whatif: unknown policy "kpa"`},
-		{"bad variant", func(o *WhatifOptions) { o.Policies = []string{"fused:target=2"} }, "--policies"},
+		{"one seed", func(o *WhatifOptions) { o.Replay.Seeds = 1 }, "--seeds"},
+		{"unknown policy", func(o *WhatifOptions) { o.Replay.Policies = []string{"hpa", "kpa"} }, `--policies: whatif: unknown policy "kpa"`},
+		{"bad variant", func(o *WhatifOptions) { o.Replay.Policies = []string{"fused:target=2"} }, "--policies"},
 		{"negative slo", func(o *WhatifOptions) { o.SLO = -time.Second }, "--slo"},
 		{"no concurrency", func(o *WhatifOptions) { o.PrometheusConcurrency = 0 }, "--prometheus-concurrency"},
 		{"no memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = 0 }, "--fit-max-memory-residual"},
 		{"NaN memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = math.NaN() }, "--fit-max-memory-residual"},
 		{"end not a time", func(o *WhatifOptions) { o.End = "yesterday" }, "--end"},
 		{"end without zone", func(o *WhatifOptions) { o.End = "2026-11-30T01:00:00" }, "RFC 3339"},
+		{"unknown resize", func(o *WhatifOptions) { o.Replay.Resize = "inplace" }, "--resize"},
+		{"negative rate window", func(o *WhatifOptions) { o.Replay.RateWindow = -time.Second }, "--rate-window"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()
@@ -384,6 +454,32 @@ func TestWhatifGzip(t *testing.T) {
 			}
 			if enc := <-got; strings.Contains(enc, "gzip") != gzip {
 				t.Errorf("Accept-Encoding %q with --prometheus-gzip=%v", enc, gzip)
+			}
+		})
+	}
+}
+
+// TestWhatifResize checks the replay's resize mode: --resize when given,
+// else what --mpa-update-mode's updater would do to a running pod.
+func TestWhatifResize(t *testing.T) {
+	for _, tc := range []struct {
+		resize, mode string
+		want         sim.ResizeMode
+	}{
+		{"", "Off", sim.ResizeInPlace},
+		{"", "Initial", sim.ResizeInPlace},
+		{"", "InPlace", sim.ResizeInPlace},
+		{"", "InPlaceOrRecreate", sim.ResizeInPlace},
+		{"", "Recreate", sim.ResizeRestart},
+		{"", "Auto", sim.ResizeRestart},
+		{"Restart", "InPlace", sim.ResizeRestart},
+		{"InPlace", "Auto", sim.ResizeInPlace},
+	} {
+		t.Run(tc.resize+"/"+tc.mode, func(t *testing.T) {
+			o := NewWhatifOptions()
+			o.Replay.Resize, o.MPAUpdateMode = tc.resize, tc.mode
+			if got := o.resize(); got != tc.want {
+				t.Fatalf("resize %q with update mode %s: %s, want %s", tc.resize, tc.mode, got, tc.want)
 			}
 		})
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/lab/demo"
 	"github.com/aware-k8s/aware/pkg/lab/progress"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
 
@@ -120,7 +121,10 @@ func runWhatifReplay(cmd *cobra.Command, o *whatifReplayOptions) error {
 			return fmt.Errorf("agent %q has the name of a replayed policy", a.Name)
 		}
 	}
-	ro := whatif.ReplayOptions{Seeds: prev.Seeds, Seed: prev.Seed, Policies: prev.Policies, Extra: agents, Plot: true, Workers: o.workers}
+	ro := whatif.ReplayOptions{
+		Seeds: prev.Seeds, Seed: prev.Seed, Policies: prev.Policies, Extra: agents, Plot: true, Workers: o.workers,
+		Config: sim.Config{Resize: prev.Resize, RateWindow: prev.RateWindow},
+	}
 	if !o.noProgress {
 		ro.Progress = progress.NewBar(stderr)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/core/hpa"
 	"github.com/aware-k8s/aware/pkg/core/vpa"
@@ -79,6 +80,12 @@ type Trace struct {
 	// was created this long after the load began, so it neither saw nor
 	// changed the windows before.
 	AutoscalerAfter time.Duration
+	// RateWindow is the range of the real recommender's rate() and
+	// histogram_quantile (the settings' "prometheusWindow"; the
+	// recommender's default when absent or empty). With AppMetrics the
+	// replayed policies see the request rate and p95 over it, as the real
+	// one did (sim.Config.RateWindow); without, it is unused.
+	RateWindow time.Duration
 }
 
 // ParseSettings reads the trace of a results file's settings (the
@@ -124,17 +131,24 @@ func ParseSettings(s map[string]string) (Trace, error) {
 	if v, err = get("slo"); err != nil {
 		return t, err
 	}
-	slo, err := time.ParseDuration(v)
-	if err != nil || slo <= 0 {
+	objective, err := time.ParseDuration(v)
+	if err != nil || objective <= 0 {
 		return t, fmt.Errorf("settings: slo %q must be a duration > 0", v)
 	}
-	t.SLO = slo.Seconds()
+	t.SLO = objective.Seconds()
 	t.Timeout = LoadGenTimeout
 	t.InitialCPU = 0.1
 	if v, ok := s["initialCpu"]; ok {
 		if t.InitialCPU, err = cores(v); err != nil {
 			return t, fmt.Errorf("settings: initialCpu: %w", err)
 		}
+	}
+	v = s["prometheusWindow"]
+	if v == "" {
+		v = slo.DefaultWindow
+	}
+	if t.RateWindow, err = time.ParseDuration(v); err != nil || t.RateWindow <= 0 {
+		return t, fmt.Errorf("settings: prometheusWindow %q must be a duration > 0", v)
 	}
 	if v, ok := s["sloMetrics"]; ok {
 		if t.AppMetrics, err = strconv.ParseBool(v); err != nil {
@@ -189,6 +203,9 @@ func Replay(cal Calibration, settings map[string]string, policyName string, rep 
 	cfg := sim.DefaultConfig()
 	cfg.Step, cfg.Nodes, cfg.NodeCapacity = tr.Step, 1, cal.Node
 	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
+	if tr.AppMetrics {
+		cfg.RateWindow = tr.RateWindow
+	}
 	app := cal.App(tr.SLO, tr.InitialCPU)
 	app.BaseRate = tr.Mean
 	s, err := sim.New(cfg, app, &trace, tr.Seed+uint64(rep))

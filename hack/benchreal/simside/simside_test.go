@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
@@ -281,6 +282,7 @@ func TestReplay(t *testing.T) {
 		{"unknown trace", func(s map[string]string) { s["trace"] = "square" }, "fused", "square"},
 		{"bad sloMetrics", func(s map[string]string) { s["sloMetrics"] = "yes please" }, "fused", "sloMetrics"},
 		{"bad autoscalerAfter", func(s map[string]string) { s["autoscalerAfter"] = "-15s" }, "fused", "autoscalerAfter"},
+		{"bad prometheusWindow", func(s map[string]string) { s["prometheusWindow"] = "0s" }, "fused", "prometheusWindow"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := settings()
@@ -367,6 +369,40 @@ func TestReplayAppMetrics(t *testing.T) {
 			}
 			if !slices.Equal(without, replay(tc.policy, "")) {
 				t.Error("a file without sloMetrics is not replayed as one without app metrics")
+			}
+		})
+	}
+}
+
+// TestReplayRateWindow: with the app's metrics, the replayed policies see
+// the rate and p95 over the real recommender's --prometheus-window (its
+// default when the file does not say), so the fused default's replay
+// changes with the window; the HPA, which reads neither, does not.
+func TestReplayRateWindow(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	replay := func(policy, window string) []result.Window {
+		t.Helper()
+		set := settings()
+		set["sloMetrics"] = "true"
+		if window != "" {
+			set["prometheusWindow"] = window
+		}
+		r, err := Replay(cal, set, policy, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Windows
+	}
+	for _, tc := range []struct {
+		policy   string
+		wantSame bool
+	}{{"fused", false}, {"hpa", true}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			if same := slices.Equal(replay(tc.policy, "15s"), replay(tc.policy, "2m")); same != tc.wantSame {
+				t.Errorf("replays with a 15-s and a 2-min window equal: %v, want %v", same, tc.wantSame)
+			}
+			if !slices.Equal(replay(tc.policy, ""), replay(tc.policy, slo.DefaultWindow)) {
+				t.Error("a file without prometheusWindow is not replayed with the recommender's default")
 			}
 		})
 	}

@@ -51,6 +51,15 @@ type Config struct {
 	MaxUnavailable float64
 	// Timeout is when a queued request gives up (default 30s).
 	Timeout time.Duration
+	// RateWindow is the period the policy's request rate, error rate and
+	// latency percentiles cover, as a Prometheus rate() and
+	// histogram_quantile over a range give them to the recommender
+	// (its --prometheus-window): the observation pools the windows of the
+	// last RateWindow (all of them until that many have run) and sets
+	// Observation.RateWindow. Usage, replicas and the evaluator's
+	// StepMetrics stay per window. 0, or not longer than Step: each
+	// observation covers its own window, as before.
+	RateWindow time.Duration
 	// KeepHistory keeps every StepMetrics in memory (History).
 	KeepHistory bool
 }
@@ -112,6 +121,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maxUnavailable must be in (0, 1], got %g", c.MaxUnavailable)
 	case c.Timeout <= 0:
 		return fmt.Errorf("timeout must be > 0, got %s", c.Timeout)
+	case c.RateWindow < 0:
+		return fmt.Errorf("rate window must be >= 0, got %s", c.RateWindow)
 	}
 	return nil
 }
@@ -221,6 +232,9 @@ type Simulator struct {
 
 	groups  [maxGroups]latGroup
 	ngroups int
+	// rate holds the last windows the observation pools (Config.RateWindow);
+	// nil when each observation covers its own window.
+	rate *rateRing
 
 	obs        workload.Observation
 	containers [1]workload.ContainerObservation
@@ -276,6 +290,10 @@ func New(cfg Config, app App, trace *Trace, seed uint64) (*Simulator, error) {
 	s.containers[0].Name = app.Container
 	s.obs.SLO = app.SLO
 	s.obs.Window = cfg.Step
+	if cfg.RateWindow > cfg.Step {
+		s.rate = newRateRing(int(math.Ceil(float64(cfg.RateWindow) / float64(cfg.Step))))
+		s.obs.RateWindow = cfg.RateWindow
+	}
 	return s, nil
 }
 
@@ -503,37 +521,43 @@ func (s *Simulator) latency(lost float64) workload.Latency {
 }
 
 func (s *Simulator) quantile(q, lost float64) float64 {
+	return quantile(s.groups[:s.ngroups], q, lost, s.timeout)
+}
+
+// quantile is the q-quantile of a mixture of shifted exponentials (the
+// groups, by weight) plus a point mass of lost requests at timeout.
+func quantile(groups []latGroup, q, lost, timeout float64) float64 {
 	var served float64
-	lo := s.timeout
-	for i := range s.ngroups {
-		served += s.groups[i].weight
-		lo = math.Min(lo, s.groups[i].shift)
+	lo := timeout
+	for i := range groups {
+		served += groups[i].weight
+		lo = math.Min(lo, groups[i].shift)
 	}
 	total := served + lost
 	if total <= 0 {
 		return 0
 	}
-	if lost == 0 && s.ngroups == 1 {
-		g := s.groups[0]
-		return math.Min(g.shift-g.mean*math.Log(1-q), s.timeout)
+	if lost == 0 && len(groups) == 1 {
+		g := groups[0]
+		return math.Min(g.shift-g.mean*math.Log(1-q), timeout)
 	}
 	target := q * total
 	if served < target {
-		return s.timeout
+		return timeout
 	}
 	cdf := func(x float64) float64 {
 		var f float64
-		for i := range s.ngroups {
-			g := &s.groups[i]
+		for i := range groups {
+			g := &groups[i]
 			if x > g.shift {
 				f += g.weight * (1 - math.Exp(-(x-g.shift)/g.mean))
 			}
 		}
 		return f
 	}
-	hi := s.timeout
+	hi := timeout
 	if cdf(hi) < target {
-		return s.timeout
+		return timeout
 	}
 	for range 40 {
 		mid := (lo + hi) / 2
@@ -692,6 +716,10 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 	o.RequestRate = m.Arrivals / s.dt
 	o.ErrorRate = (m.Failed + m.TimedOut) / s.dt
 	o.Latency = m.Latency
+	if s.rate != nil {
+		s.rate.add(s.groups[:s.ngroups], m)
+		o.RequestRate, o.ErrorRate, o.Latency = s.rate.pooled(s.dt, s.timeout)
+	}
 	c := &s.containers[0]
 	c.Requests, c.Limits, c.OOMKills = s.tmplReq, s.tmplLim, m.OOMKills
 	c.Usage, c.Peak, c.CPUPressure = workload.Resources{}, workload.Resources{}, 0

@@ -9,6 +9,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aware-k8s/aware/pkg/core/fusion"
 	"github.com/aware-k8s/aware/pkg/core/hpa"
@@ -150,6 +151,12 @@ type Result struct {
 	Seed       uint64     `json:"seed"`
 	Policies   []string   `json:"policies"`
 	FitOptions FitOptions `json:"fitOptions"`
+	// Resize and RateWindow are the replay's simulated cluster's
+	// (Config.Resize, Config.RateWindow), so that another command replays
+	// alike; a result written before they were kept has neither (the
+	// replay then restarted pods to resize them and saw each step's rate).
+	Resize     sim.ResizeMode `json:"resize,omitempty"`
+	RateWindow time.Duration  `json:"rateWindow,omitempty"`
 	// History holds every workload's series, refused ones included.
 	History     []*Series         `json:"history,omitempty"`
 	Fits        []Fit             `json:"fits"`
@@ -184,6 +191,7 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 	byApp := map[string]*Series{}
 	var runs []eval.Run
 	cfg := o.Config.WithDefaults()
+	res.Resize, res.RateWindow = cfg.Resize, cfg.RateWindow
 	for i, w := range ws {
 		res.Fits = append(res.Fits, w.Fit)
 		res.History = append(res.History, w.Series)
