@@ -174,6 +174,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.Fit.MaxMemoryResidual, "fit-max-memory-residual", o.Fit.MaxMemoryResidual, "Largest RMS residual of the per-pod working set, as a share of its mean, the memory fit may leave, or the workload is not predicted.")
 	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
 	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
+	fs.StringVar(&o.Fit.LatencyModel, "fit-latency", o.Fit.LatencyModel, "Latency model of the replay: fluid (a request shares the pod's CPU limit), burst (it runs at one core while the CFS quota lasts, as requests of nearly constant CPU time do), or auto: the one whose p95 is nearer the recorded p95 over the calm steps (fluid without a recorded p95).")
 }
 
 var dns1123 = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
@@ -228,6 +229,11 @@ func (o *WhatifOptions) Validate() error {
 	case "", sim.ResizeInPlace, sim.ResizeRestart:
 	default:
 		errs = append(errs, fmt.Errorf("--resize %q: want InPlace or Restart", o.Replay.Resize))
+	}
+	switch o.Fit.LatencyModel {
+	case whatif.LatencyAuto, whatif.LatencyFluid, whatif.LatencyBurst:
+	default:
+		errs = append(errs, fmt.Errorf("--fit-latency %q: want auto, fluid or burst", o.Fit.LatencyModel))
 	}
 	if o.Replay.RateWindow < 0 {
 		errs = append(errs, fmt.Errorf("--rate-window %s must not be negative", o.Replay.RateWindow))
@@ -431,9 +437,11 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	for _, t := range targets {
 		byName[t.Namespace+"/"+t.Deployment] = t
 	}
+	// With --from the cluster was not read: no target to write an MPA for.
 	for _, p := range res.Plots {
-		if o.From != "" {
-			break // the cluster was not read: no target to write an MPA for
+		t, ok := byName[p.History.Name]
+		if !ok {
+			continue
 		}
 		var fused *eval.Series
 		for i, r := range p.Replayed.Series {
@@ -441,7 +449,7 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 				fused = &p.Replayed.Series[i]
 			}
 		}
-		path, err := writeMPA(o.Output, byName[p.History.Name], p.History, fused, v1alpha1.UpdateMode(o.MPAUpdateMode))
+		path, err := writeMPA(o.Output, t, p.History, fused, v1alpha1.UpdateMode(o.MPAUpdateMode))
 		if err != nil {
 			return err
 		}

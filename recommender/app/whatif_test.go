@@ -298,6 +298,7 @@ func TestWhatifValidate(t *testing.T) {
 		{"end without zone", func(o *WhatifOptions) { o.End = "2026-11-30T01:00:00" }, "RFC 3339"},
 		{"unknown resize", func(o *WhatifOptions) { o.Replay.Resize = "inplace" }, "--resize"},
 		{"negative rate window", func(o *WhatifOptions) { o.Replay.RateWindow = -time.Second }, "--rate-window"},
+		{"unknown latency model", func(o *WhatifOptions) { o.Fit.LatencyModel = "exponential" }, "--fit-latency"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()

@@ -41,12 +41,31 @@ type FitOptions struct {
 	MinStartupPods int
 	// NodeCPU is the CPU a pod without a CPU limit may use (the node's).
 	NodeCPU float64
+	// LatencyModel is the simulator's latency model the app is replayed
+	// with: LatencyFluid (a request shares the pod's CPU limit: an
+	// exponential of mean S/(1−ρ)), LatencyBurst (sim.App.CPUBurst: it
+	// runs at one core while the CFS quota lasts, as requests of nearly
+	// constant CPU time do), or LatencyAuto, the one whose p95 is nearer
+	// the recorded p95 over the calm steps (at least MinLatencySteps;
+	// else fluid). DefaultFitOptions sets LatencyAuto; "" (a whatif.json
+	// written before it) is fluid, as then.
+	LatencyModel string
 }
+
+// Latency models of FitOptions.LatencyModel.
+const (
+	LatencyAuto  = "auto"
+	LatencyFluid = "fluid"
+	LatencyBurst = "burst"
+	// MinLatencySteps is the fewest calm steps with a recorded p95 that
+	// LatencyAuto chooses from.
+	MinLatencySteps = 10
+)
 
 // DefaultFitOptions: a day of one-minute steps is plenty; an hour is the
 // least accepted.
 func DefaultFitOptions() FitOptions {
-	return FitOptions{MinPoints: 60, MinCPUR2: 0.5, MaxMemoryResidual: 0.25, StartupDelay: 30 * time.Second, MinStartupPods: 3, NodeCPU: 16}
+	return FitOptions{MinPoints: 60, MinCPUR2: 0.5, MaxMemoryResidual: 0.25, StartupDelay: 30 * time.Second, MinStartupPods: 3, NodeCPU: 16, LatencyModel: LatencyAuto}
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -140,6 +159,8 @@ type Fit struct {
 	// pod holds in flight: its intercept is the base memory, its slope the
 	// memory per request in flight.
 	Memory Regression `json:"memory"`
+	// Latency says which latency model the app is replayed with and why.
+	Latency LatencyFit `json:"latency"`
 	// StartupDelaySeconds is the start-up delay the app is given;
 	// StartupMeasured is false when it is FitOptions.StartupDelay.
 	StartupDelaySeconds float64 `json:"startupDelaySeconds"`
@@ -241,6 +262,8 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	if err != nil {
 		return refuse(ErrSeries, "%v", err)
 	}
+	f.Latency = chooseLatency(s, app, o)
+	app.CPUBurst = f.Latency.Model == LatencyBurst
 	f.App = app
 	return f, nil
 }
@@ -303,4 +326,64 @@ func (f *Fit) app(s *Series, cpuSeconds, base, perReq float64, o FitOptions) (si
 		return sim.App{}, err
 	}
 	return a, nil
+}
+
+// LatencyFit is the choice of the replay's latency model: Model, and with
+// LatencyAuto, each model's median |ln(recorded p95 / model p95)| over
+// the Steps calm steps it was chosen on.
+type LatencyFit struct {
+	Model      string  `json:"model"`
+	Steps      int     `json:"steps,omitempty"`
+	FluidError float64 `json:"fluidError,omitempty"`
+	BurstError float64 `json:"burstError,omitempty"`
+}
+
+// chooseLatency applies o.LatencyModel to the fitted app. A calm step has
+// a recorded p95, the same replicas as the step before, and a load below
+// 0.9 of the pods' CPU limit: one stationary state, which is what both
+// models describe. The model p95 of a step is the simulator's own
+// (App.ServePod at the step's per-pod rate and the pods' limit).
+func chooseLatency(s *Series, app sim.App, o FitOptions) LatencyFit {
+	switch o.LatencyModel {
+	case LatencyFluid, LatencyBurst:
+		return LatencyFit{Model: o.LatencyModel}
+	case LatencyAuto:
+	default:
+		return LatencyFit{Model: LatencyFluid}
+	}
+	lf := LatencyFit{Model: LatencyFluid}
+	dt := s.Step.Seconds()
+	var fluid, burst []float64
+	for i := 1; i < len(s.Rate); i++ {
+		p95, r, n := at(s.P95, i), s.Rate[i], s.Replicas[i]
+		if !ok(p95, r, n) || p95 <= 0 || n <= 0 || at(s.Replicas, i-1) != n {
+			continue
+		}
+		limit := at(s.LimitCPU, i)
+		if !ok(limit) || limit <= 0 {
+			limit = o.NodeCPU
+		}
+		lambda := r / n
+		if lambda*app.CPUSeconds/limit > 0.9 {
+			continue
+		}
+		model := func(b bool) float64 {
+			a := app
+			a.CPUBurst = b
+			w := a.ServePod(sim.PodInput{Rate: lambda, Arrived: lambda * dt, CPU: limit}, dt, math.Inf(1))
+			return a.IOWait + w.Own + w.QueueDelay + w.Stationary*math.Log(20)
+		}
+		fluid = append(fluid, math.Abs(math.Log(p95/model(false))))
+		burst = append(burst, math.Abs(math.Log(p95/model(true))))
+	}
+	lf.Steps = len(fluid)
+	if lf.Steps < MinLatencySteps {
+		return lf
+	}
+	lf.FluidError, _ = stats.Median(fluid)
+	lf.BurstError, _ = stats.Median(burst)
+	if lf.BurstError < lf.FluidError {
+		lf.Model = LatencyBurst
+	}
+	return lf
 }

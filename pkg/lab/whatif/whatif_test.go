@@ -326,3 +326,54 @@ func TestReplay(t *testing.T) {
 		}
 	})
 }
+
+// TestFitLatencyModel: LatencyAuto picks the latency model a history was
+// recorded with (the simulator's fluid or burst model of the same app),
+// an explicit model is kept, and without a recorded p95 the fit keeps the
+// fluid model, as before the choice existed.
+func TestFitLatencyModel(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		burst  bool
+		option string
+		noP95  bool
+		want   string
+	}{
+		{"recorded fluid, auto", false, LatencyAuto, false, LatencyFluid},
+		{"recorded burst, auto", true, LatencyAuto, false, LatencyBurst},
+		{"recorded burst, fluid asked", true, LatencyFluid, false, LatencyFluid},
+		{"recorded fluid, burst asked", false, LatencyBurst, false, LatencyBurst},
+		{"no recorded p95, auto", true, LatencyAuto, true, LatencyFluid},
+		{"an old file's options", true, "", false, LatencyFluid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := truthApp("shop/web")
+			app.CPUBurst = tc.burst
+			s := record(t, app, 240, 4)
+			if tc.noP95 {
+				s.P95 = nil
+			}
+			o := DefaultFitOptions()
+			o.LatencyModel = tc.option
+			f, err := FitApp(s, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Latency.Model != tc.want || f.App.CPUBurst != (tc.want == LatencyBurst) {
+				t.Fatalf("latency %+v, app burst %v; want %s", f.Latency, f.App.CPUBurst, tc.want)
+			}
+			if tc.option == LatencyAuto && !tc.noP95 {
+				if f.Latency.Steps < MinLatencySteps {
+					t.Fatalf("chose on %d calm steps", f.Latency.Steps)
+				}
+				right, wrong := f.Latency.FluidError, f.Latency.BurstError
+				if tc.burst {
+					right, wrong = wrong, right
+				}
+				if !(right < 0.05 && wrong > right) {
+					t.Errorf("errors: the recorded model's %.3f, the other's %.3f", right, wrong)
+				}
+			}
+		})
+	}
+}
