@@ -341,22 +341,30 @@ func TestReplayAutoscalerAfter(t *testing.T) {
 	}
 }
 
+// replayWith replays policy's repetition 1 of a known app with the test
+// settings, changed by set (an empty value leaves the key out, as a file
+// written before it).
+func replayWith(t *testing.T, policy string, set map[string]string) []result.Window {
+	t.Helper()
+	s := settings()
+	for k, v := range set {
+		if v != "" {
+			s[k] = v
+		}
+	}
+	r, err := Replay(known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005), s, policy, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Windows
+}
+
 // TestReplayAppMetrics: a run whose recommender read no app metrics is
 // replayed with a fused default that sees none either; the HPA reads none
 // in both.
 func TestReplayAppMetrics(t *testing.T) {
-	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
 	replay := func(policy, metrics string) []result.Window {
-		t.Helper()
-		set := settings()
-		if metrics != "" {
-			set["sloMetrics"] = metrics
-		}
-		r, err := Replay(cal, set, policy, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Windows
+		return replayWith(t, policy, map[string]string{"sloMetrics": metrics})
 	}
 	for _, tc := range []struct {
 		policy   string
@@ -379,19 +387,8 @@ func TestReplayAppMetrics(t *testing.T) {
 // default when the file does not say), so the fused default's replay
 // changes with the window; the HPA, which reads neither, does not.
 func TestReplayRateWindow(t *testing.T) {
-	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
 	replay := func(policy, window string) []result.Window {
-		t.Helper()
-		set := settings()
-		set["sloMetrics"] = "true"
-		if window != "" {
-			set["prometheusWindow"] = window
-		}
-		r, err := Replay(cal, set, policy, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r.Windows
+		return replayWith(t, policy, map[string]string{"sloMetrics": "true", "prometheusWindow": window})
 	}
 	for _, tc := range []struct {
 		policy   string
