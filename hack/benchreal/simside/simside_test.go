@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -562,5 +563,42 @@ func TestVariantCounterpart(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// TestReplayLoadStepInTheRateWindow replays the real run that found rule
+// 8's lag (round seventeen's repetition 5 of the default, committed in
+// docs/results): the load step came during the recommender's 2-minute
+// wait, and the default, reading the p95 over that window, added one
+// replica every 15 s up to 8 while three served the load. Calibrated from
+// the file's own runs, the replay must not climb past the three the node
+// could hold, nor change replicas more than twice.
+func TestReplayLoadStepInTheRateWindow(t *testing.T) {
+	fh, err := os.Open("../../../docs/results/real-node/round17/fused-hpa-vpa-reps567.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	f, err := ReadFile(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(f.Runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Replay(cal, f.Settings, "fused", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	most, changes := 0, 0
+	for i, w := range run.Windows {
+		most = max(most, w.Replicas)
+		if i > 0 && w.Replicas != run.Windows[i-1].Replicas {
+			changes++
+		}
+	}
+	if most > 3 || changes > 2 {
+		t.Errorf("replayed default reached %d replicas in %d changes, want at most 3 in at most 2", most, changes)
 	}
 }

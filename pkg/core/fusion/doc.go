@@ -105,7 +105,16 @@
 //     replica beside a 200m pod whose resize to 1 core the real node could
 //     then not hold, and a few saturated windows before s was known left
 //     3–5 pods of the floor's size for the scale-down window
-//     (docs/real-node.md, round ten).
+//     (docs/real-node.md, round ten). When the p95 covers the rate's
+//     window (Observation.RateWindow longer than Window, a
+//     histogram_quantile over Prometheus' range) the one more replica is
+//     asked only for a violation of the pods serving now: every pod the
+//     spec asks for is Ready, and the Ready pods have not grown in number
+//     within the window; otherwise replicas are held (reason note
+//     SLOWindowBeforeScaleOut). Such a p95 still holds an answered
+//     violation for a whole window: on the real node the default added a
+//     replica every 15 s up to 8 after a load step three pods served, pods
+//     4–8 unschedulable (round seventeen).
 //  9. maxReplicas: when the horizontal proposal exceeds maxReplicas,
 //     replicas stay at max and the unmet factor (proposal / max) is moved
 //     to the vertical CPU target (capped by maxAllowed), so the capacity the

@@ -156,11 +156,20 @@ type Fused struct {
 	pods      []hpa.PodMetric
 	metrics   []hpa.Metric
 	slo       sloState
-	// usage averages the workload's CPU over the request rate's window
-	// when it is longer than the observation's (Observation.RateWindow).
+	// lag is what the rate's and the latency's window (longer than the
+	// observation's, Observation.RateWindow) still hold.
+	lag lagState
+}
+
+// lagState is what a rate or percentile over Observation.RateWindow still
+// remembers after the workload changed.
+type lagState struct {
+	// usage averages the workload's CPU over the request rate's window.
 	usage usageRing
 	// rollout is when the current requests were first seen rolled out.
 	rollout rolloutClock
+	// serving is when the serving pods last grew in number.
+	serving servingClock
 }
 
 var _ workload.Policy = (*Fused)(nil)
@@ -185,8 +194,9 @@ func (f *Fused) CarryOver(old workload.Policy) bool {
 	if !ok || o == nil || o == f {
 		return false
 	}
-	f.slo, f.burst, f.starvedAt, f.rollout = o.slo, o.burst, o.starvedAt, o.rollout
-	f.usage = usageRing{samples: slices.Clone(o.usage.samples)}
+	f.slo, f.burst, f.starvedAt = o.slo, o.burst, o.starvedAt
+	f.lag = o.lag
+	f.lag.usage = usageRing{samples: slices.Clone(o.lag.usage.samples)}
 	return true
 }
 
@@ -222,14 +232,17 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	}
 	// 3. Growth reads the p95 over the rate's window too: only once that
 	// window holds nothing but the current requests.
-	settled := f.rollout.settled(&obs, request)
+	settled := f.lag.rollout.settled(&obs, request)
+	// 8. Scale-out reads the p95 over the rate's window too: only once
+	// that window holds nothing but the pods serving now.
+	current := f.lag.serving.current(&obs)
 	// 3. CPU-seconds per request from the usage and the rate over the same
 	// period: the rate's window, when it is longer than the observation's.
 	measured := ok && obs.Samples > 0
 	rateCPU, rateSaturated, matched := usage*float64(obs.ReadyReplicas), saturated, true
 	if obs.RateWindow > obs.Window {
-		f.usage.add(usageSample{end: obs.Time, cpu: rateCPU, measured: measured, saturated: saturated}, obs.RateWindow)
-		rateCPU, matched, rateSaturated = f.usage.mean(obs.Time, obs.RateWindow, obs.Window)
+		f.lag.usage.add(usageSample{end: obs.Time, cpu: rateCPU, measured: measured, saturated: saturated}, obs.RateWindow)
+		rateCPU, matched, rateSaturated = f.lag.usage.mean(obs.Time, obs.RateWindow, obs.Window)
 	}
 	if measured && matched && obs.RequestRate > 0 && !rateSaturated {
 		f.slo.observe(obs.Time, rateCPU, obs.RequestRate)
@@ -347,8 +360,11 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	floor := int32(0)
 	if violated {
 		floor = obs.Replicas
-		if !sizeBound {
+		if !sizeBound && current {
 			floor = more
+		}
+		if !current {
+			floorNote += "; SLOWindowBeforeScaleOut"
 		}
 	}
 	if sat.serving {
@@ -377,7 +393,7 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		if i := slices.IndexFunc(dec.Errors, func(e error) bool { return e != nil }); i >= own {
 			reason = "FailedGetGoalMetric: " + err.Error()
 		}
-		if (violated && !sizeBound || sat.serving) && obs.Replicas > 0 {
+		if (violated && !sizeBound && current || sat.serving) && obs.Replicas > 0 {
 			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, more)
 		}
 	}

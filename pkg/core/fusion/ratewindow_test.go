@@ -200,11 +200,11 @@ func TestCarryOver(t *testing.T) {
 	if !f.CarryOver(old) {
 		t.Fatal("CarryOver of a *Fused returned false")
 	}
-	if f.slo != o.slo || f.burst != o.burst || !f.starvedAt.Equal(o.starvedAt) || len(f.usage.samples) != len(o.usage.samples) {
-		t.Errorf("carried slo %+v burst %+v usage %d; old slo %+v burst %+v usage %d", f.slo, f.burst, len(f.usage.samples), o.slo, o.burst, len(o.usage.samples))
+	if f.slo != o.slo || f.burst != o.burst || !f.starvedAt.Equal(o.starvedAt) || len(f.lag.usage.samples) != len(o.lag.usage.samples) {
+		t.Errorf("carried slo %+v burst %+v usage %d; old slo %+v burst %+v usage %d", f.slo, f.burst, len(f.lag.usage.samples), o.slo, o.burst, len(o.lag.usage.samples))
 	}
-	f.usage.samples[0].cpu = -1
-	if o.usage.samples[0].cpu == -1 {
+	f.lag.usage.samples[0].cpu = -1
+	if o.lag.usage.samples[0].cpu == -1 {
 		t.Error("the carried usage samples share the old policy's array")
 	}
 	naive, _ := NewNaiveFactory(Options{})(workload.Constraints{MaxReplicas: 10})
@@ -267,6 +267,65 @@ func TestGrowthWaitsForTheLatencyWindow(t *testing.T) {
 			}
 			if grewAt != tc.firstGrow {
 				t.Errorf("first growth %s after the resize, want %s", grewAt, tc.firstGrow)
+			}
+		})
+	}
+}
+
+// TestScaleOutWaitsForTheLatencyWindow replays what the real node showed
+// (round seventeen, docs/real-node.md): a p95 over the rate's window still
+// holds a violation the pods serving now did not cause, so rule 8 adds a
+// replica only once every asked-for pod is Ready and the window began after
+// the Ready pods last grew in number. With the latency over the
+// observation's own window it adds one at once, as before.
+func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
+	const window = 2 * time.Minute
+	type step struct {
+		replicas, ready int32
+		violated        bool
+	}
+	steady := func(n int, replicas, ready int32, violated bool) []step {
+		s := make([]step, n)
+		for i := range s {
+			s[i] = step{replicas, ready, violated}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name       string
+		rateWindow time.Duration
+		steps      []step // after ten calm minutes at 2 of 2 Ready
+		want       int32  // replicas recommended at the last step
+		waiting    bool   // the reason says the window predates the pods
+	}{
+		{"violation on the pods serving for long", window, steady(1, 2, 2, true), 3, false},
+		{"a pod asked for is not Ready", window, steady(1, 3, 2, true), 3, true},
+		{"a third pod Ready for 30 s", window, append(steady(2, 3, 3, false), steady(1, 3, 3, true)...), 3, true},
+		{"a third pod Ready for the whole window", window, append(steady(8, 3, 3, false), steady(1, 3, 3, true)...), 4, false},
+		{"a pod lost within the window", window, append(steady(2, 2, 1, false), steady(1, 1, 1, true)...), 2, false},
+		{"latency over the observation's window: pending pods", 0, steady(1, 3, 2, true), 4, false},
+		{"latency over the observation's window: a pod Ready for 15 s", 0, append(steady(1, 3, 3, false), steady(1, 3, 3, true)...), 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			all := append(steady(40, 2, 2, false), tc.steps...)
+			var rec workload.Recommendation
+			for i, s := range all {
+				o := observation(t0.Add(time.Duration(i)*15*time.Second), s.replicas, 0.1, 0.2)
+				o.ReadyReplicas, o.RateWindow, o.SLO, o.Latency.P95 = s.ready, tc.rateWindow, 0.25, 0.1
+				if s.violated {
+					o.Latency.P95 = 0.5
+				}
+				if rec, err = p.Recommend(context.Background(), o); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waiting := strings.Contains(rec.Reason, "SLOWindowBeforeScaleOut")
+			if rec.Replicas != tc.want || waiting != tc.waiting || !strings.Contains(rec.Reason, "SLOViolated") {
+				t.Errorf("replicas %d, reason %q; want %d, waiting for the window %v", rec.Replicas, rec.Reason, tc.want, tc.waiting)
 			}
 		})
 	}

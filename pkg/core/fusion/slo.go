@@ -174,6 +174,48 @@ func (c *rolloutClock) settled(obs *workload.Observation, request float64) bool 
 	return obs.RateWindow <= obs.Window || obs.Time.Sub(c.since) >= obs.RateWindow
 }
 
+// servingClock remembers when the Ready pods last grew in number, so that
+// rule 8 adds a replica only for a violation the pods serving now caused.
+// The p95 is a histogram quantile over the rate's window: for that long
+// after a scale-out it still holds the latencies of fewer pods. On the
+// real node a load step during the rate's first window had the default add
+// one replica every 15 s up to 8 (docs/real-node.md, round seventeen),
+// although every window's own p95 was under the SLO after the third pod
+// served and pods 4 to 8 could not be scheduled.
+type servingClock struct {
+	seen  bool
+	ready int32
+	// since is when ready last grew; zero when the count was there at the
+	// first observation (it then counts as having served for long).
+	since time.Time
+}
+
+// current reports whether a violation in obs's p95 can be laid to the pods
+// serving now: every pod the spec asks for is Ready (the capacity asked for
+// and not serving yet is on its way), and the latency's window began after
+// the Ready pods last grew in number. It is always true when the latency
+// covers only the observation's own window (RateWindow not longer than
+// Window), as in the simulator without a rate window: that p95 is current.
+// Fewer Ready pods do not reset the clock: a violation after a pod was lost
+// is no less the current pods'.
+func (c *servingClock) current(obs *workload.Observation) bool {
+	switch ready := obs.ReadyReplicas; {
+	case !c.seen:
+		c.seen, c.ready = true, ready
+	case ready > c.ready:
+		c.ready, c.since = ready, obs.Time
+	case ready < c.ready:
+		c.ready = ready
+	}
+	if obs.RateWindow <= obs.Window {
+		return true
+	}
+	if obs.ReadyReplicas < obs.Replicas {
+		return false
+	}
+	return c.since.IsZero() || obs.Time.Sub(c.since) >= obs.RateWindow
+}
+
 // baseFloor is the per-pod CPU request (cores) below which a request's p95
 // would exceed the SLO when the pod runs at the highest utilisation the
 // horizontal loop tolerates, before the learned gain: with s CPU-seconds per
