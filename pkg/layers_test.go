@@ -24,7 +24,8 @@ type layerRule struct {
 var layers = map[string]layerRule{
 	"core": {own: []string{"pkg/core/"}},
 	"rl":   {own: []string{"pkg/core/", "pkg/rl/"}, external: []string{"gorgonia.org/", "gonum.org/"}},
-	"lab":  {own: []string{"pkg/core/", "pkg/rl/", "pkg/lab/"}},
+	// gonum: numerics in pure Go (the simulator's order statistics).
+	"lab":  {own: []string{"pkg/core/", "pkg/rl/", "pkg/lab/"}, external: []string{"gonum.org/"}},
 	"kube": {own: []string{"pkg/core/", "pkg/kube/", "pkg/apis/", "pkg/generated/", "pkg/version", "proto/"}, external: []string{""}},
 }
 

@@ -89,7 +89,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.DriftThreshold, "drift-threshold", o.DriftThreshold, "A pod within the recommended bounds is still updated when a request differs from the target by at least this fraction of the target and the pod is older than --drift-min-age.")
 	fs.DurationVar(&o.DriftMinAge, "drift-min-age", o.DriftMinAge, "How long a pod must have run before drift alone gets it updated.")
 	fs.DurationVar(&o.OOMWindow, "oom-window", o.OOMWindow, "A container OOM-killed this recently makes its pod urgent when the recommended memory exceeds its request.")
-	fs.DurationVar(&o.ResizeDeferredTimeout, "resize-deferred-timeout", o.ResizeDeferredTimeout, "In InPlaceOrRecreate mode, a resize the kubelet has deferred for this long falls back to eviction (an infeasible one falls back at once). InPlace mode never evicts: it leaves a deferred resize to the kubelet.")
+	fs.DurationVar(&o.ResizeDeferredTimeout, "resize-deferred-timeout", o.ResizeDeferredTimeout, "In InPlaceOrRecreate mode, a resize the kubelet has deferred for this long falls back to eviction (an infeasible one falls back at once). InPlace mode never evicts: it leaves a deferred resize to the kubelet. In both, a deferred resize the recommendation has fallen below is replaced by the smaller one at once.")
 	fs.Float64Var(&o.EvictionRateLimit, "eviction-rate-limit", o.EvictionRateLimit, "Evictions per second across all workloads; 0 or less means unlimited.")
 	fs.IntVar(&o.EvictionRateBurst, "eviction-rate-burst", o.EvictionRateBurst, "Burst of evictions across all workloads.")
 	fs.Float64Var(&o.WorkloadEvictionRate, "workload-eviction-rate-limit", o.WorkloadEvictionRate, "Evictions per second within one workload; 0 or less means unlimited.")

@@ -322,6 +322,13 @@ func TestVerticalInPlace(t *testing.T) {
 	if p := DecideVertical(t0, cfg, mk(def), open()); !slices.Equal(names(p.Updates), []string{"a:Evict:ResizeDeferred"}) {
 		t.Errorf("deferred past timeout: %v %v", names(p.Updates), skips(p.Skips))
 	}
+	// Deferred at more than the recommendation now asks: the smaller
+	// request is sent at once, in place, before the timeout.
+	over := pod("a", 1.5, 1, t0)
+	over.Resize, over.ResizeSince = ResizeDeferred, t0.Add(-time.Minute)
+	if p := DecideVertical(t0, cfg, mk(over), open()); !slices.Equal(names(p.Updates), []string{"a:Resize:ResizeDeferred"}) {
+		t.Errorf("deferred above the target: %v %v", names(p.Updates), skips(p.Skips))
+	}
 	// The fallback eviction obeys the eviction guards.
 	if p := DecideVertical(t0, cfg, mk(def), Guards{}); len(p.Updates) != 0 || p.Skips[0].Reason != SkipAdmissionStale {
 		t.Errorf("fallback with stale admission: %v %v", names(p.Updates), skips(p.Skips))
@@ -470,6 +477,8 @@ func TestVerticalInPlaceOnly(t *testing.T) {
 		{name: "outside bounds: resized", pod: pod("a", 4, 1, t0), guards: open(), updates: []string{"a:Resize:OutsideBounds"}},
 		{name: "resized with a stale admission heartbeat", pod: pod("a", 4, 1, t0), guards: Guards{}, updates: []string{"a:Resize:OutsideBounds"}},
 		{name: "deferred for an hour: left to the kubelet", pod: deferred, guards: open(), skips: []string{"a:ResizePending"}},
+		{name: "deferred, the recommendation now below it: the smaller resize sent", pod: deferred, target: 0.5, guards: open(), updates: []string{"a:Resize:ResizeDeferred"}},
+		{name: "deferred, the recommendation now above it: left to the kubelet", pod: deferred, target: 1.5, guards: open(), skips: []string{"a:ResizePending"}},
 		{name: "kubelet infeasible, same recommendation: held and reported", pod: kubeletInf, target: 4, guards: open(),
 			skips: []string{"a:ResizeInfeasible"}, infeasible: []string{"a:Node didn't have enough capacity: cpu"}},
 		{name: "kubelet infeasible, new recommendation: one more try", pod: kubeletInf, guards: open(), updates: []string{"a:Resize:ResizeInfeasible"}},

@@ -129,6 +129,12 @@ type Calibration struct {
 	Node workload.Resources `json:"node"`
 	// Runs is how many runs were read.
 	Runs int `json:"runs"`
+	// SampledLatency replays each window's percentiles as its requests'
+	// sample gives them (sim.Config.SampledLatency). Calibrate sets it: a
+	// real window's p95 is a histogram's of its requests, and varies from
+	// window to window (MeasureSpread). Off, the replay has the model's
+	// percentiles, to check an estimate on the model's own data.
+	SampledLatency bool `json:"sampledLatency"`
 }
 
 // Calibrate estimates the simulator's app from the real runs: the CPU
@@ -140,7 +146,7 @@ type Calibration struct {
 // wrapping ErrThinData, when the runs cannot support one of the figures
 // the simulator needs; only the throttling shape may stay unresolved.
 func Calibrate(runs []result.Run) (Calibration, error) {
-	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, Runs: len(runs)}
+	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, Runs: len(runs), SampledLatency: true}
 	if len(runs) == 0 {
 		return c, fmt.Errorf("%w: no runs", ErrThinData)
 	}
@@ -496,6 +502,11 @@ func (c Calibration) Write(w io.Writer) error {
 	} else {
 		fmt.Fprintf(&b, "  %-26s unresolved: %s; the simulated app has no I/O wait\n", "throttling", t.Reason)
 	}
+	pct := "the model's (the same in every calm window)"
+	if c.SampledLatency {
+		pct = "a sample of each window's requests (sim.Config.SampledLatency)"
+	}
+	fmt.Fprintf(&b, "  %-26s %s\n", "latency percentiles", pct)
 	fmt.Fprintf(&b, "  %-26s %.3g cores, %.3g GiB (one node)\n", "simulated node", c.Node.CPU, c.Node.Memory/sim.GiB)
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -203,6 +203,7 @@ func Replay(cal Calibration, settings map[string]string, policyName string, rep 
 	cfg := sim.DefaultConfig()
 	cfg.Step, cfg.Nodes, cfg.NodeCapacity = tr.Step, 1, cal.Node
 	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
+	cfg.SampledLatency = cal.SampledLatency
 	if tr.AppMetrics {
 		cfg.RateWindow = tr.RateWindow
 	}

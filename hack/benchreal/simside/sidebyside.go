@@ -150,7 +150,8 @@ func Ranking(rows []Row, side func(Row) Side) []string {
 // reward, with their differences (simulated − real). A flag marks a miss
 // of the goals: "COST" when the costs differ by more than 15%, "SLO" when
 // the violating windows differ by more than 2 points. Then the ranking of
-// the policies by reward in both, and whether it is the same.
+// the policies by reward in both, and whether it is the same, and the
+// windows' p95 spread in both (WriteSpread).
 func WriteSideBySide(w io.Writer, real, simulated []result.Run) error {
 	rows, err := Compare(real, simulated)
 	if err != nil {
@@ -203,6 +204,9 @@ func WriteSideBySide(w io.Writer, real, simulated []result.Run) error {
 		same = "DIFFERENT"
 	}
 	fmt.Fprintf(&b, "ranking by reward, best first: real %s; simulated %s (%s)\n", strings.Join(rr, " > "), strings.Join(rs, " > "), same)
+	if err := WriteSpread(&b, real, simulated); err != nil {
+		return err
+	}
 	_, err = io.WriteString(w, b.String())
 	return err
 }

@@ -602,3 +602,55 @@ func TestReplayLoadStepInTheRateWindow(t *testing.T) {
 		t.Errorf("replayed default reached %d replicas in %d changes, want at most 3 in at most 2", most, changes)
 	}
 }
+
+func TestMeasureSpread(t *testing.T) {
+	// calmRun is a run of n windows in one state whose p95 alternates
+	// between p/f and p·f: the sd of the logs is ln f·√(n/(n−1)) for even n.
+	calmRun := func(n int, p, f float64) result.Run {
+		var r result.Run
+		for i := range n {
+			p95 := p * f
+			if i%2 == 0 {
+				p95 = p / f
+			}
+			r.Windows = append(r.Windows, result.Window{Index: i, Start: float64(15 * i), End: float64(15 * (i + 1)),
+				Expected: 150, Sent: 150, OK: 150, P95: p95, Replicas: 1, Ready: 1, CPURequested: 0.2})
+		}
+		return r
+	}
+	t.Run("one state", func(t *testing.T) {
+		// The first calmBefore windows are left out: 10 of 12 count.
+		s := MeasureSpread([]result.Run{calmRun(12, 0.2, 1.5)})
+		want := math.Log(1.5) * math.Sqrt(10.0/9)
+		if s.States != 1 || s.Windows != 10 || math.Abs(s.SD.Value-want) > 1e-9 {
+			t.Errorf("spread %+v, want 1 state of 10 windows, sd %.4f", s, want)
+		}
+	})
+	t.Run("a change splits the states", func(t *testing.T) {
+		r := calmRun(24, 0.2, 1.5)
+		for i := 12; i < 24; i++ {
+			r.Windows[i].CPURequested = 0.6
+		}
+		r.Windows[12].Resizes = 1
+		if s := MeasureSpread([]result.Run{r}); s.States != 2 || s.Windows != 19 {
+			t.Errorf("spread %+v, want 2 states, 10 and 9 windows", s)
+		}
+	})
+	t.Run("a lossy window ends a state; short ones do not count", func(t *testing.T) {
+		r := calmRun(14, 0.2, 1.5)
+		r.Windows[5].Lost = 1
+		if s := MeasureSpread([]result.Run{r}); s.States != 1 || s.Windows != 6 {
+			t.Errorf("spread %+v, want windows 8–13 only (the 3 before the loss are too few)", s)
+		}
+	})
+	t.Run("nothing calm", func(t *testing.T) {
+		r := calmRun(12, 0.2, 1.5)
+		for i := range r.Windows {
+			r.Windows[i].Ready = 0
+		}
+		var b strings.Builder
+		if err := WriteSpread(&b, []result.Run{r}, nil); err != nil || !strings.Contains(b.String(), "real no stationary state") {
+			t.Errorf("WriteSpread = %q, %v", b.String(), err)
+		}
+	})
+}

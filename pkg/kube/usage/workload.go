@@ -91,7 +91,7 @@ type WorkloadHistory struct {
 	Rate, Latency []float64
 	CPU, Memory   []float64
 	// Replicas is kube-state-metrics' status.replicas, else the number of
-	// pods with a CPU sample.
+	// pods cAdvisor saw (podCount).
 	Replicas                                         []float64
 	RequestCPU, RequestMemory, LimitCPU, LimitMemory []float64
 	// StartupDelays are the seconds from start to Ready of the pods
@@ -307,15 +307,50 @@ func (p *Prometheus) WorkloadHistory(ctx context.Context, q WorkloadQuery) (Work
 	}
 	h.Sources["replicas"] = "kube-state-metrics"
 	if q.Deployment == "" || !slices.ContainsFunc(h.Replicas, func(x float64) bool { return !math.IsNaN(x) }) {
-		// No kube-state-metrics: count the pods that had CPU samples.
+		// No kube-state-metrics: count the pods cAdvisor saw.
 		h.Sources["replicas"] = "pod count"
-		for i, pods := range perPod["cpu"] {
-			if len(pods) > 0 {
-				h.Replicas[i] = float64(len(pods))
+		for i, c := range podCount(perPod["cpu"], perPod["memory"]) {
+			if c > 0 {
+				h.Replicas[i] = float64(c)
 			}
 		}
 	}
 	return h, nil
+}
+
+// podCount counts, at each step, the pods that lived then: from the first
+// step any of the series has a sample of the pod to the last. A pod is
+// counted through a step where its samples are missing or dropped (a
+// rate() over two scrapes, one of them lost on a busy node, has no value)
+// and from its first working set, a scrape before its first CPU rate.
+// Counting only the pods with a CPU sample read a real HPA run's cost 9–12%
+// below the cost of its pods' requests (docs/whatif.md).
+func podCount(series ...[]map[string]float64) []int {
+	n := 0
+	for _, s := range series {
+		n = max(n, len(s))
+	}
+	type span struct{ first, last int }
+	spans := map[string]span{}
+	for _, s := range series {
+		for i, pods := range s {
+			for name := range pods {
+				sp, seen := spans[name]
+				if !seen {
+					sp = span{i, i}
+				}
+				sp.first, sp.last = min(sp.first, i), max(sp.last, i)
+				spans[name] = sp
+			}
+		}
+	}
+	out := make([]int, n)
+	for _, sp := range spans {
+		for i := sp.first; i <= sp.last; i++ {
+			out[i]++
+		}
+	}
+	return out
 }
 
 // index maps t to its step on the grid start + i·step.

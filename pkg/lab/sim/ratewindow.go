@@ -11,25 +11,33 @@ type rateRing struct {
 	steps []rateStep
 	next  int
 	full  bool
-	// pool is the scratch the pooled quantile reads, reused every window.
-	pool []latGroup
+	// pool, levels and weights are the scratch the pooled quantile reads,
+	// reused every window.
+	pool    []latGroup
+	levels  []levels
+	weights []float64
 }
 
 type rateStep struct {
 	groups         [maxGroups]latGroup
 	ngroups        int
 	arrivals, lost float64
+	// effective is the window's requests' worth as independent samples
+	// (effectiveSamples), levels where its percentiles were read.
+	effective float64
+	levels    levels
 }
 
 func newRateRing(n int) *rateRing {
-	return &rateRing{steps: make([]rateStep, n), pool: make([]latGroup, 0, n*maxGroups)}
+	return &rateRing{steps: make([]rateStep, n), pool: make([]latGroup, 0, n*maxGroups),
+		levels: make([]levels, 0, n), weights: make([]float64, 0, n)}
 }
 
 // add records the window just simulated: its latency groups and counts.
-func (r *rateRing) add(groups []latGroup, m *StepMetrics) {
+func (r *rateRing) add(groups []latGroup, effective float64, l levels, m *StepMetrics) {
 	st := &r.steps[r.next]
 	st.ngroups = copy(st.groups[:], groups)
-	st.arrivals, st.lost = m.Arrivals, m.Failed+m.TimedOut
+	st.arrivals, st.lost, st.effective, st.levels = m.Arrivals, m.Failed+m.TimedOut, effective, l
 	r.next++
 	if r.next == len(r.steps) {
 		r.next, r.full = 0, true
@@ -38,25 +46,24 @@ func (r *rateRing) add(groups []latGroup, m *StepMetrics) {
 
 // pooled returns the request rate, the error rate and the latency
 // percentiles over the recorded windows (all of them until the ring is
-// full, as a range query early in a series covers the samples it has).
+// full, as a range query early in a series covers the samples it has):
+// the quantiles of their latency groups pooled, read at their levels
+// pooled (pooledLevels; the model's when the windows' are).
 func (r *rateRing) pooled(dt, timeout float64) (rate, errRate float64, lat workload.Latency) {
 	n := r.next
 	if r.full {
 		n = len(r.steps)
 	}
-	r.pool = r.pool[:0]
+	r.pool, r.levels, r.weights = r.pool[:0], r.levels[:0], r.weights[:0]
 	var arrivals, lost float64
 	for i := range n {
 		st := &r.steps[i]
 		arrivals += st.arrivals
 		lost += st.lost
 		r.pool = append(r.pool, st.groups[:st.ngroups]...)
+		r.levels = append(r.levels, st.levels)
+		r.weights = append(r.weights, st.effective)
 	}
 	span := float64(n) * dt
-	lat = workload.Latency{
-		P50: quantile(r.pool, 0.50, lost, timeout),
-		P95: quantile(r.pool, 0.95, lost, timeout),
-		P99: quantile(r.pool, 0.99, lost, timeout),
-	}
-	return arrivals / span, lost / span, lat
+	return arrivals / span, lost / span, latencyAt(r.pool, lost, timeout, pooledLevels(r.levels, r.weights))
 }

@@ -60,6 +60,14 @@ type Config struct {
 	// StepMetrics stay per window. 0, or not longer than Step: each
 	// observation covers its own window, as before.
 	RateWindow time.Duration
+	// SampledLatency draws each window's latency percentiles as a sample
+	// of its requests gives them (sampling.go): around the model's, with a
+	// spread that grows as the window holds fewer requests and the pods run
+	// busier. The observation's percentiles over RateWindow are read at the
+	// windows' levels averaged by their samples (pooledLevels): they vary
+	// less, and slowly, as consecutive ranges share most windows. Off: the
+	// model's percentiles, as before (the demo, the evidence, training).
+	SampledLatency bool
 	// KeepHistory keeps every StepMetrics in memory (History).
 	KeepHistory bool
 }
@@ -232,6 +240,14 @@ type Simulator struct {
 
 	groups  [maxGroups]latGroup
 	ngroups int
+	// effective is the window's requests' worth as independent samples for
+	// its percentiles (effectiveSamples, summed over the pods, with the
+	// lost ones), and levels where its percentiles were read.
+	effective float64
+	levels    levels
+	// sampling draws the windows' levels (Config.SampledLatency); a stream
+	// of its own, so that no other draw depends on the setting.
+	sampling *rand.Rand
 	// rate holds the last windows the observation pools (Config.RateWindow);
 	// nil when each observation covers its own window.
 	rate *rateRing
@@ -265,6 +281,7 @@ func New(cfg Config, app App, trace *Trace, seed uint64) (*Simulator, error) {
 		trace:    trace,
 		arrivals: rand.New(rand.NewPCG(seed, splitmix(seed))),
 		noise:    rand.New(rand.NewPCG(seed, splitmix(seed^0x6e6f697365))),
+		sampling: rand.New(rand.NewPCG(seed, splitmix(seed^0x73616d706c65))),
 		dt:       cfg.Step.Seconds(),
 		timeout:  cfg.Timeout.Seconds(),
 		nodes:    make([]node, cfg.Nodes),
@@ -411,7 +428,7 @@ func (s *Simulator) Step() StepMetrics {
 		n.shares += math.Max(p.req.CPU, 1e-6)
 	}
 
-	s.ngroups = 0
+	s.ngroups, s.effective = 0, 0
 	var latSum float64
 	nodeCPU := s.cfg.NodeCapacity.CPU
 	for i := range s.pods {
@@ -463,11 +480,19 @@ func (s *Simulator) Step() StepMetrics {
 		shift := s.app.IOWait + w.Own + qdelay
 		latSum += done * (shift + stat)
 		s.addGroup(shift, stat, done)
+		if c > 0 {
+			s.effective += effectiveSamples(done, p.usage.CPU/c)
+		}
 	}
 	if m.Completed > 0 {
 		m.MeanLatency = latSum / m.Completed
 	}
-	m.Latency = s.latency(m.Failed + m.TimedOut)
+	s.effective += m.Failed + m.TimedOut
+	s.levels = modelLevels
+	if s.cfg.SampledLatency {
+		s.levels = sampledLevels(s.effective, s.sampling.Float64())
+	}
+	m.Latency = latencyAt(s.groups[:s.ngroups], m.Failed+m.TimedOut, s.timeout, s.levels)
 	m.Replicas = s.desired
 	s.observe(t+s.dt, &m)
 	s.step++
@@ -508,20 +533,6 @@ func (s *Simulator) addGroup(shift, mean, w float64) {
 	}
 	s.groups[s.ngroups] = latGroup{shift, mean, w}
 	s.ngroups++
-}
-
-// latency returns the window's percentiles over the groups plus a point mass
-// of lost requests at the timeout.
-func (s *Simulator) latency(lost float64) workload.Latency {
-	return workload.Latency{
-		P50: s.quantile(0.50, lost),
-		P95: s.quantile(0.95, lost),
-		P99: s.quantile(0.99, lost),
-	}
-}
-
-func (s *Simulator) quantile(q, lost float64) float64 {
-	return quantile(s.groups[:s.ngroups], q, lost, s.timeout)
 }
 
 // quantile is the q-quantile of a mixture of shifted exponentials (the
@@ -717,7 +728,7 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 	o.ErrorRate = (m.Failed + m.TimedOut) / s.dt
 	o.Latency = m.Latency
 	if s.rate != nil {
-		s.rate.add(s.groups[:s.ngroups], m)
+		s.rate.add(s.groups[:s.ngroups], s.effective, s.levels, m)
 		o.RequestRate, o.ErrorRate, o.Latency = s.rate.pooled(s.dt, s.timeout)
 	}
 	c := &s.containers[0]

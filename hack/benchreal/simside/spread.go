@@ -1,0 +1,100 @@
+package simside
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+)
+
+// MinSpreadWindows is the fewest calm windows a stationary state needs for
+// its spread to count.
+const MinSpreadWindows = 5
+
+// Spread is how much the p95 of a run's windows varies while nothing
+// changes: within each stationary state (the same desired and Ready pods,
+// CPU requested and expected requests, no loss and no change of the pods,
+// after calmBefore such windows), the standard deviation of the windows'
+// log p95; SD is its median over the states with at least
+// MinSpreadWindows windows, with the interquartile range. A p95 near the
+// SLO breaks it in a share of the windows that grows with the spread, so
+// the simulator's windows must spread as the real ones do for its
+// violating windows to match (sim.Config.SampledLatency).
+type Spread struct {
+	States  int      `json:"states"`
+	Windows int      `json:"windows"`
+	SD      Estimate `json:"sd"`
+}
+
+// stateKey identifies a stationary state within one run.
+type stateKey struct {
+	replicas, ready int
+	cpu, expected   float64
+}
+
+// MeasureSpread is the Spread of runs' windows.
+func MeasureSpread(runs []result.Run) Spread {
+	var sds []float64
+	var sp Spread
+	for _, r := range runs {
+		var logs []float64
+		var key stateKey
+		calm := 0
+		flush := func() {
+			if len(logs) >= MinSpreadWindows {
+				sds = append(sds, sdOf(logs))
+				sp.Windows += len(logs)
+			}
+			logs = logs[:0]
+		}
+		for _, w := range r.Windows {
+			k := stateKey{w.Replicas, w.Ready, w.CPURequested, w.Expected}
+			ok := w.Ready > 0 && w.Ready == w.Replicas && w.OOMKills == 0 && w.ReplicaChanges == 0 &&
+				w.Resizes == 0 && w.Evictions == 0 && w.Lost == 0 && w.OK > 0 && w.P95 > 0
+			if !ok || k != key {
+				flush()
+				calm = 0
+			}
+			key = k
+			if ok {
+				if calm >= calmBefore {
+					logs = append(logs, math.Log(w.P95))
+				}
+				calm++
+			}
+		}
+		flush()
+	}
+	sp.States = len(sds)
+	if len(sds) > 0 {
+		sp.SD = median(sds, fmt.Sprintf("median over the stationary states (at least %d calm windows: same pods, CPU and expected requests, no loss or change, after %d calm windows) of the sd of the windows' log p95; the range is the interquartile range", MinSpreadWindows, calmBefore))
+	}
+	return sp
+}
+
+// sdOf is the sample standard deviation (n − 1).
+func sdOf(v []float64) float64 {
+	var mean float64
+	for _, x := range v {
+		mean += x / float64(len(v))
+	}
+	var ss float64
+	for _, x := range v {
+		ss += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(ss / float64(len(v)-1))
+}
+
+// WriteSpread prints the real and simulated windows' spread.
+func WriteSpread(w io.Writer, real, simulated []result.Run) error {
+	line := func(s Spread) string {
+		if s.States == 0 {
+			return "no stationary state"
+		}
+		return fmt.Sprintf("%.3f [%.3f, %.3f] over %d states (%d windows)", s.SD.Value, s.SD.Lo, s.SD.Hi, s.States, s.Windows)
+	}
+	_, err := fmt.Fprintf(w, "windows' p95 spread within a stationary state (sd of log p95, median [interquartile range]): real %s; simulated %s\n",
+		line(MeasureSpread(real)), line(MeasureSpread(simulated)))
+	return err
+}
