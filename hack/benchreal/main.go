@@ -74,10 +74,12 @@ type options struct {
 	perConnection  int
 	simulate       bool
 	simNodeCPU     float64
-	simNodeMemory  float64
-	sloMetrics     bool
-	agentCache     string
-	rlAgentBin     string
+	// simModelLatency replays the model's percentiles, not a sample's.
+	simModelLatency bool
+	simNodeMemory   float64
+	sloMetrics      bool
+	agentCache      string
+	rlAgentBin      string
 	// prometheusWindow is the recommender's --prometheus-window ("": its
 	// default).
 	prometheusWindow string
@@ -125,6 +127,7 @@ func main() {
 	flag.StringVar(&o.reference, "reference", "fused", "the policy every other is compared with")
 	flag.BoolVar(&o.smoke, "smoke", false, "allow runs shorter than 8m, to try the harness (results say so)")
 	flag.BoolVar(&o.simulate, "simulate", false, "after the runs (or with --merge): calibrate the simulator's app from them, replay every run's policy and repetition in the simulator, print the two side by side and write simulated.json, side-by-side.txt and sim-POLICY.svg")
+	flag.BoolVar(&o.simModelLatency, "sim-model-latency", false, "--simulate: replay each window's p95 as the model's, the same in every calm window, rather than as a sample of its requests (sim.Config.SampledLatency); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
 	flag.BoolVar(&o.sloMetrics, "slo-metrics", true, "the testbed's Prometheus scrapes every replica of the app, the recommender reads it (--prometheus-address), and the autoscaler has spec.rl.slo on the app's latency histogram, so the fused default and the agents see the request rate and the p95 as the simulator's policies do; a run whose recommender lacked them is reported and fails the invocation. false: as runs before issue 37 (no SLO inputs)")
@@ -473,6 +476,7 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 		return fmt.Errorf("--simulate: %w", err)
 	}
 	cal.Node.CPU, cal.Node.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
+	cal.SampledLatency = !o.simModelLatency
 	// The agent policies have no simulated counterpart here (the
 	// simulator's agents are evaluated by rl-agent eval and the demo).
 	var kept []result.Run

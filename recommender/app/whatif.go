@@ -97,6 +97,9 @@ type WhatifReplay struct {
 	// policies see the request rate and the p95 over it, as the
 	// recommender reads them from Prometheus.
 	RateWindow time.Duration
+	// SampledLatency replays each step's percentiles as its requests'
+	// sample gives them (sim.Config.SampledLatency).
+	SampledLatency bool
 }
 
 // resize is the replay's resize mode (Resize, or what MPAUpdateMode implies).
@@ -161,13 +164,14 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending at --end.")
 	fs.StringVar(&o.End, "end", o.End, "When the period ends, as an RFC 3339 time (e.g. 2026-11-30T01:00:00Z); empty: now.")
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
-	fs.StringVar(&o.From, "from", o.From, "A whatif.json written before: fit and replay its histories again with this command's --fit-*, --startup-delay, --policies, --seeds, --resize and --rate-window, reading neither Prometheus nor the cluster (no MPA manifest is written).")
+	fs.StringVar(&o.From, "from", o.From, "A whatif.json written before: fit and replay its histories again with this command's --fit-*, --startup-delay, --policies, --seeds, --resize, --rate-window and --sampled-latency, reading neither Prometheus nor the cluster (no MPA manifest is written).")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json, a plot (plot-<namespace>-<deployment>.svg) and an MPA manifest (mpa-<namespace>-<deployment>.yaml) per replayed workload.")
 	fs.StringVar(&o.MPAUpdateMode, "mpa-update-mode", o.MPAUpdateMode, "updateMode of the MPA manifests written: Off (recommend only; the default, to watch before AWARE acts), Initial, Recreate, InPlaceOrRecreate, InPlace or Auto.")
 	fs.BoolVar(&o.Progress, "progress", o.Progress, "Draw a progress bar of the range queries and the replay on stderr even when it is not a terminal (on a terminal it is always drawn).")
 	fs.IntVar(&o.Replay.Seeds, "seeds", o.Replay.Seeds, "Arrival seeds each workload is replayed with; the paired comparison's pairs are (workload, seed).")
 	fs.StringSliceVar(&o.Replay.Policies, "policies", o.Replay.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
 	fs.StringVar(&o.Replay.Resize, "resize", o.Replay.Resize, "How the replay's vertical changes reach running pods: InPlace (resized without a restart, as the updater's InPlace and InPlaceOrRecreate modes do) or Restart (evicted and recreated, as Recreate and Auto do). Empty: as --mpa-update-mode implies (Restart for Recreate and Auto, InPlace otherwise).")
+	fs.BoolVar(&o.Replay.SampledLatency, "sampled-latency", o.Replay.SampledLatency, "Replay each step's latency percentiles as a sample of its requests gives them, varying from step to step around the model's as a histogram's do (docs/simulator.md); off: the model's, the same in every calm step.")
 	fs.DurationVar(&o.Replay.RateWindow, "rate-window", o.Replay.RateWindow, "The recommender's --prometheus-window: the replayed policies see the request rate and the p95 over it, as the recommender reads them; 0 or not longer than --step: each step's own.")
 	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
 	fs.Float64Var(&o.Fit.MinCPUR2, "fit-min-cpu-r2", o.Fit.MinCPUR2, "Least share of the CPU's variance the request rate must explain, or the workload is not predicted.")
@@ -398,6 +402,8 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 		bar = progress.NewBar(stderr)
 	}
 	var err error
+	// The recorded p95 is a quantile over the latency query's range.
+	o.Fit.LatencyWindow = o.PrometheusWindow
 	if o.From != "" {
 		ws, err = refitFrom(o.From, o.Fit)
 	} else {
@@ -414,7 +420,7 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	}
 	ro := whatif.ReplayOptions{
 		Seeds: o.Replay.Seeds, Policies: o.Replay.Policies, Plot: true,
-		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow},
+		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow, SampledLatency: o.Replay.SampledLatency},
 	}
 	if bar != nil {
 		ro.Progress = bar

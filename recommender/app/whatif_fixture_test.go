@@ -228,8 +228,8 @@ func TestWhatifOutputsFromRecordedQueries(t *testing.T) {
 		}
 		// Kept for rl-agent whatif-replay: the recommender's default
 		// window, and in-place resizes (--mpa-update-mode Off).
-		if res.Resize != sim.ResizeInPlace || res.RateWindow != 2*time.Minute {
-			t.Errorf("replay's cluster: resize %q, rate window %s; want InPlace, 2m", res.Resize, res.RateWindow)
+		if res.Resize != sim.ResizeInPlace || res.RateWindow != 2*time.Minute || res.SampledLatency {
+			t.Errorf("replay's cluster: resize %q, rate window %s, sampled latency %v; want InPlace, 2m, off", res.Resize, res.RateWindow, res.SampledLatency)
 		}
 		ws, err := res.Refit()
 		if err != nil {

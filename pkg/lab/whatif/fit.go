@@ -50,6 +50,15 @@ type FitOptions struct {
 	// else fluid). DefaultFitOptions sets LatencyAuto; "" (a whatif.json
 	// written before it) is fluid, as then.
 	LatencyModel string
+	// LatencyWindow is the range the recorded p95 is a quantile over (the
+	// latency query's rate() range: the larger of the reader's window and
+	// the step). A calm step for LatencyAuto is the last of a range that
+	// calm: every step in it had the same replicas and a load below 0.9
+	// of the pods' limit. A p95 over 2 minutes still holds an overload's
+	// timeouts for 2 minutes after the replicas that ended it; counted as
+	// calm, they made both models' errors 3–4 times (docs/whatif.md).
+	// 0 (a whatif.json written before it): the step alone.
+	LatencyWindow time.Duration
 }
 
 // Latency models of FitOptions.LatencyModel.
@@ -353,18 +362,31 @@ func chooseLatency(s *Series, app sim.App, o FitOptions) LatencyFit {
 	}
 	lf := LatencyFit{Model: LatencyFluid}
 	dt := s.Step.Seconds()
+	span := 1 // steps the p95 covers
+	if o.LatencyWindow > s.Step && s.Step > 0 {
+		span = int(math.Ceil(float64(o.LatencyWindow) / float64(s.Step)))
+	}
 	var fluid, burst []float64
-	for i := 1; i < len(s.Rate); i++ {
-		p95, r, n := at(s.P95, i), s.Rate[i], s.Replicas[i]
-		if !ok(p95, r, n) || p95 <= 0 || n <= 0 || at(s.Replicas, i-1) != n {
+	for i := span; i < len(s.Rate); i++ {
+		p95, n := at(s.P95, i), s.Replicas[i]
+		if !ok(p95, n) || p95 <= 0 || n <= 0 {
 			continue
 		}
 		limit := at(s.LimitCPU, i)
 		if !ok(limit) || limit <= 0 {
 			limit = o.NodeCPU
 		}
-		lambda := r / n
-		if lambda*app.CPUSeconds/limit > 0.9 {
+		// The range the p95 covers, and the step before it, had the same
+		// replicas; in the range the limit held and the load stayed below
+		// 0.9 of it.
+		calm := at(s.Replicas, i-span) == n
+		var lambda float64
+		for j := i - span + 1; j <= i && calm; j++ {
+			r, l := s.Rate[j], at(s.LimitCPU, j)
+			calm = ok(r) && s.Replicas[j] == n && r/n*app.CPUSeconds/limit <= 0.9 && (!ok(l) || l == limit)
+			lambda += r / n / float64(span)
+		}
+		if !calm {
 			continue
 		}
 		model := func(b bool) float64 {

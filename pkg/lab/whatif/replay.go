@@ -157,6 +157,8 @@ type Result struct {
 	// replay then restarted pods to resize them and saw each step's rate).
 	Resize     sim.ResizeMode `json:"resize,omitempty"`
 	RateWindow time.Duration  `json:"rateWindow,omitempty"`
+	// SampledLatency is the cluster's Config.SampledLatency.
+	SampledLatency bool `json:"sampledLatency,omitempty"`
 	// History holds every workload's series, refused ones included.
 	History     []*Series         `json:"history,omitempty"`
 	Fits        []Fit             `json:"fits"`
@@ -191,7 +193,7 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 	byApp := map[string]*Series{}
 	var runs []eval.Run
 	cfg := o.Config.WithDefaults()
-	res.Resize, res.RateWindow = cfg.Resize, cfg.RateWindow
+	res.Resize, res.RateWindow, res.SampledLatency = cfg.Resize, cfg.RateWindow, cfg.SampledLatency
 	for i, w := range ws {
 		res.Fits = append(res.Fits, w.Fit)
 		res.History = append(res.History, w.Series)

@@ -377,3 +377,61 @@ func TestFitLatencyModel(t *testing.T) {
 		})
 	}
 }
+
+// TestFitLatencyWindow: a recorded p95 is a quantile over the latency
+// query's range, so for that long after the replicas change it still
+// holds what came before (here: a range of timeouts after each change).
+// With FitOptions.LatencyWindow those steps are not calm and the choice
+// reads the clean ones; without it they are the majority of the calm
+// steps and both models' errors are large.
+func TestFitLatencyWindow(t *testing.T) {
+	// Steps per replica level, steps the p95 holds after each change
+	// (the history begins with one too), levels.
+	const seg, held, levels = 14, 8, 8
+	app := truthApp("shop/web")
+	app.CPUBurst = true
+	s := record(t, app, levels*seg, 4)
+	for i := range s.Rate {
+		k := i / seg
+		if k%2 == 1 {
+			// More replicas, the same rate per pod: the recorded p95
+			// still describes the model's pods.
+			s.Replicas[i] *= 1.25
+			s.Rate[i] *= 1.25
+		}
+		if i%seg < held {
+			s.P95[i] = 10
+		}
+	}
+	for _, tc := range []struct {
+		name      string
+		window    time.Duration
+		wantRight func(float64) bool
+	}{
+		{"the p95's range known", held * step, func(e float64) bool { return e < 0.1 }},
+		{"each step's own p95 assumed", 0, func(e float64) bool { return e > 0.5 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := DefaultFitOptions()
+			o.LatencyWindow = tc.window
+			f, err := FitApp(s, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.wantRight(f.Latency.BurstError) {
+				t.Errorf("latency %+v: the recorded model's error %.3f", f.Latency, f.Latency.BurstError)
+			}
+		})
+	}
+	t.Run("the range known: the recorded model chosen", func(t *testing.T) {
+		o := DefaultFitOptions()
+		o.LatencyWindow = held * step
+		f, err := FitApp(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Latency.Model != LatencyBurst || f.Latency.Steps < MinLatencySteps {
+			t.Errorf("latency %+v, want burst over at least %d steps", f.Latency, MinLatencySteps)
+		}
+	})
+}
