@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // MinSpreadWindows is the fewest calm windows a stationary state needs for
@@ -43,8 +44,10 @@ func MeasureSpread(runs []result.Run) Spread {
 		calm := 0
 		flush := func() {
 			if len(logs) >= MinSpreadWindows {
-				sds = append(sds, sdOf(logs))
-				sp.Windows += len(logs)
+				if iv, err := stats.Mean(logs, 0.95); err == nil {
+					sds = append(sds, iv.StdDev)
+					sp.Windows += len(logs)
+				}
 			}
 			logs = logs[:0]
 		}
@@ -71,19 +74,6 @@ func MeasureSpread(runs []result.Run) Spread {
 		sp.SD = median(sds, fmt.Sprintf("median over the stationary states (at least %d calm windows: same pods, CPU and expected requests, no loss or change, after %d calm windows) of the sd of the windows' log p95; the range is the interquartile range", MinSpreadWindows, calmBefore))
 	}
 	return sp
-}
-
-// sdOf is the sample standard deviation (n − 1).
-func sdOf(v []float64) float64 {
-	var mean float64
-	for _, x := range v {
-		mean += x / float64(len(v))
-	}
-	var ss float64
-	for _, x := range v {
-		ss += (x - mean) * (x - mean)
-	}
-	return math.Sqrt(ss / float64(len(v)-1))
 }
 
 // WriteSpread prints the real and simulated windows' spread.

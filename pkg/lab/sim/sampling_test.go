@@ -60,7 +60,7 @@ func TestSampledLatencySpread(t *testing.T) {
 		minSD, max float64
 	}{
 		{"0.2 core at 10 requests/s", 0.2, 10, 0.24, 0.50},
-		{"1 core at 30 requests/s", 1, 30, 0.02, 0.12},
+		{"1 core at 30 requests/s", 1, 30, 0.04, 0.10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			model, flat := calmLogP95(t, tc.cpu, tc.rate, false, 1)
