@@ -29,9 +29,12 @@ import (
 // pods requesting 700m and 1 GiB between them (recommender 100m/256Mi,
 // updater 50m/128Mi, admission controller 50m/128Mi, rl-agent 500m/512Mi).
 // The app's pods get what is left; the simulated node has that much.
+// Its pods' requests run on all of its DefaultNodeCores cores, which only
+// the CFS quota model reads (sim.Config.NodeCores).
 const (
 	DefaultNodeCPU    = 2 - 0.7
 	DefaultNodeMemory = 24*sim.GiB - 1*sim.GiB
+	DefaultNodeCores  = 2
 )
 
 // Minimum data Calibrate accepts: fewer and it refuses.
@@ -87,15 +90,14 @@ type Throttling struct {
 	// simulator's own slope; the slope itself the simulator cannot take.
 	IOWait Estimate `json:"ioWait"`
 	// Burst is whether the simulated app uses the burst latency model
-	// (sim.App.CPUBurst: a request runs at one core while the CFS quota
-	// lasts, p95 = W + CPU seconds + ln(20)·S·ρ/(1−ρ)) rather than the
-	// fluid one: the model whose p95 without I/O wait is nearer the real
+	// (sim.App.CPUBurst: the CFS quota queue, where a request runs at one
+	// core while the pod's quota lasts; QuotaP95) rather than the fluid
+	// one: the model whose p95 without I/O wait is nearer the real
 	// windows' (FluidError, BurstError: the median over the windows of
 	// |ln(real p95 / model p95)|). Without I/O wait because the test app
-	// does none, and because a free W would hide the difference: at one
-	// pod size the two models differ by a constant, ln(20)·S − CPU
-	// seconds, which a fitted W absorbs. BurstIOWait is the burst model's
-	// W, found as IOWait is for the fluid one.
+	// does none, and because a free W would hide much of the difference
+	// at one pod size. BurstIOWait is the burst model's W, found as IOWait
+	// is for the fluid one.
 	Burst       bool     `json:"burst"`
 	FluidError  float64  `json:"fluidError"`
 	BurstError  float64  `json:"burstError"`
@@ -125,8 +127,10 @@ type Calibration struct {
 	StartupSeconds Estimate   `json:"startupSeconds"`
 	Throttling     Throttling `json:"throttling"`
 	// Node is the simulated node's allocatable (DefaultNodeCPU and
-	// DefaultNodeMemory unless the caller changes it).
-	Node workload.Resources `json:"node"`
+	// DefaultNodeMemory unless the caller changes it), NodeCores its cores
+	// (DefaultNodeCores).
+	Node      workload.Resources `json:"node"`
+	NodeCores float64            `json:"nodeCores"`
 	// Runs is how many runs were read.
 	Runs int `json:"runs"`
 	// SampledLatency replays each window's percentiles as its requests'
@@ -146,7 +150,7 @@ type Calibration struct {
 // wrapping ErrThinData, when the runs cannot support one of the figures
 // the simulator needs; only the throttling shape may stay unresolved.
 func Calibrate(runs []result.Run) (Calibration, error) {
-	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, Runs: len(runs), SampledLatency: true}
+	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, NodeCores: DefaultNodeCores, Runs: len(runs), SampledLatency: true}
 	if len(runs) == 0 {
 		return c, fmt.Errorf("%w: no runs", ErrThinData)
 	}
@@ -181,7 +185,7 @@ func Calibrate(runs []result.Run) (Calibration, error) {
 		return c, fmt.Errorf("%w: no pod became Ready during any run, so the start-up delay is unmeasured (run a policy that adds or replaces pods)", ErrThinData)
 	}
 	c.StartupSeconds = median(startup, "median over the pods created during the runs of creation to Ready (scheduling, the container's start, the app's delay, the readiness probe)")
-	c.Throttling = fitThrottling(runs, c.CPUSecondsPerRequest.Value)
+	c.Throttling = fitThrottling(runs, c.CPUSecondsPerRequest.Value, c.NodeCores)
 	if err := c.fitMemory(runs); err != nil {
 		return c, err
 	}
@@ -255,7 +259,7 @@ func throttleX(w result.Window, cpuSeconds float64) (x, rho float64) {
 	return s / (1 - rho), rho
 }
 
-func fitThrottling(runs []result.Run, cpuSeconds float64) Throttling {
+func fitThrottling(runs []result.Run, cpuSeconds, cores float64) Throttling {
 	t := Throttling{SimSlope: math.Log(20)}
 	ws, xs := calmWindows(runs, cpuSeconds)
 	var ys, resid []float64
@@ -284,24 +288,34 @@ func fitThrottling(runs []result.Run, cpuSeconds float64) Throttling {
 	iow := median(resid, "median over the same windows of p95 − ln(20)·S/(1−ρ), at least 0: the shift that best fits the simulator's own slope")
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
-	t.fitBurst(ws, ys, cpuSeconds)
+	t.fitBurst(ws, cpuSeconds, cores)
 	return t
 }
 
 // fitBurst sets the burst model's W and both models' errors (Throttling.Burst)
-// from the calm windows ws with traffic and their p95s ys.
-func (t *Throttling) fitBurst(ws []result.Window, ys []float64, cpuSeconds float64) {
-	var fluid, burst, resid []float64
+// from the calm windows ws with traffic, on a node of cores cores.
+//
+// Only the windows of one Ready pod count when there are MinThrottleWindows
+// of them: the harness's keep-alive connections send a Deployment's load to
+// one pod at a time (docs/real-node.md, round two), so the windows of
+// several pods are slower than any balanced model, and would bias W up.
+func (t *Throttling) fitBurst(ws []result.Window, cpuSeconds, cores float64) {
+	one := slices.DeleteFunc(slices.Clone(ws), func(w result.Window) bool { return w.Ready != 1 || !(w.P95 > 0) })
+	if len(one) >= MinThrottleWindows {
+		ws = one
+	}
+	var fluid, burst, resid, ys []float64
 	for _, w := range ws {
 		if !(w.P95 > 0) {
 			continue
 		}
-		x, rho := throttleX(w, cpuSeconds)
+		ys = append(ys, w.P95)
+		x, _ := throttleX(w, cpuSeconds)
 		fluid = append(fluid, t.SimSlope*x)
-		burst = append(burst, cpuSeconds+t.SimSlope*x*rho) // S·ρ/(1−ρ) = x·ρ
+		burst = append(burst, QuotaP95(cpuSeconds, w.CPURequested/float64(w.Ready), w.Expected/(w.End-w.Start)/float64(w.Ready), cores))
 		resid = append(resid, w.P95-burst[len(burst)-1])
 	}
-	iow := median(resid, "median over the same windows of p95 − (CPU seconds + ln(20)·S·ρ/(1−ρ)), at least 0: the burst model's shift")
+	iow := median(resid, "median over the same windows of p95 − the CFS quota queue's p95 (sim.App.CPUBurst), at least 0: the burst model's shift")
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.BurstIOWait = iow
 	logErr := func(model []float64, shift float64) float64 {
@@ -313,6 +327,15 @@ func (t *Throttling) fitBurst(ws []result.Window, ys []float64, cpuSeconds float
 	}
 	t.FluidError, t.BurstError = logErr(fluid, 0), logErr(burst, 0)
 	t.Burst = t.BurstError < t.FluidError
+}
+
+// QuotaP95 is the simulator's CFS quota model's p95 (sim.App.CPUBurst,
+// without I/O wait) for one pod of CPU limit limit at rate requests/s of
+// cpuSeconds each, on a node of cores cores, in its stationary state.
+func QuotaP95(cpuSeconds, limit, rate, cores float64) float64 {
+	a := sim.App{CPUSeconds: cpuSeconds, CPUBurst: true}
+	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: cores}, 1, math.Inf(1))
+	return w.Own + w.QueueDelay + w.Stationary*math.Log(20)
 }
 
 // inFlight estimates the requests a window's pods held on average. Little's
@@ -496,7 +519,7 @@ func (c Calibration) Write(w io.Writer) error {
 		line("I/O wait (burst model)", t.BurstIOWait, 1e-3, "ms")
 		model := "fluid (processor sharing at the limit)"
 		if t.Burst {
-			model = "burst (a request at one core while the CFS quota lasts)"
+			model = "burst (the CFS quota queue: a request at one core while the pod's quota lasts)"
 		}
 		fmt.Fprintf(&b, "  %-26s %s: median |ln(real/model p95)| fluid %.2f, burst %.2f\n", "latency model (simulated)", model, t.FluidError, t.BurstError)
 	} else {

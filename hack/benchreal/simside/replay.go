@@ -201,7 +201,7 @@ func Replay(cal Calibration, settings map[string]string, policyName string, rep 
 		return run, err
 	}
 	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Nodes, cfg.NodeCapacity = tr.Step, 1, cal.Node
+	cfg.Step, cfg.Nodes, cfg.NodeCapacity, cfg.NodeCores = tr.Step, 1, cal.Node, cal.NodeCores
 	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
 	cfg.SampledLatency = cal.SampledLatency
 	if tr.AppMetrics {

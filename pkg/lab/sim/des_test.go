@@ -75,16 +75,6 @@ func (w *desWindow) MeanLatency() float64 {
 // as the simulator counts them (0 with no request).
 func (w *desWindow) P95() float64 { return quantileOf(w.lats, 0.95) }
 
-// quantileOf sorts xs and returns its q-quantile (the nearest rank).
-func quantileOf(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	i := int(math.Ceil(q*float64(len(xs)))) - 1
-	return xs[min(max(i, 0), len(xs)-1)]
-}
-
 // desPod is one processor-sharing pod.
 type desPod struct {
 	cpu float64

@@ -22,6 +22,10 @@ type PodInput struct {
 	// CPU is the capacity c in cores: the CPU limit, or the pod's share of an
 	// oversubscribed node.
 	CPU float64
+	// Cores is how many cores the pod's requests may run on at once (its
+	// node's), which only the CFS quota model (App.CPUBurst) reads; 0
+	// means one per request.
+	Cores float64
 	// MemoryLimit is the pod's memory limit in bytes (0 means none).
 	MemoryLimit float64
 	// Z is a standard normal draw for the peak working set.
@@ -40,9 +44,9 @@ type PodWindow struct {
 	// QueueDelay is the backlog's mean delay S·(B+B')/2 and Stationary the
 	// queueing mean S/(1 − min(ρ, ρmax)): a completed request's response
 	// time is IOWait + Own + QueueDelay plus an exponential of mean
-	// Stationary. With App.CPUBurst, Own is the request's CPU time (run at
-	// one core) and Stationary only the wait for the quota,
-	// S·ρ/(1 − ρ) with ρ at most ρmax; Own is 0 otherwise.
+	// Stationary. With App.CPUBurst, Own and Stationary are instead the
+	// shift and mean that give the CFS quota queue's p50 and p95 at ρ (at
+	// most ρmax; cfs.go); Own is 0 otherwise.
 	QueueDelay, Stationary, Own float64
 	// InFlight is N, the mean number of requests the pod holds: by Little's
 	// law the window's throughput times its mean response time.
@@ -95,8 +99,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	stat := svc / (1 - math.Min(rho, rhoMax))
 	own := 0.0
 	if a.CPUBurst {
-		r := math.Min(rho, rhoMax)
-		own, stat = cpuSec, svc*r/(1-r)
+		own, stat = cfsLatency(cpuSec, in.CPU, in.Cores, rho)
 	}
 	b0 := in.Backlog
 	// Below ρmax the stationary queue holds the window's Poisson surplus, so

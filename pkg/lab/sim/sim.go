@@ -34,6 +34,11 @@ type Config struct {
 	Nodes int
 	// NodeCapacity is each node's allocatable (default 16 cores, 64 GiB).
 	NodeCapacity workload.Resources
+	// NodeCores is how many cores a node's pods may run on at once, which
+	// the CFS quota model (App.CPUBurst) reads: more than the allocatable
+	// where the system's reservations leave cores idle (default
+	// NodeCapacity.CPU).
+	NodeCores float64
 	// Tenants is the fraction of each node's CPU beyond the app's requests
 	// on it that other workloads request and use, every window (default 0:
 	// the app runs alone). With 1 the nodes are packed and busy: a pod that
@@ -100,6 +105,9 @@ func (c Config) WithDefaults() Config {
 	if c.NodeCapacity == (workload.Resources{}) {
 		c.NodeCapacity = d.NodeCapacity
 	}
+	if c.NodeCores == 0 {
+		c.NodeCores = c.NodeCapacity.CPU
+	}
 	if c.Resize == "" {
 		c.Resize = d.Resize
 	}
@@ -129,6 +137,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maxUnavailable must be in (0, 1], got %g", c.MaxUnavailable)
 	case c.Timeout <= 0:
 		return fmt.Errorf("timeout must be > 0, got %s", c.Timeout)
+	case !(c.NodeCores >= 0) || math.IsInf(c.NodeCores, 0):
+		return fmt.Errorf("nodeCores must be a finite number >= 0, got %g", c.NodeCores)
 	case c.RateWindow < 0:
 		return fmt.Errorf("rate window must be >= 0, got %s", c.RateWindow)
 	}
@@ -459,7 +469,7 @@ func (s *Simulator) Step() StepMetrics {
 		}
 		w := s.app.ServePod(PodInput{
 			Rate: lam, Arrived: arrived, Backlog: p.backlog,
-			CPU: c, MemoryLimit: p.lim.Memory, Z: s.noise.NormFloat64(),
+			CPU: c, Cores: s.cfg.NodeCores, MemoryLimit: p.lim.Memory, Z: s.noise.NormFloat64(),
 		}, s.dt, s.timeout)
 		p.usage, p.peak = w.Usage, w.Peak
 		if w.OOMKilled {

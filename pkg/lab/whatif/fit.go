@@ -392,7 +392,7 @@ func chooseLatency(s *Series, app sim.App, o FitOptions) LatencyFit {
 		model := func(b bool) float64 {
 			a := app
 			a.CPUBurst = b
-			w := a.ServePod(sim.PodInput{Rate: lambda, Arrived: lambda * dt, CPU: limit}, dt, math.Inf(1))
+			w := a.ServePod(sim.PodInput{Rate: lambda, Arrived: lambda * dt, CPU: limit, Cores: o.NodeCPU}, dt, math.Inf(1))
 			return a.IOWait + w.Own + w.QueueDelay + w.Stationary*math.Log(20)
 		}
 		fluid = append(fluid, math.Abs(math.Log(p95/model(false))))
