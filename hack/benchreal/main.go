@@ -110,7 +110,7 @@ func main() {
 	flag.DurationVar(&o.window, "window", 15*time.Second, "width of a record")
 	flag.DurationVar(&o.cpu, "cpu", 10*time.Millisecond, "the app's CPU time per request")
 	flag.StringVar(&o.initialCPU, "initial-cpu", "200m", "the app's CPU request and limit at the start of every run (one replica)")
-	flag.IntVar(&o.perConnection, "requests-per-connection", 100, "the load generator closes a connection after about this many requests (1: a connection per request, so SO_REUSEPORT spreads every request, not every connection)")
+	flag.IntVar(&o.perConnection, "requests-per-connection", 1, "the load generator closes a connection after about this many requests: 1 (the default since round nineteen), a connection per request, so SO_REUSEPORT spreads every request over the Ready pods as many clients would, and as the simulator does; 100 (the default before) keeps a few connections, each on one pod, so a new pod gets load only as they turn over")
 	flag.StringVar(&o.memPerRequest, "memory-per-request", "1Mi", "the app's memory per request in flight")
 	flag.StringVar(&o.baseMemory, "base-memory", "48Mi", "the app's base memory")
 	flag.DurationVar(&o.startupDelay, "startup-delay", 5*time.Second, "the app's start-up delay before it is ready")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/aware-k8s/aware/e2e/testapp"
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/hack/benchreal/simside"
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
@@ -84,6 +85,8 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		// InPlaceOrRecreate), and the rate and p95 over its
 		// recommender's --prometheus-window.
 		"--resize", "InPlace", "--rate-window", h.o.promWindow(),
+		// The node's cores, which the burst latency model runs on.
+		"--node-cpu", fmt.Sprint(simside.DefaultNodeCores),
 		// The pod's cgroup holds the pause container and the page cache
 		// too: its working set moves more than the app's (31% RMS in the
 		// first run, against the default bound of 25%).

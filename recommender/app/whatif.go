@@ -164,7 +164,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending at --end.")
 	fs.StringVar(&o.End, "end", o.End, "When the period ends, as an RFC 3339 time (e.g. 2026-11-30T01:00:00Z); empty: now.")
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
-	fs.StringVar(&o.From, "from", o.From, "A whatif.json written before: fit and replay its histories again with this command's --fit-*, --startup-delay, --policies, --seeds, --resize, --rate-window and --sampled-latency, reading neither Prometheus nor the cluster (no MPA manifest is written).")
+	fs.StringVar(&o.From, "from", o.From, "A whatif.json written before: fit and replay its histories again with this command's --fit-*, --node-cpu, --startup-delay, --policies, --seeds, --resize, --rate-window and --sampled-latency, reading neither Prometheus nor the cluster (no MPA manifest is written).")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json, a plot (plot-<namespace>-<deployment>.svg) and an MPA manifest (mpa-<namespace>-<deployment>.yaml) per replayed workload.")
 	fs.StringVar(&o.MPAUpdateMode, "mpa-update-mode", o.MPAUpdateMode, "updateMode of the MPA manifests written: Off (recommend only; the default, to watch before AWARE acts), Initial, Recreate, InPlaceOrRecreate, InPlace or Auto.")
 	fs.BoolVar(&o.Progress, "progress", o.Progress, "Draw a progress bar of the range queries and the replay on stderr even when it is not a terminal (on a terminal it is always drawn).")
@@ -178,6 +178,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.Fit.MaxMemoryResidual, "fit-max-memory-residual", o.Fit.MaxMemoryResidual, "Largest RMS residual of the per-pod working set, as a share of its mean, the memory fit may leave, or the workload is not predicted.")
 	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
 	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
+	fs.Float64Var(&o.Fit.NodeCPU, "node-cpu", o.Fit.NodeCPU, "Cores of the workloads' nodes: the CPU a pod without a CPU limit may use, and how many cores a pod's requests run on at once in the burst latency model.")
 	fs.StringVar(&o.Fit.LatencyModel, "fit-latency", o.Fit.LatencyModel, "Latency model of the replay: fluid (a request shares the pod's CPU limit), burst (it runs at one core while the CFS quota lasts, as requests of nearly constant CPU time do), or auto: the one whose p95 is nearer the recorded p95 over the calm steps (fluid without a recorded p95).")
 }
 
@@ -202,6 +203,9 @@ func (o *WhatifOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--step (%s) must be positive and --period (%s) at least one step", o.Step, o.Period))
 	} else if o.Step%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--step %s must be whole seconds", o.Step))
+	}
+	if !(o.Fit.NodeCPU > 0) || math.IsInf(o.Fit.NodeCPU, 0) {
+		errs = append(errs, fmt.Errorf("--node-cpu %g must be a finite number of cores > 0", o.Fit.NodeCPU))
 	}
 	if !(o.Fit.MaxMemoryResidual > 0) || math.IsInf(o.Fit.MaxMemoryResidual, 0) {
 		errs = append(errs, fmt.Errorf("--fit-max-memory-residual %g must be a finite share > 0", o.Fit.MaxMemoryResidual))
@@ -420,7 +424,7 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	}
 	ro := whatif.ReplayOptions{
 		Seeds: o.Replay.Seeds, Policies: o.Replay.Policies, Plot: true,
-		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow, SampledLatency: o.Replay.SampledLatency},
+		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow, SampledLatency: o.Replay.SampledLatency, NodeCores: o.Fit.NodeCPU},
 	}
 	if bar != nil {
 		ro.Progress = bar

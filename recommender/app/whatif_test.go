@@ -299,6 +299,8 @@ func TestWhatifValidate(t *testing.T) {
 		{"unknown resize", func(o *WhatifOptions) { o.Replay.Resize = "inplace" }, "--resize"},
 		{"negative rate window", func(o *WhatifOptions) { o.Replay.RateWindow = -time.Second }, "--rate-window"},
 		{"unknown latency model", func(o *WhatifOptions) { o.Fit.LatencyModel = "exponential" }, "--fit-latency"},
+		{"no node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = 0 }, "--node-cpu"},
+		{"infinite node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = math.Inf(1) }, "--node-cpu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()

@@ -123,7 +123,7 @@ func runWhatifReplay(cmd *cobra.Command, o *whatifReplayOptions) error {
 	}
 	ro := whatif.ReplayOptions{
 		Seeds: prev.Seeds, Seed: prev.Seed, Policies: prev.Policies, Extra: agents, Plot: true, Workers: o.workers,
-		Config: sim.Config{Resize: prev.Resize, RateWindow: prev.RateWindow, SampledLatency: prev.SampledLatency},
+		Config: sim.Config{Resize: prev.Resize, RateWindow: prev.RateWindow, SampledLatency: prev.SampledLatency, NodeCores: prev.FitOptions.NodeCPU},
 	}
 	if !o.noProgress {
 		ro.Progress = progress.NewBar(stderr)

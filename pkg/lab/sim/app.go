@@ -83,11 +83,12 @@ type App struct {
 	// (cfs.go: an event-driven simulation of the pod in its stationary
 	// state, read at p50 and p95); the fluid model (false, the default) is
 	// an exponential of mean S/(1−ρ), S = CPUSeconds/limit. Against the
-	// real node's windows (docs/real-node.md) the quota queue holds within
-	// 10–30% from 0.14 to 1 core, where the fluid model is 1.5–9× too
-	// slow; it assumes requests of nearly constant CPU time, as the real
-	// node's test app's are (for exponential ones the fluid model is the
-	// closer).
+	// real node's windows of one pod (docs/real-node.md, round nineteen)
+	// the real median p95 is 0.79–1.09× the quota queue's from 0.2 to 1 core;
+	// against a time-stepped reference of the same queue the fluid model
+	// is 1.35–9× too slow. It assumes requests of nearly constant CPU
+	// time, as the real node's test app's are (for exponential ones the
+	// fluid model is the closer).
 	CPUBurst bool
 	// BaseMemory is the working set of an idle pod (bytes).
 	BaseMemory float64
