@@ -149,8 +149,11 @@
 //     ones, and ones that lost readiness after becoming Ready in their
 //     current start, as a probe times out under load — the proposal is at
 //     least current+1, as in rule 8 (and as there, a pod grown by
-//     (n+1)/n in the step counts as that replica), and rule 9 turns it
-//     into vertical growth at maxReplicas. The HPA ignores the usage of a pod within
+//     (n+1)/n in the step counts as that replica), unless a pod asked
+//     for has not started (not Ready, no usage, no container start:
+//     unscheduled, or not running yet), when it is held at current
+//     (reason note CPUSaturatedPodsNotStarted: one more pod would wait
+//     beside it); rule 9 turns it into vertical growth at maxReplicas. The HPA ignores the usage of a pod within
 //     its CPU initialisation period that is not Ready, so a saturated
 //     pod whose probe timed out was not scaled out for five minutes; pods
 //     still starting (never Ready since their start) are left out here

@@ -66,6 +66,18 @@ func cpuSaturation(obs *workload.Observation) saturation {
 	}
 }
 
+// unstarted reports whether a pod of the observation has not started: not
+// Ready, no usage, no container start (unscheduled, or its containers not
+// yet running). Without per-pod samples nothing is known to wait.
+func unstarted(obs *workload.Observation) bool {
+	for _, p := range obs.Pods {
+		if !p.Ready && !p.HasMetrics && p.Started.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // lostReadiness reports whether an unready pod was Ready since its
 // containers last started: its Ready condition changed after the start.
 func lostReadiness(p workload.PodSample) bool {

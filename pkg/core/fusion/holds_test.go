@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -184,5 +185,74 @@ func TestYoungHistoryLowersNothing(t *testing.T) {
 		if want := at >= after; lowered != want {
 			t.Errorf("after %v of history: target %+v of requests %+v: lowered %v, want %v", at, c.Target, req, lowered, want)
 		}
+	}
+}
+
+// TestSaturatedScaleOutWaitsForUnstartedPods: rule 11 asks one more replica
+// for serving pods at their limit, but not while a pod already asked for
+// has not started (the real node's round eighteen: the default went from
+// 2 to 3 replicas with the second pod unschedulable); a pod that started
+// and is not Ready yet does not hold it, and neither replicas are cut.
+func TestSaturatedScaleOutWaitsForUnstartedPods(t *testing.T) {
+	const request = 0.5 // cores; the limit is the same
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(usage float64) workload.PodSample {
+		return workload.PodSample{Name: "app-0", Ready: true, HasMetrics: true, Started: t0.Add(-time.Hour), ReadySince: t0.Add(-time.Hour),
+			Usage: workload.Resources{CPU: usage, Memory: 64 << 20}, Requests: workload.Resources{CPU: request, Memory: 128 << 20}}
+	}
+	obs := func(now time.Time, second *workload.PodSample, usage float64) workload.Observation {
+		o := workload.Observation{
+			Time: now, Window: 15 * time.Second, Replicas: 1, ReadyReplicas: 1, Samples: 1,
+			Containers: []workload.ContainerObservation{{
+				Name: "app", Requests: workload.Resources{CPU: request, Memory: 128 << 20}, Limits: workload.Resources{CPU: request, Memory: 256 << 20},
+				Usage: workload.Resources{CPU: usage, Memory: 64 << 20}, Peak: workload.Resources{CPU: usage, Memory: 64 << 20},
+			}},
+			Pods: []workload.PodSample{at(usage)},
+		}
+		if second != nil {
+			o.Replicas++
+			o.Pods = append(o.Pods, *second)
+			if second.HasMetrics {
+				o.Samples++
+			}
+		}
+		return o
+	}
+	for _, tc := range []struct {
+		name    string
+		second  func(now time.Time) *workload.PodSample
+		want    int32
+		waiting bool
+	}{
+		{"one pod at its limit: one more", func(time.Time) *workload.PodSample { return nil }, 2, false},
+		{"a second pod not started: held at two", func(time.Time) *workload.PodSample {
+			return &workload.PodSample{Name: "app-1", Requests: workload.Resources{CPU: request, Memory: 128 << 20}}
+		}, 2, true},
+		{"a second pod started, not Ready yet: one more", func(now time.Time) *workload.PodSample {
+			return &workload.PodSample{Name: "app-1", HasMetrics: true, Started: now.Add(-5 * time.Second), ReadySince: now.Add(-6 * time.Second),
+				Usage: workload.Resources{CPU: 0.01, Memory: 32 << 20}, Requests: workload.Resources{CPU: request, Memory: 128 << 20}}
+		}, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicyFactory(Options{})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := t0
+			for range 40 {
+				if _, err := p.Recommend(context.Background(), obs(now, nil, 0.2)); err != nil {
+					t.Fatal(err)
+				}
+				now = now.Add(15 * time.Second)
+			}
+			rec, err := p.Recommend(context.Background(), obs(now, tc.second(now), 0.49))
+			if err != nil {
+				t.Fatal(err)
+			}
+			waiting := strings.Contains(rec.Reason, "CPUSaturatedPodsNotStarted")
+			if rec.Replicas != tc.want || waiting != tc.waiting || !strings.Contains(rec.Reason, "CPUSaturated") {
+				t.Errorf("replicas %d, reason %q; want %d, waiting for the pod %v", rec.Replicas, rec.Reason, tc.want, tc.waiting)
+			}
+		})
 	}
 }

@@ -367,9 +367,17 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 			floorNote += "; SLOWindowBeforeScaleOut"
 		}
 	}
-	if sat.serving {
-		// 11. Serving pods at their limit: at least one more replica.
+	// 11. Serving pods at their limit: at least one more replica, unless a
+	// pod asked for has not started yet: the capacity asked for is on its
+	// way, or the nodes have no room for it, and one more pod would only
+	// wait beside it (on the real node: 2 → 3 with the second pod
+	// unschedulable, docs/real-node.md, round eighteen). No fewer either.
+	saturatedMore := sat.serving && !unstarted(&obs)
+	if saturatedMore {
 		floor = max(floor, more)
+	} else if sat.serving {
+		floor = max(floor, obs.Replicas)
+		floorNote += "; CPUSaturatedPodsNotStarted"
 	}
 	metrics := append(f.metrics[:0], hpa.Metric{
 		Name: "cpu", Kind: hpa.ResourceUtilization, Target: target, Pods: f.pods, CPU: true, Window: obs.Window,
@@ -393,7 +401,7 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 		if i := slices.IndexFunc(dec.Errors, func(e error) bool { return e != nil }); i >= own {
 			reason = "FailedGetGoalMetric: " + err.Error()
 		}
-		if (violated && !sizeBound && current || sat.serving) && obs.Replicas > 0 {
+		if (violated && !sizeBound && current || saturatedMore) && obs.Replicas > 0 {
 			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, more)
 		}
 	}
