@@ -76,6 +76,8 @@ type options struct {
 	simNodeCPU     float64
 	// simModelLatency replays the model's percentiles, not a sample's.
 	simModelLatency bool
+	// simDraws is how many draws of the simulator each run is replayed with.
+	simDraws int
 	simNodeMemory   float64
 	sloMetrics      bool
 	agentCache      string
@@ -127,6 +129,7 @@ func main() {
 	flag.StringVar(&o.reference, "reference", "fused", "the policy every other is compared with")
 	flag.BoolVar(&o.smoke, "smoke", false, "allow runs shorter than 8m, to try the harness (results say so)")
 	flag.BoolVar(&o.simulate, "simulate", false, "after the runs (or with --merge): calibrate the simulator's app from them, replay every run's policy and repetition in the simulator, print the two side by side and write simulated.json, side-by-side.txt and sim-POLICY.svg")
+	flag.IntVar(&o.simDraws, "sim-draws", 5, "--simulate: replay every run with this many draws of the simulator's randomness (arrivals, latency samples) and set their mean beside the real run: one draw is one outcome of the simulator, as the real run is one of the node")
 	flag.BoolVar(&o.simModelLatency, "sim-model-latency", false, "--simulate: replay each window's p95 as the model's, the same in every calm window, rather than as a sample of its requests (sim.Config.SampledLatency); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
@@ -177,6 +180,9 @@ func (o options) validate() error {
 	}
 	if o.simulate && (!(o.simNodeCPU > 0) || !(o.simNodeMemory > 0)) {
 		errs = append(errs, fmt.Errorf("--sim-node-cpu %g and --sim-node-memory-gib %g must be > 0", o.simNodeCPU, o.simNodeMemory))
+	}
+	if o.simulate && (o.simDraws < 1 || o.simDraws > 100) {
+		errs = append(errs, fmt.Errorf("--sim-draws %d must be within [1, 100]", o.simDraws))
 	}
 	if len(o.merge) > 0 {
 		return errors.Join(errs...)
@@ -494,14 +500,23 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 	if len(runs) == 0 {
 		return errors.New("--simulate: no run of a policy the simulator replays")
 	}
+	// sims are draw 0 of every run, the ones written and tabled; draws
+	// holds all --sim-draws of them, whose means the side-by-side sets
+	// beside the real runs.
 	sims := make([]result.Run, 0, len(runs))
+	var draws []result.Run
 	for i, r := range runs {
-		s, err := simside.Replay(cal, sets[i], r.Policy, r.Rep)
-		if err != nil {
-			return fmt.Errorf("--simulate: %s repetition %d: %w", r.Policy, r.Rep, err)
+		for d := range o.simDraws {
+			s, err := simside.ReplayDraw(cal, sets[i], r.Policy, r.Rep, d)
+			if err != nil {
+				return fmt.Errorf("--simulate: %s repetition %d: %w", r.Policy, r.Rep, err)
+			}
+			s.Order = r.Order
+			if d == 0 {
+				sims = append(sims, s)
+			}
+			draws = append(draws, s)
 		}
-		s.Order = r.Order
-		sims = append(sims, s)
 	}
 	calJSON, err := json.Marshal(cal)
 	if err != nil {
@@ -525,10 +540,11 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 		return err
 	}
 	b.WriteString("\n")
-	if err := simside.WriteSideBySide(&b, runs, sims); err != nil {
+	fmt.Fprintf(&b, "simulated: the mean of %d draws per run (--sim-draws)\n", o.simDraws)
+	if err := simside.WriteSideBySide(&b, runs, draws); err != nil {
 		return err
 	}
-	b.WriteString("\nthe simulated runs:\n")
+	b.WriteString("\nthe simulated runs (draw 0):\n")
 	if err := result.WriteTable(&b, sims, o.reference); err != nil {
 		return err
 	}

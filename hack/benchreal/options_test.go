@@ -24,6 +24,10 @@ func TestValidateTiming(t *testing.T) {
 		{"both", func(o *options) { o.loadPhase, o.autoscalerAfter = time.Second, time.Minute }, "exclude each other"},
 		{"what-if", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", true }, ""},
 		{"what-if without the recommender", func(o *options) { o.whatif, o.sloMetrics = true, true }, "--whatif needs"},
+		{"simulated with five draws", func(o *options) {
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
+		}, ""},
+		{"simulated with no draw", func(o *options) { o.simulate, o.simNodeCPU, o.simNodeMemory = true, 1.3, 23 }, "--sim-draws"},
 		{"what-if without the SLO metrics", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

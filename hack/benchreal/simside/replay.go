@@ -184,7 +184,22 @@ func (t Trace) Rates(rep int) (sim.Trace, error) {
 // Every window becomes a result.Window as the harness records it, so
 // result.Summarise and result.WriteTable read the run unchanged.
 func Replay(cal Calibration, settings map[string]string, policyName string, rep int) (result.Run, error) {
+	return ReplayDraw(cal, settings, policyName, rep, 0)
+}
+
+// drawStride separates the seeds of a repetition's draws from those of
+// the other repetitions.
+const drawStride = 1_000_003
+
+// ReplayDraw is Replay with the simulator's draws (arrivals, latency
+// samples, memory noise) of draw number draw: draw 0 is Replay's; the
+// others replay the same trace with other draws, so that the mean over a
+// few is the simulator's expectation for the run, not one outcome of it.
+func ReplayDraw(cal Calibration, settings map[string]string, policyName string, rep, draw int) (result.Run, error) {
 	run := result.Run{Policy: policyName, Rep: rep}
+	if draw < 0 {
+		return run, fmt.Errorf("draw %d must be >= 0", draw)
+	}
 	tr, err := ParseSettings(settings)
 	if err != nil {
 		return run, err
@@ -209,7 +224,7 @@ func Replay(cal Calibration, settings map[string]string, policyName string, rep 
 	}
 	app := cal.App(tr.SLO, tr.InitialCPU)
 	app.BaseRate = tr.Mean
-	s, err := sim.New(cfg, app, &trace, tr.Seed+uint64(rep))
+	s, err := sim.New(cfg, app, &trace, tr.Seed+uint64(rep)+uint64(draw)*drawStride)
 	if err != nil {
 		return run, fmt.Errorf("simulator: %w", err)
 	}

@@ -58,13 +58,16 @@ func Compare(real, simulated []result.Run) ([]Row, error) {
 		policy string
 		rep    int
 	}
-	sims := map[key]result.Summary{}
+	// A repetition replayed with several draws (ReplayDraw) counts as the
+	// mean of its draws.
+	sims := map[key][]result.Summary{}
 	for _, r := range simulated {
 		s, err := result.Summarise(r)
 		if err != nil {
 			return nil, fmt.Errorf("simulated: %w", err)
 		}
-		sims[key{r.Policy, r.Rep}] = s
+		k := key{r.Policy, r.Rep}
+		sims[k] = append(sims[k], s)
 	}
 	var rows []Row
 	idx := map[string]int{}
@@ -73,9 +76,13 @@ func Compare(real, simulated []result.Run) ([]Row, error) {
 		if err != nil {
 			return nil, fmt.Errorf("real: %w", err)
 		}
-		ss, ok := sims[key{r.Policy, r.Rep}]
+		draws, ok := sims[key{r.Policy, r.Rep}]
 		if !ok {
 			return nil, fmt.Errorf("real run %s repetition %d has no simulated twin", r.Policy, r.Rep)
+		}
+		var ss Side
+		for _, d := range draws {
+			add(&ss, d, 1/float64(len(draws)))
 		}
 		i, ok := idx[r.Policy]
 		if !ok {
@@ -85,8 +92,8 @@ func Compare(real, simulated []result.Run) ([]Row, error) {
 		}
 		row := &rows[i]
 		row.Pairs++
-		add(&row.Real, rs)
-		add(&row.Simulated, ss)
+		add(&row.Real, rs, 1)
+		row.Simulated.plus(ss)
 		if rs.Cost > 0 {
 			row.costRel = append(row.costRel, ss.Cost/rs.Cost-1)
 		}
@@ -117,11 +124,17 @@ func Compare(real, simulated []result.Run) ([]Row, error) {
 	return rows, nil
 }
 
-func add(s *Side, x result.Summary) {
+// add adds w times the run's summary to s.
+func add(s *Side, x result.Summary, w float64) {
+	s.plus(Side{Cost: w * x.Cost, Violations: w * x.Violations, LostShare: w * x.LostShare,
+		Churn: w * float64(x.ReplicaChanges+x.Resizes+x.Evictions), Reward: w * x.Reward})
+}
+
+func (s *Side) plus(x Side) {
 	s.Cost += x.Cost
 	s.Violations += x.Violations
 	s.LostShare += x.LostShare
-	s.Churn += float64(x.ReplicaChanges + x.Resizes + x.Evictions)
+	s.Churn += x.Churn
 	s.Reward += x.Reward
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -653,4 +654,49 @@ func TestMeasureSpread(t *testing.T) {
 			t.Errorf("WriteSpread = %q, %v", b.String(), err)
 		}
 	})
+}
+
+// TestReplayDraws: draw 0 is Replay's run; other draws replay the same
+// trace with other randomness (the same windows, other outcomes); and the
+// side-by-side counts a repetition's draws as their mean.
+func TestReplayDraws(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 5, 0.005)
+	cal.SampledLatency = true
+	set := settings()
+	zero, err := Replay(cal, set, "fused", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var draws []result.Run
+	for d := range 3 {
+		r, err := ReplayDraw(cal, set, "fused", 1, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		draws = append(draws, r)
+	}
+	if !reflect.DeepEqual(zero, draws[0]) {
+		t.Error("draw 0 differs from Replay's run")
+	}
+	if len(draws[1].Windows) != len(zero.Windows) || reflect.DeepEqual(draws[1].Windows, zero.Windows) {
+		t.Errorf("draw 1 has %d windows, draw 0 %d, or the same outcome", len(draws[1].Windows), len(zero.Windows))
+	}
+	if _, err := ReplayDraw(cal, set, "fused", 1, -1); err == nil {
+		t.Error("a negative draw was accepted")
+	}
+	rows, err := Compare([]result.Run{zero}, draws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want float64
+	for _, d := range draws {
+		s, err := result.Summarise(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want += s.Cost / 3
+	}
+	if got := rows[0].Simulated.Cost; math.Abs(got-want) > 1e-12 || rows[0].Pairs != 1 {
+		t.Errorf("simulated cost %g over %d pairs, want the draws' mean %g over 1", got, rows[0].Pairs, want)
+	}
 }
