@@ -182,6 +182,13 @@ upgrade-fixture: ## Record the upgrade fixture of VERSION (from REF, default the
 e2e: ## Run the end-to-end tests against a loopback control plane.
 	hack/e2e.sh
 
+E2E_REPEAT     ?= 5
+E2E_REPEAT_OUT ?= $(CURDIR)/e2e-repeat-out
+
+.PHONY: e2e-repeat
+e2e-repeat: ## Run the whole e2e tier E2E_REPEAT times (5) in a row on a fresh clone of HEAD, each on a fresh testbed; report each run's result and duration into E2E_REPEAT_OUT (slow, not in check). docs/operations.md.
+	E2E_REPEAT_OUT='$(E2E_REPEAT_OUT)' hack/e2e-repeat.sh $(E2E_REPEAT)
+
 .PHONY: e2e-node
 e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc and a kubelet joined to a loopback testbed (root; slow, not in check). hack/testbed/README.md.
 	AWARE_IMAGES_TAG='$(TAG)' hack/e2e-node.sh
