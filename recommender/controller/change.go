@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -24,12 +25,22 @@ const maxEventMessage = 1024
 // why (the default policy's reason, and the advisor's where the agent or
 // the safeguard decided). This is the autoscaler's counterpart of the
 // HPA's SuccessfulRescale event: a user, or the real-node benchmark, reads
-// from it which rule chose a scale-out or a resize.
-func (c *Controller) noteChange(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, now *v1alpha1.MultidimPodAutoscalerStatus, defReason string) {
+// from it which rule chose a scale-out or a resize. A change is recorded
+// once: while the status write fails, every retry measures the same change
+// against the same old status, and is not recorded again.
+func (c *Controller) noteChange(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, st *state, now *v1alpha1.MultidimPodAutoscalerStatus, defReason string) {
 	changes := recommendationChanges(&m.Status, now)
 	if changes == "" {
 		return
 	}
+	key := changes
+	if t := m.Status.RecommendationTime; t != nil {
+		key += " since " + t.UTC().Format(time.RFC3339Nano)
+	}
+	if key == st.noted {
+		return
+	}
+	st.noted = key
 	why := defReason
 	if rl := now.RL; rl != nil && rl.Source != v1alpha1.SourceDefault {
 		why = fmt.Sprintf("%s (%s); the default's reason: %s", rl.Reason, rl.Message, defReason)

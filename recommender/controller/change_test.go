@@ -1,12 +1,15 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/aware-k8s/aware/pkg/apis/autoscaling/v1alpha1"
 )
@@ -79,5 +82,45 @@ func TestRecommendationChangedEvent(t *testing.T) {
 	}
 	if _, reason, _ := strings.Cut(got[0], "decided by Default: "); strings.TrimSpace(reason) == "" {
 		t.Errorf("the event %q gives no reason", got[0])
+	}
+}
+
+// TestRecommendationChangedOnceWhileWritesFail: while the status write
+// fails, every retry measures the same change against the same old
+// status; it is announced once. A different change, or the same one
+// against a newer status, is announced again.
+func TestRecommendationChangedOnceWhileWritesFail(t *testing.T) {
+	rec := record.NewFakeRecorder(10)
+	c := &Controller{recorder: rec}
+	st := &state{}
+	m := &v1alpha1.MultidimPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}}
+	m.Status = *recStatus(true, 3, "500m", "256Mi")
+	m.Status.RecommendationTime = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, tc := range []struct {
+		name  string
+		now   *v1alpha1.MultidimPodAutoscalerStatus
+		newer bool // the status was written since
+		want  int
+	}{
+		{"a change", recStatus(true, 6, "500m", "256Mi"), false, 1},
+		{"the same change, its write failed", recStatus(true, 6, "500m", "256Mi"), false, 0},
+		{"again", recStatus(true, 6, "500m", "256Mi"), false, 0},
+		{"another change", recStatus(true, 2, "2410m", "256Mi"), false, 1},
+		{"back to the first", recStatus(true, 6, "500m", "256Mi"), false, 1},
+		{"the first against a newer status", recStatus(true, 6, "500m", "256Mi"), true, 1},
+	} {
+		if tc.newer {
+			m.Status.RecommendationTime = &metav1.Time{Time: m.Status.RecommendationTime.Add(time.Minute)}
+		}
+		c.noteChange(context.Background(), m, st, tc.now, "ScaleUp")
+		n := 0
+		for _, e := range drainEvents(rec) {
+			if strings.Contains(e, ReasonRecommendationChanged) {
+				n++
+			}
+		}
+		if n != tc.want {
+			t.Errorf("%s: %d change events, want %d", tc.name, n, tc.want)
+		}
 	}
 }

@@ -267,6 +267,9 @@ type state struct {
 	askedAgent bool
 	// lastStage is the last RL stage the agent reported (noteStage).
 	lastStage v1alpha1.RLStage
+	// noted is the last recommendation change noteChange recorded, with
+	// the status it was measured against.
+	noted string
 }
 
 // New builds the controller. The pod informer should carry TrimPod as its
@@ -777,7 +780,7 @@ func (c *Controller) recommend(ctx context.Context, key string, m *v1alpha1.Mult
 	s.Recommendation = mpa.RecommendedPodResources(rec)
 	s.CurrentMetrics = append(currentMetrics(&obs), goalStatuses(ctx, m, ext, pods)...)
 	s.RL = rl
-	c.noteChange(ctx, m, s, reason)
+	c.noteChange(ctx, m, st, s, reason)
 	setCondition(s, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided", "", now)
 	from := "the replica count was computed from CPU utilization"
 	if len(obs.Goals) > 0 {
