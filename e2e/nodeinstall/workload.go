@@ -11,7 +11,10 @@ import (
 
 // TestApp is a Deployment of the test app (aware-testapp) on the real
 // node: one replica in the host's network, every replica on one loopback
-// port with SO_REUSEPORT, ready once /readyz answers. make e2e-node's
+// port with SO_REUSEPORT, which it opens once its start-up delay has
+// passed (--listen-when-ready), Ready once its own ready file exists (an
+// exec probe of `testapp probe`: an HTTP probe of the shared port reaches
+// whichever replica the kernel picks). make e2e-node's
 // workload cases and make bench-real deploy it through Manifest, so both
 // run the same pod.
 type TestApp struct {
@@ -36,22 +39,34 @@ type TestApp struct {
 // fileSDMount is where FileSD is mounted in the container.
 const fileSDMount = "/var/run/aware-file-sd"
 
+// readyDir is the replica's own emptyDir, readyFile its ready file there.
+const (
+	readyDir  = "/run/testapp"
+	readyFile = readyDir + "/ready"
+)
+
 // Manifest is the Namespace and the Deployment "testapp", as YAML.
 func (a TestApp) Manifest() string {
-	args := []string{fmt.Sprintf("--address=127.0.0.1:%d", a.Port), "--reuse-port"}
-	var fileSD, fileSDVolume string
+	args := []string{fmt.Sprintf("--address=127.0.0.1:%d", a.Port), "--reuse-port", "--listen-when-ready", "--ready-file=" + readyFile}
+	mounts := fmt.Sprintf(`
+        volumeMounts:
+        - {name: ready, mountPath: %s}`, readyDir)
+	volumes := `
+      volumes:
+      - name: ready
+        emptyDir: {medium: Memory, sizeLimit: 1Mi}`
+	var env string
 	if a.FileSD != "" {
 		args = append(args, "--metrics-address=127.0.0.1:0", "--file-sd="+fileSDMount)
-		fileSD = fmt.Sprintf(`
+		env = `
         env:
         - name: POD_NAME
           valueFrom: {fieldRef: {fieldPath: metadata.name}}
         - name: POD_NAMESPACE
-          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
-        volumeMounts:
+          valueFrom: {fieldRef: {fieldPath: metadata.namespace}}`
+		mounts += fmt.Sprintf(`
         - {name: file-sd, mountPath: %s}`, fileSDMount)
-		fileSDVolume = fmt.Sprintf(`
-      volumes:
+		volumes += fmt.Sprintf(`
       - name: file-sd
         hostPath: {path: %q, type: Directory}`, a.FileSD)
 	}
@@ -82,11 +97,11 @@ spec:
           requests: {cpu: %[5]s, memory: %[6]s}
           limits: {cpu: %[7]s, memory: %[8]s}
         readinessProbe:
-          httpGet: {path: /readyz, port: %[9]d}
+          exec: {command: [/testapp, probe, "--ready-file=%[9]s"]}
           periodSeconds: 2
           timeoutSeconds: 2
-          failureThreshold: 3%[10]s%[11]s
-`, a.Namespace, a.Env.Node, a.Env.Tag, strings.Join(args, ", "), a.CPU, a.Memory, a.CPULimit, a.MemoryLimit, a.Port, fileSD, fileSDVolume)
+          failureThreshold: 3%[10]s%[11]s%[12]s
+`, a.Namespace, a.Env.Node, a.Env.Tag, strings.Join(args, ", "), a.CPU, a.Memory, a.CPULimit, a.MemoryLimit, readyFile, env, mounts, volumes)
 }
 
 // MPA is a MultidimPodAutoscaler over the test app in namespace, acting

@@ -94,18 +94,29 @@ func TestTestAppFileSD(t *testing.T) {
 			if !strings.Contains(args, "--reuse-port") || !strings.HasSuffix(args, "--cpu=10ms") {
 				t.Errorf("args %q", args)
 			}
+			// Every replica is ready by its own file, read by an exec
+			// probe, and opens the shared port once ready.
+			if !strings.Contains(args, "--listen-when-ready") || !strings.Contains(args, "--ready-file="+readyFile) {
+				t.Errorf("args %q lack --listen-when-ready and --ready-file", args)
+			}
+			vs, ms := d.Spec.Template.Spec.Volumes, c.VolumeMounts
+			if len(vs) == 0 || vs[0].Name != "ready" || vs[0].EmptyDir == nil || len(ms) == 0 || ms[0].Name != "ready" || ms[0].MountPath != readyDir {
+				t.Errorf("volumes %+v, mounts %+v: want the ready emptyDir first", vs, ms)
+			}
+			if p := c.ReadinessProbe; p == nil || p.Exec == nil || strings.Join(p.Exec.Command, " ") != "/testapp probe --ready-file="+readyFile {
+				t.Errorf("readiness probe %+v, want an exec of testapp probe", p)
+			}
 			if tc.fileSD == "" {
-				if strings.Contains(args, "--file-sd") || len(d.Spec.Template.Spec.Volumes) > 0 || len(c.Env) > 0 {
-					t.Errorf("file_sd set up without FileSD: args %q, volumes %v, env %v", args, d.Spec.Template.Spec.Volumes, c.Env)
+				if strings.Contains(args, "--file-sd") || len(vs) != 1 || len(c.Env) > 0 {
+					t.Errorf("file_sd set up without FileSD: args %q, volumes %v, env %v", args, vs, c.Env)
 				}
 				return
 			}
 			if !strings.Contains(args, "--metrics-address=127.0.0.1:0") || !strings.Contains(args, "--file-sd="+fileSDMount) {
 				t.Errorf("args %q lack the metrics port and --file-sd", args)
 			}
-			vs := d.Spec.Template.Spec.Volumes
-			if len(vs) != 1 || vs[0].HostPath == nil || vs[0].HostPath.Path != tc.fileSD || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != fileSDMount {
-				t.Errorf("volumes %+v, mounts %+v", vs, c.VolumeMounts)
+			if len(vs) != 2 || vs[1].HostPath == nil || vs[1].HostPath.Path != tc.fileSD || len(ms) != 2 || ms[1].MountPath != fileSDMount {
+				t.Errorf("volumes %+v, mounts %+v", vs, ms)
 			}
 			if len(c.Env) != 2 || c.Env[0].ValueFrom.FieldRef.FieldPath != "metadata.name" || c.Env[1].ValueFrom.FieldRef.FieldPath != "metadata.namespace" {
 				t.Errorf("env %+v, want POD_NAME and POD_NAMESPACE", c.Env)

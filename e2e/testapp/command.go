@@ -34,6 +34,9 @@ type Options struct {
 	IdleTimeout             time.Duration
 	ShutdownTimeout         time.Duration
 	FileSD                  FileSD
+	// ReadyFile and ListenWhenReady: ready.go.
+	ReadyFile       string
+	ListenWhenReady bool
 }
 
 // FileSD names this replica's Prometheus file_sd target: Dir/Pod.json,
@@ -70,6 +73,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.FileSD.Dir, "file-sd", o.FileSD.Dir, "directory to write this replica's Prometheus file_sd target (the --metrics-address, labels namespace and pod) into, removed on exit")
 	fs.StringVar(&o.FileSD.Namespace, "namespace", o.FileSD.Namespace, "namespace label of the --file-sd target (default $POD_NAMESPACE)")
 	fs.StringVar(&o.FileSD.Pod, "pod", o.FileSD.Pod, "pod label and file name of the --file-sd target (default $POD_NAME)")
+	fs.StringVar(&o.ReadyFile, "ready-file", o.ReadyFile, "file to create once ready and remove when shutting down, for an exec readiness probe (`testapp probe`) that must reach this replica, not another on the shared port")
+	fs.BoolVar(&o.ListenWhenReady, "listen-when-ready", o.ListenWhenReady, "open --address only once the start-up delay has passed, so that no work reaches a replica before it is ready (as a Service sends none to an unready pod)")
 }
 
 // Config converts and checks the options.
@@ -132,6 +137,7 @@ func NewCommand() *cobra.Command {
 	cli.Prepare(cmd)
 	o.AddFlags(cmd.Flags())
 	cli.NewLogging().Install(cmd)
+	cmd.AddCommand(NewProbeCommand())
 	return cmd
 }
 
@@ -143,6 +149,12 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var rf *readyFile
+	if o.ReadyFile != "" {
+		if rf, err = newReadyFile(o.ReadyFile); err != nil {
+			return err
+		}
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	app, err := New(cfg, clock.RealClock{}, reg)
@@ -150,6 +162,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	defer app.Close()
+	if o.ListenWhenReady && !waitReady(ctx, app) {
+		return nil
+	}
 	metricsHandler := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	handler := app.Handler()
 	if o.MetricsAddress == "" {
@@ -187,7 +202,30 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	klog.InfoS("Serving", "address", l.Addr().String(), "reusePort", o.ReusePort, "metricsAddress", servers[len(servers)-1].Listener.Addr().String(),
-		"cpu", cfg.CPU, "memoryPerRequest", cfg.MemoryPerRequest, "baseMemory", cfg.BaseMemory, "startupDelay", cfg.StartupDelay)
+		"cpu", cfg.CPU, "memoryPerRequest", cfg.MemoryPerRequest, "baseMemory", cfg.BaseMemory, "startupDelay", cfg.StartupDelay,
+		"readyFile", o.ReadyFile, "listenWhenReady", o.ListenWhenReady)
+	if rf != nil {
+		sctx, stop := context.WithCancel(ctx)
+		defer stop()
+		defer func() {
+			if err := rf.unmark(); err != nil {
+				klog.ErrorS(err, "Removing the ready file")
+			}
+		}()
+		go func() {
+			// Ready once the start-up delay has passed (at once with
+			// --listen-when-ready), unready as the shutdown starts.
+			if waitReady(sctx, app) {
+				if err := rf.mark(); err != nil {
+					klog.ErrorS(err, "Writing the ready file")
+				}
+			}
+			<-sctx.Done()
+			if err := rf.unmark(); err != nil {
+				klog.ErrorS(err, "Removing the ready file")
+			}
+		}()
+	}
 	return ServeAll(ctx, app, o.IdleTimeout, o.ShutdownTimeout, servers...)
 }
 
