@@ -2,6 +2,7 @@ package workload
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -159,5 +160,62 @@ func TestMedianStartupDelay(t *testing.T) {
 				t.Errorf("got %v, %t; want %v, %t", got, ok, tc.want, tc.ok)
 			}
 		})
+	}
+}
+
+// TestValidFastPath: Validate's fast check accepts exactly the
+// observations its full check finds no problem with, over observations
+// whose every number is drawn from valid and invalid values alike.
+func TestValidFastPath(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	values := []float64{0, 0.5, 3, 1e300, math.MaxFloat64, -1e-9, -2, math.NaN(), math.Inf(1), math.Inf(-1)}
+	num := func() float64 {
+		if rng.IntN(4) > 0 { // mostly valid, so that both answers are common
+			return rng.Float64() * 10
+		}
+		return values[rng.IntN(len(values))]
+	}
+	res := func() Resources { return Resources{CPU: num(), Memory: num()} }
+	counts := [2]int{}
+	for range 20000 {
+		o := Observation{
+			Replicas: int32(rng.IntN(5)) - int32(rng.IntN(2)), ReadyReplicas: int32(rng.IntN(3)),
+			StartupDelay: time.Duration(rng.IntN(3)-rng.IntN(2)) * time.Second, RateWindow: time.Duration(rng.IntN(3)-rng.IntN(2)) * time.Minute,
+			RequestRate: num(), ErrorRate: num(), SLO: num(), Latency: Latency{P50: num(), P95: num(), P99: num()},
+		}
+		for range rng.IntN(3) {
+			name := "app"
+			if rng.IntN(30) == 0 {
+				name = ""
+			}
+			o.Containers = append(o.Containers, ContainerObservation{Name: name, Requests: res(), Limits: res(), Usage: res(), Peak: res(),
+				OOMKills: rng.IntN(3) - rng.IntN(2), CPUPressure: []float64{0, 0.3, 1, 1.5, -0.1, math.NaN()}[rng.IntN(6)]})
+		}
+		for range rng.IntN(4) {
+			o.Pods = append(o.Pods, PodSample{Name: "p", Usage: res(), Requests: res()})
+		}
+		if rng.IntN(10) == 0 {
+			o.Goals = []Goal{{Name: "q", Kind: GoalValue, Target: num(), Value: num()}}
+		}
+		fast, full := o.valid(), o.problems() == nil
+		if fast != full {
+			t.Fatalf("fast check %v, full check %v (%v) for %+v", fast, full, o.problems(), o)
+		}
+		if fast {
+			counts[1]++
+		} else {
+			counts[0]++
+		}
+		if err := o.Validate(); (err == nil) != full {
+			t.Fatalf("Validate %v, full check %v", err, full)
+		}
+	}
+	if counts[0] < 1000 || counts[1] < 1000 {
+		t.Fatalf("%d refused and %d accepted: the draws do not exercise both", counts[0], counts[1])
+	}
+	for _, r := range []Resources{{}, {CPU: 1, Memory: 2}, {CPU: -1}, {Memory: math.NaN()}, {CPU: math.Inf(1)}} {
+		if (r.Valid() == nil) != r.valid() || (r.problem() == nil) != r.valid() {
+			t.Errorf("%+v: Valid %v, fast %v, full %v", r, r.Valid(), r.valid(), r.problem())
+		}
 	}
 }

@@ -435,3 +435,54 @@ func TestFitLatencyWindow(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkReplayWeek is the replay of one workload's week at one minute,
+// as `recommender whatif` replays each of make bench-whatif's 100: what
+// ran and every default policy, 5 seeds, one worker.
+func BenchmarkReplayWeek(b *testing.B) {
+	app := truthApp("ns/week")
+	tr, err := sim.GenerateTrace(sim.Diurnal, sim.TraceOptions{Mean: app.BaseRate, Steps: 7 * 24 * 60, Step: time.Minute, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := sim.DefaultConfig()
+	cfg.Step = time.Minute
+	s, err := sim.New(cfg, app, &tr, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pol, err := hpa.NewPolicyFactory(hpa.PolicyOptions{})(app.Constraints)
+	if err != nil {
+		b.Fatal(err)
+	}
+	series := &Series{Name: app.Name, Container: app.Container, Start: cfg.Start, Step: time.Minute, SLO: app.SLO}
+	for range tr.Rates {
+		m := s.Step()
+		ready := float64(m.Ready)
+		series.Rate = append(series.Rate, m.Arrivals/60)
+		series.CPU = append(series.CPU, m.Used.CPU/ready)
+		series.Memory = append(series.Memory, m.Used.Memory/ready)
+		series.Replicas = append(series.Replicas, ready)
+		series.RequestCPU = append(series.RequestCPU, m.Requests.CPU)
+		series.RequestMemory = append(series.RequestMemory, m.Requests.Memory)
+		series.LimitCPU = append(series.LimitCPU, m.Limits.CPU)
+		series.LimitMemory = append(series.LimitMemory, m.Limits.Memory)
+		rec, err := pol.Recommend(context.Background(), s.Observation())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Apply(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f, err := FitApp(series, FitOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := []Workload{{Series: series, Fit: f}}
+	for b.Loop() {
+		if _, err := Replay(context.Background(), ws, ReplayOptions{Seeds: 5, Workers: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
