@@ -96,7 +96,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	svc := cpuSec / in.CPU
 	mu := 1 / svc
 	rho := in.Rate * svc
-	stat := svc / (1 - math.Min(rho, rhoMax))
+	stat := svc / (1 - min(rho, rhoMax))
 	own := 0.0
 	if a.CPUBurst {
 		own, stat = cfsLatency(cpuSec, in.CPU, in.Cores, rho)
@@ -111,7 +111,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	if rho > rhoMax {
 		offered = in.Arrived
 	}
-	b1 := math.Max(0, b0+offered-mu*dt)
+	b1 := max(0, b0+offered-mu*dt)
 	var drop float64
 	if bmax := timeout * mu; b1 > bmax {
 		drop, b1 = b1-bmax, bmax
@@ -122,7 +122,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 		// (a throttled node) below a backlog already queued, or fewer
 		// requests arrived than the backlog's drain assumed. Take the
 		// excess back from the drops first, then from the backlog.
-		r := math.Min(-done, drop)
+		r := min(-done, drop)
 		drop, done = drop-r, done+r
 		b1, done = b1+done, 0
 	}
@@ -131,7 +131,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	// ρmax (a window's Poisson surplus is served from the stationary queue,
 	// within capacity, so the long-run use is exactly ρ·c), the realised
 	// arrivals beyond it.
-	w.Usage.CPU = math.Min(math.Max(0, offered+b0-b1-drop)*cpuSec/dt, in.CPU)
+	w.Usage.CPU = min(max(0, offered+b0-b1-drop)*cpuSec/dt, in.CPU)
 	inflight := done / dt * (a.IOWait + own + w.QueueDelay + stat)
 	w.InFlight = inflight
 	w.Usage.Memory = a.BaseMemory + a.MemoryPerRequest*inflight
@@ -139,12 +139,12 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	if in.MemoryLimit > 0 && w.Peak.Memory > in.MemoryLimit {
 		// The kill loses the requests in the pod (in service or waiting in
 		// the stationary queue) and the backlog behind them.
-		lost := math.Min(done, done/dt*(a.IOWait+own+stat))
+		lost := min(done, done/dt*(a.IOWait+own+stat))
 		done -= lost
 		w.Failed = lost + b1
 		b1 = 0
 		w.Peak.Memory = in.MemoryLimit
-		w.Usage.Memory = math.Min(w.Usage.Memory, in.MemoryLimit)
+		w.Usage.Memory = min(w.Usage.Memory, in.MemoryLimit)
 		w.OOMKilled = true
 	}
 	w.Completed, w.TimedOut, w.Backlog = done, drop, b1

@@ -425,7 +425,7 @@ func (s *Simulator) Step() StepMetrics {
 		// The other tenants request and use their share of what the app's
 		// pods did not request.
 		n := &s.nodes[i]
-		n.others = s.cfg.Tenants * math.Max(s.cfg.NodeCapacity.CPU-n.alloc.CPU, 0)
+		n.others = s.cfg.Tenants * max(s.cfg.NodeCapacity.CPU-n.alloc.CPU, 0)
 		n.demand, n.shares = n.others, 0
 	}
 	for i := range s.pods {
@@ -434,8 +434,8 @@ func (s *Simulator) Step() StepMetrics {
 			continue
 		}
 		n := &s.nodes[p.node]
-		n.demand += math.Min((lam+p.backlog/s.dt)*cpuSec, s.cpuCap(p))
-		n.shares += math.Max(p.req.CPU, 1e-6)
+		n.demand += min((lam+p.backlog/s.dt)*cpuSec, s.cpuCap(p))
+		n.shares += max(p.req.CPU, 1e-6)
 	}
 
 	s.ngroups, s.effective = 0, 0
@@ -461,8 +461,8 @@ func (s *Simulator) Step() StepMetrics {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
 			// The other tenants use no more than they request, so the app's
 			// pods share what they leave.
-			want := math.Min((lam+p.backlog/s.dt)*cpuSec, c)
-			c = math.Min(c, (nodeCPU-n.others)*math.Max(p.req.CPU, 1e-6)/n.shares)
+			want := min((lam+p.backlog/s.dt)*cpuSec, c)
+			c = min(c, (nodeCPU-n.others)*max(p.req.CPU, 1e-6)/n.shares)
 			if want > c {
 				p.pressure = 1 - c/want
 			}
@@ -515,7 +515,7 @@ func (s *Simulator) Step() StepMetrics {
 
 func (s *Simulator) cpuCap(p *pod) float64 {
 	if p.lim.CPU > 0 {
-		return math.Min(p.lim.CPU, s.cfg.NodeCapacity.CPU)
+		return min(p.lim.CPU, s.cfg.NodeCapacity.CPU)
 	}
 	return s.cfg.NodeCapacity.CPU
 }
@@ -552,7 +552,7 @@ func quantile(groups []latGroup, q, lost, timeout float64) float64 {
 	lo := timeout
 	for i := range groups {
 		served += groups[i].weight
-		lo = math.Min(lo, groups[i].shift)
+		lo = min(lo, groups[i].shift)
 	}
 	total := served + lost
 	if total <= 0 {
@@ -560,7 +560,7 @@ func quantile(groups []latGroup, q, lost, timeout float64) float64 {
 	}
 	if lost == 0 && len(groups) == 1 {
 		g := groups[0]
-		return math.Min(g.shift-g.mean*math.Log(1-q), timeout)
+		return min(g.shift-g.mean*math.Log(1-q), timeout)
 	}
 	target := q * total
 	if served < target {
@@ -759,8 +759,8 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 			started = s.cfg.Start.Add(time.Duration(p.started * float64(time.Second)))
 			c.Usage = c.Usage.Add(p.usage)
 			c.CPUPressure += p.pressure
-			c.Peak.CPU = math.Max(c.Peak.CPU, p.peak.CPU)
-			c.Peak.Memory = math.Max(c.Peak.Memory, p.peak.Memory)
+			c.Peak.CPU = max(c.Peak.CPU, p.peak.CPU)
+			c.Peak.Memory = max(c.Peak.Memory, p.peak.Memory)
 		}
 		s.samples = append(s.samples, workload.PodSample{
 			Name: p.name, Ready: p.phase == podRunning, HasMetrics: has, Started: started,
@@ -793,7 +793,7 @@ func poisson(rng *rand.Rand, mean float64) float64 {
 		}
 		return float64(k)
 	}
-	return math.Max(0, math.Round(mean+math.Sqrt(mean)*rng.NormFloat64()))
+	return max(0, math.Round(mean+math.Sqrt(mean)*rng.NormFloat64()))
 }
 
 // RewardInputs returns the window's measurements as the reward takes them,

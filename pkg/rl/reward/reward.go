@@ -82,7 +82,7 @@ func Compute(in Inputs, o Options) (Terms, error) {
 	var n float64
 	for _, p := range [...][2]float64{{in.CPUUsed, in.CPUAllocated}, {in.MemoryUsed, in.MemoryAllocated}} {
 		if p[1] > 0 {
-			t.RU += math.Min(p[0]/p[1], 1)
+			t.RU += min(p[0]/p[1], 1)
 		}
 		n++
 	}
@@ -90,10 +90,10 @@ func Compute(in Inputs, o Options) (Terms, error) {
 
 	t.SP = 1
 	if in.Requests > 0 && in.SLO > 0 && in.P95 > 0 {
-		t.SP = math.Min(in.SLO/in.P95, 1)
+		t.SP = min(in.SLO/in.P95, 1)
 	}
 	if in.Requests > 0 {
-		t.SP -= lossPenalty * math.Min(in.Lost/in.Requests, 1)
+		t.SP -= lossPenalty * min(in.Lost/in.Requests, 1)
 	}
 
 	t.Reward = alpha*t.RU + (1-alpha)*t.SP
