@@ -81,12 +81,7 @@ func (*nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 // and the file is absent; after it, work is served and the file exists;
 // at shutdown the file goes.
 func TestListenWhenReady(t *testing.T) {
-	reserve, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := reserve.Addr().String()
-	reserve.Close()
+	addr := freeAddr(t)
 	path := filepath.Join(t.TempDir(), "ready")
 	o := NewOptions()
 	o.Address, o.ReusePort, o.CPU, o.BaseMemory = addr, true, time.Millisecond, "1Mi"

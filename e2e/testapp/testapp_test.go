@@ -346,14 +346,20 @@ func hits(t *testing.T, url string, n int) map[string]int {
 	return seen
 }
 
-func TestReusePortSharesAndStops(t *testing.T) {
-	// Reserve a free port, then open two replicas on it.
-	probe, err := net.Listen("tcp", "127.0.0.1:0")
+// freeAddr is a loopback address whose port was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := probe.Addr().String()
-	probe.Close()
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func TestReusePortSharesAndStops(t *testing.T) {
+	// Reserve a free port, then open two replicas on it.
+	addr := freeAddr(t)
 	stopA, doneA := replica(t, addr, "a")
 	url := "http://" + addr + "/"
 	if seen := hits(t, url, 20); seen["a"] != 20 {

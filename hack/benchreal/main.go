@@ -74,14 +74,14 @@ type options struct {
 	perConnection  int
 	simulate       bool
 	simNodeCPU     float64
+	simNodeMemory  float64
 	// simModelLatency replays the model's percentiles, not a sample's.
 	simModelLatency bool
 	// simDraws is how many draws of the simulator each run is replayed with.
-	simDraws int
-	simNodeMemory   float64
-	sloMetrics      bool
-	agentCache      string
-	rlAgentBin      string
+	simDraws   int
+	sloMetrics bool
+	agentCache string
+	rlAgentBin string
 	// prometheusWindow is the recommender's --prometheus-window ("": its
 	// default).
 	prometheusWindow string

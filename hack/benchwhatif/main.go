@@ -33,46 +33,12 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/aware-k8s/aware/hack/benchwhatif/truth"
 )
 
-// Namespace, Container and Metric are what the benchmark's workloads are
-// read by.
-const (
-	Namespace = "bench"
-	Container = "app"
-	Metric    = "http_request_duration_seconds"
-	// nodeCPU is the capacity of a pod without a CPU limit, as the fit has it.
-	nodeCPU = 16
-)
-
-// Workload is one generated Deployment and its truth.
-type Workload struct {
-	Name string `json:"name"`
-	// CPUSeconds per request, IdleCPU per pod (cores), BaseMemory and
-	// MemoryPerRequest (bytes) are the model the history is drawn from.
-	CPUSeconds       float64 `json:"cpuSeconds"`
-	IdleCPU          float64 `json:"idleCPU"`
-	BaseMemory       float64 `json:"baseMemory"`
-	MemoryPerRequest float64 `json:"memoryPerRequest"`
-	// MeanRate is the mean request rate (requests/s).
-	MeanRate float64 `json:"meanRate"`
-	// RequestCPU (cores), RequestMemory (bytes) per pod; no limits.
-	RequestCPU    float64 `json:"requestCPU"`
-	RequestMemory float64 `json:"requestMemory"`
-}
-
-// Manifest is workloads.json.
-type Manifest struct {
-	Namespace string        `json:"namespace"`
-	Container string        `json:"container"`
-	Metric    string        `json:"metric"`
-	Start     time.Time     `json:"start"`
-	End       time.Time     `json:"end"`
-	Step      time.Duration `json:"step"`
-	Samples   int           `json:"samples"`
-	Series    int           `json:"series"`
-	Workloads []Workload    `json:"workloads"`
-}
+// nodeCPU is the capacity of a pod without a CPU limit, as the fit has it.
+const nodeCPU = 16
 
 func main() {
 	out := flag.String("out", "", "Directory receiving history.om and workloads.json.")
@@ -110,10 +76,10 @@ func run(out string, n int, days float64, step time.Duration, endFlag string, se
 		return err
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
-	m := Manifest{Namespace: Namespace, Container: Container, Metric: Metric, Start: start, End: end, Step: step, Samples: samples}
+	m := truth.Manifest{Namespace: truth.Namespace, Container: truth.Container, Metric: truth.Metric, Start: start, End: end, Step: step, Samples: samples}
 	rng := rand.New(rand.NewPCG(seed, 0x77686174))
 	for i := range n {
-		wl := Workload{
+		wl := truth.Workload{
 			Name:             fmt.Sprintf("w%03d", i),
 			CPUSeconds:       0.002 + 0.048*rng.Float64(),
 			IdleCPU:          0.005 + 0.02*rng.Float64(),
@@ -156,7 +122,7 @@ type pod struct {
 }
 
 // writeWorkload writes one workload's series and returns how many.
-func writeWorkload(w *bufio.Writer, wl Workload, start time.Time, step time.Duration, samples int, seed uint64) (int, error) {
+func writeWorkload(w *bufio.Writer, wl truth.Workload, start time.Time, step time.Duration, samples int, seed uint64) (int, error) {
 	rng := rand.New(rand.NewPCG(seed, 0x706f64))
 	dt := step.Seconds()
 	hash := strconv.FormatUint(seed%(36*36*36*36*36), 36)
@@ -243,7 +209,7 @@ func writeWorkload(w *bufio.Writer, wl Workload, start time.Time, step time.Dura
 		return nil
 	}
 	for _, p := range done {
-		pl := fmt.Sprintf(`namespace="%s",pod="%s",container="%s"`, Namespace, p.name, Container)
+		pl := fmt.Sprintf(`namespace="%s",pod="%s",container="%s"`, truth.Namespace, p.name, truth.Container)
 		if err := emit("container_cpu_usage_seconds_total{"+pl+"}", p.from, p.cpu); err != nil {
 			return 0, err
 		}
@@ -263,10 +229,10 @@ func writeWorkload(w *bufio.Writer, wl Workload, start time.Time, step time.Dura
 			}
 		}
 	}
-	if err := emit(fmt.Sprintf(`kube_deployment_status_replicas{namespace="%s",deployment="%s"}`, Namespace, wl.Name), 0, replicas); err != nil {
+	if err := emit(fmt.Sprintf(`kube_deployment_status_replicas{namespace="%s",deployment="%s"}`, truth.Namespace, wl.Name), 0, replicas); err != nil {
 		return 0, err
 	}
-	if err := emit(fmt.Sprintf(`%s_count{namespace="%s",app="%s"}`, Metric, Namespace, wl.Name), 0, counter); err != nil {
+	if err := emit(fmt.Sprintf(`%s_count{namespace="%s",app="%s"}`, truth.Metric, truth.Namespace, wl.Name), 0, counter); err != nil {
 		return 0, err
 	}
 	return series, nil

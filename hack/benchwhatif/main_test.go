@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aware-k8s/aware/hack/benchwhatif/truth"
 )
 
 // TestHistory generates a small history and checks what the what-if relies
@@ -25,7 +27,7 @@ func TestHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m Manifest
+	var m truth.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func TestHistory(t *testing.T) {
 		}
 		k := key{wl, fields[1]}
 		switch {
-		case strings.HasPrefix(id, "container_cpu_usage_seconds_total{"), strings.HasPrefix(id, Metric+"_count{"):
+		case strings.HasPrefix(id, "container_cpu_usage_seconds_total{"), strings.HasPrefix(id, truth.Metric+"_count{"):
 			if v < last[id] {
 				t.Fatalf("counter %s fell from %g to %g", id, last[id], v)
 			}

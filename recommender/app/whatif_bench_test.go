@@ -32,26 +32,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/aware-k8s/aware/hack/benchwhatif/truth"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
-
-// benchManifest is hack/benchwhatif's workloads.json (the fields read).
-type benchManifest struct {
-	Namespace string        `json:"namespace"`
-	Container string        `json:"container"`
-	Metric    string        `json:"metric"`
-	Start     time.Time     `json:"start"`
-	End       time.Time     `json:"end"`
-	Step      time.Duration `json:"step"`
-	Samples   int           `json:"samples"`
-	Series    int           `json:"series"`
-	Workloads []struct {
-		Name          string  `json:"name"`
-		CPUSeconds    float64 `json:"cpuSeconds"`
-		RequestCPU    float64 `json:"requestCPU"`
-		RequestMemory float64 `json:"requestMemory"`
-	} `json:"workloads"`
-}
 
 // countingProxy forwards to Prometheus and counts the range queries, the
 // bytes they returned and when the first began and the last ended.
@@ -106,7 +89,7 @@ func TestBenchWhatif(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var m benchManifest
+	var m truth.Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -119,14 +102,14 @@ func TestBenchWhatif(t *testing.T) {
 	defer proxy.Close()
 
 	var targets fixedWorkloads
-	truth := map[string]float64{}
+	cpuTruth := map[string]float64{}
 	for _, w := range m.Workloads {
 		targets = append(targets, whatifTarget{
 			Namespace: m.Namespace, Deployment: w.Name, Container: m.Container,
 			SLOMetric: m.Metric, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": w.Name}},
 			RequestCPU: w.RequestCPU, RequestMemory: w.RequestMemory,
 		})
-		truth[m.Namespace+"/"+w.Name] = w.CPUSeconds
+		cpuTruth[m.Namespace+"/"+w.Name] = w.CPUSeconds
 	}
 	o := NewWhatifOptions()
 	o.PrometheusAddress = proxy.URL
@@ -185,7 +168,7 @@ func TestBenchWhatif(t *testing.T) {
 			refused = append(refused, fit.Workload+": "+fit.Refused)
 			continue
 		}
-		cpuErr = append(cpuErr, math.Abs(fit.CPU.Slope/truth[fit.Workload]-1))
+		cpuErr = append(cpuErr, math.Abs(fit.CPU.Slope/cpuTruth[fit.Workload]-1))
 	}
 	for _, c := range res.Consistency {
 		costErr = append(costErr, math.Abs(c.CostError))

@@ -33,7 +33,7 @@ func truthApp(name string) sim.App {
 
 // record runs app under a diurnal trace with the HPA, as a cluster would
 // have run it, and returns what Prometheus would have recorded.
-func record(t *testing.T, app sim.App, steps int, seed uint64) *Series {
+func record(t testing.TB, app sim.App, steps int, seed uint64) *Series {
 	t.Helper()
 	tr, err := sim.GenerateTrace(sim.Diurnal, sim.TraceOptions{Mean: app.BaseRate, Steps: steps, Step: step, Seed: seed})
 	if err != nil {
@@ -440,41 +440,7 @@ func TestFitLatencyWindow(t *testing.T) {
 // as `recommender whatif` replays each of make bench-whatif's 100: what
 // ran and every default policy, 5 seeds, one worker.
 func BenchmarkReplayWeek(b *testing.B) {
-	app := truthApp("ns/week")
-	tr, err := sim.GenerateTrace(sim.Diurnal, sim.TraceOptions{Mean: app.BaseRate, Steps: 7 * 24 * 60, Step: time.Minute, Seed: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := sim.DefaultConfig()
-	cfg.Step = time.Minute
-	s, err := sim.New(cfg, app, &tr, 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	pol, err := hpa.NewPolicyFactory(hpa.PolicyOptions{})(app.Constraints)
-	if err != nil {
-		b.Fatal(err)
-	}
-	series := &Series{Name: app.Name, Container: app.Container, Start: cfg.Start, Step: time.Minute, SLO: app.SLO}
-	for range tr.Rates {
-		m := s.Step()
-		ready := float64(m.Ready)
-		series.Rate = append(series.Rate, m.Arrivals/60)
-		series.CPU = append(series.CPU, m.Used.CPU/ready)
-		series.Memory = append(series.Memory, m.Used.Memory/ready)
-		series.Replicas = append(series.Replicas, ready)
-		series.RequestCPU = append(series.RequestCPU, m.Requests.CPU)
-		series.RequestMemory = append(series.RequestMemory, m.Requests.Memory)
-		series.LimitCPU = append(series.LimitCPU, m.Limits.CPU)
-		series.LimitMemory = append(series.LimitMemory, m.Limits.Memory)
-		rec, err := pol.Recommend(context.Background(), s.Observation())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if _, err := s.Apply(rec); err != nil {
-			b.Fatal(err)
-		}
-	}
+	series := record(b, truthApp("ns/week"), 7*24*60, 1)
 	f, err := FitApp(series, FitOptions{})
 	if err != nil {
 		b.Fatal(err)
