@@ -27,9 +27,10 @@ const (
 	// their quantiles linearly interpolated.
 	cfsGrid = 0.02
 	// cfsRequests is how many requests one grid point simulates after its
-	// warm-up of cfsWarmup: at 0.2 core and ρ = 0.57 the p95 then moves by
-	// ±2% between CPU times 1% apart (±4% with 20,000), for about 12 ms of
-	// CPU a point (BenchmarkCFSPoint). Every point uses the same stream of
+	// warm-up of cfsWarmup, for about 10 ms of CPU a point
+	// (BenchmarkCFSPoint). At 0.2 core and ρ = 0.57, six CPU times from
+	// 11.30 to 11.50 ms gave p95s within 195–204 ms (with 20,000 requests,
+	// 202–211 ms): a few per cent of sampling error. Every point uses the same stream of
 	// uniforms (arrival times scale with 1/λ), so the quantiles rise
 	// smoothly along the grid.
 	cfsRequests = 100000
