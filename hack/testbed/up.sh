@@ -259,6 +259,13 @@ etcd_healthy() {
 	curl -sS --max-time 2 "http://127.0.0.1:${ETCD_PORT}/health" | grep -q '"health":"true"'
 }
 
+# Kubelets by InternalIP first: the default order dials a node by its
+# Hostname, which resolves for neither the real node (aware-real-node) nor
+# KWOK's, so kubectl logs and exec through the apiserver failed ("lookup
+# aware-real-node: no such host") and a failed node test printed no
+# component log. Both publish InternalIP 127.0.0.1, which the real
+# kubelet's serving certificate names.
+#
 # No ResourceQuota admission: nothing here sets a quota, and its evaluator
 # queues every create of a namespace behind one worker. Bringing up 5,000
 # targets (15,000 pods) it accounted for 1,332 s of the 1,344 s that create
@@ -284,6 +291,7 @@ start_apiserver() {
 		--kubelet-client-certificate "${CERTS}/apiserver-kubelet-client.crt" \
 		--kubelet-client-key "${CERTS}/apiserver-kubelet-client.key" \
 		--kubelet-certificate-authority "${CERTS}/ca.crt" \
+		--kubelet-preferred-address-types InternalIP,Hostname \
 		--requestheader-client-ca-file "${CERTS}/front-proxy-ca.crt" \
 		--requestheader-allowed-names front-proxy-client \
 		--requestheader-username-headers X-Remote-User \
