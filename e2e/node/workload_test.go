@@ -141,9 +141,12 @@ func runningCPU(p *corev1.Pod) int64 {
 // any usage is measured, is given more memory and runs. The test app holds
 // 160Mi from start under a 128Mi limit (request 64Mi), so every start is
 // killed; the fused default records the kill, raises the memory above the
-// limit it hit, and the updater replaces the dead pod (or resizes it in
-// place), until a pod runs Ready without a new kill. Before the fix the
-// autoscaler kept "no valid usage" and the pod stayed in CrashLoopBackOff.
+// limit it hit, and the updater replaces the dead pod, until a pod runs
+// Ready without a new kill. Before the fix the autoscaler kept "no valid
+// usage" and the pod stayed in CrashLoopBackOff. A resize in place, which
+// the updater sent until the node showed otherwise, left the pod's cgroup
+// at 128Mi on this kubelet (kubernetes/kubernetes#138760): whether the
+// test passed depended on whether the container was running when it came.
 func oomAtStartRecovers(t *testing.T, in *nodeinstall.Installer) {
 	t.Helper()
 	env := in.Env

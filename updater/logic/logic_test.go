@@ -443,6 +443,39 @@ func TestVerticalEvictsDeadOOMKilledPod(t *testing.T) {
 	}
 }
 
+// TestVerticalInPlaceOrRecreateReplacesDeadOOM: in InPlaceOrRecreate mode a
+// pod dead of OOM is evicted, not resized (the kubelet leaves the pod's
+// cgroup at the old memory limit when a container that is not running is
+// resized, kubernetes/kubernetes#138760), even as the only replica; a live
+// pod OOM-killed earlier is resized in place as before.
+func TestVerticalInPlaceOrRecreateReplacesDeadOOM(t *testing.T) {
+	cfg := DefaultVerticalConfig()
+	oom := func(alive bool) Pod {
+		p := pod("a", 1, 0.25, t0.Add(-10*time.Minute))
+		p.Alive, p.Containers[0].LastOOMKill = alive, t0.Add(-30*time.Second)
+		return p
+	}
+	for _, tc := range []struct {
+		name     string
+		mode     v1alpha1.UpdateMode
+		replicas int32
+		pods     []Pod
+		want     []string
+	}{
+		{"dead, the only replica: evicted", v1alpha1.UpdateModeInPlaceOrRecreate, 1, []Pod{oom(false)}, []string{"a:Evict:OOMKilled"}},
+		{"dead, beside a live replica: evicted", v1alpha1.UpdateModeInPlaceOrRecreate, 2, []Pod{oom(false), pod("b", 1, 1, t0.Add(-time.Hour))}, []string{"a:Evict:OOMKilled"}},
+		{"alive again: resized in place", v1alpha1.UpdateModeInPlaceOrRecreate, 1, []Pod{oom(true)}, []string{"a:Resize:OOMKilled"}},
+		{"dead, InPlace: resized (it never evicts)", v1alpha1.UpdateModeInPlace, 1, []Pod{oom(false)}, []string{"a:Resize:OOMKilled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := testWorkload(tc.mode, tc.replicas, tc.pods...)
+			if p := DecideVertical(t0, cfg, w, open()); !slices.Equal(names(p.Updates), tc.want) {
+				t.Errorf("updates %v (skips %v), want %v", names(p.Updates), skips(p.Skips), tc.want)
+			}
+		})
+	}
+}
+
 // InPlace mode never evicts: what InPlaceOrRecreate falls back to eviction
 // for waits (deferred, which the kubelet retries) or is reported and held
 // (infeasible) until the recommendation changes.

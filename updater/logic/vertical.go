@@ -212,6 +212,19 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 			continue
 		}
 		c.action = ActionEvict
+		if inPlace && !onlyInPlace && !p.Alive && c.reason == ReasonOOMKilled {
+			// A pod dead of OOM is replaced, not resized: kubelets up to
+			// at least 1.36 raise a container's memory limit resized
+			// while it is not running but leave the pod's cgroup at the
+			// old limit, so every restart is killed again
+			// (kubernetes/kubernetes#138760; on the real node, e2e-node:
+			// a 160Mi app resized from 128Mi to 2Gi OOM-looped for 6
+			// minutes under a pod cgroup still at 128Mi). Its
+			// replacement is admitted with the raised memory, and it
+			// serves nothing meanwhile.
+			cands = append(cands, c)
+			continue
+		}
 		if inPlace {
 			switch p.Resize {
 			case ResizeInfeasible:
