@@ -83,9 +83,12 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 			s.Started = p.Status.StartTime.Time
 		}
 		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady {
+			switch {
+			case cond.Type == corev1.PodReady:
 				s.Ready = cond.Status == corev1.ConditionTrue
 				s.ReadySince = cond.LastTransitionTime.Time
+			case cond.Type == corev1.PodResizePending && cond.Status == corev1.ConditionTrue && cond.Reason == corev1.PodReasonDeferred:
+				s.ResizeDeferredSince = cond.LastTransitionTime.Time
 			}
 		}
 		if s.Ready {

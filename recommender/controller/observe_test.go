@@ -213,3 +213,38 @@ func TestRequestsFromContainerStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestResizeDeferredObserved: a PodResizePending condition with reason
+// Deferred survives the informer's transform and reaches the pod sample
+// with its time; an infeasible resize, or none, leaves it zero.
+func TestResizeDeferredObserved(t *testing.T) {
+	since := metav1.NewTime(t0.Add(-90 * time.Second))
+	for _, tc := range []struct {
+		name string
+		cond *corev1.PodCondition
+		want time.Time
+	}{
+		{"deferred", &corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonDeferred, LastTransitionTime: since}, since.Time},
+		{"infeasible", &corev1.PodCondition{Type: corev1.PodResizePending, Status: corev1.ConditionTrue, Reason: corev1.PodReasonInfeasible, LastTransitionTime: since}, time.Time{}},
+		{"none", nil, time.Time{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPod("ns", "web", "web-1", true)
+			if tc.cond != nil {
+				p.Status.Conditions = append(p.Status.Conditions, *tc.cond)
+			}
+			kept, err := TrimPod(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			use := map[string]*usage.PodUsage{"web-1": ptr(podUsage("ns", "web-1", 0.2, 100<<20))}
+			obs := observation(t0, 30*time.Second, t0.Add(-time.Minute), []*corev1.Pod{kept.(*corev1.Pod)}, use, nil, map[string]int{})
+			if got := obs.Pods[0].ResizeDeferredSince; !got.Equal(tc.want) {
+				t.Errorf("deferred since %v, want %v", got, tc.want)
+			}
+			if !obs.Pods[0].Ready {
+				t.Error("the Ready condition was lost beside the resize condition")
+			}
+		})
+	}
+}

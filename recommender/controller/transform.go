@@ -8,7 +8,8 @@ import (
 // TrimPod is the pod informer's transform (cache.SharedIndexInformer
 // SetTransform): it keeps only what the recommender reads — identity,
 // labels (selectors), creation and deletion times, container names and
-// resources, phase, start time, the Ready condition, OOM terminations, the
+// resources, phase, start time, the Ready condition, a deferred resize's
+// PodResizePending condition, OOM terminations, the
 // resources each container runs with (containerStatuses[].resources and
 // allocatedResources) and what the scheduler places the pod by (node,
 // node selector, required node affinity, tolerations, init containers'
@@ -48,8 +49,11 @@ func TrimPod(obj any) (any, error) {
 			Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests, Limits: c.Resources.Limits}})
 	}
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime}}
+		switch {
+		case c.Type == corev1.PodReady:
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
+		case c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonDeferred:
+			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime})
 		}
 	}
 	for _, cs := range p.Status.ContainerStatuses {

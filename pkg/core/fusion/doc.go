@@ -161,6 +161,23 @@
 //     the workload out. With the request rate known, the rate metric of
 //     rule 7 already scales to the real demand; this rule is what acts
 //     without it.
+//  12. A resize the node defers (a pod's PodResizePending condition with
+//     reason Deferred, for at least a minute: the kubelet retries one
+//     whenever a pod leaves the node, so a longer wait is the node's lack
+//     of room): rules 8 and 11 add no replica (one more pod would not fit
+//     either) and, when the HPA arithmetic of rule 7 at the recommended
+//     request proposes fewer replicas than run, neither the floor of rules
+//     4, 8 and 11 nor the scale-down stabilization window holds the
+//     scale-in (the behavior's rate limits and min/max still apply; reason
+//     ScaleDownShedding, note ResizeDeferred). The pod waiting for its
+//     resize runs its old size and is the one violating the SLO, so the
+//     violation cannot tell the workload needs more pods; the replica shed
+//     frees room, and the kubelet then applies the resize. Measured on the
+//     real node: a second pod's resize to 679m deferred (OutOfcpu) left it
+//     at 200m, saturated, for the rest of the run, while rule 4 held two
+//     replicas that the arithmetic at 679m sized as one, and the floor's
+//     count in the stabilization history would have held them five
+//     minutes more (docs/real-node.md, round twenty).
 //
 // Options.TargetOfLimit (off by default; a measurement aid of the
 // simulator's evidence) reads the target utilisation of rules 2, 3 and 7 as

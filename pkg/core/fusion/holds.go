@@ -1,6 +1,8 @@
 package fusion
 
 import (
+	"time"
+
 	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
@@ -72,6 +74,23 @@ func cpuSaturation(obs *workload.Observation) saturation {
 func unstarted(obs *workload.Observation) bool {
 	for _, p := range obs.Pods {
 		if !p.Ready && !p.HasMetrics && p.Started.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
+// deferralSettle is how long a deferred resize must have waited before the
+// replica count sheds for it (rule 12): the kubelet retries a deferred
+// resize whenever a pod leaves the node, so a deferral that lasts a minute
+// is the node's lack of room, not a replacement in transit.
+const deferralSettle = time.Minute
+
+// resizeDeferred reports whether the node has deferred the resize of some
+// pod of the observation for at least deferralSettle.
+func resizeDeferred(obs *workload.Observation) bool {
+	for _, p := range obs.Pods {
+		if !p.ResizeDeferredSince.IsZero() && obs.Time.Sub(p.ResizeDeferredSince) >= deferralSettle {
 			return true
 		}
 	}

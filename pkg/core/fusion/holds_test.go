@@ -256,3 +256,96 @@ func TestSaturatedScaleOutWaitsForUnstartedPods(t *testing.T) {
 		})
 	}
 }
+
+// TestDeferredResizeSheds is the real node's round twenty (rule 12): at a
+// load step the default went to two replicas and sized both pods for the
+// SLO; the second pod's resize was deferred (the node had no room), so it
+// ran at 200m, saturated, past the SLO, and rules 4, 8 and 11 held two
+// replicas that the arithmetic at the new size sized as one. Once the
+// deferral has lasted a minute the replica is shed at once, without the
+// five-minute scale-down window; a deferral younger than that, or none,
+// keeps two.
+func TestDeferredResizeSheds(t *testing.T) {
+	const (
+		small = 0.2    // cores: the pods' first request and limit
+		s     = 0.0119 // CPU-seconds per request (measured on the node)
+	)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	mem := workload.Resources{Memory: 64 << 20}
+	pod := func(name string, usage, request float64) workload.PodSample {
+		return workload.PodSample{Name: name, Ready: true, HasMetrics: true, Started: t0, ReadySince: t0.Add(5 * time.Second),
+			Usage: mem.With(workload.CPU, usage), Requests: workload.Resources{CPU: request, Memory: 128 << 20}}
+	}
+	// obs: the newest pod, whose enacted resources the container
+	// observation holds, is the last one.
+	obs := func(now time.Time, rate, p95 float64, pods ...workload.PodSample) workload.Observation {
+		last := pods[len(pods)-1]
+		var usage, peak float64
+		for _, p := range pods {
+			usage += p.Usage.CPU / float64(len(pods))
+			peak = max(peak, p.Usage.CPU)
+		}
+		return workload.Observation{
+			Time: now, Window: 15 * time.Second, Replicas: int32(len(pods)), ReadyReplicas: int32(len(pods)), Samples: len(pods),
+			RequestRate: rate, SLO: 0.25, Latency: workload.Latency{P50: p95 / 3, P95: p95, P99: p95 * 1.2},
+			Containers: []workload.ContainerObservation{{
+				Name: "app", Requests: last.Requests, Limits: workload.Resources{CPU: last.Requests.CPU, Memory: 256 << 20},
+				Usage: mem.With(workload.CPU, usage), Peak: mem.With(workload.CPU, peak),
+			}},
+			Pods: pods,
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// deferred is how long the deferral has lasted at every step
+		// after the load step; 0 for none.
+		deferred time.Duration
+		want     int32
+		shed     bool
+	}{
+		{"no deferral: two", 0, 2, false},
+		{"deferred for 30 s: two", 30 * time.Second, 2, false},
+		{"deferred for a minute: one", time.Minute, 1, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewPolicyFactory(Options{})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := t0
+			// Ten minutes of 10 requests/s on one 200m pod, within the
+			// SLO: the estimate of s is known.
+			for range 40 {
+				if _, err := p.Recommend(context.Background(), obs(now, 10, 0.15, pod("app-0", 10*s, small))); err != nil {
+					t.Fatal(err)
+				}
+				now = now.Add(15 * time.Second)
+			}
+			// Three times the load; the first pod was resized to the
+			// floor, the second was created at 200m and its resize waits.
+			var big float64
+			for i := range 9 {
+				first := pod("app-0", 15*s, 0.62)
+				second := pod("app-1", small, small)
+				if tc.deferred > 0 {
+					second.ResizeDeferredSince = now.Add(-tc.deferred)
+				}
+				rec, err := p.Recommend(context.Background(), obs(now, 30, 0.6, first, second))
+				if err != nil {
+					t.Fatal(err)
+				}
+				big = rec.Containers[0].Target.CPU
+				shed := strings.Contains(rec.Reason, "ScaleDownShedding")
+				if rec.Replicas != tc.want || shed != tc.shed || tc.shed != strings.Contains(rec.Reason, "ResizeDeferred") {
+					t.Fatalf("step %d: replicas %d, reason %q; want %d, shed %v", i, rec.Replicas, rec.Reason, tc.want, tc.shed)
+				}
+				now = now.Add(15 * time.Second)
+			}
+			// The pod size the arithmetic sized one pod with holds the
+			// load within the target utilisation.
+			if 30*s > 0.7*big*1.1 {
+				t.Errorf("CPU target %.3f for %.3f cores of load", big, 30*s)
+			}
+		})
+	}
+}

@@ -357,10 +357,13 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	if grown {
 		more = obs.Replicas
 	}
+	// 12. A resize the node defers: one more pod would not fit either,
+	// and one fewer frees the room the deferred pod waits for.
+	shed := resizeDeferred(&obs)
 	floor := int32(0)
 	if violated {
 		floor = obs.Replicas
-		if !sizeBound && current {
+		if !sizeBound && current && !shed {
 			floor = more
 		}
 		if !current {
@@ -372,12 +375,18 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	// way, or the nodes have no room for it, and one more pod would only
 	// wait beside it (on the real node: 2 → 3 with the second pod
 	// unschedulable, docs/real-node.md, round eighteen). No fewer either.
-	saturatedMore := sat.serving && !unstarted(&obs)
-	if saturatedMore {
+	saturatedMore := sat.serving && !unstarted(&obs) && !shed
+	switch {
+	case saturatedMore:
 		floor = max(floor, more)
-	} else if sat.serving {
+	case sat.serving && !shed:
 		floor = max(floor, obs.Replicas)
 		floorNote += "; CPUSaturatedPodsNotStarted"
+	case sat.serving:
+		floor = max(floor, obs.Replicas)
+	}
+	if shed {
+		floorNote += "; ResizeDeferred"
 	}
 	metrics := append(f.metrics[:0], hpa.Metric{
 		Name: "cpu", Kind: hpa.ResourceUtilization, Target: target, Pods: f.pods, CPU: true, Window: obs.Window,
@@ -394,7 +403,11 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	own := len(metrics)
 	metrics = f.goalMetrics(&obs, containers, metrics)
 	f.metrics = metrics
-	dec, err := f.decider.DecideAtLeast(obs.Time, obs.Replicas, metrics, floor)
+	decide := f.decider.DecideAtLeast
+	if shed {
+		decide = f.decider.DecideShedding
+	}
+	dec, err := decide(obs.Time, obs.Replicas, metrics, floor)
 	reason := dec.Reason
 	if err != nil {
 		reason = "FailedGetResourceMetric: " + err.Error()

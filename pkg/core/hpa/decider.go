@@ -226,6 +226,21 @@ func (d *Decider) Decide(now time.Time, current int32, metrics []Metric) (Decisi
 // before stabilization and limits. The fused policy uses it to let an SLO
 // violation force a scale-out that still honours behavior and max.
 func (d *Decider) DecideAtLeast(now time.Time, current int32, metrics []Metric, floor int32) (Decision, error) {
+	return d.decide(now, current, metrics, floor, false)
+}
+
+// DecideShedding is DecideAtLeast for capacity that cannot be provided:
+// when the metrics propose fewer than current replicas, the floor is
+// dropped and the scale-in is not held by the scale-down stabilization
+// window (the rate limits and min/max still apply, and the proposal enters
+// the window's history). Otherwise it is DecideAtLeast. The fused default
+// uses it while the node defers a pod's resize: the replica it would shed
+// holds room the deferred pod needs.
+func (d *Decider) DecideShedding(now time.Time, current int32, metrics []Metric, floor int32) (Decision, error) {
+	return d.decide(now, current, metrics, floor, true)
+}
+
+func (d *Decider) decide(now time.Time, current int32, metrics []Metric, floor int32, shed bool) (Decision, error) {
 	if current < 0 {
 		return Decision{}, fmt.Errorf("current replicas must be >= 0, got %d", current)
 	}
@@ -265,6 +280,14 @@ func (d *Decider) DecideAtLeast(now time.Time, current int32, metrics []Metric, 
 	}
 	if invalid == len(metrics) || (invalid > 0 && proposed < current) {
 		return dec, firstErr
+	}
+	if shed && proposed < current {
+		dec.Proposed = proposed
+		dec.Replicas, dec.Reason = d.NormalizeStabilized(now, current, proposed)
+		if dec.Reason == "ScaleWithinStabilization" {
+			dec.Reason = "ScaleDownShedding"
+		}
+		return dec, nil
 	}
 	dec.Proposed = max(proposed, floor)
 	dec.Replicas, dec.Reason = d.Normalize(now, current, dec.Proposed)

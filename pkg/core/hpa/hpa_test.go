@@ -188,6 +188,65 @@ func TestStabilizationWindows(t *testing.T) {
 	}
 }
 
+// TestDecideShedding: a proposal below current skips the scale-down
+// window and the floor, but not the rate limits or min; one at or above
+// current is DecideAtLeast's.
+func TestDecideShedding(t *testing.T) {
+	onePodPerMinute := &workload.ScalingRules{Policies: []workload.ScalingPolicy{{Type: workload.PodsScalingPolicy, Value: 1, Period: time.Minute}}}
+	type step struct {
+		after                    time.Duration
+		shed                     bool
+		current, proposed, floor int32
+		want                     int32
+		reason                   string
+	}
+	for _, tc := range []struct {
+		name  string
+		down  *workload.ScalingRules
+		min   int32
+		steps []step
+	}{
+		{"a scale-in at once, despite the window and the floor", nil, 1, []step{
+			{0, false, 2, 2, 2, 2, ""}, {60 * time.Second, false, 2, 1, 2, 2, "ScaleWithinStabilization"},
+			{75 * time.Second, true, 2, 1, 2, 1, "ScaleDownShedding"},
+		}},
+		{"without shedding the window holds", nil, 1, []step{
+			{0, false, 2, 2, 2, 2, ""}, {75 * time.Second, false, 2, 1, 0, 2, "ScaleDownStabilized"},
+		}},
+		{"at or above current the floor applies", nil, 1, []step{
+			{0, true, 2, 2, 3, 3, ""},
+		}},
+		{"the rate limit applies", onePodPerMinute, 1, []step{
+			{0, false, 4, 4, 4, 4, ""}, {15 * time.Second, true, 4, 1, 4, 3, "ScaleDownLimit"},
+			{30 * time.Second, true, 3, 1, 3, 3, "ScaleDownLimit"},
+		}},
+		{"min applies", nil, 2, []step{
+			{0, false, 3, 3, 3, 3, ""}, {15 * time.Second, true, 3, 1, 3, 2, "TooFewReplicas"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDecider(workload.Constraints{MinReplicas: tc.min, MaxReplicas: 10, Behavior: &workload.Behavior{ScaleDown: tc.down}}, DefaultCalculator())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.steps {
+				m := []Metric{{Name: "m", Kind: ObjectAverageValue, Target: 1, Value: float64(s.proposed)}}
+				decide := d.DecideAtLeast
+				if s.shed {
+					decide = d.DecideShedding
+				}
+				dec, err := decide(t0.Add(s.after), s.current, m, s.floor)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dec.Replicas != s.want || (s.reason != "" && dec.Reason != s.reason) {
+					t.Errorf("step %d: %d (%s), want %d (%s)", i, dec.Replicas, dec.Reason, s.want, s.reason)
+				}
+			}
+		})
+	}
+}
+
 func TestBehaviorPolicies(t *testing.T) {
 	noWindow := ptr(time.Duration(0))
 	type step struct {

@@ -98,6 +98,11 @@ type PodSample struct {
 	Usage Resources
 	// Requests is the summed requests of the pod's controlled containers.
 	Requests Resources
+	// ResizeDeferredSince is when the node began deferring an in-place
+	// resize of the pod (it has no room for it now; the kubelet retries
+	// when room frees up); zero when none is deferred. The pod runs its
+	// old requests meanwhile.
+	ResizeDeferredSince time.Time
 }
 
 // ContainerObservation describes one container (by name) across the pods of

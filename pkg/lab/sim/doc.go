@@ -10,7 +10,12 @@
 //
 //  1. Roll out the pod template: under ResizeRestart, outdated Ready pods are
 //     replaced at most max(1, MaxUnavailable·replicas) − unavailable at a
-//     time; under ResizeInPlace they are resized where their node has room.
+//     time; under ResizeInPlace they are resized where their node has room,
+//     and elsewhere the resize is deferred: the pod keeps its size, the
+//     resize is retried every step and, deferred for 5 minutes (the
+//     updater's --resize-deferred-timeout), the pod is replaced as under
+//     ResizeRestart. Observations report the deferral
+//     (PodSample.ResizeDeferredSince).
 //     Then reconcile the replica count: missing pods are created Pending,
 //     surplus pods are deleted (Pending first, then not-ready, then newest).
 //

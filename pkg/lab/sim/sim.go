@@ -204,7 +204,22 @@ type pod struct {
 	remove   bool
 	// boost is set while the pod runs with its CPU start-up boost.
 	boost *podBoost
+	// deferral is the kubelet's hold on an in-place resize its node has
+	// no room for (ResizeInPlace).
+	deferral deferral
 }
+
+// deferral: a resize the node defers waits, at the old size, until room
+// frees up (the kubelet retries it) or until resizeDeferredTimeout, when the
+// updater falls back to replacing the pod.
+type deferral struct {
+	waiting bool
+	since   float64 // seconds since start
+}
+
+// resizeDeferredTimeout is the updater's --resize-deferred-timeout default
+// (seconds): how long a deferred resize waits before the pod is replaced.
+const resizeDeferredTimeout = 300
 
 type node struct {
 	alloc  workload.Resources
@@ -614,6 +629,12 @@ func (s *Simulator) rollout(t float64) int {
 			n := &s.nodes[p.node]
 			n.alloc = n.alloc.Add(s.tmplReq).Add(p.req.Scale(-1))
 			p.req, p.lim, p.gen = s.tmplReq, s.tmplLim, s.gen
+			p.deferral = deferral{}
+		case s.cfg.Resize == ResizeInPlace && (!p.deferral.waiting || t-p.deferral.since < resizeDeferredTimeout):
+			// Deferred: the pod keeps its size and is retried each step.
+			if !p.deferral.waiting {
+				p.deferral = deferral{waiting: true, since: t}
+			}
 		default:
 			outdated++
 		}
@@ -659,6 +680,7 @@ func (s *Simulator) unbind(p *pod, t float64) {
 		p.transition = t
 	}
 	p.phase, p.node, p.backlog = podPending, -1, 0
+	p.deferral = deferral{}
 }
 
 // reconcileReplicas creates or deletes pods to match the desired count,
@@ -762,10 +784,14 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 			c.Peak.CPU = max(c.Peak.CPU, p.peak.CPU)
 			c.Peak.Memory = max(c.Peak.Memory, p.peak.Memory)
 		}
+		var deferredSince time.Time
+		if p.deferral.waiting {
+			deferredSince = s.cfg.Start.Add(time.Duration(p.deferral.since * float64(time.Second)))
+		}
 		s.samples = append(s.samples, workload.PodSample{
 			Name: p.name, Ready: p.phase == podRunning, HasMetrics: has, Started: started,
 			ReadySince: s.cfg.Start.Add(time.Duration(p.transition * float64(time.Second))),
-			Usage:      p.usage, Requests: p.req,
+			Usage:      p.usage, Requests: p.req, ResizeDeferredSince: deferredSince,
 		})
 	}
 	if withMetrics > 0 {

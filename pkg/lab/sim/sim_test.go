@@ -256,6 +256,71 @@ func TestVerticalChange(t *testing.T) {
 	}
 }
 
+// TestResizeDeferred: in place, a resize the node has no room for is
+// deferred: the pod keeps its size and reports the deferral, is resized
+// once room frees up (here: a replica removed), and is replaced after the
+// updater's timeout if none does.
+func TestResizeDeferred(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// shedAt is the step at which one replica is removed; 0 never.
+		shedAt int
+	}{
+		{"room frees up: resized", 4},
+		{"no room: replaced after five minutes", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			app := testApp(0.01, 0, 2)
+			app.Requests.CPU, app.Limits.CPU = 0.2, 0.2
+			s := newSim(t, Config{Resize: ResizeInPlace, Nodes: 1, NodeCapacity: workload.Resources{CPU: 1.3, Memory: 64 * gib}}, app, steadyTrace(t, 10, 60), 1)
+			warm(t, s)
+			if _, err := s.Apply(workload.Recommendation{Replicas: 2, Containers: []workload.ContainerRecommendation{{
+				Name: "main", Target: workload.Resources{CPU: 0.68},
+			}}}); err != nil {
+				t.Fatal(err)
+			}
+			var first time.Time
+			for i := 1; i <= 22; i++ {
+				if i == tc.shedAt {
+					if _, err := s.Apply(workload.Recommendation{Replicas: 1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m := s.Step()
+				var deferred []workload.PodSample
+				for _, p := range s.Observation().Pods {
+					if !p.ResizeDeferredSince.IsZero() {
+						deferred = append(deferred, p)
+					}
+				}
+				switch {
+				case i < tc.shedAt || (tc.shedAt == 0 && i <= 20):
+					// 0.68 + 0.68 > 1.3: one pod resized, one deferred
+					// at 0.2, still serving.
+					if len(deferred) != 1 || deferred[0].Requests.CPU != 0.2 || !deferred[0].Ready || m.Restarts != 0 {
+						t.Fatalf("step %d: deferred %+v, restarts %d; want one pod deferred at 0.2, serving", i, deferred, m.Restarts)
+					}
+					if first.IsZero() {
+						first = deferred[0].ResizeDeferredSince
+					} else if !deferred[0].ResizeDeferredSince.Equal(first) {
+						t.Fatalf("step %d: deferred since %v, was %v", i, deferred[0].ResizeDeferredSince, first)
+					}
+				case tc.shedAt > 0:
+					obs := s.Observation()
+					if len(deferred) != 0 || len(obs.Pods) != 1 || obs.Pods[0].Requests.CPU != 0.68 {
+						t.Fatalf("step %d: pods %+v; want one at 0.68, none deferred", i, obs.Pods)
+					}
+				case i == 21:
+					// Deferred since step 1: replaced at the timeout.
+					if m.Restarts != 1 || len(deferred) != 0 {
+						t.Fatalf("step %d: restarts %d, deferred %+v; want the deferred pod replaced", i, m.Restarts, deferred)
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestBoundsSuppressChange(t *testing.T) {
 	s := newSim(t, Config{}, testApp(0.01, 0, 1), steadyTrace(t, 1, 10), 1)
 	a, err := s.Apply(workload.Recommendation{Containers: []workload.ContainerRecommendation{{
