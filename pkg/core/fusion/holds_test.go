@@ -234,17 +234,7 @@ func TestSaturatedScaleOutWaitsForUnstartedPods(t *testing.T) {
 		}, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := NewPolicyFactory(Options{})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := t0
-			for range 40 {
-				if _, err := p.Recommend(context.Background(), obs(now, nil, 0.2)); err != nil {
-					t.Fatal(err)
-				}
-				now = now.Add(15 * time.Second)
-			}
+			p, now := warmed(t, t0, func(now time.Time) workload.Observation { return obs(now, nil, 0.2) })
 			rec, err := p.Recommend(context.Background(), obs(now, tc.second(now), 0.49))
 			if err != nil {
 				t.Fatal(err)
@@ -308,19 +298,11 @@ func TestDeferredResizeSheds(t *testing.T) {
 		{"deferred for a minute: one", time.Minute, 1, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := NewPolicyFactory(Options{})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
-			if err != nil {
-				t.Fatal(err)
-			}
-			now := t0
 			// Ten minutes of 10 requests/s on one 200m pod, within the
 			// SLO: the estimate of s is known.
-			for range 40 {
-				if _, err := p.Recommend(context.Background(), obs(now, 10, 0.15, pod("app-0", 10*s, small))); err != nil {
-					t.Fatal(err)
-				}
-				now = now.Add(15 * time.Second)
-			}
+			p, now := warmed(t, t0, func(now time.Time) workload.Observation {
+				return obs(now, 10, 0.15, pod("app-0", 10*s, small))
+			})
 			// Three times the load; the first pod was resized to the
 			// floor, the second was created at 200m and its resize waits.
 			var big float64
@@ -348,4 +330,22 @@ func TestDeferredResizeSheds(t *testing.T) {
 			}
 		})
 	}
+}
+
+// warmed is a fused default (maxReplicas 5) after ten minutes of 15-s
+// observations from obs, and the time of the next one.
+func warmed(t *testing.T, t0 time.Time, obs func(time.Time) workload.Observation) (workload.Policy, time.Time) {
+	t.Helper()
+	p, err := NewPolicyFactory(Options{})(workload.Constraints{MinReplicas: 1, MaxReplicas: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := t0
+	for range 40 {
+		if _, err := p.Recommend(context.Background(), obs(now)); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(15 * time.Second)
+	}
+	return p, now
 }
