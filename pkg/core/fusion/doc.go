@@ -58,7 +58,8 @@
 //     that size reaches only with far more load than it has when s/SLO is
 //     large: on the real node (s = 17 ms, SLO 250 ms, q = 1) it is 1.7
 //     cores for 0.2 cores of load.
-//  4. Never shrink while the SLO is violated.
+//  4. Never shrink while the SLO is violated (replicas: unless a resize the
+//     node defers is the cause, rule 12).
 //  5. Bounds: the upper bound is capped at 1.5× the target, so over-sized
 //     pods (e.g. the user's initial requests) are resized without waiting
 //     for a day of histogram confidence; a request within [lower, upper]

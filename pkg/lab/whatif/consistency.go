@@ -40,11 +40,50 @@ type Consistency struct {
 	MeasuredViolations float64 `json:"measuredViolations,omitempty"`
 	ReplayViolations   float64 `json:"replayViolations,omitempty"`
 	SLOError           float64 `json:"sloError,omitempty"`
+	// Spread is the same replay with the app's CPU seconds per request at
+	// the two ends of the fit's 95% interval: how far the fit's own
+	// uncertainty moves the cost and the SLO-violating steps. Absent when
+	// the fit has no interval.
+	Spread *Spread `json:"spread,omitempty"`
 }
 
-// Check replays what actually ran on app (the fit of s) with one seed and
-// compares it with s.
-func Check(s *Series, app sim.App, cfg sim.Config, prices sim.Prices, seed uint64) (Consistency, error) {
+// Spread holds a replay at the low and the high end of the fit's CPU
+// seconds per request.
+type Spread struct {
+	CPUSeconds       [2]float64 `json:"cpuSeconds"`
+	CostError        [2]float64 `json:"costError"`
+	ReplayViolations [2]float64 `json:"replayViolations,omitempty"`
+}
+
+// Check replays what actually ran on f's app with one seed and compares
+// it with s, then again at the ends of f's CPU interval (Spread).
+func Check(s *Series, f Fit, cfg sim.Config, prices sim.Prices, seed uint64) (Consistency, error) {
+	c, err := check(s, f.App, cfg, prices, seed)
+	if err != nil {
+		return c, err
+	}
+	lo, hi := f.CPU.SlopeInterval()
+	lo = max(lo, 0.01*f.App.CPUSeconds) // a request costs something
+	if !(hi > lo) || f.App.CPUSeconds <= 0 {
+		return c, nil
+	}
+	sp := &Spread{CPUSeconds: [2]float64{lo, hi}}
+	for k, cpu := range sp.CPUSeconds {
+		app := f.App
+		app.CPUSeconds = cpu
+		e, err := check(s, app, cfg, prices, seed)
+		if err != nil {
+			return c, err
+		}
+		sp.CostError[k], sp.ReplayViolations[k] = e.CostError, e.ReplayViolations
+	}
+	c.Spread = sp
+	return c, nil
+}
+
+// check replays what actually ran on app with one seed and compares it
+// with s.
+func check(s *Series, app sim.App, cfg sim.Config, prices sim.Prices, seed uint64) (Consistency, error) {
 	c := Consistency{Workload: s.Name, Steps: len(s.Rate)}
 	rates, _ := filled(s.Rate)
 	cfg.Step = s.Step
@@ -130,6 +169,7 @@ func WriteConsistency(w io.Writer, cs []Consistency) error {
 	fmt.Fprintln(w, "\nReplay of what actually ran against the history (the what-if's error bar):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "WORKLOAD\tSTEPS\tRECORDED COST\tREPLAY COST\tCOST ERR\tREPLICAS MAE\tCPU ERR\tMEM ERR\tSLO VIOL MEAS/REPLAY\t")
+	var spread bool
 	for _, c := range cs {
 		slo := "not measured"
 		if c.LatencyMeasured {
@@ -137,6 +177,25 @@ func WriteConsistency(w io.Writer, cs []Consistency) error {
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%+.1f%%\t%.2f\t%+.1f%%\t%+.1f%%\t%s\t\n", c.Workload, c.Steps, c.RecordedCost, c.ReplayCost,
 			100*c.CostError, c.ReplicasMAE, 100*c.CPUError, 100*c.MemoryError, slo)
+		spread = spread || c.Spread != nil
+	}
+	if err := tw.Flush(); err != nil || !spread {
+		return err
+	}
+	fmt.Fprintln(w, "\nThe same replay at the ends of the fit's 95% interval of CPU seconds per request (low / high):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "WORKLOAD\tCPU S/REQUEST\tCOST ERR\tSLO VIOL REPLAY\t")
+	for _, c := range cs {
+		sp := c.Spread
+		if sp == nil {
+			continue
+		}
+		slo := "not measured"
+		if c.LatencyMeasured {
+			slo = fmt.Sprintf("%.2f%% / %.2f%%", 100*sp.ReplayViolations[0], 100*sp.ReplayViolations[1])
+		}
+		fmt.Fprintf(tw, "%s\t%.4g / %.4g\t%+.1f%% / %+.1f%%\t%s\t\n", c.Workload, sp.CPUSeconds[0], sp.CPUSeconds[1],
+			100*sp.CostError[0], 100*sp.CostError[1], slo)
 	}
 	return tw.Flush()
 }

@@ -112,6 +112,19 @@ type Regression struct {
 	// MeanY is y's mean, to judge the residual against.
 	MeanY  float64 `json:"meanY"`
 	Points int     `json:"points"`
+	// SlopeSE is the slope's standard error, √(SSres/(n−2)/Sxx); 0 with
+	// two points or fewer.
+	SlopeSE float64 `json:"slopeSE,omitempty"`
+}
+
+// SlopeInterval is the slope's 95% interval (Student's t on n−2 degrees
+// of freedom); the slope alone at both ends without a standard error.
+func (r Regression) SlopeInterval() (lo, hi float64) {
+	if !(r.SlopeSE > 0) || r.Points <= 2 {
+		return r.Slope, r.Slope
+	}
+	h := stats.TQuantile(0.975, float64(r.Points-2)) * r.SlopeSE
+	return r.Slope - h, r.Slope + h
 }
 
 // regress fits y on x; ok is false when x has no variance.
@@ -148,6 +161,9 @@ func regress(x, y []float64) (Regression, bool) {
 		ss += e * e
 	}
 	r.RMSResidual = math.Sqrt(ss / n)
+	if len(x) > 2 {
+		r.SlopeSE = math.Sqrt(ss / (n - 2) / sxx)
+	}
 	if syy > 0 {
 		r.R2 = 1 - ss/syy
 	} else {

@@ -222,7 +222,7 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 		if w.Fit.Refused != "" {
 			continue
 		}
-		c, err := Check(w.Series, w.Fit.App, cfg, o.Prices, o.Seed)
+		c, err := Check(w.Series, w.Fit, cfg, o.Prices, o.Seed)
 		if err != nil {
 			return nil, err
 		}

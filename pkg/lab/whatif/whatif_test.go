@@ -220,7 +220,7 @@ func TestConsistency(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := sim.DefaultConfig()
-	c, err := Check(s, f.App, cfg, sim.DefaultPrices(), 5)
+	c, err := Check(s, f, cfg, sim.DefaultPrices(), 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,13 +236,29 @@ func TestConsistency(t *testing.T) {
 	if !c.LatencyMeasured || math.Abs(c.SLOError) > 0.05 {
 		t.Errorf("SLO error %g (measured %v): %+v", c.SLOError, c.LatencyMeasured, c)
 	}
+	// The spread: the fit's interval holds its estimate, and a request
+	// costing more violates the SLO no less often; cost follows the
+	// recorded requests, so it hardly moves.
+	if sp := c.Spread; sp == nil {
+		t.Error("no spread for a fit with an interval")
+	} else {
+		if !(sp.CPUSeconds[0] < f.App.CPUSeconds && f.App.CPUSeconds < sp.CPUSeconds[1]) {
+			t.Errorf("interval %v does not hold the fit %g", sp.CPUSeconds, f.App.CPUSeconds)
+		}
+		if sp.ReplayViolations[0] > sp.ReplayViolations[1] {
+			t.Errorf("violations %v fall as CPU per request grows", sp.ReplayViolations)
+		}
+		if math.Abs(sp.CostError[0]-c.CostError) > 0.02 || math.Abs(sp.CostError[1]-c.CostError) > 0.02 {
+			t.Errorf("cost error %v at the ends, %g at the fit: the recorded requests set the cost", sp.CostError, c.CostError)
+		}
+	}
 	t.Run("error shows", func(t *testing.T) {
 		bad := *s
 		bad.Memory = append([]float64(nil), s.Memory...)
 		for i := range bad.Memory {
 			bad.Memory[i] *= 2
 		}
-		c, err := Check(&bad, f.App, cfg, sim.DefaultPrices(), 5)
+		c, err := Check(&bad, f, cfg, sim.DefaultPrices(), 5)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -449,6 +465,34 @@ func BenchmarkReplayWeek(b *testing.B) {
 	for b.Loop() {
 		if _, err := Replay(context.Background(), ws, ReplayOptions{Seeds: 5, Workers: 1}); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestSlopeInterval: the slope's standard error by hand on a small line,
+// and no interval where there is none.
+func TestSlopeInterval(t *testing.T) {
+	// y = 2x + e with e = +1, −1, −1, +1 at x = 0..3: slope 2 (the
+	// residuals are orthogonal to x), SSres 4, Sxx 5, SE √(4/2/5).
+	r, ok := regress([]float64{0, 1, 2, 3}, []float64{1, 1, 3, 7})
+	if !ok {
+		t.Fatal("no line")
+	}
+	wantSE := math.Sqrt(4.0 / 2 / 5)
+	if math.Abs(r.Slope-2) > 1e-12 || math.Abs(r.SlopeSE-wantSE) > 1e-12 {
+		t.Errorf("slope %g ± %g, want 2 ± %g", r.Slope, r.SlopeSE, wantSE)
+	}
+	lo, hi := r.SlopeInterval()
+	// t(0.975, 2 df) = 4.303.
+	if h := 4.303 * wantSE; math.Abs(lo-(2-h)) > 1e-3 || math.Abs(hi-(2+h)) > 1e-3 {
+		t.Errorf("interval [%g, %g], want 2 ± %g", lo, hi, h)
+	}
+	for name, r := range map[string]Regression{
+		"two points": {Slope: 3, SlopeSE: 1, Points: 2},
+		"no error":   {Slope: 3, Points: 50},
+	} {
+		if lo, hi := r.SlopeInterval(); lo != 3 || hi != 3 {
+			t.Errorf("%s: interval [%g, %g], want the slope alone", name, lo, hi)
 		}
 	}
 }
