@@ -110,12 +110,14 @@
 //     window (Observation.RateWindow longer than Window, a
 //     histogram_quantile over Prometheus' range) the one more replica is
 //     asked only for a violation of the pods serving now: every pod the
-//     spec asks for is Ready, and the Ready pods have not grown in number
-//     within the window; otherwise replicas are held (reason note
-//     SLOWindowBeforeScaleOut). Such a p95 still holds an answered
-//     violation for a whole window: on the real node the default added a
-//     replica every 15 s up to 8 after a load step three pods served, pods
-//     4–8 unschedulable (round seventeen).
+//     spec asks for is Ready, and the Ready pods have not grown in number,
+//     nor in the CPU they run with (a resize), within the window;
+//     otherwise replicas are held (reason note SLOWindowBeforeScaleOut).
+//     Such a p95 still holds an answered violation for a whole window: on
+//     the real node the default added a replica every 15 s up to 8 after a
+//     load step three pods served, pods 4–8 unschedulable (round
+//     seventeen), and a third pod the node could not schedule 91 s after
+//     the second was resized from 200m to 585m (round twenty-one).
 //  9. maxReplicas: when the horizontal proposal exceeds maxReplicas,
 //     replicas stay at max and the unmet factor (proposal / max) is moved
 //     to the vertical CPU target (capped by maxAllowed), so the capacity the

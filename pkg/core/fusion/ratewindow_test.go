@@ -283,11 +283,20 @@ func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 	type step struct {
 		replicas, ready int32
 		violated        bool
+		request         float64 // the pods' CPU request; 0 is 0.2
 	}
 	steady := func(n int, replicas, ready int32, violated bool) []step {
 		s := make([]step, n)
 		for i := range s {
-			s[i] = step{replicas, ready, violated}
+			s[i] = step{replicas, ready, violated, 0}
+		}
+		return s
+	}
+	// resized is steady with the pods at 0.4 core.
+	resized := func(n int, replicas, ready int32, violated bool) []step {
+		s := steady(n, replicas, ready, violated)
+		for i := range s {
+			s[i].request = 0.4
 		}
 		return s
 	}
@@ -303,6 +312,9 @@ func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 		{"a third pod Ready for 30 s", window, append(steady(2, 3, 3, false), steady(1, 3, 3, true)...), 3, true},
 		{"a third pod Ready for the whole window", window, append(steady(8, 3, 3, false), steady(1, 3, 3, true)...), 4, false},
 		{"a pod lost within the window", window, append(steady(2, 2, 1, false), steady(1, 1, 1, true)...), 2, false},
+		{"the pods resized up 30 s ago", window, append(resized(2, 2, 2, false), resized(1, 2, 2, true)...), 2, true},
+		{"the pods resized up for the whole window", window, append(resized(8, 2, 2, false), resized(1, 2, 2, true)...), 3, false},
+		{"the pods resized down 30 s ago", window, append(resized(40, 2, 2, false), append(steady(2, 2, 2, false), steady(1, 2, 2, true)...)...), 3, false},
 		{"latency over the observation's window: pending pods", 0, steady(1, 3, 2, true), 4, false},
 		{"latency over the observation's window: a pod Ready for 15 s", 0, append(steady(1, 3, 3, false), steady(1, 3, 3, true)...), 4, false},
 	} {
@@ -314,7 +326,11 @@ func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 			all := append(steady(40, 2, 2, false), tc.steps...)
 			var rec workload.Recommendation
 			for i, s := range all {
-				o := observation(t0.Add(time.Duration(i)*15*time.Second), s.replicas, 0.1, 0.2)
+				request := s.request
+				if request == 0 {
+					request = 0.2
+				}
+				o := observation(t0.Add(time.Duration(i)*15*time.Second), s.replicas, 0.1, request)
 				o.ReadyReplicas, o.RateWindow, o.SLO, o.Latency.P95 = s.ready, tc.rateWindow, 0.25, 0.1
 				if s.violated {
 					o.Latency.P95 = 0.5
@@ -326,6 +342,30 @@ func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 			waiting := strings.Contains(rec.Reason, "SLOWindowBeforeScaleOut")
 			if rec.Replicas != tc.want || waiting != tc.waiting || !strings.Contains(rec.Reason, "SLOViolated") {
 				t.Errorf("replicas %d, reason %q; want %d, waiting for the window %v", rec.Replicas, rec.Reason, tc.want, tc.waiting)
+			}
+		})
+	}
+}
+
+// TestServingCapacity: the Ready pods' CPU in effect from the per-pod
+// samples (a pod whose resize waits counts at its old size; an unready one
+// not at all), else the Ready count times the containers' requests.
+func TestServingCapacity(t *testing.T) {
+	pod := func(ready bool, cpu float64) workload.PodSample {
+		return workload.PodSample{Ready: ready, Requests: workload.Resources{CPU: cpu}}
+	}
+	for _, tc := range []struct {
+		name string
+		obs  workload.Observation
+		want float64
+	}{
+		{"per-pod samples", workload.Observation{ReadyReplicas: 2, Pods: []workload.PodSample{pod(true, 0.687), pod(true, 0.2), pod(false, 0.687)}}, 0.887},
+		{"no samples", workload.Observation{ReadyReplicas: 3, Containers: []workload.ContainerObservation{
+			{Requests: workload.Resources{CPU: 0.5}}, {Requests: workload.Resources{CPU: 0.1}}}}, 1.8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := servingCapacity(&tc.obs); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("capacity %g, want %g", got, tc.want)
 			}
 		})
 	}

@@ -174,38 +174,64 @@ func (c *rolloutClock) settled(obs *workload.Observation, request float64) bool 
 	return obs.RateWindow <= obs.Window || obs.Time.Sub(c.since) >= obs.RateWindow
 }
 
-// servingClock remembers when the Ready pods last grew in number, so that
-// rule 8 adds a replica only for a violation the pods serving now caused.
-// The p95 is a histogram quantile over the rate's window: for that long
-// after a scale-out it still holds the latencies of fewer pods. On the
-// real node a load step during the rate's first window had the default add
-// one replica every 15 s up to 8 (docs/real-node.md, round seventeen),
+// servingClock remembers when the Ready pods last grew, in number or in
+// the CPU they run with, so that rule 8 adds a replica only for a
+// violation the pods serving now caused. The p95 is a histogram quantile
+// over the rate's window: for that long after a scale-out, or a resize,
+// it still holds the latencies of the smaller capacity. On the real node a
+// load step during the rate's first window had the default add one
+// replica every 15 s up to 8 (docs/real-node.md, round seventeen),
 // although every window's own p95 was under the SLO after the third pod
-// served and pods 4 to 8 could not be scheduled.
+// served and pods 4 to 8 could not be scheduled; and a second pod resized
+// from 200m to 585m 91 s before was followed by a third that the node
+// could not schedule, every window's own p95 at 17 ms (round twenty-one).
 type servingClock struct {
 	seen  bool
 	ready int32
-	// since is when ready last grew; zero when the count was there at the
-	// first observation (it then counts as having served for long).
+	// capacity is the CPU requests the Ready pods run with (cores).
+	capacity float64
+	// since is when ready or capacity last grew; zero when they were
+	// there at the first observation (they then count as having served
+	// for long).
 	since time.Time
+}
+
+// servingCapacity is the CPU requests the Ready pods run with: their
+// samples' (the requests in effect) when the observation has per-pod
+// samples, else the Ready count times the containers' requests.
+func servingCapacity(obs *workload.Observation) float64 {
+	var c float64
+	if len(obs.Pods) == 0 {
+		for _, co := range obs.Containers {
+			c += co.Requests.CPU
+		}
+		return c * float64(obs.ReadyReplicas)
+	}
+	for _, p := range obs.Pods {
+		if p.Ready {
+			c += p.Requests.CPU
+		}
+	}
+	return c
 }
 
 // current reports whether a violation in obs's p95 can be laid to the pods
 // serving now: every pod the spec asks for is Ready (the capacity asked for
 // and not serving yet is on its way), and the latency's window began after
-// the Ready pods last grew in number. It is always true when the latency
-// covers only the observation's own window (RateWindow not longer than
-// Window), as in the simulator without a rate window: that p95 is current.
-// Fewer Ready pods do not reset the clock: a violation after a pod was lost
-// is no less the current pods'.
+// the Ready pods last grew in number or in CPU. It is always true when the
+// latency covers only the observation's own window (RateWindow not longer
+// than Window), as in the simulator without a rate window: that p95 is
+// current. Fewer Ready pods, or smaller ones, do not reset the clock: a
+// violation after a pod was lost is no less the current pods'.
 func (c *servingClock) current(obs *workload.Observation) bool {
+	capacity := servingCapacity(obs)
 	switch ready := obs.ReadyReplicas; {
 	case !c.seen:
-		c.seen, c.ready = true, ready
-	case ready > c.ready:
-		c.ready, c.since = ready, obs.Time
-	case ready < c.ready:
-		c.ready = ready
+		c.seen, c.ready, c.capacity = true, ready, capacity
+	case ready > c.ready || capacity > c.capacity*(1+1e-9):
+		c.ready, c.capacity, c.since = ready, capacity, obs.Time
+	default:
+		c.ready, c.capacity = ready, capacity
 	}
 	if obs.RateWindow <= obs.Window {
 		return true
