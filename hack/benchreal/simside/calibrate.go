@@ -124,7 +124,13 @@ type Calibration struct {
 	MemoryR2         float64  `json:"memoryR2"`
 	MemoryWindows    int      `json:"memoryWindows"`
 	// StartupSeconds is a new pod's creation-to-Ready time.
-	StartupSeconds Estimate   `json:"startupSeconds"`
+	StartupSeconds Estimate `json:"startupSeconds"`
+	// VPAFirstAction is how long after its creation the real VPA first
+	// changed a pod (InPlaceResizedByVPA or EvictedByVPA), in seconds:
+	// its recommender and its updater each act once a minute, so it acts
+	// minutes after the project's policies would. N is 0, and the value
+	// VPAUpdaterInterval, when no run had a VPA that acted.
+	VPAFirstAction Estimate   `json:"vpaFirstAction"`
 	Throttling     Throttling `json:"throttling"`
 	// Node is the simulated node's allocatable (DefaultNodeCPU and
 	// DefaultNodeMemory unless the caller changes it), NodeCores its cores
@@ -185,11 +191,35 @@ func Calibrate(runs []result.Run) (Calibration, error) {
 		return c, fmt.Errorf("%w: no pod became Ready during any run, so the start-up delay is unmeasured (run a policy that adds or replaces pods)", ErrThinData)
 	}
 	c.StartupSeconds = median(startup, "median over the pods created during the runs of creation to Ready (scheduling, the container's start, the app's delay, the readiness probe)")
+	c.VPAFirstAction = vpaFirstAction(runs)
 	c.Throttling = fitThrottling(runs, c.CPUSecondsPerRequest.Value, c.NodeCores)
 	if err := c.fitMemory(runs); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+// VPAUpdaterInterval is VPA's --updater-interval default (seconds): its
+// updater changes pods at most once a loop.
+const VPAUpdaterInterval = 60
+
+// vpaFirstAction is the median over the runs whose VPA acted of the time
+// from the autoscaler's creation to its first change of a pod.
+func vpaFirstAction(runs []result.Run) Estimate {
+	var first []float64
+	for _, r := range runs {
+		for _, e := range r.Events {
+			if e.Reason == "InPlaceResizedByVPA" || e.Reason == "EvictedByVPA" {
+				first = append(first, max(0, e.At-r.AutoscalerAfter))
+				break // events are in time order
+			}
+		}
+	}
+	if len(first) == 0 {
+		return Estimate{Value: VPAUpdaterInterval, Lo: VPAUpdaterInterval, Hi: VPAUpdaterInterval,
+			Method: "no run's VPA acted: one updater loop (VPA's --updater-interval default)"}
+	}
+	return median(first, "median over the runs whose VPA acted of its first InPlaceResizedByVPA or EvictedByVPA event after the autoscaler's creation")
 }
 
 // calmBefore is how many calm windows must precede one for it to count:
@@ -510,6 +540,7 @@ func (c Calibration) Write(w io.Writer) error {
 	line("memory per request", c.MemoryPerRequest, sim.MiB, "MiB")
 	fmt.Fprintf(&b, "  %-26s R² %.3f over %d windows\n", "memory fit", c.MemoryR2, c.MemoryWindows)
 	line("start-up (creation→Ready)", c.StartupSeconds, 1, "s")
+	line("VPA's first action", c.VPAFirstAction, 1, "s")
 	t := c.Throttling
 	if t.Resolved {
 		line("p95 shift", t.Shift, 1e-3, "ms")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -233,6 +234,10 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 		return run, fmt.Errorf("policy %s: %w", policyName, err)
 	}
 	run.SLO, run.Window = tr.SLO, tr.Step.Seconds()
+	var vpaGate *vpaCadence
+	if realVPA(policyName) {
+		vpaGate = &vpaCadence{next: tr.AutoscalerAfter.Seconds() + cal.VPAFirstAction.Value, every: VPAUpdaterInterval}
+	}
 	rec := newRecorder(cfg)
 	ctx := context.Background()
 	var used, ok float64
@@ -258,6 +263,9 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 			// the recommender and the evaluator do.
 			continue
 		}
+		if vpaGate != nil {
+			r = vpaGate.gate(w.End, r)
+		}
 		if _, err := s.Apply(r); err != nil {
 			return run, fmt.Errorf("window %d: %w", w.Index, err)
 		}
@@ -268,6 +276,37 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 	}
 	run.StartupSeconds = rec.startups
 	return run, nil
+}
+
+// realVPA reports whether the real run's vertical side was VPA 1.8.1's
+// (vpa, hpa+vpa), whose cadence the replay keeps (vpaCadence).
+func realVPA(policyName string) bool {
+	return policyName == "vpa" || policyName == "hpa+vpa"
+}
+
+// vpaCadence holds a replayed VPA's vertical recommendation to the real
+// VPA's cadence: the real one first changed a pod VPAFirstAction after its
+// creation (its recommender and updater loop once a minute; on the real
+// node 64–110 s, where the project's VPA policy acts within a step), and
+// its updater acts at most once a loop. Between its loops the pods, and
+// the pods created meanwhile, keep what it last let through; the
+// horizontal side (the real HPA's) is not held.
+type vpaCadence struct {
+	next, every float64 // seconds since the run's start
+	held        []workload.ContainerRecommendation
+}
+
+// gate returns r with its vertical part replaced by the last one let
+// through, letting r's through when its loop is due at t.
+func (c *vpaCadence) gate(t float64, r workload.Recommendation) workload.Recommendation {
+	if t >= c.next {
+		c.held = slices.Clone(r.Containers)
+		for c.next <= t {
+			c.next += c.every
+		}
+	}
+	r.Containers = c.held
+	return r
 }
 
 // usageOnly is obs as a recommender without the app's metrics sees it:

@@ -700,3 +700,57 @@ func TestReplayDraws(t *testing.T) {
 		t.Errorf("simulated cost %g over %d pairs, want the draws' mean %g over 1", got, rows[0].Pairs, want)
 	}
 }
+
+// TestVPACadence: the replayed VPA's vertical part reaches the pods first
+// at its calibrated delay after the autoscaler's creation, then at most
+// once an updater loop; the horizontal part is never held.
+func TestVPACadence(t *testing.T) {
+	rec := func(replicas int32, cpu float64) workload.Recommendation {
+		return workload.Recommendation{Replicas: replicas, Containers: []workload.ContainerRecommendation{{Name: "app", Target: workload.Resources{CPU: cpu}}}}
+	}
+	c := &vpaCadence{next: 45 + 107, every: VPAUpdaterInterval}
+	for _, s := range []struct {
+		at      float64
+		in      workload.Recommendation
+		wantCPU float64 // 0: no vertical part
+	}{
+		{60, rec(2, 0.15), 0},
+		{150, rec(3, 0.15), 0},
+		{165, rec(3, 0.16), 0.16}, // the first loop at 152 s
+		{180, rec(3, 0.3), 0.16},
+		{225, rec(4, 0.3), 0.3}, // the next at 212 s
+		{240, rec(4, 0.1), 0.3},
+	} {
+		got := c.gate(s.at, s.in)
+		if got.Replicas != s.in.Replicas {
+			t.Errorf("at %g s: replicas %d, want %d (never held)", s.at, got.Replicas, s.in.Replicas)
+		}
+		var cpu float64
+		if len(got.Containers) > 0 {
+			cpu = got.Containers[0].Target.CPU
+		}
+		if cpu != s.wantCPU {
+			t.Errorf("at %g s: CPU %g let through, want %g", s.at, cpu, s.wantCPU)
+		}
+	}
+}
+
+// TestVPAFirstAction: the median over the runs whose VPA acted of its
+// first action after the autoscaler's creation; without one, an updater
+// loop, marked as not measured.
+func TestVPAFirstAction(t *testing.T) {
+	run := func(after float64, at ...float64) result.Run {
+		r := result.Run{AutoscalerAfter: after, Events: []result.Event{{At: 10, Reason: "SuccessfulRescale"}}}
+		for _, a := range at {
+			r.Events = append(r.Events, result.Event{At: a, Reason: "InPlaceResizedByVPA"})
+		}
+		return r
+	}
+	e := vpaFirstAction([]result.Run{run(45, 151, 300), run(45, 138), run(0, 100), run(45)})
+	if e.N != 3 || e.Value != 100 {
+		t.Errorf("first action %+v, want the median of 106, 93 and 100 over 3 runs", e)
+	}
+	if e := vpaFirstAction([]result.Run{run(45)}); e.N != 0 || e.Value != VPAUpdaterInterval {
+		t.Errorf("without an action %+v, want one updater loop, N 0", e)
+	}
+}
