@@ -221,6 +221,12 @@ type deferral struct {
 // (seconds): how long a deferred resize waits before the pod is replaced.
 const resizeDeferredTimeout = 300
 
+// held reports whether the deferral still keeps the pod from being
+// replaced at t.
+func (d deferral) held(t float64) bool {
+	return d.waiting && t-d.since < resizeDeferredTimeout
+}
+
 type node struct {
 	alloc  workload.Resources
 	demand float64 // CPU cores the node's pods and other tenants want this window
@@ -630,7 +636,7 @@ func (s *Simulator) rollout(t float64) int {
 			n.alloc = n.alloc.Add(s.tmplReq).Add(p.req.Scale(-1))
 			p.req, p.lim, p.gen = s.tmplReq, s.tmplLim, s.gen
 			p.deferral = deferral{}
-		case s.cfg.Resize == ResizeInPlace && (!p.deferral.waiting || t-p.deferral.since < resizeDeferredTimeout):
+		case s.cfg.Resize == ResizeInPlace && (!p.deferral.waiting || p.deferral.held(t)):
 			// Deferred: the pod keeps its size and is retried each step.
 			if !p.deferral.waiting {
 				p.deferral = deferral{waiting: true, since: t}
@@ -646,7 +652,9 @@ func (s *Simulator) rollout(t float64) int {
 	var restarts int
 	for i := range s.pods {
 		p := &s.pods[i]
-		if p.gen == s.gen {
+		// A deferral still waiting is not replaced with the pods whose
+		// deferral timed out.
+		if p.gen == s.gen || p.deferral.held(t) {
 			continue
 		}
 		// A pod that is not Ready costs no availability to replace.

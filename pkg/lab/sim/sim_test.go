@@ -321,6 +321,41 @@ func TestResizeDeferred(t *testing.T) {
 	}
 }
 
+// TestResizeDeferredTimeoutReplacesOnlyItsPod: when one deferral times
+// out and its pod is replaced, a younger deferral keeps its pod.
+func TestResizeDeferredTimeoutReplacesOnlyItsPod(t *testing.T) {
+	app := testApp(0.01, 0, 3)
+	app.Requests.CPU, app.Limits.CPU = 0.2, 0.2
+	s := newSim(t, Config{Resize: ResizeInPlace, Nodes: 1, NodeCapacity: workload.Resources{CPU: 1, Memory: 64 * gib}, MaxUnavailable: 1}, app, steadyTrace(t, 10, 60), 1)
+	warm(t, s)
+	if _, err := s.Apply(workload.Recommendation{Replicas: 3, Containers: []workload.ContainerRecommendation{{
+		Name: "main", Target: workload.Resources{CPU: 0.6},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Step() // one pod resized to 0.6; the node defers the other two
+	var waiting []*pod
+	for i := range s.pods {
+		if s.pods[i].deferral.waiting {
+			waiting = append(waiting, &s.pods[i])
+		}
+	}
+	if len(waiting) != 2 {
+		t.Fatalf("%d deferrals, want 2", len(waiting))
+	}
+	young := waiting[1]
+	young.deferral.since += 120 // deferred two minutes later
+	for range 20 {
+		s.Step()
+	}
+	if !young.deferral.waiting || young.req.CPU != 0.2 {
+		t.Errorf("the younger deferral's pod was replaced with the older: %+v", young)
+	}
+	if waiting[0].deferral.waiting {
+		t.Error("the older deferral did not time out")
+	}
+}
+
 func TestBoundsSuppressChange(t *testing.T) {
 	s := newSim(t, Config{}, testApp(0.01, 0, 1), steadyTrace(t, 1, 10), 1)
 	a, err := s.Apply(workload.Recommendation{Containers: []workload.ContainerRecommendation{{
