@@ -58,8 +58,10 @@
 //     that size reaches only with far more load than it has when s/SLO is
 //     large: on the real node (s = 17 ms, SLO 250 ms, q = 1) it is 1.7
 //     cores for 0.2 cores of load.
-//  4. Never shrink while the SLO is violated (replicas: unless a resize the
-//     node defers is the cause, rule 12).
+//  4. Never shrink while the SLO is violated: neither a request nor the
+//     CPU capacity the replicas run with (rule 8: pods grown in the step
+//     give it with fewer of them; unless a resize the node defers is the
+//     cause, rule 12).
 //  5. Bounds: the upper bound is capped at 1.5× the target, so over-sized
 //     pods (e.g. the user's initial requests) are resized without waiting
 //     for a day of histogram confidence; a request within [lower, upper]
@@ -91,7 +93,12 @@
 //     *recommended* requests, not the current ones, with the HPA target
 //     utilisation applying to the recommended request. A vertical change
 //     therefore never shows up as a utilisation jump that the horizontal
-//     loop would then compensate. A second metric expresses the same target
+//     loop would then compensate. For the same reason the stabilization
+//     windows hold capacity, not counts: a count proposed for pods of
+//     another recommended size (more than 10% apart) counts as the pods
+//     of the current size that give the same CPU (hpa.Decider.SetUnit), so
+//     pods grown after a scale-out are not held at the scale-out's count
+//     for the scale-down window. A second metric expresses the same target
 //     in requests: desired = ceil(request rate · s / (τ · r)); the HPA takes
 //     the larger proposal. In steady state both agree (usage = rate·s); in
 //     an overload CPU usage saturates at the limit while the request rate
@@ -99,14 +106,18 @@
 //  8. SLO override: if the observed p95 exceeds the SLO, replicas never
 //     go down in that step; unless rule 3 classified the violation as
 //     size-bound, the proposal is at least current+1 (still subject to
-//     behavior limits and maxReplicas). The one more replica is capacity:
-//     when this step's recommended pod CPU is at least (n+1)/n times the
-//     current request of the n pods (rule 3's floor grew them), the growth
-//     gives it and replicas stay at n. Asking for both put a new 1-core
-//     replica beside a 200m pod whose resize to 1 core the real node could
-//     then not hold, and a few saturated windows before s was known left
-//     3–5 pods of the floor's size for the scale-down window
-//     (docs/real-node.md, round ten). When the p95 covers the rate's
+//     behavior limits and maxReplicas). The replicas held and the one more
+//     are capacity at the size the pods run (C, the sum of the pods'
+//     enacted CPU requests): when this step's recommended pod CPU r is
+//     larger (rule 3's floor grew them), the hold is ceil(C/r) pods and
+//     the one more ceil(C·(n+1)/n / r), never more than n and n+1 (reason
+//     note CapacityInGrownPods when the hold is below n). Asking for both
+//     put a new 1-core replica beside a 200m pod whose resize to 1 core
+//     the real node could then not hold, and a few saturated windows
+//     before s was known left 3–5 pods of the floor's size for the
+//     scale-down window (docs/real-node.md, round ten); holding n
+//     replicas kept two 200m pods, added while the rate's window filled,
+//     as two pods of the floor's size (round twenty). When the p95 covers the rate's
 //     window (Observation.RateWindow longer than Window, a
 //     histogram_quantile over Prometheus' range) the one more replica is
 //     asked only for a violation of the pods serving now: every pod the
@@ -151,8 +162,8 @@
 //     at 93% of 100m). When the same holds of the serving pods — Ready
 //     ones, and ones that lost readiness after becoming Ready in their
 //     current start, as a probe times out under load — the proposal is at
-//     least current+1, as in rule 8 (and as there, a pod grown by
-//     (n+1)/n in the step counts as that replica), unless a pod asked
+//     least current+1, as in rule 8 (and as there, in capacity: pods
+//     grown in the step count as that replica), unless a pod asked
 //     for has not started (not Ready, no usage, no container start:
 //     unscheduled, or not running yet), when it is held at current
 //     (reason note CPUSaturatedPodsNotStarted: one more pod would wait

@@ -347,22 +347,26 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	// the vertical growth above answers it).
 	podRequest := recommendedPodCPU(&obs, containers)
 	f.pods = hpa.PodMetrics(&obs, workload.CPU, &podRequest, f.pods)
-	// 8, 11. The one more replica that a violation or saturation asks for
-	// is capacity: a pod grown in this step by at least (n+1)/n already
-	// gives it. Asking for both put a new 1-core replica beside a pod
-	// whose resize to 1 core the node then could not hold (measured on
-	// the real node, docs/real-node.md).
-	grown := obs.Replicas > 0 && request > 0 && podRequest*float64(obs.Replicas) >= request*float64(obs.Replicas+1)
-	more := obs.Replicas + 1
-	if grown {
-		more = obs.Replicas
+	// 4, 8, 11. The replicas a violation or saturation holds, and the one
+	// more it asks for, are capacity at the size the pods run: pods grown
+	// in this step give it with fewer of them. Asking for both put a new
+	// 1-core replica beside a pod whose resize to 1 core the node then
+	// could not hold, and held two 200m pods as two 679m ones (measured
+	// on the real node, docs/real-node.md). 7. The stabilization windows
+	// count pods of the recommended size too.
+	running := runningCPU(&obs, request)
+	hold, more := obs.Replicas, obs.Replicas+1
+	if obs.Replicas > 0 {
+		hold = podsFor(running, podRequest, obs.Replicas)
+		more = podsFor(running*float64(obs.Replicas+1)/float64(obs.Replicas), podRequest, obs.Replicas+1)
 	}
+	f.decider.SetUnit(podRequest)
 	// 12. A resize the node defers: one more pod would not fit either,
 	// and one fewer frees the room the deferred pod waits for.
 	shed := resizeDeferred(&obs)
 	floor := int32(0)
 	if violated {
-		floor = obs.Replicas
+		floor = hold
 		if !sizeBound && current && !shed {
 			floor = more
 		}
@@ -380,10 +384,13 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	case saturatedMore:
 		floor = max(floor, more)
 	case sat.serving && !shed:
-		floor = max(floor, obs.Replicas)
+		floor = max(floor, hold)
 		floorNote += "; CPUSaturatedPodsNotStarted"
 	case sat.serving:
-		floor = max(floor, obs.Replicas)
+		floor = max(floor, hold)
+	}
+	if (violated || sat.serving) && hold < obs.Replicas {
+		floorNote += "; CapacityInGrownPods"
 	}
 	if shed {
 		floorNote += "; ResizeDeferred"
@@ -415,7 +422,8 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 			reason = "FailedGetGoalMetric: " + err.Error()
 		}
 		if (violated && !sizeBound && current || saturatedMore) && obs.Replicas > 0 {
-			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, more)
+			// Without metrics nothing scales in, even to grown pods.
+			dec.Replicas, reason = f.decider.Normalize(obs.Time, obs.Replicas, max(more, obs.Replicas))
 		}
 	}
 	if sat.serving {

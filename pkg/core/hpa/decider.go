@@ -106,10 +106,19 @@ func (r *rules) longestPeriod() time.Duration {
 	return d
 }
 
+// timestampedRecommendation is one proposal of the windows' history, with
+// the per-pod capacity unit its count was in (see SetUnit; 0: none).
 type timestampedRecommendation struct {
 	replicas int32
 	at       time.Time
+	unit     float64
 }
+
+// unitBand is how far the capacity unit may move before the history's
+// counts are converted: a pod size that drifts by a few percent from one
+// step to the next (the histogram's percentile, the SLO floor's estimate)
+// must not round every count in the window up by one.
+const unitBand = 0.1
 
 type scaleEvent struct {
 	change int32
@@ -180,6 +189,9 @@ type Decider struct {
 	upEv     []scaleEvent
 	downEv   []scaleEvent
 	seeded   bool
+	// unit is the per-pod capacity the counts are in (SetUnit); 0 when
+	// counts are plain counts.
+	unit float64
 }
 
 // NewDecider validates the constraints and calculator and returns a decider.
@@ -208,6 +220,36 @@ func NewDecider(c workload.Constraints, calc Calculator) (*Decider, error) {
 		d.max = math.MaxInt32
 	}
 	return d, nil
+}
+
+// SetUnit says that the counts given from now on are of pods of capacity
+// unit (the fused default: the recommended per-pod CPU request). The
+// stabilization windows then hold capacity, not counts: a count in the
+// history recorded at another unit counts as the pods of the new unit that
+// give the same capacity, ceil(replicas·old/unit), when the two units
+// differ by more than unitBand. Without it, pods grown vertically after a
+// scale-out were held at the scale-out's count for the whole scale-down
+// window although fewer of the grown pods gave the capacity it asked for
+// (on the real node: two 200m replicas kept as two 679m pods for five
+// minutes, docs/real-node.md, round twenty). A unit of 0 (the default)
+// turns the conversion off for the counts recorded from then on.
+func (d *Decider) SetUnit(unit float64) {
+	if math.IsNaN(unit) || math.IsInf(unit, 0) || unit < 0 {
+		unit = 0
+	}
+	d.unit = unit
+}
+
+// inUnit is r's count in the current unit.
+func (d *Decider) inUnit(r timestampedRecommendation) int32 {
+	if d.unit <= 0 || r.unit <= 0 {
+		return r.replicas
+	}
+	ratio := r.unit / d.unit
+	if ratio >= 1/(1+unitBand) && ratio <= 1+unitBand {
+		return r.replicas
+	}
+	return max(clampInt32(int64(math.Ceil(float64(r.replicas)*ratio-1e-9))), 1)
 }
 
 // Calculator returns the decider's arithmetic, with per-direction tolerances
@@ -319,7 +361,7 @@ func (d *Decider) Normalize(now time.Time, current, proposed int32) (int32, stri
 	if !d.seeded {
 		// A fresh decider must not scale down before a full window has
 		// passed: seed the history with the current count.
-		d.recs = append(d.recs, timestampedRecommendation{current, now})
+		d.recs = append(d.recs, timestampedRecommendation{current, now, d.unit})
 		d.seeded = true
 	}
 	stabilized, reason := d.stabilize(now, current, proposed)
@@ -338,7 +380,7 @@ func (d *Decider) Normalize(now time.Time, current, proposed int32) (int32, stri
 // window history, so a later unstabilized proposal is judged against it.
 func (d *Decider) NormalizeStabilized(now time.Time, current, proposed int32) (int32, string) {
 	if !d.seeded {
-		d.recs = append(d.recs, timestampedRecommendation{current, now})
+		d.recs = append(d.recs, timestampedRecommendation{current, now, d.unit})
 		d.seeded = true
 	}
 	d.stabilize(now, current, proposed)
@@ -357,10 +399,10 @@ func (d *Decider) stabilize(now time.Time, current, proposed int32) (int32, stri
 	oldest := -1
 	for i, r := range d.recs {
 		if r.at.After(upCutoff) {
-			upRec = min(upRec, r.replicas)
+			upRec = min(upRec, d.inUnit(r))
 		}
 		if r.at.After(downCutoff) {
-			downRec = max(downRec, r.replicas)
+			downRec = max(downRec, d.inUnit(r))
 		}
 		if r.at.Before(upCutoff) && r.at.Before(downCutoff) && oldest < 0 {
 			oldest = i
@@ -369,9 +411,9 @@ func (d *Decider) stabilize(now time.Time, current, proposed int32) (int32, stri
 	// Reuse an expired slot so the history stays bounded by the window
 	// length divided by the tick.
 	if oldest >= 0 {
-		d.recs[oldest] = timestampedRecommendation{proposed, now}
+		d.recs[oldest] = timestampedRecommendation{proposed, now, d.unit}
 	} else {
-		d.recs = append(d.recs, timestampedRecommendation{proposed, now})
+		d.recs = append(d.recs, timestampedRecommendation{proposed, now, d.unit})
 	}
 	rec := max(current, upRec)
 	rec = min(rec, downRec)

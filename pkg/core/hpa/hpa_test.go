@@ -247,6 +247,77 @@ func TestDecideShedding(t *testing.T) {
 	}
 }
 
+// TestStabilizationInUnits: with SetUnit the scale-down window holds
+// capacity: a count recorded for pods of another size counts as the pods of
+// the current size giving the same CPU; within unitBand, and without a
+// unit, counts are counts.
+func TestStabilizationInUnits(t *testing.T) {
+	type step struct {
+		after             time.Duration
+		unit              float64
+		current, proposed int32
+		want              int32
+		reason            string
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"pods grown 3.4×: two small ones are one grown", []step{
+			{0, 0.2, 2, 2, 2, ""}, {15 * time.Second, 0.687, 2, 1, 1, "ScaleWithinStabilization"},
+		}},
+		{"no unit: the window holds the count", []step{
+			{0, 0, 2, 2, 2, ""}, {15 * time.Second, 0, 2, 1, 2, "ScaleDownStabilized"},
+		}},
+		{"a unit after plain counts: the old counts stay counts", []step{
+			{0, 0, 2, 2, 2, ""}, {15 * time.Second, 0.687, 2, 1, 2, "ScaleDownStabilized"},
+		}},
+		{"a drift within the band converts nothing", []step{
+			{0, 0.679, 1, 1, 1, ""}, {15 * time.Second, 0.64, 2, 1, 1, "ScaleWithinStabilization"},
+		}},
+		{"grown by half: three pods are two", []step{
+			{0, 0.5, 3, 3, 3, ""}, {15 * time.Second, 0.75, 3, 2, 2, "ScaleWithinStabilization"},
+		}},
+		{"grown, but not enough for fewer", []step{
+			{0, 0.5, 3, 3, 3, ""}, {15 * time.Second, 0.6, 3, 2, 3, "ScaleDownStabilized"},
+		}},
+		{"pods shrunk: the window keeps the capacity of the large ones", []step{
+			{0, 0.6, 1, 1, 1, ""}, {15 * time.Second, 0.3, 2, 1, 2, "ScaleDownStabilized"},
+		}},
+		{"the window still expires", []step{
+			{0, 0.2, 4, 4, 4, ""}, {15 * time.Second, 0.25, 4, 4, 4, ""},
+			{316 * time.Second, 0.25, 4, 1, 1, "ScaleWithinStabilization"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := NewDecider(workload.Constraints{MinReplicas: 1, MaxReplicas: 10}, DefaultCalculator())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, s := range tc.steps {
+				d.SetUnit(s.unit)
+				m := []Metric{{Name: "m", Kind: ObjectAverageValue, Target: 1, Value: float64(s.proposed)}}
+				dec, err := d.Decide(t0.Add(s.after), s.current, m)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if dec.Replicas != s.want || (s.reason != "" && dec.Reason != s.reason) {
+					t.Errorf("step %d: %d (%s), want %d (%s)", i, dec.Replicas, dec.Reason, s.want, s.reason)
+				}
+			}
+		})
+	}
+	t.Run("a unit that is not a size is none", func(t *testing.T) {
+		for _, u := range []float64{math.NaN(), math.Inf(1), -1} {
+			d, _ := NewDecider(workload.Constraints{MaxReplicas: 10}, DefaultCalculator())
+			d.SetUnit(u)
+			if d.unit != 0 {
+				t.Errorf("SetUnit(%g): unit %g, want 0", u, d.unit)
+			}
+		}
+	})
+}
+
 func TestBehaviorPolicies(t *testing.T) {
 	noWindow := ptr(time.Duration(0))
 	type step struct {
