@@ -604,6 +604,54 @@ func TestReplayLoadStepInTheRateWindow(t *testing.T) {
 	}
 }
 
+// TestReplayGrownPodsKeepOne replays the real run of round twenty-two
+// (repetition 16 of the default, committed in docs/results) whose 2-minute
+// p95 crossed the SLO before the rate's window filled: the default added a
+// 200m replica, then the floor sized both pods at 645m and the scale-down
+// window kept two of them to the end of the run. Replayed with the
+// default's windows holding capacity, the two small pods become one grown
+// pod within a window of the growth (replayed before, the second pod's
+// resize waited for room and both were kept for four windows).
+func TestReplayGrownPodsKeepOne(t *testing.T) {
+	fh, err := os.Open("../../../docs/results/real-node/round22/hpavpa-fused-reps16-18.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	f, err := ReadFile(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(f.Runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Replay(cal, f.Settings, "fused", 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grown, twoGrown, most := -1, 0, 0
+	for i, w := range run.Windows {
+		most = max(most, w.Replicas)
+		// Grown: more CPU than the two 200m pods; a grown pod beside one
+		// whose resize waits counts too.
+		if w.CPURequested >= 0.5 {
+			if grown < 0 {
+				grown = i
+			}
+			if w.Replicas > 1 {
+				twoGrown++
+			}
+		}
+	}
+	if most < 2 || grown < 0 {
+		t.Fatalf("the replay peaked at %d replicas and grew the pods at window %d: it does not take the path", most, grown)
+	}
+	if twoGrown > 1 {
+		t.Errorf("%d windows with more than one grown pod after the growth at window %d, want at most 1", twoGrown, grown)
+	}
+}
+
 func TestMeasureSpread(t *testing.T) {
 	// calmRun is a run of n windows in one state whose p95 alternates
 	// between p/f and p·f: the sd of the logs is ln f·√(n/(n−1)) for even n.
