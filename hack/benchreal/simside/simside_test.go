@@ -575,23 +575,7 @@ func TestVariantCounterpart(t *testing.T) {
 // the file's own runs, the replay must not climb past the three the node
 // could hold, nor change replicas more than twice.
 func TestReplayLoadStepInTheRateWindow(t *testing.T) {
-	fh, err := os.Open("../../../docs/results/real-node/round17/fused-hpa-vpa-reps567.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	f, err := ReadFile(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Calibrate(f.Runs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := Replay(cal, f.Settings, "fused", 5)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := replayCommitted(t, "round17/fused-hpa-vpa-reps567.json", "fused", 5)
 	most, changes := 0, 0
 	for i, w := range run.Windows {
 		most = max(most, w.Replicas)
@@ -613,23 +597,7 @@ func TestReplayLoadStepInTheRateWindow(t *testing.T) {
 // pod within a window of the growth (replayed before, the second pod's
 // resize waited for room and both were kept for four windows).
 func TestReplayGrownPodsKeepOne(t *testing.T) {
-	fh, err := os.Open("../../../docs/results/real-node/round22/hpavpa-fused-reps16-18.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fh.Close()
-	f, err := ReadFile(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cal, err := Calibrate(f.Runs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := Replay(cal, f.Settings, "fused", 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := replayCommitted(t, "round22/hpavpa-fused-reps16-18.json", "fused", 16)
 	grown, twoGrown, most := -1, 0, 0
 	for i, w := range run.Windows {
 		most = max(most, w.Replicas)
@@ -650,6 +618,31 @@ func TestReplayGrownPodsKeepOne(t *testing.T) {
 	if twoGrown > 1 {
 		t.Errorf("%d windows with more than one grown pod after the growth at window %d, want at most 1", twoGrown, grown)
 	}
+}
+
+// replayCommitted replays repetition rep of policy from a round file
+// committed under docs/results/real-node, calibrated from the file's own
+// runs.
+func replayCommitted(t *testing.T, file, policy string, rep int) result.Run {
+	t.Helper()
+	fh, err := os.Open("../../../docs/results/real-node/" + file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	f, err := ReadFile(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal, err := Calibrate(f.Runs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := Replay(cal, f.Settings, policy, rep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
 }
 
 func TestMeasureSpread(t *testing.T) {
