@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -493,17 +494,16 @@ func (c *Controller) resize(ctx context.Context, m *v1alpha1.MultidimPodAutoscal
 		logger.Info("Dry run: would resize pod in place", "resources", u.Resources)
 		return false
 	}
-	np := p.DeepCopy()
-	for _, r := range u.Resources {
-		for i := range np.Spec.Containers {
-			ct := &np.Spec.Containers[i]
-			if ct.Name == r.Name {
-				ct.Resources.Requests = setResources(ct.Resources.Requests, r.Requests)
-				ct.Resources.Limits = setResources(ct.Resources.Limits, r.Limits)
-			}
-		}
+	err := c.sendResize(ctx, p, u.Resources)
+	if errors.Is(err, errPodGone) {
+		// The pod is going: typically the ReplicaSet controller picked it
+		// when this loop scaled the target in, after the pod list was read
+		// (on the real node, round twenty-three, this came back as an API
+		// conflict and a FailedResize warning). Nothing failed.
+		c.metrics.resizes.WithLabelValues(string(u.Reason), resultPodGone).Inc()
+		logger.V(2).Info("Pod deleted before its in-place resize; skipped")
+		return false
 	}
-	_, err := c.kube.CoreV1().Pods(p.Namespace).UpdateResize(ctx, p.Name, np, metav1.UpdateOptions{})
 	if err != nil {
 		c.metrics.resizes.WithLabelValues(string(u.Reason), resultError).Inc()
 		if refused(err) {
@@ -521,6 +521,58 @@ func (c *Controller) resize(ctx context.Context, m *v1alpha1.MultidimPodAutoscal
 	c.recorder.Eventf(p, corev1.EventTypeNormal, EventResized, "Resized in place by the AWARE updater (%s)", u.Reason)
 	c.recorder.Eventf(m, corev1.EventTypeNormal, EventResized, "Resized pod %s in place (%s)", p.Name, u.Reason)
 	return true
+}
+
+// errPodGone: the pod to resize was deleted, is being deleted, or its
+// name now belongs to a successor.
+var errPodGone = errors.New("pod deleted")
+
+// sendResize writes res through pods/resize. The first attempt uses the
+// cached pod; on a conflict (the pod changed since the cache saw it) it
+// reads the pod again and retries, as client-go's RetryOnConflict does,
+// unless the pod is going (errPodGone). A NotFound is errPodGone if the
+// pod is gone; otherwise it is the API server's (no resize subresource).
+func (c *Controller) sendResize(ctx context.Context, cached *corev1.Pod, res []logic.ContainerResources) error {
+	pods := c.kube.CoreV1().Pods(cached.Namespace)
+	cur := cached
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if cur == nil {
+			fresh, err := pods.Get(ctx, cached.Name, metav1.GetOptions{})
+			switch {
+			case apierrors.IsNotFound(err):
+				return errPodGone
+			case err != nil:
+				return fmt.Errorf("reading pod after a conflict: %w", err)
+			}
+			cur = fresh
+		}
+		if cur.DeletionTimestamp != nil || cur.UID != cached.UID {
+			return errPodGone
+		}
+		_, err := pods.UpdateResize(ctx, cur.Name, withResources(cur, res), metav1.UpdateOptions{})
+		if apierrors.IsNotFound(err) {
+			if _, gerr := pods.Get(ctx, cached.Name, metav1.GetOptions{}); apierrors.IsNotFound(gerr) {
+				return errPodGone
+			}
+		}
+		cur = nil // a conflict retries on a fresh read
+		return err
+	})
+}
+
+// withResources returns a copy of p with res written into its containers.
+func withResources(p *corev1.Pod, res []logic.ContainerResources) *corev1.Pod {
+	np := p.DeepCopy()
+	for _, r := range res {
+		for i := range np.Spec.Containers {
+			ct := &np.Spec.Containers[i]
+			if ct.Name == r.Name {
+				ct.Resources.Requests = setResources(ct.Resources.Requests, r.Requests)
+				ct.Resources.Limits = setResources(ct.Resources.Limits, r.Limits)
+			}
+		}
+	}
+	return np
 }
 
 // refused reports API errors that a retry of the same resize cannot fix.

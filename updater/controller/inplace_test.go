@@ -269,3 +269,85 @@ func TestRefusedResizeForgottenWithThePod(t *testing.T) {
 		t.Errorf("%d refused resizes remembered after the pod left", n)
 	}
 }
+
+// TestResizeOfAPodGoingAway: a pod the loop listed may be deleted before
+// its resize lands, typically by the ReplicaSet controller after the same
+// loop scaled the target in. That is not a failure (no Warning, counted as
+// pod_gone); a conflict on a pod that stays is retried on a fresh read; a
+// NotFound for a pod that exists is the API server's refusal.
+func TestResizeOfAPodGoingAway(t *testing.T) {
+	pods := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	cases := []struct {
+		name string
+		// first answers the first resize; later ones reach the tracker.
+		first      func(f *fixture, a *corev1.Pod) error
+		wantWrites []string
+		wantResult string
+		wantEvent  string // a substring of the autoscaler's events; "" none
+	}{
+		{"being deleted after the list", func(f *fixture, a *corev1.Pod) error {
+			d := a.DeepCopy()
+			d.DeletionTimestamp = &metav1.Time{Time: t0}
+			if err := f.kube.Tracker().Update(pods, d, "ns"); err != nil {
+				t.Fatal(err)
+			}
+			return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", nil)
+		}, []string{"update/resize/a"}, resultPodGone, ""},
+		{"deleted after the list", func(f *fixture, a *corev1.Pod) error {
+			if err := f.kube.Tracker().Delete(pods, "ns", "a"); err != nil {
+				t.Fatal(err)
+			}
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "a")
+		}, []string{"update/resize/a"}, resultPodGone, ""},
+		{"replaced by a successor of the same name", func(f *fixture, a *corev1.Pod) error {
+			s := a.DeepCopy()
+			s.UID = "successor"
+			if err := f.kube.Tracker().Update(pods, s, "ns"); err != nil {
+				t.Fatal(err)
+			}
+			return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", nil)
+		}, []string{"update/resize/a"}, resultPodGone, ""},
+		{"conflict on a pod that stays: retried", func(*fixture, *corev1.Pod) error {
+			return apierrors.NewConflict(schema.GroupResource{Resource: "pods"}, "a", nil)
+		}, []string{"update/resize/a", "update/resize/a"}, resultSuccess, "Resized pod a"},
+		{"no resize subresource", func(*fixture, *corev1.Pod) error {
+			return apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "a")
+		}, []string{"update/resize/a"}, resultError, "Resizing pod a in place"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newPod("a", "100m", "128Mi")
+			f := newFixture(t, testConfig(), 1, newMPA(v1alpha1.UpdateModeInPlace, 1, 0), freshLease(t0), a)
+			sent := 0
+			f.kube.PrependReactor("update", "pods", func(act clienttesting.Action) (bool, runtime.Object, error) {
+				if act.GetSubresource() != "resize" {
+					return false, nil, nil
+				}
+				if sent++; sent == 1 {
+					return true, nil, tc.first(f, a)
+				}
+				return false, nil, nil
+			})
+			f.run(0)
+			if w := f.writes(); !slices.Equal(w, tc.wantWrites) {
+				t.Errorf("writes = %v, want %v", w, tc.wantWrites)
+			}
+			for _, r := range []string{resultSuccess, resultError, resultPodGone} {
+				want := 0.0
+				if r == tc.wantResult {
+					want = 1
+				}
+				if got := counter(t, f.ctrl.metrics.resizes, string(logic.ReasonOutsideBounds), r); got != want {
+					t.Errorf("resizes{result=%s} = %g, want %g", r, got, want)
+				}
+			}
+			ev := f.events()
+			if tc.wantEvent == "" && hasEvent(ev, "Warning") {
+				t.Errorf("events = %v, want no warning", ev)
+			}
+			if tc.wantEvent != "" && !hasEvent(ev, tc.wantEvent) {
+				t.Errorf("events = %v, want %q", ev, tc.wantEvent)
+			}
+		})
+	}
+}

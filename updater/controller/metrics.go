@@ -10,6 +10,8 @@ const (
 	resultError        = "error"
 	resultDryRun       = "dry_run"
 	resultBlockedByPDB = "blocked_by_pdb"
+	// resultPodGone: the pod was deleted before the write reached it.
+	resultPodGone = "pod_gone"
 )
 
 // Metrics are the updater's Prometheus metrics, registered on an injected
@@ -39,7 +41,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"reason", "result"}),
 		resizes: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_updater_in_place_resizes_total",
-			Help: "In-place pod resizes through the pods/resize subresource, by reason and result (success, error, dry_run).",
+			Help: "In-place pod resizes through the pods/resize subresource, by reason and result (success, error, pod_gone: the pod was deleted first, dry_run).",
 		}, []string{"reason", "result"}),
 		skips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "aware_updater_skips_total",
