@@ -249,7 +249,7 @@ func DecideVertical(now time.Time, cfg VerticalConfig, w *Workload, g Guards) Ve
 					// The kubelet retries only the request in the spec; on
 					// the real node a second pod's resize to 662m waited
 					// out the run at 200m, saturated, beside a target of
-					// 527–631m the node had room for (docs/real-node.md,
+					// 527–631m the node had room for (docs/real-node-rounds.md,
 					// round eighteen).
 					c.action = ActionResize
 				case !onlyInPlace && now.Sub(p.ResizeSince) >= cfg.ResizeDeferredTimeout:

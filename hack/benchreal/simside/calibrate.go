@@ -327,7 +327,7 @@ func fitThrottling(runs []result.Run, cpuSeconds, cores float64) Throttling {
 //
 // Only the windows of one Ready pod count when there are MinThrottleWindows
 // of them: the harness's keep-alive connections send a Deployment's load to
-// one pod at a time (docs/real-node.md, round two), so the windows of
+// one pod at a time (docs/real-node-rounds.md, round two), so the windows of
 // several pods are slower than any balanced model, and would bias W up.
 func (t *Throttling) fitBurst(ws []result.Window, cpuSeconds, cores float64) {
 	one := slices.DeleteFunc(slices.Clone(ws), func(w result.Window) bool { return w.Ready != 1 || !(w.P95 > 0) })

@@ -37,7 +37,7 @@ func realRuns(t *testing.T) []result.Run {
 }
 
 // TestQuotaModelAgainstRealNode is the CFS quota model's validation case
-// against the real node (docs/real-node.md, round nineteen): over the
+// against the real node (docs/real-node-rounds.md, round nineteen): over the
 // calm windows of one Ready pod in rounds fifteen to eighteen, grouped by
 // the pod's CPU limit (to 20m) and rate (to 1 request/s), the median real
 // p95 of every state with at least minWindows windows is within

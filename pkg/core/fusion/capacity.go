@@ -32,7 +32,7 @@ func runningCPU(obs *workload.Observation, request float64) float64 {
 //
 // Rules 4, 8 and 11 hold or add replicas as capacity: a replica more, or
 // none fewer, at the size the pods run. When the recommended size is
-// larger, fewer pods of it give that capacity (docs/real-node.md, round
+// larger, fewer pods of it give that capacity (docs/real-node-rounds.md, round
 // twenty: two 200m pods held as two 679m pods).
 func podsFor(cpu, podRequest float64, k int32) int32 {
 	if !(cpu > 0) || !(podRequest > 0) || k <= 1 {

@@ -115,7 +115,7 @@
 //     put a new 1-core replica beside a 200m pod whose resize to 1 core
 //     the real node could then not hold, and a few saturated windows
 //     before s was known left 3–5 pods of the floor's size for the
-//     scale-down window (docs/real-node.md, round ten); holding n
+//     scale-down window (docs/real-node-rounds.md, round ten); holding n
 //     replicas kept two 200m pods, added while the rate's window filled,
 //     as two pods of the floor's size (round twenty). When the p95 covers the rate's
 //     window (Observation.RateWindow longer than Window, a
@@ -191,7 +191,7 @@
 //     at 200m, saturated, for the rest of the run, while rule 4 held two
 //     replicas that the arithmetic at 679m sized as one, and the floor's
 //     count in the stabilization history would have held them five
-//     minutes more (docs/real-node.md, round twenty).
+//     minutes more (docs/real-node-rounds.md, round twenty).
 //
 // Options.TargetOfLimit (off by default; a measurement aid of the
 // simulator's evidence) reads the target utilisation of rules 2, 3 and 7 as

@@ -352,8 +352,8 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	// in this step give it with fewer of them. Asking for both put a new
 	// 1-core replica beside a pod whose resize to 1 core the node then
 	// could not hold, and held two 200m pods as two 679m ones (measured
-	// on the real node, docs/real-node.md). 7. The stabilization windows
-	// count pods of the recommended size too.
+	// on the real node, docs/real-node-rounds.md, round twenty). 7. The
+	// stabilization windows count pods of the recommended size too.
 	running := runningCPU(&obs, request)
 	hold, more := obs.Replicas, obs.Replicas+1
 	if obs.Replicas > 0 {
@@ -378,7 +378,7 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	// pod asked for has not started yet: the capacity asked for is on its
 	// way, or the nodes have no room for it, and one more pod would only
 	// wait beside it (on the real node: 2 → 3 with the second pod
-	// unschedulable, docs/real-node.md, round eighteen). No fewer either.
+	// unschedulable, docs/real-node-rounds.md, round eighteen). No fewer either.
 	saturatedMore := sat.serving && !unstarted(&obs) && !shed
 	switch {
 	case saturatedMore:

@@ -74,7 +74,7 @@ func promRate(rate float64, elapsed, window time.Duration) float64 {
 }
 
 // TestRateWindowMatchesUsage replays what the real node showed (round
-// fifteen, docs/real-node.md): an autoscaler created 45 s into a steady load
+// fifteen, docs/real-node-rounds.md): an autoscaler created 45 s into a steady load
 // reads the request rate from a 2-minute rate() that still holds the quiet
 // before the load. Divided into the current usage, that rate doubled the
 // CPU-seconds per request, and the floor sized the pod for twice its need.
@@ -273,7 +273,7 @@ func TestGrowthWaitsForTheLatencyWindow(t *testing.T) {
 }
 
 // TestScaleOutWaitsForTheLatencyWindow replays what the real node showed
-// (round seventeen, docs/real-node.md): a p95 over the rate's window still
+// (round seventeen, docs/real-node-rounds.md): a p95 over the rate's window still
 // holds a violation the pods serving now did not cause, so rule 8 adds a
 // replica only once every asked-for pod is Ready and the window began after
 // the Ready pods last grew in number. With the latency over the

@@ -308,7 +308,7 @@ func TestUsageFloor(t *testing.T) {
 }
 
 // TestStartUpGrowsInsteadOfScalingOut replays the start of the real node's
-// bad runs (docs/real-node.md, round ten): one pod of 200m (limit = request)
+// bad runs (docs/real-node-rounds.md, round ten): one pod of 200m (limit = request)
 // meets a load of 17 ms requests under a 250 ms SLO, which needs pods of
 // about 0.9 cores (the floor ln(20)·s/SLO/(1−0.77)), and 1 core is allowed.
 // The default used to answer the first windows with a replica per loop

@@ -92,7 +92,7 @@ func (s *sloState) cpuPerRequest() (float64, bool) {
 // real node an autoscaler created 45 s into the load read half the rate
 // from a 2-minute window, estimated twice the CPU per request, and sized a
 // 0.6-core pod at 1 core; the estimate, with its one-hour half-life, kept
-// it there (docs/real-node.md, round fifteen).
+// it there (docs/real-node-rounds.md, round fifteen).
 type usageRing struct {
 	samples []usageSample
 }
@@ -180,7 +180,7 @@ func (c *rolloutClock) settled(obs *workload.Observation, request float64) bool 
 // over the rate's window: for that long after a scale-out, or a resize,
 // it still holds the latencies of the smaller capacity. On the real node a
 // load step during the rate's first window had the default add one
-// replica every 15 s up to 8 (docs/real-node.md, round seventeen),
+// replica every 15 s up to 8 (docs/real-node-rounds.md, round seventeen),
 // although every window's own p95 was under the SLO after the third pod
 // served and pods 4 to 8 could not be scheduled; and a second pod resized
 // from 200m to 585m 91 s before was followed by a third that the node

@@ -83,7 +83,7 @@ type App struct {
 	// (cfs.go: an event-driven simulation of the pod in its stationary
 	// state, read at p50 and p95); the fluid model (false, the default) is
 	// an exponential of mean S/(1−ρ), S = CPUSeconds/limit. Against the
-	// real node's windows of one pod (docs/real-node.md, round nineteen)
+	// real node's windows of one pod (docs/real-node-rounds.md, round nineteen)
 	// the real median p95 is 0.79–1.09× the quota queue's from 0.2 to 1 core;
 	// against a time-stepped reference of the same queue the fluid model
 	// is 1.35–9× too slow. It assumes requests of nearly constant CPU

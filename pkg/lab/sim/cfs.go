@@ -14,7 +14,7 @@ import (
 // the one it replaced (CPU seconds plus an exponential of mean S·ρ/(1−ρ))
 // matched a discrete-event reference at a quota of one or two requests per
 // period but overestimated the real node's p95 2.5–3× at three to six
-// (docs/real-node.md, round nineteen), where a period's arrivals rarely
+// (docs/real-node-rounds.md, round nineteen), where a period's arrivals rarely
 // exceed its quota. So the model is the queue itself: an event-driven
 // simulation of one pod in its stationary state, run once per (CPU
 // seconds, limit, cores, ρ on a grid) and kept, its p50 and p95 read as a

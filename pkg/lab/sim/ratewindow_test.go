@@ -107,7 +107,7 @@ func TestRateWindowPools(t *testing.T) {
 	}
 }
 
-// TestRateWindowLagsAStep is the real node's lag (docs/real-node.md,
+// TestRateWindowLagsAStep is the real node's lag (docs/real-node-rounds.md,
 // round fifteen) in the model: after a step from 8 to 30 requests/s, a
 // 2-minute window reads the mean of quiet and loaded windows, so the rate
 // a policy sees trails the offered one until the window has passed.

@@ -12,7 +12,7 @@ import (
 // sample's: from window to window they vary around the distribution's. On
 // the real node the p95 of calm 15-s windows (same pods, same load) at 0.2
 // core and 10 requests/s spread with a standard deviation of 0.24–0.50 in
-// its logarithm (docs/real-node.md, round eighteen): with a geometric mean
+// its logarithm (docs/real-node-rounds.md, round eighteen): with a geometric mean
 // of 0.76 of the SLO the p95 broke it in 24% of them, where the model's p95,
 // the same in every calm window, never did. Config.SampledLatency models
 // that spread.

@@ -52,7 +52,7 @@ func calmLogP95(t *testing.T, cpu, rate float64, sampled bool, seed uint64) (med
 }
 
 // TestSampledLatencySpread checks the model of the windows' spread against
-// the real node (docs/real-node.md, rounds eighteen and nineteen): the
+// the real node (docs/real-node-rounds.md, rounds eighteen and nineteen): the
 // standard deviation of the log p95 of calm 15-s windows was 0.24–0.50 for
 // one 0.2-core pod at 10 requests/s, over eleven runs, with 25% of 452
 // such windows of rounds fifteen to eighteen over a 250-ms SLO at a median
