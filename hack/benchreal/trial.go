@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,9 @@ type harness struct {
 	mpas   versioned.Interface
 	// ensembleDir is the node directory holding the ensemble's members.
 	ensembleDir string
+	// vpaPIDs are VPA's processes (startVPA), which run on the host for
+	// the whole invocation: their CPU is a part of every run's CPUShare.
+	vpaPIDs []int
 }
 
 // hasMPA: the policy's autoscaler is a MultidimPodAutoscaler.
@@ -107,7 +111,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		}
 		r.LoadPhase = h.o.loadPhase.Seconds()
 	}
-	cpuBefore := readCPU(h.tb.Dir)
+	cpuBefore := readCPU(h.tb.Dir, h.vpaPIDs)
 	start := time.Now()
 	r.Start = start.UTC().Format(time.RFC3339)
 	records := filepath.Join(h.o.out, fmt.Sprintf("loadgen-%s-%d.jsonl", policySlug(policy), rep))
@@ -171,7 +175,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	}
 	stopSampling()
 	wg.Wait()
-	cpuAfter := readCPU(h.tb.Dir)
+	cpuAfter := readCPU(h.tb.Dir, h.vpaPIDs)
 	if lgErr != nil {
 		return r, fmt.Errorf("loadgen: %w (log %s)", lgErr, logFile.Name())
 	}
@@ -391,20 +395,21 @@ spec:
 type cpuTimes struct {
 	at                          time.Time
 	machine, controlPlane, node float64
-	pods                        float64
+	pods, vpa                   float64
 }
 
 func (a cpuTimes) minus(b cpuTimes) result.CPUShare {
 	return result.CPUShare{
 		Machine: a.machine - b.machine, ControlPlane: a.controlPlane - b.controlPlane,
-		Node: a.node - b.node, Components: a.pods - b.pods, Wall: a.at.Sub(b.at).Seconds(),
+		Node: a.node - b.node, Components: a.pods - b.pods, VPA: a.vpa - b.vpa, Wall: a.at.Sub(b.at).Seconds(),
 	}
 }
 
 // readCPU reads the machine's CPU time (/proc/stat), the testbed's
 // processes' (its pids/), the node's kubelet and containerd (node/pids/),
-// and every pod's (the kubepods cgroup). A part that cannot be read is 0.
-func readCPU(dir string) cpuTimes {
+// every pod's (the kubepods cgroup) and VPA's processes (vpaPIDs). A part
+// that cannot be read is 0.
+func readCPU(dir string, vpaPIDs []int) cpuTimes {
 	c := cpuTimes{at: time.Now()}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
@@ -419,6 +424,9 @@ func readCPU(dir string) cpuTimes {
 	}
 	c.controlPlane = pidsCPU(filepath.Join(dir, "pids"))
 	c.node = pidsCPU(filepath.Join(dir, "node", "pids"))
+	for _, pid := range vpaPIDs {
+		c.vpa += procCPU(strconv.Itoa(pid))
+	}
 	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/kubepods/cpuacct.usage"); err == nil {
 		var ns float64
 		fmt.Sscan(strings.TrimSpace(string(b)), &ns)
@@ -437,13 +445,20 @@ func pidsCPU(dir string) float64 {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(b)), "stat"))
-		if err != nil {
-			continue
-		}
-		if cpu, err := bench.ParseProcStat(string(stat)); err == nil {
-			total += cpu
-		}
+		total += procCPU(strings.TrimSpace(string(b)))
 	}
 	return total
+}
+
+// procCPU is the CPU time of process pid (/proc/PID/stat); 0 when gone.
+func procCPU(pid string) float64 {
+	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0
+	}
+	cpu, err := bench.ParseProcStat(string(stat))
+	if err != nil {
+		return 0
+	}
+	return cpu
 }

@@ -92,6 +92,7 @@ func (h *harness) startVPA(ctx context.Context) (func(), error) {
 			return nil, fmt.Errorf("start %s: %w", sa, err)
 		}
 		procs = append(procs, cmd)
+		h.vpaPIDs = append(h.vpaPIDs, cmd.Process.Pid)
 		if err := waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)); err != nil {
 			stop()
 			return nil, fmt.Errorf("%s: %w (log %s)", sa, err, logFile.Name())

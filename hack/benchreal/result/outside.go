@@ -17,13 +17,13 @@ const DefaultMaxOutsideCores = 0.25
 
 // OutsideCores is the mean CPU (cores) the machine spent on anything but the
 // benchmark's parts during the run: the machine's total less the control
-// plane, the node, the pods and the load generator. NaN without a
-// measurement.
+// plane, the node, the pods, the load generator and VPA's processes. NaN
+// without a measurement.
 func (c CPUShare) OutsideCores() float64 {
 	if !(c.Wall > 0) || !(c.Machine > 0) {
 		return math.NaN()
 	}
-	return max(0, c.Machine-c.ControlPlane-c.Node-c.Components-c.LoadGen) / c.Wall
+	return max(0, c.Machine-c.ControlPlane-c.Node-c.Components-c.LoadGen-c.VPA) / c.Wall
 }
 
 // Disturbed reports whether more than maxCores of CPU went to processes

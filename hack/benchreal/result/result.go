@@ -190,7 +190,11 @@ type CPUShare struct {
 	Node         float64 `json:"node"`
 	Components   float64 `json:"components"`
 	LoadGen      float64 `json:"loadGen"`
-	Wall         float64 `json:"wall"`
+	// VPA is VPA's three processes (recommender, updater, admission
+	// controller), run on the host beside the testbed; absent from runs
+	// recorded before it was measured, where it is in the outside share.
+	VPA  float64 `json:"vpa,omitempty"`
+	Wall float64 `json:"wall"`
 }
 
 // Summary is a run's figures, as the simulator's demo reports them.

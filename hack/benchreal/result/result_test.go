@@ -295,6 +295,7 @@ func TestOutside(t *testing.T) {
 		disturbed bool
 	}{
 		{"quiet", CPUShare{Machine: 310, ControlPlane: 36.5, Node: 11.3, Components: 158.7, LoadGen: 9.5, Wall: 480}, 0.196, false},
+		{"VPA's processes are a part", CPUShare{Machine: 310, ControlPlane: 36.5, Node: 11.3, Components: 158.7, LoadGen: 9.5, VPA: 24, Wall: 480}, 0.146, false},
 		{"beside compiles", CPUShare{Machine: 958, ControlPlane: 38.8, Node: 11.8, Components: 181, LoadGen: 9.1, Wall: 480}, 1.494, true},
 		{"parts above the machine (sampling skew)", CPUShare{Machine: 100, Components: 120, Wall: 480}, 0, false},
 		{"unmeasured (older file)", CPUShare{}, math.NaN(), false},
