@@ -122,13 +122,16 @@
 //     histogram_quantile over Prometheus' range) the one more replica is
 //     asked only for a violation of the pods serving now: every pod the
 //     spec asks for is Ready, and the Ready pods have not grown in number,
-//     nor in the CPU they run with (a resize), within the window;
+//     nor in the CPU they run with (a resize), nor in the smallest pod's
+//     CPU (a small pod shed, a bigger one kept), within the window;
 //     otherwise replicas are held (reason note SLOWindowBeforeScaleOut).
 //     Such a p95 still holds an answered violation for a whole window: on
 //     the real node the default added a replica every 15 s up to 8 after a
 //     load step three pods served, pods 4–8 unschedulable (round
 //     seventeen), and a third pod the node could not schedule 91 s after
-//     the second was resized from 200m to 585m (round twenty-one).
+//     the second was resized from 200m to 585m (round twenty-one), and a
+//     second 703m pod the node could not place two minutes after a
+//     deferred 200m pod was shed beside a grown one (round twenty-five).
 //  9. maxReplicas: when the horizontal proposal exceeds maxReplicas,
 //     replicas stay at max and the unmet factor (proposal / max) is moved
 //     to the vertical CPU target (capped by maxAllowed), so the capacity the
@@ -165,7 +168,8 @@
 //     least current+1, as in rule 8 (and as there, in capacity: pods
 //     grown in the step count as that replica), unless a pod asked
 //     for has not started (not Ready, no usage, no container start:
-//     unscheduled, or not running yet), when it is held at current
+//     unscheduled, or not running yet; or not created yet: fewer pods
+//     than the spec's replicas), when it is held at current
 //     (reason note CPUSaturatedPodsNotStarted: one more pod would wait
 //     beside it); rule 9 turns it into vertical growth at maxReplicas. The HPA ignores the usage of a pod within
 //     its CPU initialisation period that is not Ready, so a saturated

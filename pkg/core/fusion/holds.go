@@ -70,8 +70,15 @@ func cpuSaturation(obs *workload.Observation) saturation {
 
 // unstarted reports whether a pod of the observation has not started: not
 // Ready, no usage, no container start (unscheduled, or its containers not
-// yet running). Without per-pod samples nothing is known to wait.
+// yet running), or not created yet (fewer pods than the replicas asked
+// for: on the real node the default asked 2 → 3 pods while saturated and,
+// one loop later, before the ReplicaSet had created the third, one more
+// again; docs/real-node-rounds.md, round twenty-five). Without per-pod
+// samples nothing is known to wait.
 func unstarted(obs *workload.Observation) bool {
+	if n := int32(len(obs.Pods)); n > 0 && n < obs.Replicas {
+		return true
+	}
 	for _, p := range obs.Pods {
 		if !p.Ready && !p.HasMetrics && p.Started.IsZero() {
 			return true

@@ -191,8 +191,9 @@ func TestYoungHistoryLowersNothing(t *testing.T) {
 // TestSaturatedScaleOutWaitsForUnstartedPods: rule 11 asks one more replica
 // for serving pods at their limit, but not while a pod already asked for
 // has not started (the real node's round eighteen: the default went from
-// 2 to 3 replicas with the second pod unschedulable); a pod that started
-// and is not Ready yet does not hold it, and neither replicas are cut.
+// 2 to 3 replicas with the second pod unschedulable) or not been created
+// yet (round twenty-five); a pod that started and is not Ready yet does
+// not hold it, and neither replicas are cut.
 func TestSaturatedScaleOutWaitsForUnstartedPods(t *testing.T) {
 	const request = 0.5 // cores; the limit is the same
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -200,7 +201,7 @@ func TestSaturatedScaleOutWaitsForUnstartedPods(t *testing.T) {
 		return workload.PodSample{Name: "app-0", Ready: true, HasMetrics: true, Started: t0.Add(-time.Hour), ReadySince: t0.Add(-time.Hour),
 			Usage: workload.Resources{CPU: usage, Memory: 64 << 20}, Requests: workload.Resources{CPU: request, Memory: 128 << 20}}
 	}
-	obs := func(now time.Time, second *workload.PodSample, usage float64) workload.Observation {
+	obs := func(now time.Time, second *workload.PodSample, missing bool, usage float64) workload.Observation {
 		o := workload.Observation{
 			Time: now, Window: 15 * time.Second, Replicas: 1, ReadyReplicas: 1, Samples: 1,
 			Containers: []workload.ContainerObservation{{
@@ -208,6 +209,9 @@ func TestSaturatedScaleOutWaitsForUnstartedPods(t *testing.T) {
 				Usage: workload.Resources{CPU: usage, Memory: 64 << 20}, Peak: workload.Resources{CPU: usage, Memory: 64 << 20},
 			}},
 			Pods: []workload.PodSample{at(usage)},
+		}
+		if missing {
+			o.Replicas++ // asked for, not in the pod list yet
 		}
 		if second != nil {
 			o.Replicas++
@@ -221,21 +225,23 @@ func TestSaturatedScaleOutWaitsForUnstartedPods(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		second  func(now time.Time) *workload.PodSample
+		missing bool // a second replica asked for and not created
 		want    int32
 		waiting bool
 	}{
-		{"one pod at its limit: one more", func(time.Time) *workload.PodSample { return nil }, 2, false},
+		{"one pod at its limit: one more", func(time.Time) *workload.PodSample { return nil }, false, 2, false},
 		{"a second pod not started: held at two", func(time.Time) *workload.PodSample {
 			return &workload.PodSample{Name: "app-1", Requests: workload.Resources{CPU: request, Memory: 128 << 20}}
-		}, 2, true},
+		}, false, 2, true},
+		{"a second pod asked for, not created yet: held at two", func(time.Time) *workload.PodSample { return nil }, true, 2, true},
 		{"a second pod started, not Ready yet: one more", func(now time.Time) *workload.PodSample {
 			return &workload.PodSample{Name: "app-1", HasMetrics: true, Started: now.Add(-5 * time.Second), ReadySince: now.Add(-6 * time.Second),
 				Usage: workload.Resources{CPU: 0.01, Memory: 32 << 20}, Requests: workload.Resources{CPU: request, Memory: 128 << 20}}
-		}, 3, false},
+		}, false, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, now := warmed(t, t0, func(now time.Time) workload.Observation { return obs(now, nil, 0.2) })
-			rec, err := p.Recommend(context.Background(), obs(now, tc.second(now), 0.49))
+			p, now := warmed(t, t0, func(now time.Time) workload.Observation { return obs(now, nil, false, 0.2) })
+			rec, err := p.Recommend(context.Background(), obs(now, tc.second(now), tc.missing, 0.49))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -277,18 +278,21 @@ func TestGrowthWaitsForTheLatencyWindow(t *testing.T) {
 // holds a violation the pods serving now did not cause, so rule 8 adds a
 // replica only once every asked-for pod is Ready and the window began after
 // the Ready pods last grew in number. With the latency over the
-// observation's own window it adds one at once, as before.
+// observation's own window it adds one at once, as before. The smallest
+// pod growing restarts the window too (round twenty-five: a deferred 200m
+// pod shed, the other grown, two more minutes of the old p95).
 func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 	const window = 2 * time.Minute
 	type step struct {
 		replicas, ready int32
 		violated        bool
-		request         float64 // the pods' CPU request; 0 is 0.2
+		request         float64   // the pods' CPU request; 0 is 0.2
+		pods            []float64 // per-pod samples: the Ready pods' requests
 	}
 	steady := func(n int, replicas, ready int32, violated bool) []step {
 		s := make([]step, n)
 		for i := range s {
-			s[i] = step{replicas, ready, violated, 0}
+			s[i] = step{replicas, ready, violated, 0, nil}
 		}
 		return s
 	}
@@ -297,6 +301,14 @@ func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 		s := steady(n, replicas, ready, violated)
 		for i := range s {
 			s[i].request = 0.4
+		}
+		return s
+	}
+	// uneven is n steps of Ready pods with these requests.
+	uneven := func(n int, violated bool, pods ...float64) []step {
+		s := make([]step, n)
+		for i := range s {
+			s[i] = step{int32(len(pods)), int32(len(pods)), violated, pods[0], pods}
 		}
 		return s
 	}
@@ -315,6 +327,9 @@ func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 		{"the pods resized up 30 s ago", window, append(resized(2, 2, 2, false), resized(1, 2, 2, true)...), 2, true},
 		{"the pods resized up for the whole window", window, append(resized(8, 2, 2, false), resized(1, 2, 2, true)...), 3, false},
 		{"the pods resized down 30 s ago", window, append(resized(40, 2, 2, false), append(steady(2, 2, 2, false), steady(1, 2, 2, true)...)...), 3, false},
+		{"the small pod shed, the other grown, 30 s ago", window, append(uneven(8, false, 0.7, 0.2), append(uneven(2, false, 0.7), uneven(1, true, 0.7)...)...), 1, true},
+		{"the small pod shed, the other grown, for the whole window", window, append(uneven(8, false, 0.7, 0.2), append(uneven(8, false, 0.7), uneven(1, true, 0.7)...)...), 2, false},
+		{"the big pod lost 30 s ago", window, append(uneven(8, false, 0.7, 0.2), append(uneven(2, false, 0.2), uneven(1, true, 0.2)...)...), 2, false},
 		{"latency over the observation's window: pending pods", 0, steady(1, 3, 2, true), 4, false},
 		{"latency over the observation's window: a pod Ready for 15 s", 0, append(steady(1, 3, 3, false), steady(1, 3, 3, true)...), 4, false},
 	} {
@@ -332,6 +347,10 @@ func TestScaleOutWaitsForTheLatencyWindow(t *testing.T) {
 				}
 				o := observation(t0.Add(time.Duration(i)*15*time.Second), s.replicas, 0.1, request)
 				o.ReadyReplicas, o.RateWindow, o.SLO, o.Latency.P95 = s.ready, tc.rateWindow, 0.25, 0.1
+				for j, r := range s.pods {
+					o.Pods = append(o.Pods, workload.PodSample{Name: fmt.Sprintf("app-%d", j), Ready: true, HasMetrics: true,
+						Usage: workload.Resources{CPU: 0.1, Memory: 300 << 20}, Requests: workload.Resources{CPU: r, Memory: 1 << 30}})
+				}
 				if s.violated {
 					o.Latency.P95 = 0.5
 				}

@@ -185,14 +185,22 @@ func (c *rolloutClock) settled(obs *workload.Observation, request float64) bool 
 // served and pods 4 to 8 could not be scheduled; and a second pod resized
 // from 200m to 585m 91 s before was followed by a third that the node
 // could not schedule, every window's own p95 at 17 ms (round twenty-one).
+// The smallest Ready pod growing restarts the clock too, whatever the
+// total: with the requests spread evenly, the smallest pod's queue makes
+// the p95, and once a deferred resize had kept a 200m pod beside a 742m
+// one, shedding the small pod and growing the other to 703m left the
+// 2-minute p95 over the SLO for two more minutes, every window's own p95
+// at 25–50 ms, and rule 8 asked a second 703m pod the node could not
+// place (round twenty-five).
 type servingClock struct {
 	seen  bool
 	ready int32
-	// capacity is the CPU requests the Ready pods run with (cores).
-	capacity float64
-	// since is when ready or capacity last grew; zero when they were
-	// there at the first observation (they then count as having served
-	// for long).
+	// capacity is the CPU requests the Ready pods run with (cores), and
+	// smallest the smallest of them per pod.
+	capacity, smallest float64
+	// since is when ready, capacity or smallest last grew; zero when they
+	// were there at the first observation (they then count as having
+	// served for long).
 	since time.Time
 }
 
@@ -215,24 +223,47 @@ func servingCapacity(obs *workload.Observation) float64 {
 	return c
 }
 
+// smallestServing is the CPU request of the smallest Ready pod: from the
+// samples when the observation has per-pod samples (0 with none Ready),
+// else the containers' requests, which every pod runs with.
+func smallestServing(obs *workload.Observation) float64 {
+	if len(obs.Pods) == 0 {
+		var c float64
+		for _, co := range obs.Containers {
+			c += co.Requests.CPU
+		}
+		return c
+	}
+	smallest := math.Inf(1)
+	for _, p := range obs.Pods {
+		if p.Ready {
+			smallest = min(smallest, p.Requests.CPU)
+		}
+	}
+	if math.IsInf(smallest, 1) {
+		return 0
+	}
+	return smallest
+}
+
 // current reports whether a violation in obs's p95 can be laid to the pods
 // serving now: every pod the spec asks for is Ready (the capacity asked for
 // and not serving yet is on its way), and the latency's window began after
-// the Ready pods last grew in number or in CPU. It is always true when the
-// latency covers only the observation's own window (RateWindow not longer
-// than Window), as in the simulator without a rate window: that p95 is
-// current. Fewer Ready pods, or smaller ones, do not reset the clock: a
-// violation after a pod was lost is no less the current pods'.
+// the Ready pods last grew in number, in CPU or in the smallest pod's CPU.
+// It is always true when the latency covers only the observation's own
+// window (RateWindow not longer than Window), as in the simulator without
+// a rate window: that p95 is current. Fewer Ready pods, or smaller ones,
+// do not reset the clock: a violation after a pod was lost is no less the
+// current pods' (unless the pod lost was the smallest).
 func (c *servingClock) current(obs *workload.Observation) bool {
-	capacity := servingCapacity(obs)
+	capacity, smallest := servingCapacity(obs), smallestServing(obs)
 	switch ready := obs.ReadyReplicas; {
 	case !c.seen:
-		c.seen, c.ready, c.capacity = true, ready, capacity
-	case ready > c.ready || capacity > c.capacity*(1+1e-9):
-		c.ready, c.capacity, c.since = ready, capacity, obs.Time
-	default:
-		c.ready, c.capacity = ready, capacity
+		c.seen = true
+	case ready > c.ready || capacity > c.capacity*(1+1e-9) || smallest > c.smallest*(1+1e-9):
+		c.since = obs.Time
 	}
+	c.ready, c.capacity, c.smallest = obs.ReadyReplicas, capacity, smallest
 	if obs.RateWindow <= obs.Window {
 		return true
 	}
