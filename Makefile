@@ -27,8 +27,8 @@ IMAGE_ARCH ?= $(shell go env GOARCH)
 # not in the Helm chart).
 WORKLOAD_BINARIES := testapp loadgen
 # Packages under test: everything except the e2e suite, which needs a
-# control plane (make e2e); the workload's, the e2e framework's, the emulator's and the soak's pure parts' unit tests need none.
-UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e') ./e2e/testapp/... ./e2e/loadgen/... ./e2e/framework/... ./e2e/emulator/... ./e2e/soak/...
+# control plane (make e2e); the workload's, the e2e framework's, the node install's, the emulator's and the soak's pure parts' unit tests need none.
+UNIT_PKGS  = $(shell go list ./... | grep -v '/e2e') ./e2e/testapp/... ./e2e/loadgen/... ./e2e/framework/... ./e2e/nodeinstall/... ./e2e/emulator/... ./e2e/soak/...
 
 .PHONY: help
 help: ## Show this help.

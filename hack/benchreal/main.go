@@ -267,6 +267,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer func() {
+		// The components' logs go with their pods: keep them beside the
+		// runs' (their lines carry times, timelines.txt each run's span).
+		dst := filepath.Join(logDir, "components")
+		if n, err := env.KeepPodLogs(nodeinstall.Namespace, dst); err != nil {
+			logf("keeping the components' logs: %v", err)
+		} else {
+			logf("kept %d log files of the components in %s", n, dst)
+		}
 		c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		if err := in.Uninstall(c); err != nil {

@@ -87,7 +87,7 @@ func observation(now time.Time, window time.Duration, since time.Time, pods []*c
 			case cond.Type == corev1.PodReady:
 				s.Ready = cond.Status == corev1.ConditionTrue
 				s.ReadySince = cond.LastTransitionTime.Time
-			case cond.Type == corev1.PodResizePending && cond.Status == corev1.ConditionTrue && cond.Reason == corev1.PodReasonDeferred:
+			case deferredResize(cond):
 				s.ResizeDeferredSince = cond.LastTransitionTime.Time
 			}
 		}

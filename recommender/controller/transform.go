@@ -52,7 +52,7 @@ func TrimPod(obj any) (any, error) {
 		switch {
 		case c.Type == corev1.PodReady:
 			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
-		case c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonDeferred:
+		case deferredResize(c):
 			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime})
 		}
 	}
@@ -90,4 +90,12 @@ func TrimNode(obj any) (any, error) {
 		}
 	}
 	return out, nil
+}
+
+// deferredResize reports whether c says the kubelet has deferred a resize
+// (PodResizePending, reason Deferred): the one condition besides Ready the
+// transform keeps and the observation reads. An infeasible resize is not
+// deferred: the updater answers it (docs/api.md).
+func deferredResize(c corev1.PodCondition) bool {
+	return c.Type == corev1.PodResizePending && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonDeferred
 }

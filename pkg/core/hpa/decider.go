@@ -231,7 +231,7 @@ func NewDecider(c workload.Constraints, calc Calculator) (*Decider, error) {
 // scale-out were held at the scale-out's count for the whole scale-down
 // window although fewer of the grown pods gave the capacity it asked for
 // (on the real node: two 200m replicas kept as two 679m pods for five
-// minutes, docs/real-node.md, round twenty). A unit of 0 (the default)
+// minutes, docs/real-node-rounds.md, round twenty). A unit of 0 (the default)
 // turns the conversion off for the counts recorded from then on.
 func (d *Decider) SetUnit(unit float64) {
 	if math.IsNaN(unit) || math.IsInf(unit, 0) || unit < 0 {
