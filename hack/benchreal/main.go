@@ -77,6 +77,10 @@ type options struct {
 	simNodeMemory  float64
 	// simModelLatency replays the model's percentiles, not a sample's.
 	simModelLatency bool
+	// simModelUsage replays the mean rate's CPU usage, not the arrivals'.
+	simModelUsage bool
+	// simCPURatio replays the runs' CPU ratio without idle CPU, not the fit.
+	simCPURatio bool
 	// simDraws is how many draws of the simulator each run is replayed with.
 	simDraws   int
 	sloMetrics bool
@@ -131,6 +135,8 @@ func main() {
 	flag.BoolVar(&o.simulate, "simulate", false, "after the runs (or with --merge): calibrate the simulator's app from them, replay every run's policy and repetition in the simulator, print the two side by side and write simulated.json, side-by-side.txt and sim-POLICY.svg")
 	flag.IntVar(&o.simDraws, "sim-draws", 5, "--simulate: replay every run with this many draws of the simulator's randomness (arrivals, latency samples) and set their mean beside the real run: one draw is one outcome of the simulator, as the real run is one of the node")
 	flag.BoolVar(&o.simModelLatency, "sim-model-latency", false, "--simulate: replay each window's p95 as the model's, the same in every calm window, rather than as a sample of its requests (sim.Config.SampledLatency); to set the two side by side")
+	flag.BoolVar(&o.simModelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
+	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
 	flag.BoolVar(&o.sloMetrics, "slo-metrics", true, "the testbed's Prometheus scrapes every replica of the app, the recommender reads it (--prometheus-address), and the autoscaler has spec.rl.slo on the app's latency histogram, so the fused default and the agents see the request rate and the p95 as the simulator's policies do; a run whose recommender lacked them is reported and fails the invocation. false: as runs before issue 37 (no SLO inputs)")
@@ -490,7 +496,10 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 		return fmt.Errorf("--simulate: %w", err)
 	}
 	cal.Node.CPU, cal.Node.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
-	cal.SampledLatency = !o.simModelLatency
+	cal.SampledLatency, cal.SampledUsage = !o.simModelLatency, !o.simModelUsage
+	if o.simCPURatio {
+		cal.CPUFitted, cal.CPUFitReason = false, "--sim-cpu-ratio"
+	}
 	// The agent policies have no simulated counterpart here (the
 	// simulator's agents are evaluated by rl-agent eval and the demo).
 	var kept []result.Run

@@ -114,8 +114,24 @@ func (t Throttling) SimIOWait() float64 {
 
 // Calibration is the simulator's app as the real runs measured it.
 type Calibration struct {
-	// CPUSecondsPerRequest is core-seconds per request.
+	// CPUSecondsPerRequest is core-seconds per request: each run's CPU
+	// used over its requests answered, the pods' idle CPU included.
 	CPUSecondsPerRequest Estimate `json:"cpuSecondsPerRequest"`
+	// BaseCPU (cores per Ready pod) and CPUPerRequest (core-seconds per
+	// request) are one least-squares fit of the calm windows' CPU
+	// used, CPUR2 its coefficient of determination over CPUWindows
+	// windows; the simulated app takes them when the fit resolves both
+	// (CPUFitted), else CPUSecondsPerRequest and no idle CPU. The real
+	// test app's pods use 15–17 millicores with no requests, which the
+	// run's ratio spreads over the requests: 8–10% too little CPU at one
+	// pod's 10 requests/s (docs/real-node.md).
+	BaseCPU       Estimate `json:"baseCpu"`
+	CPUPerRequest Estimate `json:"cpuPerRequest"`
+	CPUR2         float64  `json:"cpuR2"`
+	CPUWindows    int      `json:"cpuWindows"`
+	CPUFitted     bool     `json:"cpuFitted"`
+	// CPUFitReason says why the CPU fit was not taken.
+	CPUFitReason string `json:"cpuFitReason,omitempty"`
 	// BaseMemory (bytes per Ready pod) and MemoryPerRequest (bytes per
 	// request in flight) are one least-squares fit, R2 its coefficient of
 	// determination over MemoryWindows windows.
@@ -145,6 +161,12 @@ type Calibration struct {
 	// window to window (MeasureSpread). Off, the replay has the model's
 	// percentiles, to check an estimate on the model's own data.
 	SampledLatency bool `json:"sampledLatency"`
+	// SampledUsage replays each pod's CPU usage as its window's arrivals'
+	// work (sim.Config.SampledUsage). Calibrate sets it: the real HPA and
+	// recommender read metrics-server's rate over 10 s, which varies with
+	// the arrivals, and an HPA whose mean utilisation sits just under its
+	// tolerance scales out on the windows above it (docs/real-node.md).
+	SampledUsage bool `json:"sampledUsage"`
 }
 
 // Calibrate estimates the simulator's app from the real runs: the CPU
@@ -156,7 +178,7 @@ type Calibration struct {
 // wrapping ErrThinData, when the runs cannot support one of the figures
 // the simulator needs; only the throttling shape may stay unresolved.
 func Calibrate(runs []result.Run) (Calibration, error) {
-	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, NodeCores: DefaultNodeCores, Runs: len(runs), SampledLatency: true}
+	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, NodeCores: DefaultNodeCores, Runs: len(runs), SampledLatency: true, SampledUsage: true}
 	if len(runs) == 0 {
 		return c, fmt.Errorf("%w: no runs", ErrThinData)
 	}
@@ -192,7 +214,8 @@ func Calibrate(runs []result.Run) (Calibration, error) {
 	}
 	c.StartupSeconds = median(startup, "median over the pods created during the runs of creation to Ready (scheduling, the container's start, the app's delay, the readiness probe)")
 	c.VPAFirstAction = vpaFirstAction(runs)
-	c.Throttling = fitThrottling(runs, c.CPUSecondsPerRequest.Value, c.NodeCores)
+	c.fitCPU(runs)
+	c.Throttling = fitThrottling(runs, c.cpu(), c.NodeCores)
 	if err := c.fitMemory(runs); err != nil {
 		return c, err
 	}
@@ -249,7 +272,7 @@ func lostShare(r result.Run) float64 {
 // ρ = 0.9 (the simulator's stationary regime), and the calmBefore windows
 // before were calm too, so no backlog of an overload is still draining. Each comes
 // with its S/(1−ρ) and ρ.
-func calmWindows(runs []result.Run, cpuSeconds float64) (ws []result.Window, xs []float64) {
+func calmWindows(runs []result.Run, cpu cpuModel) (ws []result.Window, xs []float64) {
 	for _, r := range runs {
 		calm := 0 // calm windows in a row before this one
 		for _, w := range r.Windows {
@@ -258,7 +281,7 @@ func calmWindows(runs []result.Run, cpuSeconds float64) (ws []result.Window, xs 
 			var x float64
 			if ok {
 				var rho float64
-				x, rho = throttleX(w, cpuSeconds)
+				x, rho = throttleX(w, cpu)
 				ok = rho <= maxThrottleRho
 			}
 			if ok && calm >= calmBefore {
@@ -274,8 +297,103 @@ func calmWindows(runs []result.Run, cpuSeconds float64) (ws []result.Window, xs 
 	return ws, xs
 }
 
+// cpuModel is the simulated app's CPU: core-seconds per request, and the
+// cores a Ready pod uses with no requests (sim.App.BaseCPU).
+type cpuModel struct {
+	perRequest, base float64
+}
+
+// serving is what a pod of CPU limit limit serves requests with, as the
+// simulator gives it (sim.App.ServePod).
+func (m cpuModel) serving(limit float64) float64 {
+	return max(limit-min(m.base, limit), 0.01*limit)
+}
+
+// cpu is the simulated app's CPU model: the fit's where it resolved, else
+// the runs' ratio without idle CPU.
+func (c Calibration) cpu() cpuModel {
+	if c.CPUFitted {
+		return cpuModel{perRequest: c.CPUPerRequest.Value, base: c.BaseCPU.Value}
+	}
+	return cpuModel{perRequest: c.CPUSecondsPerRequest.Value}
+}
+
+// maxCPUFitRho keeps the CPU fit to windows whose pods' usage stays
+// within their limit: nearer it, a window's surplus arrivals are served
+// in the next, and the usage the window reports is cut.
+const maxCPUFitRho = 0.8
+
+// fitCPU fits the steady windows' CPU used on their Ready pods and the
+// trace's requests per second (least squares without intercept: a pod's
+// idle CPU and each request's), and takes it when both coefficients are
+// resolved: the base at least 0 and the CPU per request above 0.
+//
+// Steady: every desired pod Ready, nothing changed, started or was lost in
+// the window, and the runs' ratio puts the pods' load at most
+// maxCPUFitRho of their limit; and in the calmBefore windows before,
+// every desired pod was Ready, nothing was lost and the load was at most
+// maxThrottleRho, so that no backlog was left to drain. Unlike
+// calmWindows it lets the autoscalers change the pods in those windows:
+// they act on a busy window's usage, so the windows after the unchanged
+// ones are the quieter ones (1% too little CPU per request on the
+// simulator's own runs).
+func (c *Calibration) fitCPU(runs []result.Run) {
+	ratio := cpuModel{perRequest: c.CPUSecondsPerRequest.Value}
+	var pods, rate, used []float64
+	for _, r := range runs {
+		drained := 0 // windows in a row that left no backlog
+		for _, w := range r.Windows {
+			var rho float64
+			if w.Ready > 0 && w.CPURequested > 0 && w.End > w.Start {
+				_, rho = throttleX(w, ratio)
+			}
+			ready := w.Ready > 0 && w.Ready == w.Replicas && w.Lost == 0 && w.OOMKills == 0 && w.CPURequested > 0 && w.End > w.Start
+			steady := ready && w.ReplicaChanges == 0 && w.Resizes == 0 && w.Evictions == 0 && rho <= maxCPUFitRho
+			if steady && drained >= calmBefore && w.CPUUsed > 0 && w.Expected > 0 {
+				pods = append(pods, float64(w.Ready))
+				// The trace's rate, not the answers counted: the CPU
+				// samples and the window's arrivals vary apart
+				// (metrics.k8s.io's rates do not line up with the
+				// windows), and a regressor's noise would bias its
+				// coefficient to 0 and the base up.
+				rate = append(rate, w.Expected/(w.End-w.Start))
+				used = append(used, w.CPUUsed)
+			}
+			drained++
+			if !ready || rho > maxThrottleRho {
+				drained = 0
+			}
+		}
+	}
+	c.CPUWindows = len(used)
+	if len(used) < MinFitWindows {
+		c.CPUFitReason = fmt.Sprintf("%d steady windows with CPU usage at most %.0f%% of the limit, want %d", len(used), 100*maxCPUFitRho, MinFitWindows)
+		return
+	}
+	f, err := leastSquares([][]float64{pods, rate}, used)
+	if err != nil {
+		c.CPUFitReason = "CPU against Ready pods and the request rate: " + err.Error()
+		return
+	}
+	const how = "least squares, without intercept, of the windows' CPU used (metrics.k8s.io) on Ready pods and the trace's requests per second; steady windows (every pod Ready, no change or loss, load at most 0.8 of the limit)"
+	c.BaseCPU, c.CPUPerRequest, c.CPUR2 = f.estimate(0, how), f.estimate(1, how), f.r2
+	if c.BaseCPU.Value < 0 && c.BaseCPU.Hi >= -1e-9 {
+		// Not resolved beside 0: the pods have no idle CPU to speak of.
+		c.BaseCPU.Value = 0
+		c.BaseCPU.Method += "; the fit was negative (not resolved beside 0) and is taken as 0"
+	}
+	switch {
+	case c.BaseCPU.Value < 0:
+		c.CPUFitReason = fmt.Sprintf("the fit gives a negative idle CPU per pod (%.4f cores)", c.BaseCPU.Value)
+	case !(c.CPUPerRequest.Value > 0):
+		c.CPUFitReason = fmt.Sprintf("the fit gives %.4g core-seconds per request", c.CPUPerRequest.Value)
+	default:
+		c.CPUFitted = true
+	}
+}
+
 // throttleX is the simulator's regressor S/(1−ρ) for a window, with ρ.
-func throttleX(w result.Window, cpuSeconds float64) (x, rho float64) {
+func throttleX(w result.Window, cpu cpuModel) (x, rho float64) {
 	dt := w.End - w.Start
 	// The offered load: the rate series' mean over the window, which the
 	// queue's stationary state follows; the realised arrivals would add
@@ -283,15 +401,15 @@ func throttleX(w result.Window, cpuSeconds float64) (x, rho float64) {
 	perPod := w.Expected / dt / float64(w.Ready)
 	// The harness sets the CPU limit equal to the request and every
 	// autoscaler here scales both together, so the request is the limit.
-	c := w.CPURequested / float64(w.Ready)
-	s := cpuSeconds / c
+	c := cpu.serving(w.CPURequested / float64(w.Ready))
+	s := cpu.perRequest / c
 	rho = perPod * s
 	return s / (1 - rho), rho
 }
 
-func fitThrottling(runs []result.Run, cpuSeconds, cores float64) Throttling {
+func fitThrottling(runs []result.Run, cpu cpuModel, cores float64) Throttling {
 	t := Throttling{SimSlope: math.Log(20)}
-	ws, xs := calmWindows(runs, cpuSeconds)
+	ws, xs := calmWindows(runs, cpu)
 	var ys, resid []float64
 	for i, w := range ws {
 		if !(w.P95 > 0) {
@@ -318,7 +436,7 @@ func fitThrottling(runs []result.Run, cpuSeconds, cores float64) Throttling {
 	iow := median(resid, "median over the same windows of p95 − ln(20)·S/(1−ρ), at least 0: the shift that best fits the simulator's own slope")
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
-	t.fitBurst(ws, cpuSeconds, cores)
+	t.fitBurst(ws, cpu, cores)
 	return t
 }
 
@@ -329,7 +447,7 @@ func fitThrottling(runs []result.Run, cpuSeconds, cores float64) Throttling {
 // of them: the harness's keep-alive connections send a Deployment's load to
 // one pod at a time (docs/real-node-rounds.md, round two), so the windows of
 // several pods are slower than any balanced model, and would bias W up.
-func (t *Throttling) fitBurst(ws []result.Window, cpuSeconds, cores float64) {
+func (t *Throttling) fitBurst(ws []result.Window, cpu cpuModel, cores float64) {
 	one := slices.DeleteFunc(slices.Clone(ws), func(w result.Window) bool { return w.Ready != 1 || !(w.P95 > 0) })
 	if len(one) >= MinThrottleWindows {
 		ws = one
@@ -340,9 +458,9 @@ func (t *Throttling) fitBurst(ws []result.Window, cpuSeconds, cores float64) {
 			continue
 		}
 		ys = append(ys, w.P95)
-		x, _ := throttleX(w, cpuSeconds)
+		x, _ := throttleX(w, cpu)
 		fluid = append(fluid, t.SimSlope*x)
-		burst = append(burst, QuotaP95(cpuSeconds, w.CPURequested/float64(w.Ready), w.Expected/(w.End-w.Start)/float64(w.Ready), cores))
+		burst = append(burst, QuotaP95(cpu.perRequest, cpu.serving(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), cores))
 		resid = append(resid, w.P95-burst[len(burst)-1])
 	}
 	iow := median(resid, "median over the same windows of p95 − the CFS quota queue's p95 (sim.App.CPUBurst), at least 0: the burst model's shift")
@@ -385,10 +503,10 @@ func inFlight(w result.Window, shift float64) float64 {
 }
 
 func (c *Calibration) fitMemory(runs []result.Run) error {
-	ws, _ := calmWindows(runs, c.CPUSecondsPerRequest.Value)
+	ws, _ := calmWindows(runs, c.cpu())
 	shift := c.Throttling.SimIOWait()
 	if c.Throttling.Burst {
-		shift += c.CPUSecondsPerRequest.Value
+		shift += c.cpu().perRequest
 	}
 	var pods, inflight, used []float64
 	for _, w := range ws {
@@ -502,7 +620,8 @@ func (c Calibration) App(slo, initialCPU float64) sim.App {
 	return sim.App{
 		Name:             "testapp",
 		Container:        "app",
-		CPUSeconds:       c.CPUSecondsPerRequest.Value,
+		CPUSeconds:       c.cpu().perRequest,
+		BaseCPU:          c.cpu().base,
 		IOWait:           c.Throttling.SimIOWait(),
 		CPUBurst:         c.Throttling.Burst,
 		BaseMemory:       c.BaseMemory.Value,
@@ -536,6 +655,15 @@ func (c Calibration) Write(w io.Writer) error {
 		fmt.Fprintf(&b, "  %-26s %.4g%s [%.4g, %.4g] (n = %d): %s\n", name, e.Value/scale, unit, e.Lo/scale, e.Hi/scale, e.N, e.Method)
 	}
 	line("CPU per request", c.CPUSecondsPerRequest, 1e-3, "ms")
+	if c.CPUFitted {
+		line("idle CPU per pod", c.BaseCPU, 1e-3, "millicores")
+		line("CPU per request (fit)", c.CPUPerRequest, 1e-3, "ms")
+	}
+	if c.CPUFitted {
+		fmt.Fprintf(&b, "  %-26s R² %.3f over %d windows; the simulated app takes it\n", "CPU fit", c.CPUR2, c.CPUWindows)
+	} else {
+		fmt.Fprintf(&b, "  %-26s not taken (%s): the simulated app takes the CPU per request above and no idle CPU\n", "CPU fit", c.CPUFitReason)
+	}
 	line("base memory", c.BaseMemory, sim.MiB, "MiB")
 	line("memory per request", c.MemoryPerRequest, sim.MiB, "MiB")
 	fmt.Fprintf(&b, "  %-26s R² %.3f over %d windows\n", "memory fit", c.MemoryR2, c.MemoryWindows)
@@ -561,6 +689,11 @@ func (c Calibration) Write(w io.Writer) error {
 		pct = "a sample of each window's requests (sim.Config.SampledLatency)"
 	}
 	fmt.Fprintf(&b, "  %-26s %s\n", "latency percentiles", pct)
+	usage := "the mean rate's (the same in every calm window)"
+	if c.SampledUsage {
+		usage = "the realised arrivals' work in each window (sim.Config.SampledUsage)"
+	}
+	fmt.Fprintf(&b, "  %-26s %s\n", "CPU usage", usage)
 	fmt.Fprintf(&b, "  %-26s %.3g cores, %.3g GiB (one node)\n", "simulated node", c.Node.CPU, c.Node.Memory/sim.GiB)
 	_, err := io.WriteString(w, b.String())
 	return err

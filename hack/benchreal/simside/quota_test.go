@@ -62,7 +62,7 @@ func TestQuotaModelAgainstRealNode(t *testing.T) {
 	type state struct{ limit, rate float64 }
 	p95s := map[state][]float64{}
 	for _, r := range runs {
-		ws, _ := calmWindows([]result.Run{r}, cpu)
+		ws, _ := calmWindows([]result.Run{r}, cpuModel{perRequest: cpu})
 		for _, x := range ws {
 			if x.Ready != 1 || !(x.P95 > 0) {
 				continue

@@ -6,6 +6,11 @@ import (
 	"github.com/aware-k8s/aware/pkg/core/workload"
 )
 
+// minServingShare is the least share of a pod's CPU its requests get when
+// App.BaseCPU takes (nearly) all of it, so that its service time stays
+// finite.
+const minServingShare = 0.01
+
 // PodInput is what one window offers one Ready pod of the model.
 type PodInput struct {
 	// Rate is the pod's Poisson arrival rate λi (requests/s), the mean the
@@ -30,6 +35,11 @@ type PodInput struct {
 	MemoryLimit float64
 	// Z is a standard normal draw for the peak working set.
 	Z float64
+	// SampledUsage counts the CPU the realised arrivals took below ρmax
+	// too, as a rate over the window measures it (metrics-server's), so
+	// that it varies from window to window with the Poisson arrivals; off,
+	// the mean ρ·c of every calm window.
+	SampledUsage bool
 }
 
 // PodWindow is what one Ready pod did in one window of the model: steps 4
@@ -93,13 +103,17 @@ func (a *App) PeakMemory(n, z float64) float64 {
 // MeanLatency (Little's law).
 func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	cpuSec := a.CPUSeconds
-	svc := cpuSec / in.CPU
+	// The pod's own idle work comes first; requests get the rest of its
+	// CPU (a pod whose limit it fills serves at a crawl, not at all).
+	base := min(a.BaseCPU, in.CPU)
+	serving := max(in.CPU-base, minServingShare*in.CPU)
+	svc := cpuSec / serving
 	mu := 1 / svc
 	rho := in.Rate * svc
 	stat := svc / (1 - min(rho, rhoMax))
 	own := 0.0
 	if a.CPUBurst {
-		own, stat = cfsLatency(cpuSec, in.CPU, in.Cores, rho)
+		own, stat = cfsLatency(cpuSec, serving, in.Cores, rho)
 	}
 	b0 := in.Backlog
 	// Below ρmax the stationary queue holds the window's Poisson surplus, so
@@ -130,8 +144,16 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	// CPU follows the queue's input, like its state: the mean rate below
 	// ρmax (a window's Poisson surplus is served from the stationary queue,
 	// within capacity, so the long-run use is exactly ρ·c), the realised
-	// arrivals beyond it.
-	w.Usage.CPU = min(max(0, offered+b0-b1-drop)*cpuSec/dt, in.CPU)
+	// arrivals beyond it. Sampled, the realised arrivals below ρmax too: a
+	// window's surplus is served in it, as the stationary queue relaxes in
+	// well under a window, so the mean stays ρ·c and each window's use is
+	// its arrivals' work. A utilisation near an HPA's tolerance then
+	// crosses it in some windows, as the real node's does (docs/simulator.md).
+	work := offered
+	if in.SampledUsage {
+		work = in.Arrived
+	}
+	w.Usage.CPU = min(base+max(0, work+b0-b1-drop)*cpuSec/dt, in.CPU)
 	inflight := done / dt * (a.IOWait + own + w.QueueDelay + stat)
 	w.InFlight = inflight
 	w.Usage.Memory = a.BaseMemory + a.MemoryPerRequest*inflight

@@ -178,3 +178,74 @@ func TestEffectiveSamples(t *testing.T) {
 		})
 	}
 }
+
+// TestSampledUsageSpread checks the windows' CPU usage against the law of
+// the arrivals it counts: one 0.2-core pod at 10 requests/s of 14 ms (ρ =
+// 0.7, the real node's app before its load step in rounds twenty-four to
+// twenty-six). Sampled, a window's usage is its Poisson arrivals' work: a
+// mean of ρ·c and a coefficient of variation of 1/√(λ·15 s) = 0.082, so
+// 8–9% of the windows read above 77% utilisation, where an HPA targeting
+// 70% scales out (its 10% tolerance). metrics-server's 10-s rates, which the
+// real HPA reads, vary a little more (1/√(λ·10 s) = 0.1); bench-real's
+// 15-s averages of them a little less (0.04–0.09 over the calm windows
+// of rounds twenty-two to twenty-six). Off, every calm window reads ρ·c,
+// and no window crosses the tolerance.
+func TestSampledUsageSpread(t *testing.T) {
+	const (
+		cpu, rate, cpuSec = 0.2, 10.0, 0.014
+		windows, seeds    = 80, 8
+		edge              = 0.77 * cpu
+	)
+	mean := rate * cpuSec
+	for _, tc := range []struct {
+		name     string
+		sampled  bool
+		cv       [2]float64
+		overEdge [2]float64
+	}{
+		{"sampled", true, [2]float64{0.065, 0.10}, [2]float64{0.04, 0.15}},
+		{"mean", false, [2]float64{0, 1e-9}, [2]float64{0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sum, sq float64
+			var over, n int
+			for seed := range uint64(seeds) {
+				app := App{
+					Name: "testapp", Container: "app", CPUSeconds: cpuSec, CPUBurst: true,
+					BaseMemory: 58 * mib, MemoryPerRequest: mib, SLO: 0.25, Replicas: 1,
+					Requests: workload.Resources{CPU: cpu, Memory: 96 * mib},
+					Limits:   workload.Resources{CPU: cpu, Memory: 96 * mib},
+				}
+				rates := make([]float64, windows)
+				for i := range rates {
+					rates[i] = rate
+				}
+				s, err := New(Config{SampledUsage: tc.sampled, NodeCores: 2}, app, &Trace{Name: "calm", Step: 15 * time.Second, Rates: rates}, seed+1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range windows {
+					u := s.Step().Used.CPU
+					sum += u
+					sq += u * u
+					n++
+					if u > edge {
+						over++
+					}
+				}
+			}
+			m := sum / float64(n)
+			sd := math.Sqrt(max(0, sq/float64(n)-m*m))
+			t.Logf("mean %.4f cores, coefficient of variation %.4f, %d of %d windows above 77%%", m, sd/m, over, n)
+			if math.Abs(m-mean) > 0.02*mean {
+				t.Errorf("mean usage %.4f cores, want %.4f within 2%%", m, mean)
+			}
+			if cv := sd / m; cv < tc.cv[0] || cv > tc.cv[1] {
+				t.Errorf("usage's coefficient of variation %.4f, want within %v", cv, tc.cv)
+			}
+			if share := float64(over) / float64(n); share < tc.overEdge[0] || share > tc.overEdge[1] {
+				t.Errorf("%.3f of the windows above 77%% utilisation, want within %v", share, tc.overEdge)
+			}
+		})
+	}
+}

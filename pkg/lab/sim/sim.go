@@ -73,6 +73,13 @@ type Config struct {
 	// less, and slowly, as consecutive ranges share most windows. Off: the
 	// model's percentiles, as before (the demo, the evidence, training).
 	SampledLatency bool
+	// SampledUsage counts each pod's CPU usage as its window's realised
+	// arrivals' work (PodInput.SampledUsage), as metrics-server's rate over
+	// its resolution gives it: it varies around the mean with the Poisson
+	// arrivals (a coefficient of variation of 1/√(λ·Step) at λ requests/s).
+	// Off: the mean ρ·c in every calm window, as before (the demo, the
+	// evidence, training).
+	SampledUsage bool
 	// KeepHistory keeps every StepMetrics in memory (History).
 	KeepHistory bool
 }
@@ -455,7 +462,7 @@ func (s *Simulator) Step() StepMetrics {
 			continue
 		}
 		n := &s.nodes[p.node]
-		n.demand += min((lam+p.backlog/s.dt)*cpuSec, s.cpuCap(p))
+		n.demand += min(s.app.BaseCPU+(lam+p.backlog/s.dt)*cpuSec, s.cpuCap(p))
 		n.shares += max(p.req.CPU, 1e-6)
 	}
 
@@ -482,7 +489,7 @@ func (s *Simulator) Step() StepMetrics {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
 			// The other tenants use no more than they request, so the app's
 			// pods share what they leave.
-			want := min((lam+p.backlog/s.dt)*cpuSec, c)
+			want := min(s.app.BaseCPU+(lam+p.backlog/s.dt)*cpuSec, c)
 			c = min(c, (nodeCPU-n.others)*max(p.req.CPU, 1e-6)/n.shares)
 			if want > c {
 				p.pressure = 1 - c/want
@@ -491,6 +498,7 @@ func (s *Simulator) Step() StepMetrics {
 		w := s.app.ServePod(PodInput{
 			Rate: lam, Arrived: arrived, Backlog: p.backlog,
 			CPU: c, Cores: s.cfg.NodeCores, MemoryLimit: p.lim.Memory, Z: s.noise.NormFloat64(),
+			SampledUsage: s.cfg.SampledUsage,
 		}, s.dt, s.timeout)
 		p.usage, p.peak = w.Usage, w.Peak
 		if w.OOMKilled {
