@@ -30,7 +30,7 @@ const mib = 1 << 20
 
 // loopApp is the emulated workload: 10 ms of CPU and 5 ms of I/O per
 // request, 64 MiB idle, 1 MiB per request in flight.
-var loopApp = sim.App{Name: "hamster", Container: "hamster", CPUSeconds: 0.010, IOWait: 0.005, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}
+var loopApp = sim.App{Name: "hamster", Container: "hamster", Demand: sim.Demand{CPUSeconds: 0.010, IOWait: 0.005, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}}
 
 const (
 	// baseRate keeps each of the two pods at 30m of CPU: 60% of the 50%

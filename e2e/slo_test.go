@@ -39,7 +39,7 @@ import (
 // the pod size is the bottleneck, and then the fused default grows the
 // floor's gain by 1.25x per loop (rule 3, "SLOVerticalGrow") and never
 // shrinks the pod (rule 4).
-var sloApp = sim.App{Name: "slo", Container: "hamster", CPUSeconds: 0.010, IOWait: 0.300, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}
+var sloApp = sim.App{Name: "slo", Container: "hamster", Demand: sim.Demand{CPUSeconds: 0.010, IOWait: 0.300, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}}
 
 const (
 	// sloMetTarget is 4x the emulator's p95: the SLO is met.

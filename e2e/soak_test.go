@@ -108,7 +108,7 @@ const soakLabel = "aware-soak"
 
 // soakApp is the emulated workload: the e2e's loopApp, 10 ms of CPU and
 // 5 ms of I/O per request.
-var soakApp = sim.App{Name: "soak", CPUSeconds: 0.010, IOWait: 0.005, BaseMemory: 64 << 20, MemoryPerRequest: 1 << 20}
+var soakApp = sim.App{Name: "soak", Demand: sim.Demand{CPUSeconds: 0.010, IOWait: 0.005, BaseMemory: 64 << 20, MemoryPerRequest: 1 << 20}}
 
 // TestSoak is the soak. It is long (the default is 2 hours after the
 // set-up) and runs only with the tags e2e and soak: make soak.

@@ -25,7 +25,7 @@ import (
 // no I/O wait (the fit assumes none). On createLoopDeployment's 1-CPU limit
 // a pod at 15 requests/s is 75% busy, its response time 0.2 s, so it holds
 // 3 requests (24 MiB) in flight: enough for the memory line to be seen.
-var whatifApp = sim.App{Name: "whatif", Container: "web", CPUSeconds: 0.050, BaseMemory: 96 * mib, MemoryPerRequest: 8 * mib}
+var whatifApp = sim.App{Name: "whatif", Container: "web", Demand: sim.Demand{CPUSeconds: 0.050, BaseMemory: 96 * mib, MemoryPerRequest: 8 * mib}}
 
 const (
 	// whatifStep and whatifPeriod are the what-if's grid: 42 steps.

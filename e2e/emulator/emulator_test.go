@@ -47,7 +47,7 @@ func TestStepPublishesUsageAndKillsOnOOM(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	app := sim.App{Name: "w", Container: "main", CPUSeconds: 0.01, IOWait: 0.05, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}
+	app := sim.App{Name: "w", Container: "main", Demand: sim.Demand{CPUSeconds: 0.01, IOWait: 0.05, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}}
 	e, err := New(client, Config{
 		Namespace: "ns", Selector: labels.SelectorFromSet(labels.Set{"app": "w"}), App: app,
 		Trace: sim.Trace{Rates: []float64{200}},
@@ -137,7 +137,7 @@ func TestOOMKillRestartsOnce(t *testing.T) {
 	if err := idx.Add(small); err != nil {
 		t.Fatal(err)
 	}
-	app := sim.App{Name: "w", Container: "main", CPUSeconds: 0.01, IOWait: 0.05, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}
+	app := sim.App{Name: "w", Container: "main", Demand: sim.Demand{CPUSeconds: 0.01, IOWait: 0.05, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}}
 	e, err := New(client, Config{
 		Namespace: "ns", Selector: labels.SelectorFromSet(labels.Set{"app": "w"}), App: app,
 		Trace: sim.Trace{Rates: []float64{100}},

@@ -73,8 +73,14 @@ func run() error {
 	}
 	em, err := emulator.New(client, emulator.Config{
 		Namespace: *namespace, Selector: sel, Trace: trace, Tick: *tick, Seed: *seed,
-		App: sim.App{Name: *namespace + "/" + *selector, Container: *container, CPUSeconds: *cpuSeconds, IOWait: *ioWait,
-			BaseMemory: *baseMem, MemoryPerRequest: *perReqMem, StartupDelay: *startup},
+		App: sim.App{Name: *namespace + "/" + *selector, Container: *container, StartupDelay: *startup,
+			Demand: sim.Demand{
+				CPUSeconds:       *cpuSeconds,
+				IOWait:           *ioWait,
+				BaseMemory:       *baseMem,
+				MemoryPerRequest: *perReqMem,
+			},
+		},
 	})
 	if err != nil {
 		return err

@@ -481,7 +481,7 @@ func (t *Throttling) fitBurst(ws []result.Window, cpu cpuModel, cores float64) {
 // without I/O wait) for one pod of CPU limit limit at rate requests/s of
 // cpuSeconds each, on a node of cores cores, in its stationary state.
 func QuotaP95(cpuSeconds, limit, rate, cores float64) float64 {
-	a := sim.App{CPUSeconds: cpuSeconds, CPUBurst: true}
+	a := sim.App{Demand: sim.Demand{CPUSeconds: cpuSeconds, CPUBurst: true}}
 	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: cores}, 1, math.Inf(1))
 	return w.Own + w.QueueDelay + w.Stationary*math.Log(20)
 }
@@ -618,19 +618,13 @@ func median(v []float64, method string) Estimate {
 // replicas, 50m–1 CPU and 64Mi–1Gi per container, with the SLO given.
 func (c Calibration) App(slo, initialCPU float64) sim.App {
 	return sim.App{
-		Name:             "testapp",
-		Container:        "app",
-		CPUSeconds:       c.cpu().perRequest,
-		BaseCPU:          c.cpu().base,
-		IOWait:           c.Throttling.SimIOWait(),
-		CPUBurst:         c.Throttling.Burst,
-		BaseMemory:       c.BaseMemory.Value,
-		MemoryPerRequest: c.MemoryPerRequest.Value,
-		StartupDelay:     seconds(c.StartupSeconds.Value),
-		SLO:              slo,
-		Replicas:         1,
-		Requests:         workload.Resources{CPU: initialCPU, Memory: 96 * sim.MiB},
-		Limits:           workload.Resources{CPU: initialCPU, Memory: 256 * sim.MiB},
+		Name:         "testapp",
+		Container:    "app",
+		StartupDelay: seconds(c.StartupSeconds.Value),
+		SLO:          slo,
+		Replicas:     1,
+		Requests:     workload.Resources{CPU: initialCPU, Memory: 96 * sim.MiB},
+		Limits:       workload.Resources{CPU: initialCPU, Memory: 256 * sim.MiB},
 		Constraints: workload.Constraints{
 			MinReplicas: 1,
 			MaxReplicas: 8,
@@ -640,6 +634,14 @@ func (c Calibration) App(slo, initialCPU float64) sim.App {
 				MinAllowed: workload.Resources{CPU: 0.05, Memory: 64 * sim.MiB},
 				MaxAllowed: workload.Resources{CPU: 1, Memory: 1 * sim.GiB},
 			}},
+		},
+		Demand: sim.Demand{
+			CPUSeconds:       c.cpu().perRequest,
+			BaseCPU:          c.cpu().base,
+			IOWait:           c.Throttling.SimIOWait(),
+			CPUBurst:         c.Throttling.Burst,
+			BaseMemory:       c.BaseMemory.Value,
+			MemoryPerRequest: c.MemoryPerRequest.Value,
 		},
 	}
 }

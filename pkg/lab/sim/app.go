@@ -65,13 +65,10 @@ func Profiles() []Profile {
 	}
 }
 
-// App is one generated application: a single-container workload whose
-// per-request behaviour is the sum of its segments.
-type App struct {
-	Name     string
-	Segments []string
-	// Container is the name of the workload's only container.
-	Container string
+// Demand is what an app's requests and pods take of CPU and memory: the
+// model's per-request and per-pod costs, apart from how the app is
+// deployed and started (App).
+type Demand struct {
 	// CPUSeconds is the mean CPU time per request (core-seconds).
 	CPUSeconds float64
 	// IOWait is the mean non-CPU time per request (seconds).
@@ -100,6 +97,17 @@ type App struct {
 	BaseMemory float64
 	// MemoryPerRequest is the memory each in-flight request holds (bytes).
 	MemoryPerRequest float64
+}
+
+// App is one generated application: a single-container workload whose
+// per-request behaviour is the sum of its segments.
+type App struct {
+	Name     string
+	Segments []string
+	// Container is the name of the workload's only container.
+	Container string
+	// Demand is what the app's requests and pods take of CPU and memory.
+	Demand
 	// StartupDelay is how long a scheduled pod takes to become Ready.
 	StartupDelay time.Duration
 	// StartupCPUShare is the share of StartupDelay that is CPU-bound at the

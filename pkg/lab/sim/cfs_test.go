@@ -81,8 +81,8 @@ func closedP95(a *App, limit, cores, rho float64) float64 {
 // (0.15–0.75×): it is not used for such apps.
 func TestCFSBurstAgainstReference(t *testing.T) {
 	const cpuSec = 0.017
-	burst := &App{CPUSeconds: cpuSec, CPUBurst: true}
-	fluid := &App{CPUSeconds: cpuSec}
+	burst := &App{Demand: Demand{CPUSeconds: cpuSec, CPUBurst: true}}
+	fluid := &App{Demand: Demand{CPUSeconds: cpuSec}}
 	for _, tc := range []struct {
 		name  string
 		dist  serviceDist
@@ -121,7 +121,7 @@ func TestCFSBurstAgainstReference(t *testing.T) {
 // CPU is used, and an unloaded request whose CPU time fits in one period's
 // quota takes its own CPU time.
 func TestCFSBurstServePod(t *testing.T) {
-	fluid := App{CPUSeconds: 0.02, IOWait: 0.005, BaseMemory: 10 * MiB, MemoryPerRequest: MiB}
+	fluid := App{Demand: Demand{CPUSeconds: 0.02, IOWait: 0.005, BaseMemory: 10 * MiB, MemoryPerRequest: MiB}}
 	burst := fluid
 	burst.CPUBurst = true
 	for _, in := range []PodInput{

@@ -18,10 +18,15 @@ func calmLogP95(t *testing.T, cpu, rate float64, sampled bool, seed uint64) (med
 	t.Helper()
 	const windows = 80
 	app := App{
-		Name: "testapp", Container: "app", CPUSeconds: 0.0113, CPUBurst: true,
-		BaseMemory: 58 * mib, MemoryPerRequest: mib, SLO: 0.25, Replicas: 1,
+		Name: "testapp", Container: "app", SLO: 0.25, Replicas: 1,
 		Requests: workload.Resources{CPU: cpu, Memory: 96 * mib},
 		Limits:   workload.Resources{CPU: cpu, Memory: 96 * mib},
+		Demand: Demand{
+			CPUSeconds:       0.0113,
+			CPUBurst:         true,
+			BaseMemory:       58 * mib,
+			MemoryPerRequest: mib,
+		},
 	}
 	rates := make([]float64, windows)
 	for i := range rates {
@@ -211,10 +216,15 @@ func TestSampledUsageSpread(t *testing.T) {
 			var over, n int
 			for seed := range uint64(seeds) {
 				app := App{
-					Name: "testapp", Container: "app", CPUSeconds: cpuSec, CPUBurst: true,
-					BaseMemory: 58 * mib, MemoryPerRequest: mib, SLO: 0.25, Replicas: 1,
+					Name: "testapp", Container: "app", SLO: 0.25, Replicas: 1,
 					Requests: workload.Resources{CPU: cpu, Memory: 96 * mib},
 					Limits:   workload.Resources{CPU: cpu, Memory: 96 * mib},
+					Demand: Demand{
+						CPUSeconds:       cpuSec,
+						CPUBurst:         true,
+						BaseMemory:       58 * mib,
+						MemoryPerRequest: mib,
+					},
 				}
 				rates := make([]float64, windows)
 				for i := range rates {

@@ -15,14 +15,18 @@ import (
 func testApp(cpuSec, ioWait float64, replicas int32) App {
 	return App{
 		Name: "t", Container: "main",
-		CPUSeconds: cpuSec, IOWait: ioWait,
-		BaseMemory: 100 * mib, MemoryPerRequest: 1 * mib,
 		StartupDelay: 30 * time.Second,
 		SLO:          1,
 		Replicas:     replicas,
 		Requests:     workload.Resources{CPU: 1, Memory: 1 * gib},
 		Limits:       workload.Resources{CPU: 1, Memory: 4 * gib},
 		Constraints:  workload.Constraints{MinReplicas: 1, MaxReplicas: 100},
+		Demand: Demand{
+			CPUSeconds:       cpuSec,
+			IOWait:           ioWait,
+			BaseMemory:       100 * mib,
+			MemoryPerRequest: 1 * mib,
+		},
 	}
 }
 

@@ -291,8 +291,8 @@ func TestValidateConservation(t *testing.T) {
 func TestValidateBaseCPU(t *testing.T) {
 	for _, burst := range []bool{false, true} {
 		t.Run(fmt.Sprintf("burst %t", burst), func(t *testing.T) {
-			idle := App{CPUSeconds: 0.0125, CPUBurst: burst, BaseCPU: 0.015}
-			none := App{CPUSeconds: 0.0125, CPUBurst: burst}
+			idle := App{Demand: Demand{CPUSeconds: 0.0125, CPUBurst: burst, BaseCPU: 0.015}}
+			none := App{Demand: Demand{CPUSeconds: 0.0125, CPUBurst: burst}}
 			in := PodInput{Rate: 10, Arrived: 150, CPU: 0.2, Cores: 2}
 			w := idle.ServePod(in, 15, 30)
 			if want := 0.015 + 10*0.0125; math.Abs(w.Usage.CPU-want) > 1e-12 {

@@ -23,8 +23,8 @@ func TestHiddenParams(t *testing.T) {
 		app  sim.App
 		want []float64
 	}{
-		{name: "half the time waiting", app: sim.App{CPUSeconds: 0.1, IOWait: 0.1, MemoryPerRequest: math.E, StartupDelay: 20 * time.Second}, want: []float64{math.Log(0.1), 1, 20, 0.5}},
-		{name: "no I/O, no memory per request", app: sim.App{CPUSeconds: 1, StartupDelay: time.Second / 2}, want: []float64{0, 0, 0.5, 0}},
+		{name: "half the time waiting", app: sim.App{StartupDelay: 20 * time.Second, Demand: sim.Demand{CPUSeconds: 0.1, IOWait: 0.1, MemoryPerRequest: math.E}}, want: []float64{math.Log(0.1), 1, 20, 0.5}},
+		{name: "no I/O, no memory per request", app: sim.App{StartupDelay: time.Second / 2, Demand: sim.Demand{CPUSeconds: 1}}, want: []float64{0, 0, 0.5, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := HiddenParams(tc.app)

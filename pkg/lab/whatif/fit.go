@@ -325,20 +325,22 @@ func (f *Fit) app(s *Series, cpuSeconds, base, perReq float64, o FitOptions) (si
 		peak = math.Max(peak, r)
 	}
 	a := sim.App{
-		Name:             s.Name,
-		Container:        s.Container,
-		CPUSeconds:       cpuSeconds,
-		BaseMemory:       base,
-		MemoryPerRequest: perReq,
-		StartupDelay:     time.Duration(f.StartupDelaySeconds * float64(time.Second)),
-		SLO:              s.SLO,
-		BaseRate:         mean / float64(len(rates)),
-		Replicas:         int32(max(1, math.Round(reps[0]))),
-		Requests:         workload.Resources{CPU: reqCPU[0], Memory: reqMem[0]},
+		Name:         s.Name,
+		Container:    s.Container,
+		StartupDelay: time.Duration(f.StartupDelaySeconds * float64(time.Second)),
+		SLO:          s.SLO,
+		BaseRate:     mean / float64(len(rates)),
+		Replicas:     int32(max(1, math.Round(reps[0]))),
+		Requests:     workload.Resources{CPU: reqCPU[0], Memory: reqMem[0]},
 		Constraints: workload.Constraints{
 			MinReplicas: 1,
 			// Room for the policies to scale beyond what ran.
 			MaxReplicas: int32(max(10, 2*math.Ceil(peak))),
+		},
+		Demand: sim.Demand{
+			CPUSeconds:       cpuSeconds,
+			BaseMemory:       base,
+			MemoryPerRequest: perReq,
 		},
 	}
 	if len(limCPU) > 0 {

@@ -23,11 +23,15 @@ const step = time.Minute
 func truthApp(name string) sim.App {
 	return sim.App{
 		Name: name, Container: "app",
-		CPUSeconds: 0.05, BaseMemory: 200 << 20, MemoryPerRequest: 4 << 20,
 		StartupDelay: 30 * time.Second, SLO: 0.4, BaseRate: 40,
 		Replicas: 4, Requests: workload.Resources{CPU: 0.5, Memory: 512 << 20},
 		Limits:      workload.Resources{CPU: 1, Memory: 1 << 30},
 		Constraints: workload.Constraints{MinReplicas: 1, MaxReplicas: 40},
+		Demand: sim.Demand{
+			CPUSeconds:       0.05,
+			BaseMemory:       200 << 20,
+			MemoryPerRequest: 4 << 20,
+		},
 	}
 }
 
