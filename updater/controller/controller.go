@@ -349,7 +349,7 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 		c.skip(logic.SkipRivalAutoscaler)
 		logger.V(3).Info("Leaving replicas to another autoscaler", "reason", logic.SkipRivalAutoscaler)
 	} else if mpa.ScalesHorizontally(mode) {
-		changed = c.horizontal(ctx, m, st, now, scale.Spec.Replicas, rec.Replicas)
+		changed = c.horizontal(ctx, m, st, now, scale.Spec.Replicas, rec.Replicas, rec.TargetCPU())
 	}
 
 	sel, err := c.targets.Selector(ctx, m.Namespace, ref)
@@ -407,8 +407,9 @@ func (c *Controller) updateOne(ctx context.Context, m *v1alpha1.MultidimPodAutos
 }
 
 // horizontal applies the replica decision; it reports whether it changed
-// the target.
-func (c *Controller) horizontal(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, st *workloadState, now time.Time, current, desired int32) bool {
+// the target. unit is the recommendation's per-pod CPU target, in which
+// the stabilization windows count (hpa.Horizontal.SetUnit).
+func (c *Controller) horizontal(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, st *workloadState, now time.Time, current, desired int32, unit float64) bool {
 	logger := klog.FromContext(ctx)
 	if st.hErr != nil {
 		c.skip(logic.SkipInvalidConstraints)
@@ -419,6 +420,7 @@ func (c *Controller) horizontal(ctx context.Context, m *v1alpha1.MultidimPodAuto
 	// The fused default's count was stabilized by the recommender; an
 	// agent's, a safeguard's or an unknown recommender's was not.
 	stabilized := m.Status.RL != nil && m.Status.RL.Source == v1alpha1.SourceDefault
+	st.horizontal.SetUnit(unit)
 	d := st.horizontal.Decide(now, current, desired, stabilized)
 	logger.V(3).Info("Horizontal decision", "current", d.Current, "desired", d.Desired, "replicas", d.Replicas, "reason", d.Reason)
 	if !d.Changed() {

@@ -57,6 +57,17 @@ func NewHorizontal(c workload.Constraints) (*Horizontal, error) {
 	return &Horizontal{d: d, c: c}, nil
 }
 
+// SetUnit says that the counts given from now on are of pods of per-pod
+// CPU unit (Decider.SetUnit): the stabilization windows then hold capacity,
+// not counts. The updater and the simulator's agents set it from each
+// recommendation's per-pod CPU target, so a scale-in that grows the pods
+// to keep the capacity (an agent's two 200m pods into one of 807m) is not
+// held as a capacity drop, while its resize already runs: on the real node
+// the updater resized both pods to 807m, the node deferred one, and the
+// scale-in came a loop later (docs/real-node-rounds.md, round twenty-seven).
+// 0 turns the conversion off.
+func (h *Horizontal) SetUnit(unit float64) { h.d.SetUnit(unit) }
+
 // Decide returns the count to apply at now given the target's current
 // count and the recommended count. stabilized says the recommended count
 // already went through the behavior's stabilization windows (see

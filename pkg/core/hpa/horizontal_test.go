@@ -145,3 +145,37 @@ func TestHorizontalStabilizedUpstream(t *testing.T) {
 		}
 	})
 }
+
+// The windows hold capacity in the recommendation's per-pod CPU
+// (SetUnit): an agent's scale-in from two 200m pods to one 807m pod keeps
+// the capacity and is applied at once, as on the real node it should have
+// been (docs/real-node-rounds.md, round twenty-seven); the same scale-in at
+// the same size is held for the window, and so is one whose growth does
+// not make up the pods it sheds.
+func TestHorizontalHoldsCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before float64 // per-pod CPU of the counts recorded so far
+		now    float64 // per-pod CPU of the scale-in
+		want   int32
+	}{
+		{"grown pods keep the capacity", 0.2, 0.807, 1},
+		{"the same size", 0.2, 0.2, 2},
+		{"grown, not enough", 0.2, 0.3, 2},
+		{"no unit", 0, 0.807, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := horizontal(t, workload.Constraints{MinReplicas: 1, MaxReplicas: 8})
+			h.SetUnit(tc.before)
+			for i := range 4 {
+				if d := h.Decide(t0.Add(time.Duration(i)*15*time.Second), 2, 2, false); d.Changed() {
+					t.Fatalf("steady at 2: %+v", d)
+				}
+			}
+			h.SetUnit(tc.now)
+			if d := h.Decide(t0.Add(time.Minute), 2, 1, false); d.Replicas != tc.want {
+				t.Errorf("scale-in from 2 to 1 at %g cores per pod after %g: %+v, want %d replicas", tc.now, tc.before, d, tc.want)
+			}
+		})
+	}
+}

@@ -56,6 +56,16 @@ type Recommendation struct {
 	Reason string
 }
 
+// TargetCPU is the CPU the recommendation asks for one pod: the sum of its
+// containers' CPU targets (0 when it sets none).
+func (r *Recommendation) TargetCPU() float64 {
+	var sum float64
+	for _, c := range r.Containers {
+		sum += c.Target.CPU
+	}
+	return sum
+}
+
 // Container returns the recommendation for the named container, if any.
 func (r *Recommendation) Container(name string) (ContainerRecommendation, bool) {
 	for _, c := range r.Containers {

@@ -17,26 +17,8 @@ import (
 func calmLogP95(t *testing.T, cpu, rate float64, sampled bool, seed uint64) (median, sd float64, over int) {
 	t.Helper()
 	const windows = 80
-	app := App{
-		Name: "testapp", Container: "app", SLO: 0.25, Replicas: 1,
-		Requests: workload.Resources{CPU: cpu, Memory: 96 * mib},
-		Limits:   workload.Resources{CPU: cpu, Memory: 96 * mib},
-		Demand: Demand{
-			CPUSeconds:       0.0113,
-			CPUBurst:         true,
-			BaseMemory:       58 * mib,
-			MemoryPerRequest: mib,
-		},
-	}
-	rates := make([]float64, windows)
-	for i := range rates {
-		rates[i] = rate
-	}
-	cfg := Config{SampledLatency: sampled, NodeCores: 2}
-	s, err := New(cfg, app, &Trace{Name: "calm", Step: 15 * time.Second, Rates: rates}, seed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	app := calmApp(cpu, 0.0113)
+	s := calmSim(t, app, rate, windows, Config{SampledLatency: sampled, NodeCores: 2}, seed)
 	logs := make([]float64, windows)
 	for i := range logs {
 		p95 := s.Step().Latency.P95
@@ -215,25 +197,7 @@ func TestSampledUsageSpread(t *testing.T) {
 			var sum, sq float64
 			var over, n int
 			for seed := range uint64(seeds) {
-				app := App{
-					Name: "testapp", Container: "app", SLO: 0.25, Replicas: 1,
-					Requests: workload.Resources{CPU: cpu, Memory: 96 * mib},
-					Limits:   workload.Resources{CPU: cpu, Memory: 96 * mib},
-					Demand: Demand{
-						CPUSeconds:       cpuSec,
-						CPUBurst:         true,
-						BaseMemory:       58 * mib,
-						MemoryPerRequest: mib,
-					},
-				}
-				rates := make([]float64, windows)
-				for i := range rates {
-					rates[i] = rate
-				}
-				s, err := New(Config{SampledUsage: tc.sampled, NodeCores: 2}, app, &Trace{Name: "calm", Step: 15 * time.Second, Rates: rates}, seed+1)
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := calmSim(t, calmApp(cpu, cpuSec), rate, windows, Config{SampledUsage: tc.sampled, NodeCores: 2}, seed+1)
 				for range windows {
 					u := s.Step().Used.CPU
 					sum += u
@@ -258,4 +222,29 @@ func TestSampledUsageSpread(t *testing.T) {
 			}
 		})
 	}
+}
+
+// calmApp is one pod of the real node's test app at cpu cores (request and
+// limit) and cpuSec core-seconds per request, with the CFS quota model.
+func calmApp(cpu, cpuSec float64) App {
+	return App{
+		Name: "testapp", Container: "app", SLO: 0.25, Replicas: 1,
+		Requests: workload.Resources{CPU: cpu, Memory: 96 * mib},
+		Limits:   workload.Resources{CPU: cpu, Memory: 96 * mib},
+		Demand:   Demand{CPUSeconds: cpuSec, CPUBurst: true, BaseMemory: 58 * mib, MemoryPerRequest: mib},
+	}
+}
+
+// calmSim runs app at a fixed rate for windows windows of 15 s.
+func calmSim(t *testing.T, app App, rate float64, windows int, cfg Config, seed uint64) *Simulator {
+	t.Helper()
+	rates := make([]float64, windows)
+	for i := range rates {
+		rates[i] = rate
+	}
+	s, err := New(cfg, app, &Trace{Name: "calm", Step: 15 * time.Second, Rates: rates}, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -181,6 +181,7 @@ func (a *Agent) decide(ctx context.Context, obs workload.Observation, agentActs 
 	if err != nil || d.Recommendation.Replicas <= 0 {
 		return d, err
 	}
+	a.updater.SetUnit(d.Recommendation.TargetCPU())
 	h := a.updater.Decide(obs.Time, obs.Replicas, d.Recommendation.Replicas, d.Recommendation.Source == workload.SourceDefault)
 	d.Recommendation.Replicas = h.Replicas
 	return d, nil
