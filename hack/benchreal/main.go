@@ -79,6 +79,9 @@ type options struct {
 	simModelLatency bool
 	// simModelUsage replays the mean rate's CPU usage, not the arrivals'.
 	simModelUsage bool
+	// simUsageResolution is the period the replay's observed usage is a
+	// rate over.
+	simUsageResolution time.Duration
 	// simCPURatio replays the runs' CPU ratio without idle CPU, not the fit.
 	simCPURatio bool
 	// simDraws is how many draws of the simulator each run is replayed with.
@@ -136,6 +139,7 @@ func main() {
 	flag.IntVar(&o.simDraws, "sim-draws", 5, "--simulate: replay every run with this many draws of the simulator's randomness (arrivals, latency samples) and set their mean beside the real run: one draw is one outcome of the simulator, as the real run is one of the node")
 	flag.BoolVar(&o.simModelLatency, "sim-model-latency", false, "--simulate: replay each window's p95 as the model's, the same in every calm window, rather than as a sample of its requests (sim.Config.SampledLatency); to set the two side by side")
 	flag.BoolVar(&o.simModelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
+	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
@@ -189,6 +193,9 @@ func (o options) validate() error {
 	}
 	if o.simulate && (o.simDraws < 1 || o.simDraws > 100) {
 		errs = append(errs, fmt.Errorf("--sim-draws %d must be within [1, 100]", o.simDraws))
+	}
+	if o.simulate && o.simUsageResolution < 0 {
+		errs = append(errs, fmt.Errorf("--sim-usage-resolution %s must be >= 0", o.simUsageResolution))
 	}
 	if len(o.merge) > 0 {
 		return errors.Join(errs...)
@@ -496,7 +503,7 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 		return fmt.Errorf("--simulate: %w", err)
 	}
 	cal.Node.CPU, cal.Node.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
-	cal.SampledLatency, cal.SampledUsage = !o.simModelLatency, !o.simModelUsage
+	cal.SampledLatency, cal.SampledUsage, cal.UsageResolution = !o.simModelLatency, !o.simModelUsage, o.simUsageResolution
 	if o.simCPURatio {
 		cal.CPUFitted, cal.CPUFitReason = false, "--sim-cpu-ratio"
 	}

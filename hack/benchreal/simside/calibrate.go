@@ -18,6 +18,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/pkg/core/workload"
@@ -36,6 +37,11 @@ const (
 	DefaultNodeMemory = 24*sim.GiB - 1*sim.GiB
 	DefaultNodeCores  = 2
 )
+
+// DefaultUsageResolution is the testbed's metrics-server's
+// --metric-resolution (hack/testbed/up.sh): the HPA and the recommender
+// read each pod's CPU as a rate over the last 10 s.
+const DefaultUsageResolution = 10 * time.Second
 
 // Minimum data Calibrate accepts: fewer and it refuses.
 const (
@@ -122,7 +128,7 @@ type Calibration struct {
 	// used, CPUR2 its coefficient of determination over CPUWindows
 	// windows; the simulated app takes them when the fit resolves both
 	// (CPUFitted), else CPUSecondsPerRequest and no idle CPU. The real
-	// test app's pods use 15–17 millicores with no requests, which the
+	// test app's pods use 12–16 millicores with no requests, which the
 	// run's ratio spreads over the requests: 8–10% too little CPU at one
 	// pod's 10 requests/s (docs/real-node.md).
 	BaseCPU       Estimate `json:"baseCpu"`
@@ -167,6 +173,10 @@ type Calibration struct {
 	// the arrivals, and an HPA whose mean utilisation sits just under its
 	// tolerance scales out on the windows above it (docs/real-node.md).
 	SampledUsage bool `json:"sampledUsage"`
+	// UsageResolution is the period the pods' observed usage is a rate over
+	// in the replay (sim.Config.UsageResolution): Calibrate sets
+	// DefaultUsageResolution. 0: the window's usage.
+	UsageResolution time.Duration `json:"usageResolution"`
 }
 
 // Calibrate estimates the simulator's app from the real runs: the CPU
@@ -178,7 +188,7 @@ type Calibration struct {
 // wrapping ErrThinData, when the runs cannot support one of the figures
 // the simulator needs; only the throttling shape may stay unresolved.
 func Calibrate(runs []result.Run) (Calibration, error) {
-	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, NodeCores: DefaultNodeCores, Runs: len(runs), SampledLatency: true, SampledUsage: true}
+	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, NodeCores: DefaultNodeCores, Runs: len(runs), SampledLatency: true, SampledUsage: true, UsageResolution: DefaultUsageResolution}
 	if len(runs) == 0 {
 		return c, fmt.Errorf("%w: no runs", ErrThinData)
 	}
@@ -272,7 +282,7 @@ func lostShare(r result.Run) float64 {
 // ρ = 0.9 (the simulator's stationary regime), and the calmBefore windows
 // before were calm too, so no backlog of an overload is still draining. Each comes
 // with its S/(1−ρ) and ρ.
-func calmWindows(runs []result.Run, cpu cpuModel) (ws []result.Window, xs []float64) {
+func calmWindows(runs []result.Run, cpu sim.Demand) (ws []result.Window, xs []float64) {
 	for _, r := range runs {
 		calm := 0 // calm windows in a row before this one
 		for _, w := range r.Windows {
@@ -297,25 +307,13 @@ func calmWindows(runs []result.Run, cpu cpuModel) (ws []result.Window, xs []floa
 	return ws, xs
 }
 
-// cpuModel is the simulated app's CPU: core-seconds per request, and the
-// cores a Ready pod uses with no requests (sim.App.BaseCPU).
-type cpuModel struct {
-	perRequest, base float64
-}
-
-// serving is what a pod of CPU limit limit serves requests with, as the
-// simulator gives it (sim.App.ServePod).
-func (m cpuModel) serving(limit float64) float64 {
-	return max(limit-min(m.base, limit), 0.01*limit)
-}
-
-// cpu is the simulated app's CPU model: the fit's where it resolved, else
-// the runs' ratio without idle CPU.
-func (c Calibration) cpu() cpuModel {
+// cpu is the simulated app's CPU (sim.Demand's CPUSeconds and BaseCPU):
+// the fit's where it resolved, else the runs' ratio without idle CPU.
+func (c Calibration) cpu() sim.Demand {
 	if c.CPUFitted {
-		return cpuModel{perRequest: c.CPUPerRequest.Value, base: c.BaseCPU.Value}
+		return sim.Demand{CPUSeconds: c.CPUPerRequest.Value, BaseCPU: c.BaseCPU.Value}
 	}
-	return cpuModel{perRequest: c.CPUSecondsPerRequest.Value}
+	return sim.Demand{CPUSeconds: c.CPUSecondsPerRequest.Value}
 }
 
 // maxCPUFitRho keeps the CPU fit to windows whose pods' usage stays
@@ -338,7 +336,7 @@ const maxCPUFitRho = 0.8
 // ones are the quieter ones (1% too little CPU per request on the
 // simulator's own runs).
 func (c *Calibration) fitCPU(runs []result.Run) {
-	ratio := cpuModel{perRequest: c.CPUSecondsPerRequest.Value}
+	ratio := sim.Demand{CPUSeconds: c.CPUSecondsPerRequest.Value}
 	var pods, rate, used []float64
 	for _, r := range runs {
 		drained := 0 // windows in a row that left no backlog
@@ -393,7 +391,7 @@ func (c *Calibration) fitCPU(runs []result.Run) {
 }
 
 // throttleX is the simulator's regressor S/(1−ρ) for a window, with ρ.
-func throttleX(w result.Window, cpu cpuModel) (x, rho float64) {
+func throttleX(w result.Window, cpu sim.Demand) (x, rho float64) {
 	dt := w.End - w.Start
 	// The offered load: the rate series' mean over the window, which the
 	// queue's stationary state follows; the realised arrivals would add
@@ -401,13 +399,13 @@ func throttleX(w result.Window, cpu cpuModel) (x, rho float64) {
 	perPod := w.Expected / dt / float64(w.Ready)
 	// The harness sets the CPU limit equal to the request and every
 	// autoscaler here scales both together, so the request is the limit.
-	c := cpu.serving(w.CPURequested / float64(w.Ready))
-	s := cpu.perRequest / c
+	c := cpu.ServingCPU(w.CPURequested / float64(w.Ready))
+	s := cpu.CPUSeconds / c
 	rho = perPod * s
 	return s / (1 - rho), rho
 }
 
-func fitThrottling(runs []result.Run, cpu cpuModel, cores float64) Throttling {
+func fitThrottling(runs []result.Run, cpu sim.Demand, cores float64) Throttling {
 	t := Throttling{SimSlope: math.Log(20)}
 	ws, xs := calmWindows(runs, cpu)
 	var ys, resid []float64
@@ -447,7 +445,7 @@ func fitThrottling(runs []result.Run, cpu cpuModel, cores float64) Throttling {
 // of them: the harness's keep-alive connections send a Deployment's load to
 // one pod at a time (docs/real-node-rounds.md, round two), so the windows of
 // several pods are slower than any balanced model, and would bias W up.
-func (t *Throttling) fitBurst(ws []result.Window, cpu cpuModel, cores float64) {
+func (t *Throttling) fitBurst(ws []result.Window, cpu sim.Demand, cores float64) {
 	one := slices.DeleteFunc(slices.Clone(ws), func(w result.Window) bool { return w.Ready != 1 || !(w.P95 > 0) })
 	if len(one) >= MinThrottleWindows {
 		ws = one
@@ -460,7 +458,7 @@ func (t *Throttling) fitBurst(ws []result.Window, cpu cpuModel, cores float64) {
 		ys = append(ys, w.P95)
 		x, _ := throttleX(w, cpu)
 		fluid = append(fluid, t.SimSlope*x)
-		burst = append(burst, QuotaP95(cpu.perRequest, cpu.serving(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), cores))
+		burst = append(burst, QuotaP95(cpu.CPUSeconds, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), cores))
 		resid = append(resid, w.P95-burst[len(burst)-1])
 	}
 	iow := median(resid, "median over the same windows of p95 − the CFS quota queue's p95 (sim.App.CPUBurst), at least 0: the burst model's shift")
@@ -506,7 +504,7 @@ func (c *Calibration) fitMemory(runs []result.Run) error {
 	ws, _ := calmWindows(runs, c.cpu())
 	shift := c.Throttling.SimIOWait()
 	if c.Throttling.Burst {
-		shift += c.cpu().perRequest
+		shift += c.cpu().CPUSeconds
 	}
 	var pods, inflight, used []float64
 	for _, w := range ws {
@@ -636,8 +634,8 @@ func (c Calibration) App(slo, initialCPU float64) sim.App {
 			}},
 		},
 		Demand: sim.Demand{
-			CPUSeconds:       c.cpu().perRequest,
-			BaseCPU:          c.cpu().base,
+			CPUSeconds:       c.cpu().CPUSeconds,
+			BaseCPU:          c.cpu().BaseCPU,
 			IOWait:           c.Throttling.SimIOWait(),
 			CPUBurst:         c.Throttling.Burst,
 			BaseMemory:       c.BaseMemory.Value,
@@ -660,8 +658,6 @@ func (c Calibration) Write(w io.Writer) error {
 	if c.CPUFitted {
 		line("idle CPU per pod", c.BaseCPU, 1e-3, "millicores")
 		line("CPU per request (fit)", c.CPUPerRequest, 1e-3, "ms")
-	}
-	if c.CPUFitted {
 		fmt.Fprintf(&b, "  %-26s R² %.3f over %d windows; the simulated app takes it\n", "CPU fit", c.CPUR2, c.CPUWindows)
 	} else {
 		fmt.Fprintf(&b, "  %-26s not taken (%s): the simulated app takes the CPU per request above and no idle CPU\n", "CPU fit", c.CPUFitReason)
@@ -694,6 +690,9 @@ func (c Calibration) Write(w io.Writer) error {
 	usage := "the mean rate's (the same in every calm window)"
 	if c.SampledUsage {
 		usage = "the realised arrivals' work in each window (sim.Config.SampledUsage)"
+		if c.UsageResolution > 0 {
+			usage += fmt.Sprintf(", observed as a rate over %s (sim.Config.UsageResolution)", c.UsageResolution)
+		}
 	}
 	fmt.Fprintf(&b, "  %-26s %s\n", "CPU usage", usage)
 	fmt.Fprintf(&b, "  %-26s %.3g cores, %.3g GiB (one node)\n", "simulated node", c.Node.CPU, c.Node.Memory/sim.GiB)

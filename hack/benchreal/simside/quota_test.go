@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // realRuns reads the committed real-node runs of rounds fifteen to
@@ -62,7 +63,7 @@ func TestQuotaModelAgainstRealNode(t *testing.T) {
 	type state struct{ limit, rate float64 }
 	p95s := map[state][]float64{}
 	for _, r := range runs {
-		ws, _ := calmWindows([]result.Run{r}, cpuModel{perRequest: cpu})
+		ws, _ := calmWindows([]result.Run{r}, sim.Demand{CPUSeconds: cpu})
 		for _, x := range ws {
 			if x.Ready != 1 || !(x.P95 > 0) {
 				continue

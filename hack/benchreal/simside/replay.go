@@ -219,7 +219,7 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 	cfg := sim.DefaultConfig()
 	cfg.Step, cfg.Nodes, cfg.NodeCapacity, cfg.NodeCores = tr.Step, 1, cal.Node, cal.NodeCores
 	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
-	cfg.SampledLatency, cfg.SampledUsage = cal.SampledLatency, cal.SampledUsage
+	cfg.SampledLatency, cfg.SampledUsage, cfg.UsageResolution = cal.SampledLatency, cal.SampledUsage, cal.UsageResolution
 	if tr.AppMetrics {
 		cfg.RateWindow = tr.RateWindow
 	}

@@ -11,6 +11,12 @@ import (
 // finite.
 const minServingShare = 0.01
 
+// ServingCPU is what a pod of CPU limit limit serves requests with: the
+// limit less its idle CPU (BaseCPU), at least minServingShare of it.
+func (d Demand) ServingCPU(limit float64) float64 {
+	return max(limit-min(d.BaseCPU, limit), minServingShare*limit)
+}
+
 // PodInput is what one window offers one Ready pod of the model.
 type PodInput struct {
 	// Rate is the pod's Poisson arrival rate λi (requests/s), the mean the
@@ -40,6 +46,12 @@ type PodInput struct {
 	// that it varies from window to window with the Poisson arrivals; off,
 	// the mean ρ·c of every calm window.
 	SampledUsage bool
+	// MeasuredShare, with SampledUsage, is the share of the window, in
+	// (0, 1), that the usage's rate covers (Config.UsageResolution): the
+	// observed usage (PodWindow.MeasuredCPU) counts the arrivals of that
+	// share alone, Arrived thinned by ZMeasured, a standard normal draw. 0:
+	// the observed usage is the window's.
+	MeasuredShare, ZMeasured float64
 }
 
 // PodWindow is what one Ready pod did in one window of the model: steps 4
@@ -64,6 +76,9 @@ type PodWindow struct {
 	// Usage is the window's mean CPU (cores) and working set (bytes); Peak
 	// the peak working set (capped at the limit when OOM-killed).
 	Usage, Peak workload.Resources
+	// MeasuredCPU is the CPU usage the pod's metrics show: Usage.CPU, or
+	// with PodInput.MeasuredShare the rate over that part of the window.
+	MeasuredCPU float64
 	// OOMKilled: the peak working set exceeded the memory limit.
 	OOMKilled bool
 }
@@ -106,7 +121,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	// The pod's own idle work comes first; requests get the rest of its
 	// CPU (a pod whose limit it fills serves at a crawl, not at all).
 	base := min(a.BaseCPU, in.CPU)
-	serving := max(in.CPU-base, minServingShare*in.CPU)
+	serving := a.ServingCPU(in.CPU)
 	svc := cpuSec / serving
 	mu := 1 / svc
 	rho := in.Rate * svc
@@ -154,6 +169,14 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 		work = in.Arrived
 	}
 	w.Usage.CPU = min(base+max(0, work+b0-b1-drop)*cpuSec/dt, in.CPU)
+	w.MeasuredCPU = w.Usage.CPU
+	if q := in.MeasuredShare; in.SampledUsage && q > 0 && q < 1 && b1 == 0 && drop == 0 {
+		// A pod that ends the window with a backlog was busy all of it,
+		// and any part of it measures what the whole does.
+		n := in.Arrived
+		part := min(max(n*q+math.Sqrt(n*q*(1-q))*in.ZMeasured, 0), n)
+		w.MeasuredCPU = min(base+max(0, part/q+b0-b1-drop)*cpuSec/dt, in.CPU)
+	}
 	inflight := done / dt * (a.IOWait + own + w.QueueDelay + stat)
 	w.InFlight = inflight
 	w.Usage.Memory = a.BaseMemory + a.MemoryPerRequest*inflight

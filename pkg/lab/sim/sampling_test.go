@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,4 +248,74 @@ func calmSim(t *testing.T, app App, rate float64, windows int, cfg Config, seed 
 		t.Fatal(err)
 	}
 	return s
+}
+
+// TestUsageResolution checks the usage a policy observes when it is a rate
+// over 10 s of each 15-s window (metrics-server's resolution on the
+// testbed), on the pod of TestSampledUsageSpread: its arrivals over 10 s
+// are Poisson of mean λ·10 s, so the observed usage has a coefficient of
+// variation of 1/√(λ·10 s) = 0.1, around the same mean, and about 16% of
+// the looks read above 77% utilisation (8–9% of 15-s windows). The
+// window's own usage, which the cost counts, is the same draw for draw as
+// with no resolution: the thinning draws from a stream of its own. A pod
+// that ends a window with a backlog was busy all of it, and any 10 s of it
+// read the window's usage.
+func TestUsageResolution(t *testing.T) {
+	const (
+		cpu, rate, cpuSec = 0.2, 10.0, 0.014
+		windows, seeds    = 80, 8
+		edge              = 0.77 * cpu
+	)
+	observed := func(s *Simulator) float64 { return s.Observation().Containers[0].Usage.CPU }
+	t.Run("calm pod: a 10-s rate's spread", func(t *testing.T) {
+		var sum, sq float64
+		var over, n int
+		for seed := range uint64(seeds) {
+			fine := calmSim(t, calmApp(cpu, cpuSec), rate, windows, Config{SampledUsage: true, UsageResolution: 10 * time.Second, NodeCores: 2}, seed+1)
+			whole := calmSim(t, calmApp(cpu, cpuSec), rate, windows, Config{SampledUsage: true, NodeCores: 2}, seed+1)
+			for i := range windows {
+				m, w := fine.Step(), whole.Step()
+				if m.Used != w.Used || m.Latency != w.Latency || m.Completed != w.Completed {
+					t.Fatalf("seed %d window %d: the window's usage %+v, p95 %g, completed %g; with no resolution %+v, %g, %g", seed+1, i, m.Used, m.Latency.P95, m.Completed, w.Used, w.Latency.P95, w.Completed)
+				}
+				if got := observed(whole); got != w.Used.CPU {
+					t.Fatalf("with no resolution the observed usage %g is not the window's %g", got, w.Used.CPU)
+				}
+				u := observed(fine)
+				sum += u
+				sq += u * u
+				n++
+				if u > edge {
+					over++
+				}
+			}
+		}
+		m := sum / float64(n)
+		sd := math.Sqrt(max(0, sq/float64(n)-m*m))
+		t.Logf("observed: mean %.4f cores, coefficient of variation %.4f, %d of %d looks above 77%%", m, sd/m, over, n)
+		if want := rate * cpuSec; math.Abs(m-want) > 0.02*want {
+			t.Errorf("mean observed usage %.4f cores, want %.4f within 2%%", m, want)
+		}
+		if cv := sd / m; cv < 0.09 || cv > 0.11 {
+			t.Errorf("observed usage's coefficient of variation %.4f, want 0.1 within [0.09, 0.11]", cv)
+		}
+		if share := float64(over) / float64(n); share < 0.1 || share > 0.22 {
+			t.Errorf("%.3f of the looks above 77%% utilisation, want within [0.1, 0.22]", share)
+		}
+	})
+	t.Run("overloaded pod: the window's usage", func(t *testing.T) {
+		s := calmSim(t, calmApp(cpu, cpuSec), 2*cpu/cpuSec, 20, Config{SampledUsage: true, UsageResolution: 10 * time.Second, NodeCores: 2}, 3)
+		for i := range 20 {
+			m := s.Step()
+			if i > 0 && observed(s) != m.Used.CPU {
+				t.Errorf("window %d at ρ = 2: observed usage %g, want the window's %g", i, observed(s), m.Used.CPU)
+			}
+		}
+	})
+	t.Run("negative resolution refused", func(t *testing.T) {
+		_, err := New(Config{UsageResolution: -time.Second}, calmApp(cpu, cpuSec), &Trace{Name: "calm", Step: 15 * time.Second, Rates: []float64{rate}}, 1)
+		if err == nil || !strings.Contains(err.Error(), "usage resolution") {
+			t.Errorf("New with a negative usage resolution: %v, want an error naming it", err)
+		}
+	})
 }

@@ -80,6 +80,17 @@ type Config struct {
 	// Off: the mean ρ·c in every calm window, as before (the demo, the
 	// evidence, training).
 	SampledUsage bool
+	// UsageResolution is the period a pod's observed CPU usage is a rate
+	// over, as metrics-server's resolution gives it to the HPA and the
+	// recommender (--metric-resolution, 10s on the testbed). With
+	// SampledUsage and a resolution shorter than Step, the usage a policy
+	// sees counts only the arrivals of that part of the window (a binomial
+	// thinning of the window's, by normal approximation, from a stream of
+	// its own), so it varies as a shorter rate does: a coefficient of
+	// variation of 1/√(λ·UsageResolution) rather than 1/√(λ·Step). The
+	// cost and the evaluator's StepMetrics keep the window's usage. 0, or
+	// not shorter than Step: the observation's usage is the window's.
+	UsageResolution time.Duration
 	// KeepHistory keeps every StepMetrics in memory (History).
 	KeepHistory bool
 }
@@ -148,6 +159,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("nodeCores must be a finite number >= 0, got %g", c.NodeCores)
 	case c.RateWindow < 0:
 		return fmt.Errorf("rate window must be >= 0, got %s", c.RateWindow)
+	case c.UsageResolution < 0:
+		return fmt.Errorf("usage resolution must be >= 0, got %s", c.UsageResolution)
 	}
 	return nil
 }
@@ -206,9 +219,11 @@ type pod struct {
 	// its node did not give it in the window: the simulator's cgroup CPU
 	// pressure (PSI), 0 unless the node is oversubscribed.
 	pressure float64
-	usage    workload.Resources
-	peak     workload.Resources
-	remove   bool
+	// usage is what the pod's metrics show (PodWindow.MeasuredCPU); the
+	// window's own went into StepMetrics.Used.
+	usage  workload.Resources
+	peak   workload.Resources
+	remove bool
 	// boost is set while the pod runs with its CPU start-up boost.
 	boost *podBoost
 	// deferral is the kubelet's hold on an in-place resize its node has
@@ -286,6 +301,13 @@ type Simulator struct {
 	// sampling draws the windows' levels (Config.SampledLatency); a stream
 	// of its own, so that no other draw depends on the setting.
 	sampling *rand.Rand
+	// measuring draws which of a window's arrivals the observed usage's
+	// rate counts (Config.UsageResolution); a stream of its own, so that no
+	// other draw depends on the setting.
+	measuring *rand.Rand
+	// measuredShare is UsageResolution's share of the window, in (0, 1),
+	// or 0 when the observed usage is the window's.
+	measuredShare float64
 	// rate holds the last windows the observation pools (Config.RateWindow);
 	// nil when each observation covers its own window.
 	rate *rateRing
@@ -314,20 +336,21 @@ func New(cfg Config, app App, trace *Trace, seed uint64) (*Simulator, error) {
 		return nil, fmt.Errorf("trace %q has step %s, simulator %s", trace.Name, trace.Step, cfg.Step)
 	}
 	s := &Simulator{
-		cfg:      cfg,
-		app:      app,
-		trace:    trace,
-		arrivals: rand.New(rand.NewPCG(seed, splitmix(seed))),
-		noise:    rand.New(rand.NewPCG(seed, splitmix(seed^0x6e6f697365))),
-		sampling: rand.New(rand.NewPCG(seed, splitmix(seed^0x73616d706c65))),
-		dt:       cfg.Step.Seconds(),
-		timeout:  cfg.Timeout.Seconds(),
-		nodes:    make([]node, cfg.Nodes),
-		desired:  app.Constraints.ClampReplicas(max(app.Replicas, 1)),
-		tmplReq:  app.Requests,
-		tmplLim:  app.Limits,
-		ratio:    app.LimitRatio(),
-		policy:   app.Constraints.ContainerPolicy(app.Container),
+		cfg:       cfg,
+		app:       app,
+		trace:     trace,
+		arrivals:  rand.New(rand.NewPCG(seed, splitmix(seed))),
+		noise:     rand.New(rand.NewPCG(seed, splitmix(seed^0x6e6f697365))),
+		sampling:  rand.New(rand.NewPCG(seed, splitmix(seed^0x73616d706c65))),
+		measuring: rand.New(rand.NewPCG(seed, splitmix(seed^0x6d6574726963))),
+		dt:        cfg.Step.Seconds(),
+		timeout:   cfg.Timeout.Seconds(),
+		nodes:     make([]node, cfg.Nodes),
+		desired:   app.Constraints.ClampReplicas(max(app.Replicas, 1)),
+		tmplReq:   app.Requests,
+		tmplLim:   app.Limits,
+		ratio:     app.LimitRatio(),
+		policy:    app.Constraints.ContainerPolicy(app.Container),
 	}
 	// The user's deployment already runs when the autoscaler takes over:
 	// its pods are scheduled and Ready at step 0 (those that fit).
@@ -348,6 +371,9 @@ func New(cfg Config, app App, trace *Trace, seed uint64) (*Simulator, error) {
 	if cfg.RateWindow > cfg.Step {
 		s.rate = newRateRing(int(math.Ceil(float64(cfg.RateWindow) / float64(cfg.Step))))
 		s.obs.RateWindow = cfg.RateWindow
+	}
+	if cfg.SampledUsage && cfg.UsageResolution > 0 && cfg.UsageResolution < cfg.Step {
+		s.measuredShare = cfg.UsageResolution.Seconds() / s.dt
 	}
 	return s, nil
 }
@@ -498,7 +524,7 @@ func (s *Simulator) Step() StepMetrics {
 		w := s.app.ServePod(PodInput{
 			Rate: lam, Arrived: arrived, Backlog: p.backlog,
 			CPU: c, Cores: s.cfg.NodeCores, MemoryLimit: p.lim.Memory, Z: s.noise.NormFloat64(),
-			SampledUsage: s.cfg.SampledUsage,
+			SampledUsage: s.cfg.SampledUsage, MeasuredShare: s.measuredShare, ZMeasured: s.measuredDraw(),
 		}, s.dt, s.timeout)
 		p.usage, p.peak = w.Usage, w.Peak
 		if w.OOMKilled {
@@ -522,6 +548,9 @@ func (s *Simulator) Step() StepMetrics {
 		if c > 0 {
 			s.effective += effectiveSamples(done, p.usage.CPU/c)
 		}
+		// From here on the pod's usage is what its metrics show; the
+		// window's went into the cost above.
+		p.usage.CPU = w.MeasuredCPU
 	}
 	if m.Completed > 0 {
 		m.MeanLatency = latSum / m.Completed
@@ -540,6 +569,16 @@ func (s *Simulator) Step() StepMetrics {
 		s.history = append(s.history, m)
 	}
 	return m
+}
+
+// measuredDraw is the standard normal draw that thins a pod's arrivals to
+// those its observed usage counts (Config.UsageResolution), or 0 with no
+// draw when the observed usage is the window's.
+func (s *Simulator) measuredDraw() float64 {
+	if s.measuredShare == 0 {
+		return 0
+	}
+	return s.measuring.NormFloat64()
 }
 
 func (s *Simulator) cpuCap(p *pod) float64 {
