@@ -195,33 +195,44 @@ func TestSampledUsageSpread(t *testing.T) {
 		{"mean", false, [2]float64{0, 1e-9}, [2]float64{0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var sum, sq float64
-			var over, n int
+			var us []float64
 			for seed := range uint64(seeds) {
 				s := calmSim(t, calmApp(cpu, cpuSec), rate, windows, Config{SampledUsage: tc.sampled, NodeCores: 2}, seed+1)
 				for range windows {
-					u := s.Step().Used.CPU
-					sum += u
-					sq += u * u
-					n++
-					if u > edge {
-						over++
-					}
+					us = append(us, s.Step().Used.CPU)
 				}
 			}
-			m := sum / float64(n)
-			sd := math.Sqrt(max(0, sq/float64(n)-m*m))
-			t.Logf("mean %.4f cores, coefficient of variation %.4f, %d of %d windows above 77%%", m, sd/m, over, n)
-			if math.Abs(m-mean) > 0.02*mean {
-				t.Errorf("mean usage %.4f cores, want %.4f within 2%%", m, mean)
-			}
-			if cv := sd / m; cv < tc.cv[0] || cv > tc.cv[1] {
-				t.Errorf("usage's coefficient of variation %.4f, want within %v", cv, tc.cv)
-			}
-			if share := float64(over) / float64(n); share < tc.overEdge[0] || share > tc.overEdge[1] {
-				t.Errorf("%.3f of the windows above 77%% utilisation, want within %v", share, tc.overEdge)
-			}
+			checkUsageSpread(t, "windows'", us, mean, edge, tc.cv, tc.overEdge)
 		})
+	}
+}
+
+// checkUsageSpread checks usages against their expected mean (within
+// 2%), a coefficient of variation within cv, and a share above edge within
+// over.
+func checkUsageSpread(t *testing.T, what string, us []float64, mean, edge float64, cv, over [2]float64) {
+	t.Helper()
+	var sum, sq float64
+	var above int
+	for _, u := range us {
+		sum += u
+		sq += u * u
+		if u > edge {
+			above++
+		}
+	}
+	n := float64(len(us))
+	m := sum / n
+	sd := math.Sqrt(max(0, sq/n-m*m))
+	t.Logf("%s usage: mean %.4f cores, coefficient of variation %.4f, %d of %d above %.3f cores", what, m, sd/m, above, len(us), edge)
+	if math.Abs(m-mean) > 0.02*mean {
+		t.Errorf("mean %s usage %.4f cores, want %.4f within 2%%", what, m, mean)
+	}
+	if c := sd / m; c < cv[0] || c > cv[1] {
+		t.Errorf("%s usage's coefficient of variation %.4f, want within %v", what, c, cv)
+	}
+	if share := float64(above) / n; share < over[0] || share > over[1] {
+		t.Errorf("%.3f of the %s usages above %.3f cores, want within %v", share, what, edge, over)
 	}
 }
 
@@ -268,8 +279,7 @@ func TestUsageResolution(t *testing.T) {
 	)
 	observed := func(s *Simulator) float64 { return s.Observation().Containers[0].Usage.CPU }
 	t.Run("calm pod: a 10-s rate's spread", func(t *testing.T) {
-		var sum, sq float64
-		var over, n int
+		var us []float64
 		for seed := range uint64(seeds) {
 			fine := calmSim(t, calmApp(cpu, cpuSec), rate, windows, Config{SampledUsage: true, UsageResolution: 10 * time.Second, NodeCores: 2}, seed+1)
 			whole := calmSim(t, calmApp(cpu, cpuSec), rate, windows, Config{SampledUsage: true, NodeCores: 2}, seed+1)
@@ -281,27 +291,10 @@ func TestUsageResolution(t *testing.T) {
 				if got := observed(whole); got != w.Used.CPU {
 					t.Fatalf("with no resolution the observed usage %g is not the window's %g", got, w.Used.CPU)
 				}
-				u := observed(fine)
-				sum += u
-				sq += u * u
-				n++
-				if u > edge {
-					over++
-				}
+				us = append(us, observed(fine))
 			}
 		}
-		m := sum / float64(n)
-		sd := math.Sqrt(max(0, sq/float64(n)-m*m))
-		t.Logf("observed: mean %.4f cores, coefficient of variation %.4f, %d of %d looks above 77%%", m, sd/m, over, n)
-		if want := rate * cpuSec; math.Abs(m-want) > 0.02*want {
-			t.Errorf("mean observed usage %.4f cores, want %.4f within 2%%", m, want)
-		}
-		if cv := sd / m; cv < 0.09 || cv > 0.11 {
-			t.Errorf("observed usage's coefficient of variation %.4f, want 0.1 within [0.09, 0.11]", cv)
-		}
-		if share := float64(over) / float64(n); share < 0.1 || share > 0.22 {
-			t.Errorf("%.3f of the looks above 77%% utilisation, want within [0.1, 0.22]", share)
-		}
+		checkUsageSpread(t, "observed", us, rate*cpuSec, edge, [2]float64{0.09, 0.11}, [2]float64{0.1, 0.22})
 	})
 	t.Run("overloaded pod: the window's usage", func(t *testing.T) {
 		s := calmSim(t, calmApp(cpu, cpuSec), 2*cpu/cpuSec, 20, Config{SampledUsage: true, UsageResolution: 10 * time.Second, NodeCores: 2}, 3)
