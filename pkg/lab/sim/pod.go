@@ -175,7 +175,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 		// and any part of it measures what the whole does.
 		n := in.Arrived
 		part := min(max(n*q+math.Sqrt(n*q*(1-q))*in.ZMeasured, 0), n)
-		w.MeasuredCPU = min(base+max(0, part/q+b0-b1-drop)*cpuSec/dt, in.CPU)
+		w.MeasuredCPU = min(base+(part/q+b0)*cpuSec/dt, in.CPU)
 	}
 	inflight := done / dt * (a.IOWait + own + w.QueueDelay + stat)
 	w.InFlight = inflight
