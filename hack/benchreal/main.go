@@ -148,7 +148,7 @@ func main() {
 	flag.StringVar(&o.agentCache, "agent-cache", filepath.Join(cacheHome(), "aware", "agents"), "directory of the ensemble's trained members, one subdirectory per commit of the training code and training configuration")
 	flag.StringVar(&o.rlAgentBin, "rl-agent", "", "the rl-agent binary that trains the ensemble's members when they are not cached")
 	flag.BoolVar(&o.fitToNodes, "fit-to-nodes", false, "give the recommender --fit-to-nodes: the fused default's and the agents' recommendations are fitted to the room the node has for the app's pods")
-	flag.DurationVar(&o.loadPhase, "load-phase", 0, "start the load of every MPA run this long after the end of a recommender loop (0: whenever the app is ready, as before), so that the recommender's first look at the load comes at the same point in every run; the fused default's start-up path depends on it (docs/real-node.md). Less than the recommender's 15-s interval")
+	flag.DurationVar(&o.loadPhase, "load-phase", 0, "start the load of every MPA run this long after the end of a recommender loop (0: whenever the app is ready, as before), so that the recommender's first look at the load comes at the same point in every run; the fused default's start-up path depends on it (docs/real-node.md). Less than the recommender's 15-s interval. With --autoscaler-after a multiple of 15 s, the autoscaler is created at the same point of the loop in every run too")
 	flag.DurationVar(&o.autoscalerAfter, "autoscaler-after", 0, "create each run's autoscaler (HPA, VPA or MultidimPodAutoscaler) this long after its load began, instead of with the app (0): its first look then finds the app already loaded, as when an autoscaler is installed on a running workload. The windows before it count in every policy's results alike")
 	flag.BoolVar(&o.whatif, "whatif", false, "after each run of the real HPA (policy hpa), run `recommender whatif` on that run's history in the testbed's Prometheus (which then also scrapes the real kubelet's cAdvisor) and keep its prediction of the fused default; the report sets each prediction beside the real fused run of the same repetition (docs/whatif.md)")
 	flag.StringVar(&o.recommenderBin, "recommender", "", "--whatif: the recommender binary")
@@ -210,9 +210,6 @@ func (o options) validate() error {
 	}
 	if o.autoscalerAfter < 0 || (o.autoscalerAfter > 0 && o.autoscalerAfter >= o.duration) {
 		errs = append(errs, fmt.Errorf("--autoscaler-after %s must be in [0, --duration %s)", o.autoscalerAfter, o.duration))
-	}
-	if o.autoscalerAfter > 0 && o.loadPhase > 0 {
-		errs = append(errs, errors.New("--autoscaler-after and --load-phase exclude each other: the load starts before the autoscaler exists"))
 	}
 	if o.repeat < 1 {
 		errs = append(errs, errors.New("--repeat must be at least 1"))

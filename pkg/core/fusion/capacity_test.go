@@ -96,7 +96,7 @@ func TestViolationHoldsCapacity(t *testing.T) {
 		}
 		cpu := rec.Containers[0].Target.CPU
 		t.Logf("%3.0fs: %d × %.3f (%s)", e.Seconds(), rec.Replicas, cpu, rec.Reason)
-		if !strings.Contains(rec.Reason, "SLOCPUFloor(saturated, at least)") {
+		if !strings.Contains(rec.Reason, "SLOCPUFloor(saturated, at least ") {
 			continue
 		}
 		grown = true

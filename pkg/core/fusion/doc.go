@@ -48,7 +48,7 @@
 //     small for its load), the window's usage over its request rate is a
 //     lower bound of s (usage is capped at the limit, arrivals are not),
 //     and the floor it gives is applied as a lower bound of the size the
-//     SLO needs (reason SLOCPUFloor(saturated, at least)); it is not kept
+//     SLO needs (reason SLOCPUFloor(saturated, at least …)); it is not kept
 //     in the estimate. With Options.UsageFloor (off by default; the
 //     variant setting floor=usage) the floor is at most what the usage the
 //     pod carries needs: its limit must keep ln(20)·s/SLO (times g) spare

@@ -2,6 +2,7 @@ package fusion
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
@@ -533,8 +534,9 @@ func TestFloorKeepsARequestNearIt(t *testing.T) {
 			if math.Abs(c.Target.CPU-tc.want) > 1e-3*tc.want {
 				t.Errorf("cpu target %.4f (bounds [%.4f, %.4f]), want %.4f; reason %q", c.Target.CPU, c.LowerBound.CPU, c.UpperBound.CPU, tc.want, rec.Reason)
 			}
-			if !strings.Contains(rec.Reason, "SLOCPUFloor") {
-				t.Errorf("reason %q: the scenario does not exercise the floor", rec.Reason)
+			// The note carries the floor's inputs: s, the gain and the floor.
+			if note := fmt.Sprintf("SLOCPUFloor(100ms/request, gain 1: %.0fm)", floor*1000); !strings.Contains(rec.Reason, note) {
+				t.Errorf("reason %q, want it to contain %q", rec.Reason, note)
 			}
 		})
 	}

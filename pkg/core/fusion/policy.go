@@ -302,10 +302,7 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 			podFloor = min(podFloor, usageFloor(podUsage, f.slo.gain*spare, q))
 		}
 		if f.applyFloor(&obs, containers, podFloor) && floorNote == "" {
-			floorNote = "; SLOCPUFloor"
-			if atLeast {
-				floorNote = "; SLOCPUFloor(saturated, at least)"
-			}
+			floorNote = floorReason(s, f.slo.gain, podFloor, atLeast)
 		}
 	}
 	if violated {

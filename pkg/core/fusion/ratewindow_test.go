@@ -175,7 +175,7 @@ func TestRateWindowSaturatedLowerBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		atLeast := strings.Contains(rec.Reason, "SLOCPUFloor(saturated, at least)")
+		atLeast := strings.Contains(rec.Reason, "SLOCPUFloor(saturated, at least ")
 		if covered := e >= 2*time.Minute-15*time.Second; atLeast != covered {
 			t.Errorf("at %s: reason %q; want the saturated lower bound only once the rate's window is covered (%v)", e, rec.Reason, covered)
 		}

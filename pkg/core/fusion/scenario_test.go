@@ -325,7 +325,7 @@ func TestStartUpGrowsInsteadOfScalingOut(t *testing.T) {
 		reason string  // in the first recommendation
 	}{
 		// Every window at the limit: s is unknown until a pod is not.
-		{"saturated from the first window", 0.26, "SLOCPUFloor(saturated, at least)"},
+		{"saturated from the first window", 0.26, "SLOCPUFloor(saturated, at least "},
 		// Below the limit but past the target, the SLO broken: s is known
 		// at once, and the violation asks for a replica as well.
 		{"violated below the limit", 0.17, "SLOCPUFloor"},

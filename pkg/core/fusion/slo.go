@@ -1,6 +1,7 @@
 package fusion
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -281,6 +282,20 @@ func (c *servingClock) current(obs *workload.Observation) bool {
 // ln(20)·s/SLO.
 func baseFloor(cpuPerReq, slo, limitRatio, maxUtil float64) float64 {
 	return spareNeed(cpuPerReq, slo) / math.Max(limitRatio-maxUtil, minSpare)
+}
+
+// floorReason is rule 3's note when the floor raised the CPU request:
+// the CPU-seconds per request s it was computed from, the gain and the
+// per-pod floor, so that an event says why two runs of the same workload
+// were sized differently (on the real node, runs one loop phase apart
+// sized the same pod 745m and 866m from the same traffic). atLeast marks
+// s as a saturated window's lower bound.
+func floorReason(s, gain, floor float64, atLeast bool) string {
+	bound := ""
+	if atLeast {
+		bound = "saturated, at least "
+	}
+	return fmt.Sprintf("; SLOCPUFloor(%s%.3gms/request, gain %.3g: %.0fm)", bound, s*1000, gain, floor*1000)
 }
 
 // spareNeed is the spare CPU (cores) a pod's limit must keep above its
