@@ -21,7 +21,7 @@ func TestValidateTiming(t *testing.T) {
 		{"autoscaler after the load", func(o *options) { o.autoscalerAfter = 8 * time.Minute }, "--autoscaler-after"},
 		{"load phase", func(o *options) { o.loadPhase = 500 * time.Millisecond }, ""},
 		{"load phase past a loop", func(o *options) { o.loadPhase = 15 * time.Second }, "--load-phase"},
-		{"load phase and a late autoscaler", func(o *options) { o.loadPhase, o.autoscalerAfter = time.Second, 45 * time.Second }, ""},
+		{"load phase and a late autoscaler", func(o *options) { o.loadPhase, o.autoscalerAfter = time.Second, 45*time.Second }, ""},
 		{"what-if", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", true }, ""},
 		{"what-if without the recommender", func(o *options) { o.whatif, o.sloMetrics = true, true }, "--whatif needs"},
 		{"simulated with five draws", func(o *options) {

@@ -393,15 +393,15 @@ spec:
 
 // cpuTimes are cumulative CPU seconds by part of the machine.
 type cpuTimes struct {
-	at                          time.Time
-	machine, controlPlane, node float64
-	pods, vpa                   float64
+	at                                 time.Time
+	machine, steal, controlPlane, node float64
+	pods, vpa                          float64
 }
 
 func (a cpuTimes) minus(b cpuTimes) result.CPUShare {
 	return result.CPUShare{
 		Machine: a.machine - b.machine, ControlPlane: a.controlPlane - b.controlPlane,
-		Node: a.node - b.node, Components: a.pods - b.pods, VPA: a.vpa - b.vpa, Wall: a.at.Sub(b.at).Seconds(),
+		Node: a.node - b.node, Components: a.pods - b.pods, VPA: a.vpa - b.vpa, Steal: a.steal - b.steal, Wall: a.at.Sub(b.at).Seconds(),
 	}
 }
 
@@ -412,15 +412,7 @@ func (a cpuTimes) minus(b cpuTimes) result.CPUShare {
 func readCPU(dir string, vpaPIDs []int) cpuTimes {
 	c := cpuTimes{at: time.Now()}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
-		for i, v := range f[1:] {
-			if i == 3 || i == 4 { // idle, iowait
-				continue
-			}
-			var x float64
-			fmt.Sscan(v, &x)
-			c.machine += x / 100
-		}
+		c.machine, c.steal = machineCPU(strings.SplitN(string(b), "\n", 2)[0])
 	}
 	c.controlPlane = pidsCPU(filepath.Join(dir, "pids"))
 	c.node = pidsCPU(filepath.Join(dir, "node", "pids"))
@@ -433,6 +425,31 @@ func readCPU(dir string, vpaPIDs []int) cpuTimes {
 		c.pods = ns / 1e9
 	}
 	return c
+}
+
+// machineCPU reads /proc/stat's "cpu" line (in USER_HZ ticks, 100 a
+// second): the time the machine's CPUs ran anything, and the time the
+// hypervisor stole from them. Busy is user, nice, system, irq and
+// softirq; idle and iowait are not; steal is reported apart; guest and
+// guest_nice are already in user and nice.
+func machineCPU(line string) (busy, steal float64) {
+	f := strings.Fields(line)
+	if len(f) == 0 || f[0] != "cpu" {
+		return 0, 0
+	}
+	for i, v := range f[1:] {
+		var x float64
+		if _, err := fmt.Sscan(v, &x); err != nil {
+			continue
+		}
+		switch i {
+		case 0, 1, 2, 5, 6: // user, nice, system, irq, softirq
+			busy += x / 100
+		case 7: // steal
+			steal += x / 100
+		}
+	}
+	return busy, steal
 }
 
 // pidsCPU sums the CPU time of the processes whose PID files are in dir

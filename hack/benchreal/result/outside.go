@@ -26,10 +26,23 @@ func (c CPUShare) OutsideCores() float64 {
 	return max(0, c.Machine-c.ControlPlane-c.Node-c.Components-c.LoadGen-c.VPA) / c.Wall
 }
 
+// StealCores is the mean CPU (cores) the hypervisor took from the machine
+// during the run (CPUShare.Steal); 0 without a measurement.
+func (c CPUShare) StealCores() float64 {
+	if !(c.Wall > 0) || !(c.Steal > 0) {
+		return 0
+	}
+	return c.Steal / c.Wall
+}
+
 // Disturbed reports whether more than maxCores of CPU went to processes
-// outside the benchmark during r.
+// outside the benchmark, or to the hypervisor's other guests, during r.
+// The benchmark's parts lose either alike. Before steal was split out it
+// was counted as outside; on round twenty-nine's machine every run showed
+// 0.11–0.26 cores outside, with nothing else started there, and the runs
+// did not record which it was (docs/real-node-rounds.md).
 func Disturbed(r Run, maxCores float64) bool {
-	return r.CPU.OutsideCores() > maxCores
+	return r.CPU.OutsideCores()+r.CPU.StealCores() > maxCores
 }
 
 // WriteOutside prints the CPU outside the benchmark of every run above
@@ -44,11 +57,11 @@ func WriteOutside(w io.Writer, runs []Run, maxCores float64) error {
 	if len(bad) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nDISTURBED: runs during which processes outside the benchmark took more than %.2f cores on average (latency is not the autoscaler's alone):\n", maxCores)
+	fmt.Fprintf(w, "\nDISTURBED: runs during which processes outside the benchmark and the hypervisor's steal took more than %.2f cores on average (latency is not the autoscaler's alone):\n", maxCores)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "policy\trep\toutside (cores)\tmachine (cores)")
+	fmt.Fprintln(tw, "policy\trep\toutside (cores)\tsteal (cores)\tmachine (cores)")
 	for _, r := range bad {
-		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\n", r.Policy, r.Rep, r.CPU.OutsideCores(), r.CPU.Machine/r.CPU.Wall)
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\n", r.Policy, r.Rep, r.CPU.OutsideCores(), r.CPU.StealCores(), r.CPU.Machine/r.CPU.Wall)
 	}
 	return tw.Flush()
 }

@@ -193,8 +193,14 @@ type CPUShare struct {
 	// VPA is VPA's three processes (recommender, updater, admission
 	// controller), run on the host beside the testbed; absent from runs
 	// recorded before it was measured, where it is in the outside share.
-	VPA  float64 `json:"vpa,omitempty"`
-	Wall float64 `json:"wall"`
+	VPA float64 `json:"vpa,omitempty"`
+	// Steal is the time the hypervisor ran something else while the
+	// machine's CPUs had work (/proc/stat's steal): the benchmark's parts
+	// lost it as they would to a process outside it. Not in Machine;
+	// absent from runs recorded before it was split out, where it is in
+	// Machine and so in the outside share.
+	Steal float64 `json:"steal,omitempty"`
+	Wall  float64 `json:"wall"`
 }
 
 // Summary is a run's figures, as the simulator's demo reports them.
