@@ -3,11 +3,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -607,32 +606,21 @@ func (s *soakRun) writeReport(t *testing.T) {
 	}
 	s.report.Title = fmt.Sprintf("Soak: %d autoscalers (%d with the agent), %s, a restart every %s", s.o.mpas, s.rlMPAs, s.o.duration, s.o.restartEvery)
 	s.report.Level = 0.95
-	s.report.Judge(s.samples, s.o.warmup.Seconds(), soak.DefaultTolerances)
+	j := soak.DefaultJudgement(s.o.warmup.Seconds())
+	j.Settle = s.o.settle
+	s.report.Judge(s.samples, j)
 
-	write := func(name string, fill func(io.Writer) error) {
-		f, err := os.Create(filepath.Join(s.o.out, name))
-		if err != nil {
+	// report.json is what cmd/soakjudge reads to judge the soak again.
+	rec := soak.Record{Report: s.report, Warmup: s.o.warmup.Seconds(), SpanSeconds: span, Samples: s.samples, Finished: time.Now().UTC()}
+	var md, js, svg bytes.Buffer
+	if err := rec.Write(soak.Outputs{Markdown: &md, JSON: &js, SVG: &svg}); err != nil {
+		t.Errorf("soak report: %v", err)
+	}
+	for name, b := range map[string]*bytes.Buffer{"report.md": &md, "report.json": &js, "soak.svg": &svg} {
+		if err := os.WriteFile(filepath.Join(s.o.out, name), b.Bytes(), 0o644); err != nil {
 			t.Errorf("soak report: %v", err)
-			return
-		}
-		if err := errors.Join(fill(f), f.Close()); err != nil {
-			t.Errorf("soak report %s: %v", name, err)
 		}
 	}
-	write("report.md", func(w io.Writer) error { return soak.WriteMarkdown(w, s.report) })
-	write("report.json", func(w io.Writer) error {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", " ")
-		return enc.Encode(struct {
-			Report   soak.Report                        `json:"report"`
-			Warmup   float64                            `json:"warmupSeconds"`
-			Samples  map[string]map[string][]soak.Point `json:"samples"`
-			Finished time.Time                          `json:"finished"`
-		}{s.report, s.o.warmup.Seconds(), s.samples, time.Now().UTC()})
-	})
-	write("soak.svg", func(w io.Writer) error {
-		return soak.WriteSVG(w, s.report.Title, soak.Plot(s.samples, s.report.Restarts), s.report.Restarts, span)
-	})
 	if err := os.MkdirAll(filepath.Join(s.o.out, "logs"), 0o755); err == nil {
 		for _, c := range s.procs {
 			if b, err := os.ReadFile(c.logPath); err == nil {
@@ -640,8 +628,7 @@ func (s *soakRun) writeReport(t *testing.T) {
 			}
 		}
 	}
-	md, _ := os.ReadFile(filepath.Join(s.o.out, "report.md"))
-	t.Logf("soak report in %s:\n%s", s.o.out, md)
+	t.Logf("soak report in %s:\n%s", s.o.out, md.String())
 	if !s.report.Pass {
 		t.Errorf("the soak failed: %s", filepath.Join(s.o.out, "report.md"))
 	}

@@ -58,7 +58,8 @@ var (
 	soakMPAs         = flag.Int("soak.mpas", 1000, "Autoscalers, each over a Deployment of its own.")
 	soakRestartEvery = flag.Duration("soak.restart-every", 20*time.Minute, "Restart one of kube-apiserver, rl-agent and recommender, in turn, this often.")
 	soakSampleEvery  = flag.Duration("soak.sample-every", 30*time.Second, "How often each component is sampled.")
-	soakWarmup       = flag.Duration("soak.warmup", 0, "Samples this soon after the start or a restart are left out of the slopes (0: a quarter of --soak.restart-every).")
+	soakWarmup       = flag.Duration("soak.warmup", 0, "Samples this soon after the start or a restart are left out of the within-segment slopes, shown but not judged (0: a quarter of --soak.restart-every).")
+	soakSettle       = flag.Float64("soak.settle", soak.DefaultSettle, "Share of each segment between restarts, at its end, whose mean is the segment's settled level, which the judgement fits across segments.")
 	soakRLShare      = flag.Float64("soak.rl-share", 0.2, "Share of the autoscalers with spec.rl (mode On), held in OnlineTraining.")
 	soakChurn        = flag.Float64("soak.churn", 30, "Pods deleted per minute, picked at random (their ReplicaSets replace them through the webhook); 0: none.")
 	soakRate         = flag.Float64("soak.rate", 3, "Emulated requests per second per autoscaler (10 ms of CPU each).")
@@ -71,7 +72,7 @@ var (
 type soakOptions struct {
 	duration, restartEvery, sampleEvery, warmup, setupTimeout time.Duration
 	mpas                                                      int
-	rlShare, churn, rate                                      float64
+	rlShare, churn, rate, settle                              float64
 	seed                                                      uint64
 	out                                                       string
 }
@@ -80,6 +81,7 @@ func soakOptionsFromFlags() (soakOptions, error) {
 	o := soakOptions{
 		duration: *soakDuration, restartEvery: *soakRestartEvery, sampleEvery: *soakSampleEvery, warmup: *soakWarmup,
 		setupTimeout: *soakSetupTimeout, mpas: *soakMPAs, rlShare: *soakRLShare, churn: *soakChurn, rate: *soakRate, seed: *soakSeed,
+		settle: *soakSettle,
 	}
 	if o.warmup == 0 {
 		o.warmup = o.restartEvery / 4
@@ -91,6 +93,8 @@ func soakOptionsFromFlags() (soakOptions, error) {
 		return o, fmt.Errorf("-soak.duration, -soak.restart-every, -soak.sample-every and -soak.setup-timeout must be positive")
 	case o.warmup >= o.restartEvery:
 		return o, fmt.Errorf("-soak.warmup %s leaves nothing of a %s segment between restarts", o.warmup, o.restartEvery)
+	case !(o.settle > 0 && o.settle <= 1):
+		return o, fmt.Errorf("-soak.settle %g: want a share in (0, 1]", o.settle)
 	case o.mpas < 1 || o.rlShare < 0 || o.rlShare > 1 || o.churn < 0 || o.rate <= 0:
 		return o, fmt.Errorf("-soak.mpas must be at least 1, -soak.rl-share in [0, 1], -soak.churn at least 0 and -soak.rate positive")
 	}

@@ -15,10 +15,23 @@
 # Extra arguments go to the test after -args, e.g. -soak.churn=60 or
 # -soak.rl-share=0.5 (e2e/soak_test.go lists the flags). Hours long; not
 # part of make check.
+#
+# SOAK_REJUDGE=path/to/report.json instead judges a recorded soak again
+# (e2e/cmd/soakjudge) and writes report.md, report.json and soak.svg into
+# $SOAK_OUT, without a testbed; extra arguments then go to soakjudge
+# (-settle, -warmup).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${SOAK_OUT:-${ROOT}/soak-out}"
+
+if [[ -n "${SOAK_REJUDGE:-}" ]]; then
+	# Relative paths are the caller's, not the module root's.
+	abs() { if [[ "$1" == /* ]]; then echo "$1"; else echo "${PWD}/$1"; fi; }
+	in="$(abs "${SOAK_REJUDGE}")" out="$(abs "${OUT}")"
+	cd "${ROOT}"
+	exec go run ./e2e/cmd/soakjudge -in "${in}" -out "${out}" "$@"
+fi
 DURATION="${SOAK_DURATION:-2h}"
 MPAS="${SOAK_MPAS:-1000}"
 RESTART_EVERY="${SOAK_RESTART_EVERY:-20m}"

@@ -1,17 +1,20 @@
 // Package soak holds the pure parts of the soak test (make soak,
-// e2e/soak_test.go, build tags e2e and soak): the least-squares slope of a
-// sampled series with its Student-t interval, fitted so that a restart is
-// not read as a leak; the judgement of each slope against a tolerance; the
-// scan of a component's log for panics; and the report, as Markdown and
-// as an SVG plot. It does no I/O beyond the writers it is given, so all of
-// it is table-tested; the harness that drives the testbed is in e2e/.
+// e2e/soak_test.go, build tags e2e and soak): the judgement of each
+// sampled series (the slope of its settled level from one segment between
+// restarts to the next, or of the levels the agent's state directory falls
+// back to at its compactions, with a Student-t interval) against a
+// tolerance; the within-segment slope shown beside it; the scan of a
+// component's log for panics; the report, as Markdown, JSON and an SVG
+// plot; and the re-judgement of a recorded report (Rejudge, and the
+// command cmd/soakjudge). It does no I/O beyond the readers and writers it
+// is given, so all of it is table-tested; the harness that drives the
+// testbed is in e2e/.
 package soak
 
 import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 
 	"github.com/aware-k8s/aware/pkg/rl/stats"
@@ -40,47 +43,33 @@ const (
 	MetricAPIRate     = "api_requests_per_second"
 )
 
-// Segments splits points, ordered by time, at cuts (the times of the
-// restarts, in any order): a point at t belongs to the segment that starts
-// at the last cut ≤ t (or at 0). Within each segment, points less than
-// warmup seconds after its start are dropped: a restarted process, or one
-// whose API server restarted, rebuilds its caches and connections, which
-// is growth that ends, not a leak. Empty segments are left out.
+// Segments splits points, ordered by time, at cuts (Split) and drops, in
+// each segment, the points less than warmup seconds after its start: a
+// restarted process, or one whose API server restarted, rebuilds its
+// caches and connections, which is growth that ends, not a leak. Segments
+// left empty are left out.
 //
-// The harness fits one slope over all segments with an intercept per
-// segment (FitSlope): each process run, and each run of the API server
-// under it, starts from its own level, and only the growth within runs
-// counts. A leak that a restart resets shows in every segment; a restart
-// itself (a new PID with a smaller heap) shows in none.
+// It feeds the within-segment fit (FitSlope), which the report shows
+// beside the judgement but does not judge by: it reads a climb that
+// outlasts the warm-up as growth (Report.Judge says why).
 func Segments(points []Point, cuts []float64, warmup float64) [][]Point {
-	cs := slices.Clone(cuts)
-	slices.Sort(cs)
-	starts := append([]float64{math.Inf(-1)}, cs...)
+	return afterWarmup(Split(points, cuts), warmup)
+}
+
+// afterWarmup is each segment's points at least warmup seconds after its
+// start, leaving out the segments left empty.
+func afterWarmup(segs []Segment, warmup float64) [][]Point {
 	var out [][]Point
-	var cur []Point
-	seg := 0
-	for _, p := range points {
-		next := seg
-		for next+1 < len(starts) && p.T >= starts[next+1] {
-			next++
-		}
-		if next != seg {
-			if len(cur) > 0 {
-				out = append(out, cur)
+	for _, s := range segs {
+		var kept []Point
+		for _, p := range s.Points {
+			if p.T-s.Start >= warmup {
+				kept = append(kept, p)
 			}
-			cur, seg = nil, next
 		}
-		start := starts[seg]
-		if math.IsInf(start, -1) {
-			start = 0
+		if len(kept) > 0 {
+			out = append(out, kept)
 		}
-		if p.T-start < warmup {
-			continue
-		}
-		cur = append(cur, p)
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
 	}
 	return out
 }
@@ -130,11 +119,17 @@ type Fit struct {
 // Segments of fewer than two points say nothing about a slope and are
 // left out.
 //
+// Given one segment, it is the ordinary least-squares line (N − 2
+// degrees of freedom): Report.Judge fits the settled levels, or the
+// troughs, so.
+//
 // The interval assumes independent residuals. Samples of a process taken
 // seconds apart are not (a heap grows and is collected over minutes), so
-// the interval is narrower than the truth; that is why Judge does not
-// fail a series whose interval excludes 0 as long as its top stays within
-// the tolerance it is given.
+// fitted to raw samples the interval is narrower than the truth; settled
+// levels, 20 minutes apart and each a mean of minutes of samples, are
+// much nearer independent. That is also why Judge does not fail a series
+// whose interval excludes 0 as long as its top stays within the tolerance
+// it is given.
 func FitSlope(segs [][]Point, level float64) (Fit, error) {
 	if !(level > 0 && level < 1) {
 		return Fit{}, fmt.Errorf("confidence level must be in (0, 1), got %g", level)
@@ -209,8 +204,9 @@ func (tol Tolerance) Allowed(mean float64) float64 {
 // one more. The agent's state directory grows between compactions of its
 // experience log (at most about four times the records kept, then cut
 // back: rl-agent/server/journal.go), so over a soak its level saws up and
-// down; the interval of a sawtooth's slope includes 0 once the run spans
-// several compactions.
+// down; its tolerance applies to the levels it falls back to (Troughs)
+// once the run spans enough compactions, and to its settled levels
+// before that.
 var DefaultTolerances = map[string]Tolerance{
 	MetricRSS:        {Relative: 0.05, Absolute: 1 << 20},
 	MetricGoroutines: {Relative: 0.05, Absolute: 2},
@@ -241,6 +237,11 @@ type Verdict struct {
 	Pass    bool    `json:"pass"`
 	// Allowed is the growth per hour the tolerance allowed.
 	Allowed float64 `json:"allowed"`
+	// Wide marks a Flat interval whose top is past Allowed: it includes
+	// 0, so the series passes, but it does not exclude a leak the
+	// tolerance would fail either. Few segments (or troughs) make wide
+	// intervals; the report says so rather than reading it as "no leak".
+	Wide bool `json:"wide,omitempty"`
 }
 
 // Judge passes a series whose slope interval includes 0, lies below 0, or
@@ -250,7 +251,7 @@ func Judge(f Fit, tol Tolerance) Verdict {
 	v := Verdict{Allowed: tol.Allowed(f.Mean)}
 	switch {
 	case f.Lo <= 0 && f.Hi >= 0:
-		v.Outcome, v.Pass = Flat, true
+		v.Outcome, v.Pass, v.Wide = Flat, true, f.Hi > v.Allowed
 	case f.Hi < 0:
 		v.Outcome, v.Pass = Falls, true
 	case f.Hi <= v.Allowed:
