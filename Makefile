@@ -195,6 +195,7 @@ e2e-node: images ## Run the install from deploy/ as real pods: containerd, runc 
 
 # The soak's defaults (issue 36): 2 hours over 1,000 autoscalers, a
 # restart every 20 minutes. SOAK_ARGS go to the test (-soak.churn=60 ...).
+# SOAK_REJUDGE=soak-out/report.json judges a recorded soak again instead.
 SOAK_DURATION      ?= 2h
 SOAK_MPAS          ?= 1000
 SOAK_RESTART_EVERY ?= 20m
