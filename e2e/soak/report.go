@@ -105,9 +105,9 @@ type Judgement struct {
 // 25-minute climb seen in the soak of record. What is left of a climb at
 // a segment's end lowers that segment's level: in the first segment
 // (every component just started) that tilts the slope up, towards
-// failing; after a restart late in the run, down. The soak restarts each
-// component early and late, so such dips mostly widen the interval,
-// which Verdict.Wide then reports.
+// failing; after a restart late in the run, down; mid-run, neither. The
+// soak's rotation puts restarts early, mid-run and late, so such dips
+// mostly widen the interval, which Verdict.Wide then reports.
 const DefaultSettle = 1.0 / 3
 
 // DefaultJudgement is the judgement with the default settled share and
