@@ -179,6 +179,8 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
 	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
 	fs.Float64Var(&o.Fit.NodeCPU, "node-cpu", o.Fit.NodeCPU, "Cores of the workloads' nodes: the CPU a pod without a CPU limit may use, and how many cores a pod's requests run on at once in the burst latency model.")
+	fs.StringVar(&o.Fit.Idle, "fit-idle", o.Fit.Idle, "Whether the replay's pods use the CPU line's intercept as idle CPU, on top of their requests' work (the intercept over the mean replicas, per pod): auto (when it is not negative and at most --fit-max-idle-share of the pods' mean CPU), on (whenever it is not negative) or off. The fit line says what was replayed.")
+	fs.Float64Var(&o.Fit.MaxIdleShare, "fit-max-idle-share", o.Fit.MaxIdleShare, "Largest idle CPU per pod, as a share of the pods' mean CPU, that --fit-idle auto replays.")
 	fs.StringVar(&o.Fit.LatencyModel, "fit-latency", o.Fit.LatencyModel, "Latency model of the replay: fluid (a request shares the pod's CPU limit), burst (it runs at one core while the CFS quota lasts, as requests of nearly constant CPU time do), or auto: the one whose p95 is nearer the recorded p95 over the calm steps (fluid without a recorded p95).")
 }
 
@@ -242,6 +244,14 @@ func (o *WhatifOptions) Validate() error {
 	case whatif.LatencyAuto, whatif.LatencyFluid, whatif.LatencyBurst:
 	default:
 		errs = append(errs, fmt.Errorf("--fit-latency %q: want auto, fluid or burst", o.Fit.LatencyModel))
+	}
+	switch o.Fit.Idle {
+	case whatif.IdleAuto, whatif.IdleOn, whatif.IdleOff:
+	default:
+		errs = append(errs, fmt.Errorf("--fit-idle %q: want auto, on or off", o.Fit.Idle))
+	}
+	if !(o.Fit.MaxIdleShare > 0 && o.Fit.MaxIdleShare <= 1) {
+		errs = append(errs, fmt.Errorf("--fit-max-idle-share %g: want a share of the pods' CPU in (0, 1]", o.Fit.MaxIdleShare))
 	}
 	if o.Replay.RateWindow < 0 {
 		errs = append(errs, fmt.Errorf("--rate-window %s must not be negative", o.Replay.RateWindow))

@@ -202,6 +202,10 @@ func TestRunWhatif(t *testing.T) {
 	if res2.Resize != sim.ResizeRestart || len(res2.History) != 2 || res2.Fits[0].CPU.Slope != res.Fits[0].CPU.Slope {
 		t.Errorf("--from: resize %q, %d histories, fit %g (first %g)", res2.Resize, len(res2.History), res2.Fits[0].CPU.Slope, res.Fits[0].CPU.Slope)
 	}
+	// The idle CPU is off by default, and the fit line says so.
+	if f := res2.Fits[0]; f.Idle.Replayed || f.Idle.Mode != whatif.IdleOff || !strings.Contains(out.String(), "not replayed (--fit-idle off)") {
+		t.Errorf("--from: idle %+v by default; output:\n%s", f.Idle, out.String())
+	}
 	if got := len(res2.Report.Summaries); got != 2 {
 		t.Errorf("--from: %d policies replayed, want actual and fused", got)
 	}
@@ -299,6 +303,11 @@ func TestWhatifValidate(t *testing.T) {
 		{"unknown resize", func(o *WhatifOptions) { o.Replay.Resize = "inplace" }, "--resize"},
 		{"negative rate window", func(o *WhatifOptions) { o.Replay.RateWindow = -time.Second }, "--rate-window"},
 		{"unknown latency model", func(o *WhatifOptions) { o.Fit.LatencyModel = "exponential" }, "--fit-latency"},
+		{"unknown idle mode", func(o *WhatifOptions) { o.Fit.Idle = "yes" }, `--fit-idle "yes": want auto, on or off`},
+		{"no idle mode", func(o *WhatifOptions) { o.Fit.Idle = "" }, "--fit-idle"},
+		{"no idle share", func(o *WhatifOptions) { o.Fit.MaxIdleShare = 0 }, "--fit-max-idle-share 0"},
+		{"idle share above the CPU", func(o *WhatifOptions) { o.Fit.MaxIdleShare = 1.5 }, "--fit-max-idle-share 1.5"},
+		{"NaN idle share", func(o *WhatifOptions) { o.Fit.MaxIdleShare = math.NaN() }, "--fit-max-idle-share"},
 		{"no node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = 0 }, "--node-cpu"},
 		{"infinite node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = math.Inf(1) }, "--node-cpu"},
 	} {
@@ -333,8 +342,9 @@ func TestWhatifEnd(t *testing.T) {
 // bad flag fails before anything is contacted.
 func TestWhatifCommand(t *testing.T) {
 	var stderr bytes.Buffer
-	code := cli.RunWithArgs(NewCommand(), []string{"whatif", "--prometheus-address", "prometheus:9090", "--step", "0"}, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), "--prometheus-address") || !strings.Contains(stderr.String(), "--step") {
+	code := cli.RunWithArgs(NewCommand(), []string{"whatif", "--prometheus-address", "prometheus:9090", "--step", "0", "--fit-idle", "always"}, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "--prometheus-address") || !strings.Contains(stderr.String(), "--step") ||
+		!strings.Contains(stderr.String(), `--fit-idle "always": want auto, on or off`) {
 		t.Fatalf("exit %d, stderr %q", code, stderr.String())
 	}
 	stderr.Reset()
@@ -344,7 +354,7 @@ func TestWhatifCommand(t *testing.T) {
 	if code := cli.RunWithArgs(cmd, []string{"whatif", "--help"}, &stderr); code != 0 {
 		t.Fatalf("help exit %d: %s", code, stderr.String())
 	}
-	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query", "--progress", "--mpa-update-mode string"} {
+	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query", "--progress", "--mpa-update-mode string", "--fit-idle string"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %q", flag)
 		}

@@ -20,9 +20,11 @@ func ReadResult(r io.Reader) (*Result, error) {
 
 // Refit returns the workloads of a result read back, each history fitted
 // again with the result's fit options: the fit is deterministic, so the
-// fits are the recorded ones (a fitted app is not written to JSON). It
-// fails on a result without history (written before whatif.json carried
-// it) or whose refits differ from the recorded ones.
+// fits are the recorded ones (a fitted app is not written to JSON). A
+// result written before FitOptions.Idle reads it as "" (IdleOff), and so
+// replays without idle CPU, as it was made. It fails on a result without
+// history (written before whatif.json carried it) or whose refits differ
+// from the recorded ones.
 func (r *Result) Refit() ([]Workload, error) {
 	if len(r.History) == 0 {
 		return nil, errors.New("whatif: the result holds no history to replay (written by an older recommender?)")
@@ -36,9 +38,9 @@ func (r *Result) Refit() ([]Workload, error) {
 		if err != nil && !errors.Is(err, ErrTooThin) && !errors.Is(err, ErrPoorFit) && !errors.Is(err, ErrSeries) {
 			return nil, err
 		}
-		if i < len(r.Fits) && (r.Fits[i].Refused != f.Refused || r.Fits[i].CPU.Slope != f.CPU.Slope) {
-			return nil, fmt.Errorf("whatif: %s fits differently from the recorded result (%q, %g CPU seconds per request; recorded %q, %g)",
-				s.Name, f.Refused, f.CPU.Slope, r.Fits[i].Refused, r.Fits[i].CPU.Slope)
+		if i < len(r.Fits) && (r.Fits[i].Refused != f.Refused || r.Fits[i].CPU.Slope != f.CPU.Slope || r.Fits[i].Idle.Replayed != f.Idle.Replayed) {
+			return nil, fmt.Errorf("whatif: %s fits differently from the recorded result (%q, %g CPU seconds per request, idle CPU replayed %v; recorded %q, %g, %v)",
+				s.Name, f.Refused, f.CPU.Slope, f.Idle.Replayed, r.Fits[i].Refused, r.Fits[i].CPU.Slope, r.Fits[i].Idle.Replayed)
 		}
 		ws = append(ws, Workload{Series: s, Fit: f})
 	}
