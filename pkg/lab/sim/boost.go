@@ -24,14 +24,14 @@ type podBoost struct {
 // recreated by a rollout. It is a no-op without a boost policy.
 func (s *Simulator) admitBoost(p *pod) {
 	p.boost = nil
-	b := s.policy.StartupBoost
+	b := s.spec.policy.StartupBoost
 	if b == nil {
 		return
 	}
 	base := p.req.CPU
 	req, lim := b.Boosted(base), p.lim.CPU
 	if lim > 0 {
-		if s.policy.ControlledValues != workload.RequestsOnly && base > 0 {
+		if s.spec.policy.ControlledValues != workload.RequestsOnly && base > 0 {
 			lim *= req / base
 		} else {
 			req = min(req, lim)
@@ -60,11 +60,11 @@ func (s *Simulator) startDelay(p *pod) float64 {
 // back to the unboosted ones and its node's allocation shrinks.
 func (s *Simulator) endBoosts(t float64) {
 	var hold float64
-	if b := s.policy.StartupBoost; b != nil {
+	if b := s.spec.policy.StartupBoost; b != nil {
 		hold = b.For.Seconds()
 	}
-	for i := range s.pods {
-		p := &s.pods[i]
+	for i := range s.cluster.pods {
+		p := &s.cluster.pods[i]
 		if p.boost == nil || p.phase != podRunning || p.transition+hold > t+1e-9 {
 			continue
 		}
@@ -74,7 +74,7 @@ func (s *Simulator) endBoosts(t float64) {
 
 func (s *Simulator) endBoost(p *pod) {
 	if p.phase != podPending {
-		n := &s.nodes[p.node]
+		n := &s.cluster.nodes[p.node]
 		n.alloc.CPU -= p.req.CPU - p.boost.req.CPU
 	}
 	p.req, p.lim, p.boost = p.boost.req, p.boost.lim, nil

@@ -83,8 +83,8 @@ func TestRateWindowPools(t *testing.T) {
 		if got, want := o.Containers[0].Usage, ref.Observation().Containers[0].Usage; got != want {
 			t.Fatalf("window %d: usage %+v, without the window %+v", i, got, want)
 		}
-		if m.Latency != ref.last.Latency {
-			t.Fatalf("window %d: the evaluator's latency changed with the window: %+v, %+v", i, m.Latency, ref.last.Latency)
+		if m.Latency != ref.out.last.Latency {
+			t.Fatalf("window %d: the evaluator's latency changed with the window: %+v, %+v", i, m.Latency, ref.out.last.Latency)
 		}
 		timeout := 30.0
 		switch share := lost / arrivals; {

@@ -339,9 +339,9 @@ func TestResizeDeferredTimeoutReplacesOnlyItsPod(t *testing.T) {
 	}
 	s.Step() // one pod resized to 0.6; the node defers the other two
 	var waiting []*pod
-	for i := range s.pods {
-		if s.pods[i].deferral.waiting {
-			waiting = append(waiting, &s.pods[i])
+	for i := range s.cluster.pods {
+		if s.cluster.pods[i].deferral.waiting {
+			waiting = append(waiting, &s.cluster.pods[i])
 		}
 	}
 	if len(waiting) != 2 {
