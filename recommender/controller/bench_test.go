@@ -105,12 +105,12 @@ func benchLoop(b *testing.B, nMPA, podsPer, nNS int) {
 // drain drops queued statuses: the benchmark measures the loop, not the
 // fake API server.
 func drain(c *Controller) {
-	for c.queue.Len() > 0 {
-		k, _ := c.queue.Get()
-		c.queue.Forget(k)
-		c.queue.Done(k)
+	for c.writes.queue.Len() > 0 {
+		k, _ := c.writes.queue.Get()
+		c.writes.queue.Forget(k)
+		c.writes.queue.Done(k)
 	}
-	c.mu.Lock()
-	clear(c.pending)
-	c.mu.Unlock()
+	c.writes.mu.Lock()
+	clear(c.writes.pending)
+	c.writes.mu.Unlock()
 }

@@ -129,7 +129,7 @@ func histogramFromAPI(h v1alpha1.HistogramCheckpoint, numBuckets int) (vpa.Histo
 // checkpoint is skipped (counted and logged): starting without history is
 // safe, refusing to start is not.
 func (c *Controller) restore(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, h histograms) int {
-	cps, err := c.checkpoints.MultidimPodAutoscalerCheckpoints(m.Namespace).List(labels.Everything())
+	cps, err := c.caches.checkpoints.MultidimPodAutoscalerCheckpoints(m.Namespace).List(labels.Everything())
 	if err != nil {
 		return 0
 	}
@@ -170,7 +170,7 @@ func (c *Controller) saveCheckpoints(ctx context.Context, now time.Time, budget 
 		last time.Time
 	}
 	var due []item
-	for k, st := range c.states {
+	for k, st := range c.loop.states {
 		if len(st.containers) > 0 && now.Sub(st.lastCheckpoint) >= c.cfg.CheckpointInterval {
 			due = append(due, item{k, st.lastCheckpoint})
 		}
@@ -180,7 +180,7 @@ func (c *Controller) saveCheckpoints(ctx context.Context, now time.Time, budget 
 		if ctx.Err() != nil || c.clock.Now().After(deadline) {
 			return
 		}
-		st := c.states[it.key]
+		st := c.loop.states[it.key]
 		h, ok := st.policy.(histograms)
 		if !ok {
 			continue
@@ -207,8 +207,8 @@ func (c *Controller) saveCheckpoints(ctx context.Context, now time.Time, budget 
 
 func (c *Controller) saveCheckpoint(ctx context.Context, st *state, container string, status v1alpha1.MultidimPodAutoscalerCheckpointStatus) error {
 	name := checkpointName(st.name, container)
-	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalerCheckpoints(st.namespace)
-	existing, err := c.checkpoints.MultidimPodAutoscalerCheckpoints(st.namespace).Get(name)
+	client := c.writes.client.AutoscalingV1alpha1().MultidimPodAutoscalerCheckpoints(st.namespace)
+	existing, err := c.caches.checkpoints.MultidimPodAutoscalerCheckpoints(st.namespace).Get(name)
 	if err == nil {
 		cp := existing.DeepCopy()
 		cp.Status = status
@@ -252,7 +252,7 @@ func (c *Controller) saveCheckpoint(ctx context.Context, st *state, container st
 // garbage collector lags. It only runs on synced caches, so a cold cache
 // never looks like "every autoscaler was deleted".
 func (c *Controller) collectGarbage(ctx context.Context) error {
-	cps, err := c.checkpoints.List(labels.Everything())
+	cps, err := c.caches.checkpoints.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing checkpoints: %w", err)
 	}
@@ -261,11 +261,11 @@ func (c *Controller) collectGarbage(ctx context.Context) error {
 		if c.ignored(cp.Namespace) {
 			continue
 		}
-		_, err := c.mpas.MultidimPodAutoscalers(cp.Namespace).Get(cp.Spec.MPAObjectName)
+		_, err := c.caches.mpas.MultidimPodAutoscalers(cp.Namespace).Get(cp.Spec.MPAObjectName)
 		if err == nil || !apierrors.IsNotFound(err) {
 			continue
 		}
-		err = c.client.AutoscalingV1alpha1().MultidimPodAutoscalerCheckpoints(cp.Namespace).Delete(ctx, cp.Name, metav1.DeleteOptions{
+		err = c.writes.client.AutoscalingV1alpha1().MultidimPodAutoscalerCheckpoints(cp.Namespace).Delete(ctx, cp.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &cp.UID},
 		})
 		if err != nil && !apierrors.IsNotFound(err) {

@@ -46,7 +46,7 @@ func TestCheckpointSaveRestoreAndGC(t *testing.T) {
 
 	// A new recommender (restart) restores the history: same samples, same
 	// CPU percentiles within the compact format's precision.
-	old := f.c.states["ns/web"].policy.(histograms).Recommender().State("app")
+	old := f.c.loop.states["ns/web"].policy.(histograms).Recommender().State("app")
 	g := newFixture(t)
 	g.client, g.kube = f.client, f.kube
 	g.clock.SetTime(f.clock.Now())
@@ -55,7 +55,7 @@ func TestCheckpointSaveRestoreAndGC(t *testing.T) {
 	g.tick()
 	m := g.mpa("ns", "web")
 	wantCond(t, m, v1alpha1.FetchingHistory, "False", "CheckpointRestored")
-	restored := g.c.states["ns/web"].policy.(histograms).Recommender().State("app")
+	restored := g.c.loop.states["ns/web"].policy.(histograms).Recommender().State("app")
 	if restored.Samples() != cp.Status.TotalSamplesCount+1 {
 		t.Errorf("%d samples after restore and one loop, checkpoint had %d", restored.Samples(), cp.Status.TotalSamplesCount)
 	}
@@ -163,7 +163,7 @@ func TestSpecChangeCarriesWhatThePolicyLearned(t *testing.T) {
 	}
 	f.start()
 	f.tick()
-	first := f.c.states["ns/web"].policy
+	first := f.c.loop.states["ns/web"].policy
 
 	ctx := context.Background()
 	update := func(change func(m *v1alpha1.MultidimPodAutoscaler)) {
@@ -182,12 +182,12 @@ func TestSpecChangeCarriesWhatThePolicyLearned(t *testing.T) {
 		seven := int32(7)
 		m.Spec.Constraints = &v1alpha1.ScalingConstraints{Global: &v1alpha1.HorizontalScalingConstraints{MaxReplicas: &seven}}
 	})
-	second := f.c.states["ns/web"].policy.(*carrySpy)
+	second := f.c.loop.states["ns/web"].policy.(*carrySpy)
 	if second == first || second.from != first {
 		t.Errorf("after a spec change the policy was rebuilt from %p, want the old one %p", second.from, first)
 	}
 	update(func(m *v1alpha1.MultidimPodAutoscaler) { m.UID, m.Generation = "uid-web-2", 1 })
-	if third := f.c.states["ns/web"].policy.(*carrySpy); third == second || third.from != nil {
+	if third := f.c.loop.states["ns/web"].policy.(*carrySpy); third == second || third.from != nil {
 		t.Errorf("a re-created autoscaler got the old one's policy state (from %p)", third.from)
 	}
 }

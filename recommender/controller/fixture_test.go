@@ -205,7 +205,7 @@ func (f *fixture) sync() {
 		items = append(items, p)
 	}
 	replace(f.kubeInf.Core().V1().Pods().Informer().GetIndexer(), items)
-	if f.c.room != nil {
+	if f.c.caches.room != nil {
 		nodes, err := f.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			f.t.Fatal(err)
@@ -226,7 +226,7 @@ func (f *fixture) tick() []k8stesting.Action {
 	f.client.ClearActions()
 	ctx := context.Background()
 	f.c.RunOnce(ctx)
-	for f.c.queue.Len() > 0 {
+	for f.c.writes.queue.Len() > 0 {
 		f.c.processNext(ctx)
 	}
 	actions := f.client.Actions()

@@ -87,7 +87,7 @@ const ReasonMetricSourceNotConfigured = "MetricSourceNotConfigured"
 func (c *Controller) unconfiguredSources(m *v1alpha1.MultidimPodAutoscaler) string {
 	var needs []string
 	goals := false
-	if c.goals == nil && m.Spec.Goals != nil {
+	if c.sources.goals == nil && m.Spec.Goals != nil {
 		for i, spec := range m.Spec.Goals.Metrics {
 			switch spec.Type {
 			case autoscalingv2.PodsMetricSourceType, autoscalingv2.ObjectMetricSourceType, autoscalingv2.ExternalMetricSourceType:
@@ -96,7 +96,7 @@ func (c *Controller) unconfiguredSources(m *v1alpha1.MultidimPodAutoscaler) stri
 			}
 		}
 	}
-	slo := c.slo == nil && m.Spec.RL != nil && m.Spec.RL.SLO != nil
+	slo := c.sources.slo == nil && m.Spec.RL != nil && m.Spec.RL.SLO != nil
 	if slo {
 		needs = append(needs, "spec.rl.slo")
 	}

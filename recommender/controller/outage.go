@@ -93,7 +93,7 @@ func (f *failures) add(now time.Time, err error, warnAfter time.Duration) bool {
 // their targets are those found before.
 // Loop goroutine only.
 func (c *Controller) noteReadFailure(handled []*v1alpha1.MultidimPodAutoscaler, now time.Time, err error) {
-	f := &c.readFailures
+	f := &c.loop.readFailures
 	sustained := f.add(now, err, c.cfg.FailureWarning)
 	c.metrics.apiFailing.WithLabelValues(callRivalScan).Set(now.Sub(f.first).Seconds())
 	if !sustained || c.recorder == nil {
@@ -110,8 +110,8 @@ func (c *Controller) noteReadFailure(handled []*v1alpha1.MultidimPodAutoscaler, 
 // on every handled autoscaler if the run was sustained. Loop goroutine
 // only.
 func (c *Controller) noteReadSuccess(handled []*v1alpha1.MultidimPodAutoscaler, now time.Time) {
-	f := c.readFailures
-	c.readFailures = failures{}
+	f := c.loop.readFailures
+	c.loop.readFailures = failures{}
 	c.metrics.apiFailing.WithLabelValues(callRivalScan).Set(0)
 	if !f.warned || c.recorder == nil {
 		return
@@ -130,16 +130,16 @@ func (c *Controller) noteReadSuccess(handled []*v1alpha1.MultidimPodAutoscaler, 
 // while they fail.
 func (c *Controller) noteWriteFailure(ctx context.Context, key string, err error) {
 	now := c.clock.Now()
-	c.mu.Lock()
-	f := c.writeFailures[key]
+	c.writes.mu.Lock()
+	f := c.writes.writeFailures[key]
 	if f == nil {
 		f = &failures{}
-		c.writeFailures[key] = f
+		c.writes.writeFailures[key] = f
 	}
 	sustained := f.add(now, err, c.cfg.FailureWarning)
 	attempts, first := f.attempts, f.first
 	c.setWriteFailingLocked(now)
-	c.mu.Unlock()
+	c.writes.mu.Unlock()
 	if !sustained || c.recorder == nil {
 		return
 	}
@@ -160,11 +160,11 @@ func (c *Controller) noteWriteFailure(ctx context.Context, key string, err error
 // operator how long the autoscaler's status was stale and why.
 func (c *Controller) writeRecovered(key string, obj *v1alpha1.MultidimPodAutoscaler) {
 	now := c.clock.Now()
-	c.mu.Lock()
-	f := c.writeFailures[key]
-	delete(c.writeFailures, key)
+	c.writes.mu.Lock()
+	f := c.writes.writeFailures[key]
+	delete(c.writes.writeFailures, key)
 	c.setWriteFailingLocked(now)
-	c.mu.Unlock()
+	c.writes.mu.Unlock()
 	if f == nil {
 		return
 	}
@@ -179,17 +179,17 @@ func (c *Controller) writeRecovered(key string, obj *v1alpha1.MultidimPodAutosca
 
 // forgetWriteFailures drops the failures of key (its autoscaler is gone).
 func (c *Controller) forgetWriteFailures(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.writeFailures, key)
+	c.writes.mu.Lock()
+	defer c.writes.mu.Unlock()
+	delete(c.writes.writeFailures, key)
 	c.setWriteFailingLocked(c.clock.Now())
 }
 
 // setWriteFailingLocked sets the status-write gauge to the longest current
-// run of failures over the autoscalers. c.mu must be held.
+// run of failures over the autoscalers. c.writes.mu must be held.
 func (c *Controller) setWriteFailingLocked(now time.Time) {
 	var longest time.Duration
-	for _, f := range c.writeFailures {
+	for _, f := range c.writes.writeFailures {
 		longest = max(longest, now.Sub(f.first))
 	}
 	c.metrics.apiFailing.WithLabelValues(callStatusWrite).Set(longest.Seconds())

@@ -127,8 +127,8 @@ func TestStatusWriteFailing(t *testing.T) {
 		f.c.processNext(ctx)
 		evs = append(evs, drainEvents(f.recorder)...)
 		f.clock.Step(10 * time.Second)
-		f.c.queue.Forget("ns/web")
-		f.c.queue.Add("ns/web")
+		f.c.writes.queue.Forget("ns/web")
+		f.c.writes.queue.Add("ns/web")
 	}
 	want := []string{
 		"Warning StatusWriteFailing the status cannot be written: 3 attempts over 20s failed (the status is as old as that); the last error: updating status of ns/web: Timeout: request did not complete within the allowed duration",
@@ -150,7 +150,7 @@ func TestStatusWriteFailing(t *testing.T) {
 	if g := testutil.ToFloat64(f.c.metrics.apiFailing.WithLabelValues(callStatusWrite)); g != 0 {
 		t.Errorf("gauge %g after the write succeeded, want 0", g)
 	}
-	f.c.queue.ShutDown()
+	f.c.writes.queue.ShutDown()
 }
 
 // TestStatusWriteRecovered: writes that fail while the API server (or
@@ -214,8 +214,8 @@ func testStatusWriteRecovered(t *testing.T, emptyAck bool) {
 		f.clock.Step(10 * time.Second)
 		// The rate limiter re-adds the key after its backoff; take it
 		// back now rather than wait for it.
-		f.c.queue.Forget("ns/web")
-		f.c.queue.Add("ns/web")
+		f.c.writes.queue.Forget("ns/web")
+		f.c.writes.queue.Add("ns/web")
 	}
 	drainEvents(f.recorder)
 	if m := f.mpa("ns", "web"); m.Status.RecommendationTime != nil {
@@ -244,5 +244,5 @@ func testStatusWriteRecovered(t *testing.T, emptyAck bool) {
 			t.Errorf("a second recovery event: %q", e)
 		}
 	}
-	f.c.queue.ShutDown()
+	f.c.writes.queue.ShutDown()
 }

@@ -56,10 +56,10 @@ var (
 // is 0, "not measured", which no policy reads as the absence of pressure.
 // The failure is counted in aware_recommender_prometheus_queries_total.
 func (c *Controller) readPressure(ctx context.Context, dropped map[string]int) map[usage.ContainerKey]float64 {
-	if c.pressure == nil {
+	if c.sources.pressure == nil {
 		return nil
 	}
-	r, err := c.pressure.CPUPressure(ctx, c.cfg.Namespace)
+	r, err := c.sources.pressure.CPUPressure(ctx, c.cfg.Namespace)
 	if err != nil {
 		klog.FromContext(ctx).V(2).Info("CPU pressure not read; it is not measured this loop", "err", err)
 		return nil
@@ -105,7 +105,7 @@ type external struct {
 // at most that. Reads not done within the budget fail with the context's
 // error and are reported like any other failure.
 func (c *Controller) readExternal(ctx context.Context, handled []*v1alpha1.MultidimPodAutoscaler) map[string]*external {
-	if c.slo == nil && c.goals == nil {
+	if c.sources.slo == nil && c.sources.goals == nil {
 		return nil
 	}
 	out := map[string]*external{}
@@ -116,8 +116,8 @@ func (c *Controller) readExternal(ctx context.Context, handled []*v1alpha1.Multi
 	}
 	var jobs []job
 	for _, m := range handled {
-		hasSLO := c.slo != nil && m.Spec.RL != nil && m.Spec.RL.SLO != nil
-		hasGoals := c.goals != nil && m.Spec.Goals != nil && len(m.Spec.Goals.Metrics) > 0
+		hasSLO := c.sources.slo != nil && m.Spec.RL != nil && m.Spec.RL.SLO != nil
+		hasGoals := c.sources.goals != nil && m.Spec.Goals != nil && len(m.Spec.Goals.Metrics) > 0
 		if !hasSLO && !hasGoals {
 			continue
 		}
@@ -167,11 +167,11 @@ func (c *Controller) readExternal(ctx context.Context, handled []*v1alpha1.Multi
 				if pc == 0 {
 					pc = defaultSLOPercentile
 				}
-				r, err := c.slo.SLO(ctx, usage.SLOQuery{Namespace: m.Namespace, Metric: slo.Metric.Name, Selector: slo.Metric.Selector, Percentile: pc})
+				r, err := c.sources.slo.SLO(ctx, usage.SLOQuery{Namespace: m.Namespace, Metric: slo.Metric.Name, Selector: slo.Metric.Selector, Percentile: pc})
 				j.e.slo, j.e.sloErr = &r, err
 				return
 			}
-			r, err := c.goals.Goal(ctx, usage.GoalQuery{Namespace: m.Namespace, Spec: m.Spec.Goals.Metrics[j.gi]})
+			r, err := c.sources.goals.Goal(ctx, usage.GoalQuery{Namespace: m.Namespace, Spec: m.Spec.Goals.Metrics[j.gi]})
 			j.e.goals[j.gi], j.e.goalErrs[j.gi] = &r, err
 		})
 	}
@@ -220,7 +220,7 @@ func (c *Controller) applySLO(ctx context.Context, m *v1alpha1.MultidimPodAutosc
 		pc = defaultSLOPercentile
 	}
 	switch {
-	case c.slo == nil:
+	case c.sources.slo == nil:
 		return "NoSLOSource", "spec.rl.slo is set but no --prometheus-address is configured: latency is not measured"
 	case e == nil || e.slo == nil && e.sloErr == nil:
 		return "", ""
@@ -332,7 +332,7 @@ func (c *Controller) startHistory(ctx context.Context, m *v1alpha1.MultidimPodAu
 			return
 		}
 		defer func() { <-c.historySlots }()
-		l.result, l.err = c.history.History(lctx, q)
+		l.result, l.err = c.sources.history.History(lctx, q)
 	})
 	return l
 }
@@ -390,30 +390,30 @@ func (c *Controller) applyHistory(st *state, pods []*corev1.Pod, h usage.History
 // started in this loop is never reported over in the same loop, so
 // FetchingHistory=True is always written once.
 func (c *Controller) loadHistory(ctx context.Context, m *v1alpha1.MultidimPodAutoscaler, st *state, pods []*corev1.Pod, dropped map[string]int) bool {
-	if st.history == nil {
-		st.history = c.startHistory(ctx, m, pods)
+	if st.history.load == nil {
+		st.history.load = c.startHistory(ctx, m, pods)
 		return false
 	}
 	select {
-	case <-st.history.done:
+	case <-st.history.load.done:
 	default:
 		return false
 	}
-	st.historyPending = false
+	st.history.pending = false
 	logger := klog.FromContext(ctx)
-	l := st.history
+	l := st.history.load
 	for k, v := range l.result.Dropped {
 		dropped[k] += v
 	}
 	if l.err != nil {
-		st.historyErr = l.err
+		st.history.err = l.err
 		logger.Error(l.err, "Loading usage history from Prometheus; starting without", "mpa", klog.KObj(m))
 		return true
 	}
 	n, err := c.applyHistory(st, pods, l.result)
-	st.historyLoaded = n
+	st.history.loaded = n
 	if err != nil {
-		st.historyErr = err
+		st.history.err = err
 		logger.Error(err, "Applying usage history", "mpa", klog.KObj(m))
 		return true
 	}
@@ -428,13 +428,13 @@ func setHistoryCondition(s *v1alpha1.MultidimPodAutoscalerStatus, st *state, now
 	switch {
 	case st.restored > 0:
 		reason, msg = "CheckpointRestored", "history restored from checkpoints"
-	case st.historyPending:
+	case st.history.pending:
 		reason, msg = "HistoryPending", "history is loaded from Prometheus once the target's pods are known"
-	case st.historyErr != nil:
+	case st.history.err != nil:
 		reason, msg = "HistoryUnavailable", "no checkpoint found and loading history from Prometheus failed: history starts empty"
-	case st.history != nil && st.historyLoaded == 0:
+	case st.history.load != nil && st.history.loaded == 0:
 		reason, msg = "NoHistoryFound", "Prometheus holds no usage history for the target's pods: history starts empty"
-	case st.history != nil:
+	case st.history.load != nil:
 		reason, msg = "HistoryLoaded", "history loaded from Prometheus"
 	}
 	setCondition(s, v1alpha1.FetchingHistory, corev1.ConditionFalse, reason, msg, now)

@@ -348,12 +348,12 @@ func historyFixture(t *testing.T, prom *promServer, objs ...runtime.Object) *fix
 // waitHistory waits until the background load of key is over.
 func waitHistory(t *testing.T, f *fixture, key string) {
 	t.Helper()
-	st := f.c.states[key]
-	if st == nil || st.history == nil {
+	st := f.c.loop.states[key]
+	if st == nil || st.history.load == nil {
 		t.Fatalf("no history load for %s", key)
 	}
 	select {
-	case <-st.history.done:
+	case <-st.history.load.done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("history load did not finish")
 	}
@@ -383,7 +383,7 @@ func TestHistoryLoadedAtStartUp(t *testing.T) {
 	m = f.mpa("ns", "web")
 	wantCond(t, m, v1alpha1.FetchingHistory, corev1.ConditionFalse, "HistoryLoaded")
 	wantCond(t, m, v1alpha1.RecommendationProvided, corev1.ConditionTrue, "RecommendationProvided")
-	s := f.c.states["ns/web"].policy.(histograms).Recommender().State("app")
+	s := f.c.loop.states["ns/web"].policy.(histograms).Recommender().State("app")
 	// 2 valid hourly points, each standing for 60 one-minute samples, then
 	// one live sample.
 	if got := s.Samples(); got != 2*60+1 {

@@ -25,22 +25,22 @@ const ReasonConflictingAutoscaler = mpa.ReasonConflictingAutoscaler
 // reported on the handled autoscalers once sustained, and its end then too
 // (outage.go).
 func (c *Controller) scanRivals(ctx context.Context, handled []*v1alpha1.MultidimPodAutoscaler, now time.Time) map[mpa.Target][]rival.Rival {
-	if c.rivals == nil || len(handled) == 0 {
+	if c.sources.rivals == nil || len(handled) == 0 {
 		return nil
 	}
-	if iv := c.cfg.RivalScanInterval; iv > 0 && !c.lastRivalScan.IsZero() && now.Sub(c.lastRivalScan) < iv {
-		return c.lastRivals
+	if iv := c.cfg.RivalScanInterval; iv > 0 && !c.loop.lastRivalScan.IsZero() && now.Sub(c.loop.lastRivalScan) < iv {
+		return c.loop.lastRivals
 	}
-	got, err := c.rivals.Scan(ctx, c.cfg.Namespace)
+	got, err := c.sources.rivals.Scan(ctx, c.cfg.Namespace)
 	if err == nil {
-		c.lastRivals, c.lastRivalScan = got, now
+		c.loop.lastRivals, c.loop.lastRivalScan = got, now
 		c.noteReadSuccess(handled, now)
 		return got
 	}
 	klog.FromContext(ctx).Error(err, "Listing other autoscalers of the targets; keeping the rivals found before")
 	c.noteReadFailure(handled, now, err)
-	merged := make(map[mpa.Target][]rival.Rival, len(got)+len(c.lastRivals))
-	for t, rs := range c.lastRivals {
+	merged := make(map[mpa.Target][]rival.Rival, len(got)+len(c.loop.lastRivals))
+	for t, rs := range c.loop.lastRivals {
 		merged[t] = rs
 	}
 	for t, rs := range got {

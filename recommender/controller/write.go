@@ -22,18 +22,18 @@ import (
 )
 
 func (c *Controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
+	key, quit := c.writes.queue.Get()
 	if quit {
 		return false
 	}
-	defer c.queue.Done(key)
+	defer c.writes.queue.Done(key)
 	if err := c.writeStatus(ctx, key); err != nil {
 		klog.FromContext(ctx).Error(err, "Writing status; will retry", "mpa", key)
 		c.noteWriteFailure(ctx, key, err)
-		c.queue.AddRateLimited(key)
+		c.writes.queue.AddRateLimited(key)
 		return true
 	}
-	c.queue.Forget(key)
+	c.writes.queue.Forget(key)
 	return true
 }
 
@@ -49,9 +49,9 @@ const ReasonStatusWriteRecovered = "StatusWriteRecovered"
 // conflict the object is re-read from the API server and the recommender's
 // fields are merged into the fresh status again.
 func (c *Controller) writeStatus(ctx context.Context, key string) error {
-	c.mu.Lock()
-	ours := c.pending[key]
-	c.mu.Unlock()
+	c.writes.mu.Lock()
+	ours := c.writes.pending[key]
+	c.writes.mu.Unlock()
 	if ours == nil {
 		return nil
 	}
@@ -61,8 +61,8 @@ func (c *Controller) writeStatus(ctx context.Context, key string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.StatusWriteTimeout)
 	defer cancel()
-	client := c.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
-	cur, err := c.mpas.MultidimPodAutoscalers(ns).Get(name)
+	client := c.writes.client.AutoscalingV1alpha1().MultidimPodAutoscalers(ns)
+	cur, err := c.caches.mpas.MultidimPodAutoscalers(ns).Get(name)
 	var before *v1alpha1.MultidimPodAutoscalerStatus
 	var sent *v1alpha1.MultidimPodAutoscaler
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -79,7 +79,7 @@ func (c *Controller) writeStatus(ctx context.Context, key string) error {
 		// server just restarted has been seen to acknowledge a write with
 		// an object that names nothing; an event on that would be refused
 		// and the operator would never hear of the outage.)
-		err = c.writer.WriteStatus(ctx, sent)
+		err = c.writes.writer.WriteStatus(ctx, sent)
 		if apierrors.IsConflict(err) {
 			c.metrics.statusWrites.WithLabelValues("conflict").Inc()
 		}
@@ -107,15 +107,15 @@ func (c *Controller) mpasByKey(key string) (*v1alpha1.MultidimPodAutoscaler, err
 	if err != nil {
 		return nil, err
 	}
-	return c.mpas.MultidimPodAutoscalers(ns).Get(name)
+	return c.caches.mpas.MultidimPodAutoscalers(ns).Get(name)
 }
 
 // dropPending forgets ours unless a newer status replaced it meanwhile.
 func (c *Controller) dropPending(key string, ours *v1alpha1.MultidimPodAutoscalerStatus) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.pending[key] == ours {
-		delete(c.pending, key)
+	c.writes.mu.Lock()
+	defer c.writes.mu.Unlock()
+	if c.writes.pending[key] == ours {
+		delete(c.writes.pending, key)
 	}
 }
 

@@ -177,11 +177,11 @@ func TestPersistentWriteErrorIsRetriedWithBackoff(t *testing.T) {
 	})
 	f.c.RunOnce(context.Background())
 	f.c.processNext(context.Background())
-	if n := f.c.queue.NumRequeues("ns/web"); n != 1 {
+	if n := f.c.writes.queue.NumRequeues("ns/web"); n != 1 {
 		t.Fatalf("requeues %d, want 1 (rate-limited retry)", n)
 	}
 	if got := testutil.ToFloat64(f.c.metrics.statusWrites.WithLabelValues("error")); got != 1 {
 		t.Errorf("error counter %g", got)
 	}
-	f.c.queue.ShutDown()
+	f.c.writes.queue.ShutDown()
 }
