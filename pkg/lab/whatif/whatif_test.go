@@ -458,7 +458,9 @@ func TestFitLatencyWindow(t *testing.T) {
 
 // BenchmarkReplayWeek is the replay of one workload's week at one minute,
 // as `recommender whatif` replays each of make bench-whatif's 100: what
-// ran and every default policy, 5 seeds, one worker.
+// ran and every default policy, 5 seeds, one worker, the pods resized in
+// place and the policies reading the rate and the p95 over the
+// recommender's 2-minute window (the command's defaults).
 func BenchmarkReplayWeek(b *testing.B) {
 	series := record(b, truthApp("ns/week"), 7*24*60, 1)
 	f, err := FitApp(series, FitOptions{})
@@ -467,7 +469,8 @@ func BenchmarkReplayWeek(b *testing.B) {
 	}
 	ws := []Workload{{Series: series, Fit: f}}
 	for b.Loop() {
-		if _, err := Replay(context.Background(), ws, ReplayOptions{Seeds: 5, Workers: 1}); err != nil {
+		o := ReplayOptions{Seeds: 5, Workers: 1, Config: sim.Config{Resize: sim.ResizeInPlace, RateWindow: 2 * time.Minute}}
+		if _, err := Replay(context.Background(), ws, o); err != nil {
 			b.Fatal(err)
 		}
 	}
