@@ -134,10 +134,13 @@ func near(groups []latGroup, target, served float64) (below, above float64) {
 	// the served requests must reach (a mixture's quantile lies between
 	// its components').
 	p := target / served
+	if !(p < 1) {
+		return none()
+	}
 	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range groups {
 		g := &groups[i]
-		if !(g.mean > 0) || !(g.weight > 0) || !(p < 1) {
+		if !(g.mean > 0) || !(g.weight > 0) {
 			return none()
 		}
 		x := g.shift - g.mean*math.Log1p(-p)
