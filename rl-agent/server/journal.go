@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -119,7 +120,9 @@ func (j *journal) flush() error {
 		j.recent = append(j.recent, batch...)
 		j.written += len(batch)
 		if over := len(j.recent) - j.keep; over > 0 {
-			j.recent = append(j.recent[:0], j.recent[over:]...)
+			// Delete, not a reslice: it zeroes the vacated tail, whose
+			// records would otherwise stay reachable through the array.
+			j.recent = slices.Delete(j.recent, 0, over)
 		}
 	}
 	// Compact once the log holds four times what we keep, so that the log
@@ -168,7 +171,12 @@ func (j *journal) replay() (all, orphans int) {
 		j.forgot()
 	}
 	if over := len(recs) - j.keep; over > 0 {
-		recs = recs[over:]
+		// A copy: recs[over:] would keep every recovered record (up to
+		// 4×keep, the whole log) reachable through its backing array, for
+		// as long as later flushes fit in its spare capacity, which the
+		// skipped and orphaned records leave; with many of them, until
+		// the next restart.
+		recs = slices.Clone(recs[over:])
 	}
 	j.flushMu.Lock()
 	j.recent = recs

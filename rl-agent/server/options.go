@@ -62,6 +62,10 @@ type Options struct {
 	// FlushRecords flushes experience early once this many are pending.
 	FlushRecords int
 	// KeepRecords is how many experience records survive a compaction.
+	// The journal keeps as many in memory for the next compaction, the
+	// largest of the agent's memory that does not grow with the policy: at
+	// about 580 bytes a record, 9 MiB at the default, full after
+	// KeepRecords outcomes however many workloads report them.
 	KeepRecords int
 	// Retraining bounds every workload's stays in Retraining: the defaults
 	// act for at least Min episodes before the promotion gate may return
