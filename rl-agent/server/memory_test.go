@@ -167,7 +167,6 @@ type retained struct {
 	episodeRewards int    // in every workload's lifecycle window
 	workloads      int
 	constraints    int
-	stages         map[pb.Stage]int
 }
 
 func (r retained) String() string {
