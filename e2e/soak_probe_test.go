@@ -373,25 +373,38 @@ func (s *soakRun) churn(ctx context.Context) {
 	}
 }
 
-// heldWindow is the gate window holdGates sets: more episodes than a soak
-// records, so the promotion gate never judges a full window and the
-// workload stays in OnlineTraining, learning, for the whole soak.
-const heldWindow = 1000
+// heldWindow is the gate window holdGates sets, and heldPromoteMinMean
+// and heldPromoteMaxStdDev the promotion gate that keeps a workload in
+// OnlineTraining, learning, for the whole soak although its window is
+// full: a rewards' mean of 1 with no spread, which a reward in [0, 1]
+// reaches only if every episode of the window scored exactly 1 (such a
+// workload goes on to Serving, which the report counts). The window is
+// small so that the agent's per-workload reward windows, and the
+// checkpoint that carries them, reach their bound within the first
+// 20-minute segment: 40 episodes of two 15-s ticks fill in 20 minutes.
+// The window of 1,000 used before (the CRD's maximum) filled for 8.3
+// hours, so a 2-hour soak judged a bounded structure while it still grew
+// (docs/results/soak.md, "What the agent keeps").
+const (
+	heldWindow           = 40
+	heldPromoteMinMean   = 1.0
+	heldPromoteMaxStdDev = 1e-9
+)
 
 // holdGates keeps the agent's workloads in OnlineTraining: when an
-// autoscaler's status shows it there with the fast gates, it widens the
-// window to heldWindow (the CRD's maximum). The stage machine keeps the
-// stage and the episodes so far when its gates change
-// (lifecycle.Machine.SetGates). One whose status comes too late for the
-// patch (two episodes, four recommender ticks) goes on to Serving; the
-// report counts both. It watches the autoscalers until ctx ends, watching
-// again after the API server's restarts.
+// autoscaler's status shows it there with the fast gates, it sets the
+// held gates. The stage machine keeps the stage and the episodes so far
+// when its gates change (lifecycle.Machine.SetGates). One whose status
+// comes too late for the patch (two episodes, four recommender ticks)
+// goes on to Serving; the report counts both. It watches the autoscalers
+// until ctx ends, watching again after the API server's restarts.
 func (s *soakRun) holdGates(ctx context.Context, t *testing.T) {
 	if s.rlMPAs == 0 {
 		return
 	}
 	mpas := s.mpaClient.AutoscalingV1alpha1().MultidimPodAutoscalers(s.ns)
-	patch := fmt.Appendf(nil, `{"spec":{"rl":{"gates":{"window":%d}}}}`, heldWindow)
+	patch := fmt.Appendf(nil, `{"spec":{"rl":{"gates":{"window":%d,"promoteMinMean":%g,"promoteMaxStdDev":%g}}}}`,
+		heldWindow, heldPromoteMinMean, heldPromoteMaxStdDev)
 	for ctx.Err() == nil {
 		w, err := mpas.Watch(ctx, metav1.ListOptions{})
 		if err != nil {
