@@ -499,31 +499,44 @@ func TestBurstGate(t *testing.T) {
 // The SLO floor moves with the decayed CPU-seconds per request: a request
 // set to the floor earlier must not be resized for each small drift of it
 // (a rolling restart for a fraction of a percent), only once the floor is
-// floorBand away.
+// floorBand away. Upwards always; downwards once the histogram's upper
+// bound is below the request, or, with Options.FloorBandBoth, however wide
+// it still is (ten minutes of history leave it above 1.2 times the floor:
+// pods sized from an early, higher estimate on the real node kept their
+// size behind it).
 func TestFloorKeepsARequestNearIt(t *testing.T) {
 	// 0.1 CPU-seconds per request, SLO 1 s, limit = request: the floor is
 	// ln(20)·0.1/(1−0.77) ≈ 1.302 cores, while 8 requests/s on 4 pods use
 	// 0.2 cores each, which the histogram alone would size at about 0.3.
 	floor := math.Log(20) * 0.1 / (1 - 0.77)
+	const day, tenMinutes = 5760, 40
+	both := Options{FloorBandBoth: true}
 	for _, tc := range []struct {
 		name    string
+		opts    Options
 		request float64
+		steps   int     // 15-s windows of history
 		want    float64 // the target the policy must end with
 	}{
-		{"just above the floor", floor * 1.003, floor * 1.003},
-		{"within the band above", floor * 1.08, floor * 1.08},
-		{"within the band below", floor * 0.95, floor * 0.95},
-		{"above the band", floor * 1.2, floor},
-		{"below the band", floor * 0.8, floor},
+		{"just above the floor", Options{}, floor * 1.003, day, floor * 1.003},
+		{"within the band above", Options{}, floor * 1.08, day, floor * 1.08},
+		{"within the band below", Options{}, floor * 0.95, day, floor * 0.95},
+		{"above the band", Options{}, floor * 1.2, day, floor},
+		{"below the band", Options{}, floor * 0.8, day, floor},
+		{"above the band, little history: within the histogram's bounds", Options{}, floor * 1.2, tenMinutes, floor * 1.2},
+		{"below the band, little history", Options{}, floor * 0.8, tenMinutes, floor},
+		{"floor-band=both: within the band above, little history", both, floor * 1.08, tenMinutes, floor * 1.08},
+		{"floor-band=both: above the band, little history", both, floor * 1.2, tenMinutes, floor},
+		{"floor-band=both: above the band", both, floor * 1.2, day, floor},
+		{"floor-band=both: within the band below", both, floor * 0.95, day, floor * 0.95},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 20})
+			p, err := NewPolicyFactory(tc.opts)(workload.Constraints{MaxReplicas: 20})
 			if err != nil {
 				t.Fatal(err)
 			}
-			// A day of history narrows the histogram's bounds below the floor.
 			var rec workload.Recommendation
-			for i := range 5760 {
+			for i := range tc.steps {
 				o := served(t0.Add(time.Duration(i)*15*time.Second), 4, 8, 0.1, tc.request)
 				o.SLO, o.Latency.P95 = 1, 0.5
 				if rec, err = p.Recommend(context.Background(), o); err != nil {

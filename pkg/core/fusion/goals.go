@@ -16,9 +16,9 @@ import (
 // (the pods' CPU limit over their request) times it, of the request.
 func (f *Fused) cpuTarget(obs *workload.Observation, limitRatio float64) float64 {
 	t := f.target
-	held := f.hold > 0 && !f.starvedAt.IsZero() && obs.Time.Sub(f.starvedAt) < f.hold
-	bursty := f.burstRatio > 0 && f.burst.ratio() >= f.burstRatio
-	if f.ofLimit && !held && !bursty {
+	held := f.opts.PressureHold > 0 && !f.starvedAt.IsZero() && obs.Time.Sub(f.starvedAt) < f.opts.PressureHold
+	bursty := f.opts.BurstRatio > 0 && f.burst.ratio() >= f.opts.BurstRatio
+	if f.opts.TargetOfLimit && !held && !bursty {
 		t *= limitRatio
 	}
 	found := false

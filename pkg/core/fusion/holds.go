@@ -130,7 +130,7 @@ func (f *Fused) holdCPU(obs *workload.Observation, containers []workload.Contain
 // windows of usage, which on a real cluster still hold the idle start in
 // metrics-server's window, are no measure of the pods' need. Raises pass.
 func (f *Fused) holdYoung(obs *workload.Observation, containers []workload.ContainerRecommendation) {
-	young := f.shrinkAfter.Hours() / 24
+	young := f.opts.ShrinkAfter.Hours() / 24
 	for i := range containers {
 		co, ok := obs.Container(containers[i].Name)
 		if !ok || f.rec.State(co.Name).Confidence() >= young {

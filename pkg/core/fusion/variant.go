@@ -11,7 +11,7 @@ import (
 )
 
 // VariantHelp says what ParseVariant reads, for flag help.
-const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisation T in (0, 1] instead of 0.7), limit-target=T (the same target as a fraction of the pods' CPU limit, so pods with limits above requests run above their requests), with the optional settings /hold=D (of the request again for the duration D after the pods were starved of CPU by their node) and /burst=R (of the request while the request rate's decayed peak is at least R times its decayed mean); either target takes /scale-up=P (the replica count may grow by P percent, or 4 pods, per 15 s instead of the HPA's default 100, where the autoscaler sets no scale-up behaviour) and /floor=usage (the SLO's CPU floor sized for the usage a pod carries, not for the highest utilisation the horizontal loop tolerates), e.g. limit-target=0.7/hold=24h/burst=3/scale-up=400, target=0.7/floor=usage`
+const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisation T in (0, 1] instead of 0.7), limit-target=T (the same target as a fraction of the pods' CPU limit, so pods with limits above requests run above their requests), with the optional settings /hold=D (of the request again for the duration D after the pods were starved of CPU by their node) and /burst=R (of the request while the request rate's decayed peak is at least R times its decayed mean); either target takes /scale-up=P (the replica count may grow by P percent, or 4 pods, per 15 s instead of the HPA's default 100, where the autoscaler sets no scale-up behaviour) /floor=usage (the SLO's CPU floor sized for the usage a pod carries, not for the highest utilisation the horizontal loop tolerates) and /floor-band=both (a pod the SLO floor sized is resized once the floor moves 10% either way, not only up), e.g. limit-target=0.7/hold=24h/burst=3/scale-up=400, target=0.7/floor=usage, target=0.7/floor-band=both`
 
 // ParseVariant reads a variant of the fused default, as the demo's
 // "fused:SPEC" policies, a residual agent's anchor and the recommender name
@@ -19,8 +19,9 @@ const VariantHelp = `"" (the fused default), target=T (HPA target CPU utilisatio
 // "limit-target=T" makes it a fraction of the CPU limit
 // (Options.TargetOfLimit), with optional settings "/hold=D"
 // (Options.PressureHold) and "/burst=R" (Options.BurstRatio), and either
-// target with "/scale-up=P" (Options.ScaleUpPercent) and "/floor=usage"
-// (Options.UsageFloor), each at most once, in any order.
+// target with "/scale-up=P" (Options.ScaleUpPercent), "/floor=usage"
+// (Options.UsageFloor) and "/floor-band=both" (Options.FloorBandBoth),
+// each at most once, in any order.
 // The options it returns are valid.
 func ParseVariant(spec string) (Options, error) {
 	if spec == "" {
@@ -71,12 +72,17 @@ func ParseVariant(spec string) (Options, error) {
 					return bad("floor must be usage (the default's floor is named by leaving the setting out)")
 				}
 				o.UsageFloor = true
+			case "floor-band":
+				if v != "both" {
+					return bad("floor-band must be both (the default's band, upwards only, is named by leaving the setting out)")
+				}
+				o.FloorBandBoth = true
 			case "burst":
 				if o.BurstRatio, err = strconv.ParseFloat(v, 64); err != nil || !(o.BurstRatio > 1) || math.IsInf(o.BurstRatio, 0) {
 					return bad("burst must be a finite ratio > 1, e.g. burst=3")
 				}
 			default:
-				return bad("unknown setting " + strconv.Quote(k) + " after the target (hold, burst, scale-up or floor)")
+				return bad("unknown setting " + strconv.Quote(k) + " after the target (hold, burst, scale-up, floor or floor-band)")
 			}
 		}
 	}

@@ -51,6 +51,11 @@ func TestParseVariant(t *testing.T) {
 		{spec: "target=0.7/floor=peak", wantErr: "floor must be usage"},
 		{spec: "target=0.7/floor", wantErr: "floor must be usage"},
 		{spec: "target=0.7/floor=usage/floor=usage", wantErr: "given twice"},
+		{spec: "target=0.7/floor-band=both", want: Options{HPA: hpaTarget(0.7), FloorBandBoth: true}},
+		{spec: "limit-target=0.7/floor-band=both/floor=usage", want: Options{HPA: hpaTarget(0.7), TargetOfLimit: true, FloorBandBoth: true, UsageFloor: true}},
+		{spec: "target=0.7/floor-band=down", wantErr: "floor-band must be both"},
+		{spec: "target=0.7/floor-band", wantErr: "floor-band must be both"},
+		{spec: "target=0.7/floor-band=both/floor-band=both", wantErr: "given twice"},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
 			got, err := ParseVariant(tc.spec)
@@ -87,6 +92,7 @@ func TestSameVariant(t *testing.T) {
 		{"settings in another order", "limit-target=0.7/hold=24h/burst=3", "limit-target=0.7/burst=3.0/hold=1440m", true},
 		{"with and without burst", "limit-target=0.7/hold=24h/burst=3", "limit-target=0.7/hold=24h", false},
 		{"with and without scale-up", "target=0.7/scale-up=400", "target=0.7", false},
+		{"with and without the floor's band both ways", "target=0.7/floor-band=both", "target=0.7", false},
 		{"scale-up on the default's target spelt two ways", "target=0.70/scale-up=400", "target=0.7/scale-up=400", true},
 		{"unparseable", "", "target=high", false},
 		{"unparseable on the left", "bogus", "", false},
