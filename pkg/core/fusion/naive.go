@@ -40,6 +40,12 @@ var _ workload.Policy = (*Naive)(nil)
 // Name implements workload.Policy.
 func (n *Naive) Name() string { return NaiveName }
 
+// ReadsLatency implements workload.LatencyReader: what its HPA and VPA
+// read.
+func (n *Naive) ReadsLatency() workload.Percentiles {
+	return workload.ReadsLatency(n.h) | workload.ReadsLatency(n.v)
+}
+
 // Recommend implements workload.Policy: replicas from the HPA, requests from
 // the VPA, neither aware of the other.
 func (n *Naive) Recommend(ctx context.Context, obs workload.Observation) (workload.Recommendation, error) {

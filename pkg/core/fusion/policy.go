@@ -185,6 +185,10 @@ var _ workload.Policy = (*Fused)(nil)
 // Name implements workload.Policy.
 func (f *Fused) Name() string { return FusedName }
 
+// ReadsLatency implements workload.LatencyReader: the p95 alone, which it
+// compares with the SLO (never shrink while it is violated, and grow).
+func (f *Fused) ReadsLatency() workload.Percentiles { return workload.PercentileP95 }
+
 // Recommender exposes the histograms, e.g. for checkpointing.
 func (f *Fused) Recommender() *vpa.Recommender { return f.rec }
 

@@ -103,6 +103,10 @@ var _ workload.Policy = (*Policy)(nil)
 // Name implements workload.Policy.
 func (p *Policy) Name() string { return PolicyName }
 
+// ReadsLatency implements workload.LatencyReader: the HPA scales on CPU
+// alone and reads no latency percentile.
+func (p *Policy) ReadsLatency() workload.Percentiles { return workload.NoPercentiles }
+
 // Recommend implements workload.Policy.
 func (p *Policy) Recommend(ctx context.Context, obs workload.Observation) (workload.Recommendation, error) {
 	if err := ctx.Err(); err != nil {

@@ -45,6 +45,10 @@ var _ workload.Policy = (*Policy)(nil)
 // Name implements workload.Policy.
 func (p *Policy) Name() string { return PolicyName }
 
+// ReadsLatency implements workload.LatencyReader: the VPA sizes requests
+// from usage alone and reads no latency percentile.
+func (p *Policy) ReadsLatency() workload.Percentiles { return workload.NoPercentiles }
+
 // Recommender exposes the histograms, e.g. for checkpointing.
 func (p *Policy) Recommender() *Recommender { return p.rec }
 

@@ -372,13 +372,17 @@ func ratio(a, b float64) float64 {
 // runOne simulates one contender on one run.
 func runOne(ctx context.Context, run Run, c Contender, cfg sim.Config, o Options, keepSeries bool) (RunResult, []Point, error) {
 	res := RunResult{Policy: c.Name, App: run.App.Name, Trace: run.Trace.Name, Seed: run.Seed}
-	s, err := sim.New(cfg, run.App, run.Trace, run.Seed)
-	if err != nil {
-		return res, nil, err
-	}
 	p, err := c.New(run, cfg)
 	if err != nil {
 		return res, nil, fmt.Errorf("creating policy: %w", err)
+	}
+	// The simulator computes only the latency percentiles the policy says
+	// it reads (all three unless it declares), whatever Options.Config
+	// held: with a rate window they are most of a replay's CPU.
+	cfg.Unread = workload.AllPercentiles &^ workload.ReadsLatency(p)
+	s, err := sim.New(cfg, run.App, run.Trace, run.Seed)
+	if err != nil {
+		return res, nil, err
 	}
 	steps := len(run.Trace.Rates)
 	var series []Point

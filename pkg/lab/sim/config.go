@@ -70,6 +70,15 @@ type Config struct {
 	// less, and slowly, as consecutive ranges share most windows. Off: the
 	// model's percentiles, as before (the demo, the evidence, training).
 	SampledLatency bool
+	// Unread are the observation's latency percentiles the policy does not
+	// read: the simulator leaves them 0 in Observation.Latency and, with a
+	// RateWindow, does not compute them (each is a quantile of the pooled
+	// windows, most of a replay's CPU). Set it from the policy's own
+	// declaration, workload.AllPercentiles &^ workload.ReadsLatency(p).
+	// Default none: all three computed. StepMetrics.Latency is always
+	// whole, and the percentiles computed are the same, bit for bit,
+	// whatever it holds.
+	Unread workload.Percentiles
 	// SampledUsage counts each pod's CPU usage as its window's realised
 	// arrivals' work (PodInput.SampledUsage), as metrics-server's rate over
 	// its resolution gives it: it varies around the mean with the Poisson
@@ -158,6 +167,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("rate window must be >= 0, got %s", c.RateWindow)
 	case c.UsageResolution < 0:
 		return fmt.Errorf("usage resolution must be >= 0, got %s", c.UsageResolution)
+	case c.Unread&^workload.AllPercentiles != 0:
+		return fmt.Errorf("unread percentiles %#x: not a set of P50, P95 and P99", uint8(c.Unread))
 	}
 	return nil
 }

@@ -28,10 +28,14 @@ func (s *Simulator) observe(end float64, m *StepMetrics) {
 	o.Replicas = s.spec.desired
 	o.RequestRate = m.Arrivals / s.dt
 	o.ErrorRate = (m.Failed + m.TimedOut) / s.dt
-	o.Latency = m.Latency
+	// The percentiles the policy does not read are 0 with or without a
+	// rate window, so that a policy reading one it did not declare decides
+	// on a 0 in every replay, which the what-if's tests see.
+	read := workload.AllPercentiles &^ s.cfg.Unread
+	o.Latency = read.Keep(m.Latency)
 	if s.out.rate != nil {
 		s.out.rate.add(s.lat.groups[:s.lat.ngroups], s.lat.effective, s.lat.levels, m)
-		o.RequestRate, o.ErrorRate, o.Latency = s.out.rate.pooled(s.dt, s.timeout)
+		o.RequestRate, o.ErrorRate, o.Latency = s.out.rate.pooled(s.dt, s.timeout, read)
 	}
 	c := &s.out.containers[0]
 	c.Requests, c.Limits, c.OOMKills = s.spec.tmplReq, s.spec.tmplLim, m.OOMKills

@@ -45,25 +45,31 @@ func (r *rateRing) add(groups []latGroup, effective float64, l levels, m *StepMe
 }
 
 // pooled returns the request rate, the error rate and the latency
-// percentiles over the recorded windows (all of them until the ring is
-// full, as a range query early in a series covers the samples it has):
-// the quantiles of their latency groups pooled, read at their levels
-// pooled (pooledLevels; the model's when the windows' are).
-func (r *rateRing) pooled(dt, timeout float64) (rate, errRate float64, lat workload.Latency) {
+// percentiles of read over the recorded windows (all of them until the
+// ring is full, as a range query early in a series covers the samples it
+// has): the quantiles of their latency groups pooled, read at their
+// levels pooled (pooledLevels; the model's when the windows' are). The
+// percentiles outside read are 0 and cost nothing.
+func (r *rateRing) pooled(dt, timeout float64, read workload.Percentiles) (rate, errRate float64, lat workload.Latency) {
 	n := r.next
 	if r.full {
 		n = len(r.steps)
 	}
-	r.pool, r.levels, r.weights = r.pool[:0], r.levels[:0], r.weights[:0]
 	var arrivals, lost float64
 	for i := range n {
+		arrivals += r.steps[i].arrivals
+		lost += r.steps[i].lost
+	}
+	span := float64(n) * dt
+	if read == workload.NoPercentiles {
+		return arrivals / span, lost / span, workload.Latency{}
+	}
+	r.pool, r.levels, r.weights = r.pool[:0], r.levels[:0], r.weights[:0]
+	for i := range n {
 		st := &r.steps[i]
-		arrivals += st.arrivals
-		lost += st.lost
 		r.pool = append(r.pool, st.groups[:st.ngroups]...)
 		r.levels = append(r.levels, st.levels)
 		r.weights = append(r.weights, st.effective)
 	}
-	span := float64(n) * dt
-	return arrivals / span, lost / span, latencyAt(r.pool, lost, timeout, pooledLevels(r.levels, r.weights))
+	return arrivals / span, lost / span, latencyAt(r.pool, lost, timeout, pooledLevels(r.levels, r.weights), read)
 }

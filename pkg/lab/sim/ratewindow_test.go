@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,4 +128,41 @@ func TestRateWindowLagsAStep(t *testing.T) {
 		t.Errorf("a window after the step: the policy sees %.1f/s, want 30 ± 10%%", r)
 	}
 	var _ workload.Observation = s.Observation()
+}
+
+// TestUnreadPercentiles checks Config.Unread against a simulator that
+// computes every percentile, for each set of unread ones, with and
+// without a rate window: the windows the evaluator counts are the same,
+// the observation is the same but for its latency, the percentiles read
+// are the same bit for bit, and the others are 0. A set beyond the three
+// is refused.
+func TestUnreadPercentiles(t *testing.T) {
+	tr := stepTrace(t)
+	app := testApp(0.05, 0.01, 1)
+	for _, cfg := range []Config{{}, {RateWindow: 4 * 15 * time.Second, SampledLatency: true}} {
+		for unread := workload.NoPercentiles; unread <= workload.AllPercentiles; unread++ {
+			t.Run(fmt.Sprintf("rate window %s/unread %03b", cfg.RateWindow, unread), func(t *testing.T) {
+				base := newSim(t, cfg, app, tr, 7)
+				with := cfg
+				with.Unread = unread
+				s := newSim(t, with, app, tr, 7)
+				read := workload.AllPercentiles &^ unread
+				for i := range tr.Rates {
+					if a, b := base.Step(), s.Step(); a != b {
+						t.Fatalf("window %d: metrics %+v, want %+v", i, b, a)
+					}
+					a, b := base.Observation(), s.Observation()
+					if want := read.Keep(a.Latency); b.Latency != want {
+						t.Fatalf("window %d: latency %+v, want %+v", i, b.Latency, want)
+					}
+					if b.Latency = a.Latency; !reflect.DeepEqual(a, b) {
+						t.Fatalf("window %d: observation differs beyond its latency:\n%+v\n%+v", i, b, a)
+					}
+				}
+			})
+		}
+	}
+	if _, err := New(Config{Unread: workload.AllPercentiles + 1}, app, tr, 1); err == nil || !strings.Contains(err.Error(), "unread") {
+		t.Errorf("New with unread %03b: %v, want an unread-percentiles error", workload.AllPercentiles+1, err)
+	}
 }

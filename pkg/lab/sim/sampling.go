@@ -88,13 +88,21 @@ func pooledLevels(ls []levels, ns []float64) levels {
 }
 
 // latencyAt is the P50, P95 and P99 of the groups' mixture with lost
-// requests at timeout, read at levels l (modelLevels: the mixture's own).
-func latencyAt(groups []latGroup, lost, timeout float64, l levels) workload.Latency {
-	return workload.Latency{
-		P50: quantile(groups, l[0], lost, timeout),
-		P95: quantile(groups, l[1], lost, timeout),
-		P99: quantile(groups, l[2], lost, timeout),
+// requests at timeout, read at levels l (modelLevels: the mixture's own),
+// those of read only: the others are 0. Each percentile is computed alone,
+// so one read is the same, bit for bit, whatever else is.
+func latencyAt(groups []latGroup, lost, timeout float64, l levels, read workload.Percentiles) workload.Latency {
+	var out workload.Latency
+	if read.Has(workload.PercentileP50) {
+		out.P50 = quantile(groups, l[0], lost, timeout)
 	}
+	if read.Has(workload.PercentileP95) {
+		out.P95 = quantile(groups, l[1], lost, timeout)
+	}
+	if read.Has(workload.PercentileP99) {
+		out.P99 = quantile(groups, l[2], lost, timeout)
+	}
+	return out
 }
 
 // The levels a drawn percentile is kept within: a window of a few requests

@@ -93,7 +93,7 @@ func TestSampledLatencySpread(t *testing.T) {
 
 func TestSampledLevels(t *testing.T) {
 	groups := []latGroup{{shift: 0.01, mean: 0.05, weight: 100}, {shift: 0.02, mean: 0.2, weight: 20}}
-	model := latencyAt(groups, 0, 30, modelLevels)
+	model := latencyAt(groups, 0, 30, modelLevels, workload.AllPercentiles)
 	near := func(a, b float64) bool { return math.Abs(a/b-1) < 0.02 }
 	for _, tc := range []struct {
 		name string
@@ -115,7 +115,7 @@ func TestSampledLevels(t *testing.T) {
 		{"one sample, the lowest draw: not below the fastest", 1, 1e-12, func(l workload.Latency) bool { return l.P50 >= 0.01 && l.P50 < model.P50 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := latencyAt(groups, 0, 30, sampledLevels(tc.n, tc.u)); !tc.want(got) {
+			if got := latencyAt(groups, 0, 30, sampledLevels(tc.n, tc.u), workload.AllPercentiles); !tc.want(got) {
 				t.Errorf("at sampledLevels(n %g, u %g): %+v; model %+v", tc.n, tc.u, got, model)
 			}
 		})

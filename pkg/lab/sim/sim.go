@@ -337,7 +337,7 @@ func (s *Simulator) Step() StepMetrics {
 	if s.cfg.SampledLatency {
 		s.lat.levels = sampledLevels(s.lat.effective, s.rng.sampling.Float64())
 	}
-	m.Latency = latencyAt(s.lat.groups[:s.lat.ngroups], m.Failed+m.TimedOut, s.timeout, s.lat.levels)
+	m.Latency = latencyAt(s.lat.groups[:s.lat.ngroups], m.Failed+m.TimedOut, s.timeout, s.lat.levels, workload.AllPercentiles)
 	m.Replicas = s.spec.desired
 	s.observe(t+s.dt, &m)
 	s.step++

@@ -7,6 +7,7 @@ import (
 	"math"
 	"text/tabwriter"
 
+	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
@@ -86,14 +87,15 @@ func Check(s *Series, f Fit, cfg sim.Config, prices sim.Prices, seed uint64) (Co
 func check(s *Series, app sim.App, cfg sim.Config, prices sim.Prices, seed uint64) (Consistency, error) {
 	c := Consistency{Workload: s.Name, Steps: len(s.Rate)}
 	rates, _ := filled(s.Rate)
-	cfg.Step = s.Step
-	sm, err := sim.New(cfg, app, &sim.Trace{Name: "recorded", Step: s.Step, Rates: rates}, seed)
-	if err != nil {
-		return c, fmt.Errorf("whatif: %s: %w", s.Name, err)
-	}
 	pol, err := newRecorded(s)
 	if err != nil {
 		return c, err
+	}
+	cfg.Step = s.Step
+	cfg.Unread = workload.AllPercentiles &^ workload.ReadsLatency(pol)
+	sm, err := sim.New(cfg, app, &sim.Trace{Name: "recorded", Step: s.Step, Rates: rates}, seed)
+	if err != nil {
+		return c, fmt.Errorf("whatif: %s: %w", s.Name, err)
 	}
 	dt := s.Step.Seconds()
 	var absRep, nRep, cpuRep, cpuRec, memRep, memRec float64

@@ -53,6 +53,10 @@ var _ workload.Policy = (*recorded)(nil)
 
 func (r *recorded) Name() string { return PolicyActual }
 
+// ReadsLatency implements workload.LatencyReader: what ran is replayed
+// from the history, whatever the observation holds.
+func (r *recorded) ReadsLatency() workload.Percentiles { return workload.NoPercentiles }
+
 func (r *recorded) Recommend(_ context.Context, _ workload.Observation) (workload.Recommendation, error) {
 	r.next++
 	i := min(r.next, len(r.replicas)-1)
