@@ -536,23 +536,29 @@ func (c *component) logLinesOnFailure(t *testing.T, n int, substrs ...string) {
 // process's /metrics whose labels include every name="value" pair of
 // labels, and whether there was any.
 func (c *component) metric(ctx context.Context, name string, labels ...string) (float64, bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.metricsAddr+"/metrics", nil)
-	if err != nil {
-		return 0, false, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, false, fmt.Errorf("%s /metrics: %w", c.name, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, false, fmt.Errorf("%s /metrics: HTTP %d", c.name, resp.StatusCode)
-	}
-	body, err := io.ReadAll(resp.Body)
+	body, err := c.get(ctx, "/metrics")
 	if err != nil {
 		return 0, false, err
 	}
 	return sumSamples(string(body), name, labels...)
+}
+
+// get reads path from the component's metrics address: /metrics, or a
+// profile under /debug/pprof/ when it runs with --profiling.
+func (c *component) get(ctx context.Context, path string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.metricsAddr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", c.name, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s %s: HTTP %d", c.name, path, resp.StatusCode)
+	}
+	return io.ReadAll(resp.Body)
 }
 
 // sumSamples reads the Prometheus text format: the sum of the samples of

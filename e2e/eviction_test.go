@@ -190,7 +190,7 @@ type admissionNames struct {
 // makes a registration without a server harmless). The cleanup registered
 // here therefore checks that they outlived the process, then deletes all
 // three and checks they are gone.
-func startAdmissionController(t *testing.T, ns string) (*component, admissionNames) {
+func startAdmissionController(t *testing.T, ns string, args ...string) (*component, admissionNames) {
 	t.Helper()
 	addr := freeAddr(t)
 	n := admissionNames{
@@ -239,16 +239,17 @@ func startAdmissionController(t *testing.T, ns string) (*component, admissionNam
 	})
 	// The self-managed certificate, the self-registration and the
 	// heartbeat of deploy/, under this test's names and reached by URL.
-	ac := startComponent(t, "admission-controller",
-		"--webhook-bind-address="+addr,
-		"--cert-secret-name="+n.secret,
-		"--webhook-config-name="+n.webhookConfig,
-		"--webhook-url="+n.url,
-		"--webhook-namespace-selector=kubernetes.io/metadata.name="+ns,
-		"--heartbeat-lease-name="+n.lease,
+	// args add to these (the soak's --profiling).
+	ac := startComponent(t, "admission-controller", append([]string{
+		"--webhook-bind-address=" + addr,
+		"--cert-secret-name=" + n.secret,
+		"--webhook-config-name=" + n.webhookConfig,
+		"--webhook-url=" + n.url,
+		"--webhook-namespace-selector=kubernetes.io/metadata.name=" + ns,
+		"--heartbeat-lease-name=" + n.lease,
 		"--heartbeat-interval=2s",
 		"--heartbeat-lease-duration=10s",
-	)
+	}, args...)...)
 	return ac, n
 }
 

@@ -162,11 +162,13 @@ func (s *soakRun) run(ctx context.Context, t *testing.T) {
 		}
 		<-tick.C
 		if now := time.Now(); !now.Before(next) && next.Before(deadline) {
+			s.heapProfiles(ctx, t)
 			s.restart(t, restartOrder[k%len(restartOrder)])
 			k++
 			next = next.Add(s.o.restartEvery)
 		}
 	}
+	s.heapProfiles(ctx, t)
 	s.finished = true
 	s.figure("soak", fmt.Sprintf("%s, %d restarts", time.Since(s.start).Round(time.Second), len(s.report.Restarts)))
 }
@@ -200,6 +202,32 @@ func (s *soakRun) restart(t *testing.T, name string) {
 	}
 	r.Took = time.Since(began).Seconds()
 	s.report.Restarts = append(s.report.Restarts, r)
+}
+
+// heapProfiles saves each running component's heap profile, taken after a
+// collection (gc=1), as heap/COMPONENT-MINUTEm.pb.gz in the output
+// directory: one at the end of every segment, before its restart, so that
+// `go tool pprof -diff_base` between two of them names what a rise in a
+// segment's level is made of. A profile that cannot be read is logged and
+// skipped: it is evidence, not a check.
+func (s *soakRun) heapProfiles(ctx context.Context, t *testing.T) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	dir := filepath.Join(s.o.out, "heap")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("soak: heap profiles: %v", err)
+		return
+	}
+	at := int(time.Since(s.start).Minutes() + 0.5)
+	for _, c := range s.procs {
+		b, err := c.get(ctx, "/debug/pprof/heap?gc=1")
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%03dm.pb.gz", c.name, at)), b, 0o644)
+		}
+		if err != nil {
+			t.Logf("soak: heap profile of %s: %v", c.name, err)
+		}
+	}
 }
 
 // sample reads every component once. A read that fails (the API
@@ -247,8 +275,12 @@ func (s *soakRun) sample(ctx context.Context, t *testing.T) {
 				s.lastCPU[c.name] = cpuMark{pid, cpu}
 			}
 		}
-		if g, ok, err := c.metric(ctx, "go_goroutines"); err == nil && ok {
-			add(c.name, soak.MetricGoroutines, g)
+		if text, err := c.get(ctx, "/metrics"); err == nil {
+			for series, metric := range map[string]string{"go_goroutines": soak.MetricGoroutines, "go_memstats_heap_inuse_bytes": soak.MetricHeapInuse} {
+				if v, ok, err := sumSamples(string(text), series); err == nil && ok {
+					add(c.name, metric, v)
+				}
+			}
 		}
 		if apiErr == nil {
 			if n, ok, err := sumSamples(string(apiText), "apiserver_flowcontrol_dispatched_requests_total", "flow_schema="+flowSchemaName(c.name)); err == nil && ok {

@@ -142,13 +142,15 @@ func TestSoak(t *testing.T) {
 	// runs. Leader election is off, as in the fault tests: a leader that
 	// cannot renew its Lease while the API server is down exits, for the
 	// kubelet to restart, which no kubelet does here.
-	ac, names := startAdmissionController(t, s.ns)
+	// --profiling: heapProfiles reads each component's heap at each
+	// segment's end.
+	ac, names := startAdmissionController(t, s.ns, "--profiling")
 	s.admission = ac
 	agentAddr := freeAddr(t)
-	s.agent = startProcess(t, processSpec{Binary: "rl-agent", Args: []string{"--listen-address=" + agentAddr, "--v=0"}})
+	s.agent = startProcess(t, processSpec{Binary: "rl-agent", Args: []string{"--listen-address=" + agentAddr, "--v=0", "--profiling"}})
 	s.recommender = startComponent(t, "recommender", "--namespace="+s.ns, "--leader-elect=false",
-		"--rl-agent-endpoint="+agentAddr, "--prometheus-address="+tb.PrometheusURL, "--v=0")
-	s.updater = startUpdater(t, s.ns, names.lease, "--leader-elect=false", "--v=0")
+		"--rl-agent-endpoint="+agentAddr, "--prometheus-address="+tb.PrometheusURL, "--v=0", "--profiling")
+	s.updater = startUpdater(t, s.ns, names.lease, "--leader-elect=false", "--v=0", "--profiling")
 	s.procs = []*component{s.recommender, s.updater, s.admission, s.agent}
 	if s.stateDir = flagValue(s.agent.args, "state-dir"); s.stateDir == "" {
 		t.Fatal("the agent runs without --state-dir")

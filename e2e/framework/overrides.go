@@ -127,6 +127,7 @@ var Overrides = []Override{
 	{Component: "rl-agent", Flag: "initial-checkpoint", Why: "TestRLAgentResidual serves a policy trained in the test"},
 	{Component: "rl-agent", Flag: "ensemble-checkpoints", Why: "TestRLAgentResidual serves an ensemble trained in the test"},
 	{Component: "rl-agent", Flag: "ensemble-quorum", Why: "TestRLAgentResidual serves an ensemble trained in the test"},
+	{Flag: "profiling", Why: "the soak reads each component's heap profile at the end of every segment between restarts, to name what a rise in memory is made of"},
 	{Component: "rl-agent", Flag: "workload-ttl", Why: "TestUpgrade: the recorded fixture's workloads last called when it was recorded, longer ago than the default TTL"},
 }
 

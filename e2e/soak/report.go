@@ -77,7 +77,12 @@ type Report struct {
 	Figures  []Figure  `json:"figures"`
 	Restarts []Restart `json:"restarts"`
 	Results  []Result  `json:"results"`
-	Checks   []Check   `json:"checks"`
+	// Levels are the settled levels of the judged and the shown series,
+	// in the order of Results, each segment's, for the reader to set a
+	// rise beside what changed in it (a restart, the load, the API
+	// request rate).
+	Levels []Levels `json:"levels,omitempty"`
+	Checks []Check  `json:"checks"`
 	// Level is the confidence level of the intervals (0.95).
 	Level float64 `json:"level"`
 	// Judgement is how the results were judged.
@@ -96,6 +101,27 @@ type Judgement struct {
 	// Tolerances are the judged series' tolerances, by metric; a series
 	// without one is not judged.
 	Tolerances map[string]Tolerance `json:"tolerances"`
+	// Shown are metrics without a tolerance whose settled levels the
+	// report shows beside the judged series' (DefaultShown).
+	Shown []string `json:"shown,omitempty"`
+}
+
+// DefaultShown are the metrics shown and not judged: the heap in use,
+// which tells the program's growth from the runtime's in a resident set
+// that grows.
+var DefaultShown = []string{MetricHeapInuse}
+
+// Levels are one series' settled levels, segment by segment (Judge).
+type Levels struct {
+	Component string `json:"component"`
+	Metric    string `json:"metric"`
+	// Judged is false for a series that is only shown
+	// (Judgement.Shown).
+	Judged bool `json:"judged"`
+	// Segments holds the segments with enough settled samples, in time
+	// order: T is the segment's start (0 or a restart's time), V its
+	// settled level.
+	Segments []Point `json:"segments"`
 }
 
 // DefaultSettle is the share of each segment whose mean is its settled
@@ -113,7 +139,7 @@ const DefaultSettle = 1.0 / 3
 // DefaultJudgement is the judgement with the default settled share and
 // tolerances, and warmup seconds of warm-up for the within-segment fit.
 func DefaultJudgement(warmup float64) Judgement {
-	return Judgement{Settle: DefaultSettle, Warmup: warmup, Tolerances: DefaultTolerances}
+	return Judgement{Settle: DefaultSettle, Warmup: warmup, Tolerances: DefaultTolerances, Shown: DefaultShown}
 }
 
 // Judge judges every series of samples (keyed by component and metric;
@@ -140,7 +166,7 @@ func (r *Report) Judge(samples map[string]map[string][]Point, j Judgement) {
 	for _, rs := range r.Restarts {
 		cuts = append(cuts, rs.At)
 	}
-	r.Results = nil
+	r.Results, r.Levels = nil, nil
 	for _, comp := range sortedKeys(samples) {
 		for _, metric := range sortedKeys(samples[comp]) {
 			pts := samples[comp][metric]
@@ -153,6 +179,9 @@ func (r *Report) Judge(samples map[string]map[string][]Point, j Judgement) {
 				}
 			}
 			tol, ok := j.Tolerances[name]
+			if ok || slices.Contains(j.Shown, name) {
+				r.Levels = append(r.Levels, segmentLevels(comp, name, ok, segs, j.Settle))
+			}
 			if !ok {
 				continue
 			}
@@ -186,6 +215,17 @@ func (r *Report) Judge(samples map[string]map[string][]Point, j Judgement) {
 	}
 }
 
+// segmentLevels is the settled level of each of segs that has one.
+func segmentLevels(comp, metric string, judged bool, segs []Segment, settle float64) Levels {
+	l := Levels{Component: comp, Metric: metric, Judged: judged}
+	for _, sg := range segs {
+		if v, _, ok := sg.Settled(settle); ok {
+			l.Segments = append(l.Segments, Point{T: sg.Start, V: v.V})
+		}
+	}
+	return l
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -206,6 +246,7 @@ var units = map[string]struct {
 	MetricGoroutines: {"", 1},
 	MetricFDs:        {"", 1},
 	MetricAPIRate:    {"req/s", 1},
+	MetricHeapInuse:  {"MiB", 1 << 20},
 }
 
 // Scaled returns v in metric's reporting unit, and the unit.
@@ -281,6 +322,7 @@ func WriteMarkdown(w io.Writer, r Report) error {
 		fmt.Fprintf(bw, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", res.Component, name, on, num(mean),
 			interval(res.Metric, res.Fit), num(allowed), outcome, within)
 	}
+	writeLevels(bw, r)
 	if len(r.Checks) > 0 {
 		bw.WriteString("\n| Check | Result | Detail |\n|---|---|---|\n")
 		for _, c := range r.Checks {
@@ -292,6 +334,46 @@ func WriteMarkdown(w io.Writer, r Report) error {
 		}
 	}
 	return bw.Flush()
+}
+
+// writeLevels writes the settled level of every judged and shown series,
+// one column per segment between restarts.
+func writeLevels(bw *bufio.Writer, r Report) {
+	if len(r.Levels) == 0 {
+		return
+	}
+	starts := []float64{0}
+	for _, rs := range r.Restarts {
+		starts = append(starts, rs.At)
+	}
+	slices.Sort(starts)
+	fmt.Fprintf(bw, "\nThe settled level of each segment (the mean of its last %.0f%%), by the minute the segment starts at; a series marked \"shown\" is not judged.\n\n", r.Judgement.Settle*100)
+	bw.WriteString("| Component | Series |")
+	for _, s := range starts {
+		fmt.Fprintf(bw, " %s |", strconv.FormatFloat(s/60, 'f', 0, 64))
+	}
+	bw.WriteString("\n|---|---|" + strings.Repeat("---:|", len(starts)) + "\n")
+	for _, l := range r.Levels {
+		name := l.Metric
+		if _, unit := Scaled(l.Metric, 0); unit != "" {
+			name += " (" + unit + ")"
+		}
+		if !l.Judged {
+			name += ", shown"
+		}
+		fmt.Fprintf(bw, "| %s | %s |", l.Component, name)
+		for _, s := range starts {
+			v := "—"
+			for _, p := range l.Segments {
+				if p.T == s {
+					scaled, _ := Scaled(l.Metric, p.V)
+					v = num(scaled)
+				}
+			}
+			fmt.Fprintf(bw, " %s |", v)
+		}
+		bw.WriteString("\n")
+	}
 }
 
 // judgedOn says what a result's slope was fitted to.

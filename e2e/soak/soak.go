@@ -41,6 +41,12 @@ const (
 	// requests (a counter); MetricAPIRate is its rate, derived by Rates.
 	MetricAPIRequests = "api_requests_total"
 	MetricAPIRate     = "api_requests_per_second"
+	// MetricHeapInuse is go_memstats_heap_inuse_bytes from the
+	// component's /metrics: the heap's spans in use. Shown beside the
+	// resident set, not judged (DefaultShown): a resident set that grows
+	// while the heap in use does not is the runtime's (pages not yet
+	// returned, fragmentation), one that grows with it is the program's.
+	MetricHeapInuse = "heap_inuse_bytes"
 )
 
 // Segments splits points, ordered by time, at cuts (Split) and drops, in

@@ -330,6 +330,59 @@ func TestReportJudge(t *testing.T) {
 	}
 }
 
+// TestReportLevels: the settled level of every segment, for the judged
+// series and the shown ones (which a rise does not fail), in the report's
+// table; a segment without enough settled samples has none, and a series
+// neither judged nor shown is left out.
+func TestReportLevels(t *testing.T) {
+	restarts := []Restart{{At: 1200, Component: "recommender"}, {At: 2400, Component: "rl-agent"}}
+	// step is a series sampled every 30 s, at levels[i] in segment i,
+	// up to end.
+	step := func(end float64, levels ...float64) []Point {
+		var out []Point
+		for ts := 0.0; ts < end; ts += 30 {
+			out = append(out, Point{T: ts, V: levels[min(int(ts/1200), len(levels)-1)]})
+		}
+		return out
+	}
+	samples := map[string]map[string][]Point{
+		"updater": {
+			MetricRSS: step(3600, 90<<20, 100<<20, 100<<20),
+			// The heap's last segment holds two samples: too few.
+			MetricHeapInuse: step(2460, 20<<20, 30<<20, 40<<20),
+			"not_listed":    step(3600, 1, 2, 3),
+		},
+	}
+	rep := Report{Title: "levels", Level: 0.95, Restarts: restarts}
+	rep.Judge(samples, DefaultJudgement(300))
+	want := []Levels{
+		{Component: "updater", Metric: MetricHeapInuse, Segments: []Point{{0, 20 << 20}, {1200, 30 << 20}}},
+		{Component: "updater", Metric: MetricRSS, Judged: true, Segments: []Point{{0, 90 << 20}, {1200, 100 << 20}, {2400, 100 << 20}}},
+	}
+	if !reflect.DeepEqual(rep.Levels, want) {
+		t.Errorf("Levels = %+v, want %+v", rep.Levels, want)
+	}
+	if len(rep.Results) != 1 || rep.Results[0].Metric != MetricRSS {
+		t.Errorf("judged %+v, want the resident set alone", rep.Results)
+	}
+	var b bytes.Buffer
+	if err := WriteMarkdown(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{
+		"| Component | Series | 0 | 20 | 40 |",
+		"| updater | heap_inuse_bytes (MiB), shown | 20.0 | 30.0 | — |",
+		"| updater | rss_bytes (MiB) | 90.0 | 100 | 100 |",
+	} {
+		if !strings.Contains(b.String(), line) {
+			t.Errorf("report lacks %q:\n%s", line, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "not_listed") {
+		t.Errorf("a series neither judged nor shown is in the report:\n%s", b.String())
+	}
+}
+
 func TestPanics(t *testing.T) {
 	for _, tc := range []struct {
 		name, log string
@@ -404,7 +457,7 @@ func TestWriteMarkdown(t *testing.T) {
 func TestWriteSVG(t *testing.T) {
 	restarts := []Restart{{At: 120, Component: "kube-apiserver"}, {At: 240, Component: "rl-agent"}}
 	samples := map[string]map[string][]Point{
-		"rl-agent":    {MetricRSS: {{0, 1 << 20}, {60, 2 << 20}, {180, 2 << 20}, {300, 3 << 20}}, MetricStateDir: {{0, 100}, {300, 200}}},
+		"rl-agent":    {MetricRSS: {{0, 1 << 20}, {60, 2 << 20}, {180, 2 << 20}, {300, 3 << 20}}, MetricStateDir: {{0, 100}, {300, 200}}, MetricHeapInuse: {{0, 1 << 20}}},
 		"recommender": {MetricAPIRequests: {{0, 0}, {60, 60}, {130, 10}, {190, 70}}},
 	}
 	panels := Plot(samples, restarts)
@@ -412,12 +465,12 @@ func TestWriteSVG(t *testing.T) {
 	for _, p := range panels {
 		titles = append(titles, p.Title)
 	}
-	if want := []string{"Resident memory (MiB)", "API requests per second", "Agent state directory (MiB)"}; !reflect.DeepEqual(titles, want) {
+	if want := []string{"Resident memory (MiB)", "Heap in use (MiB)", "API requests per second", "Agent state directory (MiB)"}; !reflect.DeepEqual(titles, want) {
 		t.Fatalf("panels %q, want %q", titles, want)
 	}
 	// The rate is taken within the segments only: 1/s twice, none across
 	// the API server's restart at 120s.
-	if got := panels[1].Lines[0].Points; !reflect.DeepEqual(got, []Point{{60, 1}, {190, 1}}) {
+	if got := panels[2].Lines[0].Points; !reflect.DeepEqual(got, []Point{{60, 1}, {190, 1}}) {
 		t.Errorf("API rate %v", got)
 	}
 	var b bytes.Buffer
@@ -443,11 +496,11 @@ func TestWriteSVG(t *testing.T) {
 			}
 		}
 	}
-	// RSS broken at both restarts (3 runs), the rate in 2 pieces, the
-	// state directory in 2 (its samples straddle both restarts, one each
-	// side of them: 0 and 300).
-	if polylines != 3+2+2 {
-		t.Errorf("%d polylines, want 7", polylines)
+	// RSS broken at both restarts (3 runs), the heap's one sample one,
+	// the rate in 2 pieces, the state directory in 2 (its samples
+	// straddle both restarts, one each side of them: 0 and 300).
+	if polylines != 3+1+2+2 {
+		t.Errorf("%d polylines, want 8", polylines)
 	}
 	if texts == 0 {
 		t.Error("no labels")

@@ -52,6 +52,7 @@ func Plot(samples map[string]map[string][]Point, restarts []Restart) []Panel {
 	var panels []Panel
 	for _, p := range []struct{ title, metric string }{
 		{"Resident memory (MiB)", MetricRSS},
+		{"Heap in use (MiB)", MetricHeapInuse},
 		{"Goroutines", MetricGoroutines},
 		{"Open file descriptors", MetricFDs},
 		{"API requests per second", MetricAPIRate},
