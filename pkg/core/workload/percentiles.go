@@ -53,3 +53,10 @@ func ReadsLatency(p Policy) Percentiles {
 	}
 	return AllPercentiles
 }
+
+// Unread returns the percentiles p does not read (ReadsLatency's
+// complement): what a simulator of p may leave uncomputed
+// (pkg/lab/sim, Config.Unread).
+func Unread(p Policy) Percentiles {
+	return AllPercentiles &^ ReadsLatency(p)
+}

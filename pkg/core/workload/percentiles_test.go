@@ -47,6 +47,9 @@ func TestReadsLatency(t *testing.T) {
 			if k := got.Keep(l); k != tc.kept {
 				t.Errorf("Keep = %+v, want %+v", k, tc.kept)
 			}
+			if u := Unread(tc.p); u != AllPercentiles&^tc.want || u&got != 0 {
+				t.Errorf("Unread = %03b, want %03b", u, AllPercentiles&^tc.want)
+			}
 		})
 	}
 }

@@ -379,7 +379,7 @@ func runOne(ctx context.Context, run Run, c Contender, cfg sim.Config, o Options
 	// The simulator computes only the latency percentiles the policy says
 	// it reads (all three unless it declares), whatever Options.Config
 	// held: with a rate window they are most of a replay's CPU.
-	cfg.Unread = workload.AllPercentiles &^ workload.ReadsLatency(p)
+	cfg.Unread = workload.Unread(p)
 	s, err := sim.New(cfg, run.App, run.Trace, run.Seed)
 	if err != nil {
 		return res, nil, err

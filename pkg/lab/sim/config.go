@@ -74,7 +74,7 @@ type Config struct {
 	// read: the simulator leaves them 0 in Observation.Latency and, with a
 	// RateWindow, does not compute them (each is a quantile of the pooled
 	// windows, most of a replay's CPU). Set it from the policy's own
-	// declaration, workload.AllPercentiles &^ workload.ReadsLatency(p).
+	// declaration, workload.Unread(p).
 	// Default none: all three computed. StepMetrics.Latency is always
 	// whole, and the percentiles computed are the same, bit for bit,
 	// whatever it holds.

@@ -92,7 +92,7 @@ func check(s *Series, app sim.App, cfg sim.Config, prices sim.Prices, seed uint6
 		return c, err
 	}
 	cfg.Step = s.Step
-	cfg.Unread = workload.AllPercentiles &^ workload.ReadsLatency(pol)
+	cfg.Unread = workload.Unread(pol)
 	sm, err := sim.New(cfg, app, &sim.Trace{Name: "recorded", Step: s.Step, Rates: rates}, seed)
 	if err != nil {
 		return c, fmt.Errorf("whatif: %s: %w", s.Name, err)
