@@ -22,6 +22,14 @@ REVISION   ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 IMAGE_SOURCE := https://github.com/aware-k8s/aware
 IMAGE_ARCH ?= $(shell go env GOARCH)
+# Expanded once, as make starts (?= alone would run git at every use): a
+# commit made while a long target runs (make bench-real builds the images
+# and then installs them by TAG, an hour later for its last run) must not
+# give the images one tag and their install another.
+VERSION := $(VERSION)
+TAG := $(TAG)
+REVISION := $(REVISION)
+SOURCE_DATE_EPOCH := $(SOURCE_DATE_EPOCH)
 # The real-node benchmark's workload (e2e/cmd): built into images of their
 # own by make images, kept apart from the product's BINARIES (not pushed,
 # not in the Helm chart).
