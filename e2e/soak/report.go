@@ -78,7 +78,7 @@ type Report struct {
 	Restarts []Restart `json:"restarts"`
 	Results  []Result  `json:"results"`
 	// Levels are the settled levels of the judged and the shown series,
-	// in the order of Results, each segment's, for the reader to set a
+	// in component, then metric, order, for the reader to set a
 	// rise beside what changed in it (a restart, the load, the API
 	// request rate).
 	Levels []Levels `json:"levels,omitempty"`
