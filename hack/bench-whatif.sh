@@ -18,7 +18,7 @@
 #
 # Knobs: BENCH_WHATIF_DIR (default /tmp/aware-bench-whatif; the history,
 # TSDB and outputs, about 3 GB while it runs), BENCH_WHATIF_WORKLOADS (100),
-# BENCH_WHATIF_DAYS (7), BENCH_WHATIF_GZIP=0 (--prometheus-gzip=false), BENCH_WHATIF_KEEP=1 keeps the generated history and
+# BENCH_WHATIF_DAYS (7), BENCH_WHATIF_GZIP=1 or 0 (--prometheus-gzip=true or false; unset, the command's default), BENCH_WHATIF_KEEP=1 keeps the generated history and
 # TSDB of a previous run with the same knobs (only step 4 is run again).
 # Slow to set up (minutes), not part of make check.
 set -euo pipefail
@@ -72,7 +72,7 @@ done
 log "prometheus ready on 127.0.0.1:${PORT} (pid ${prom})"
 
 cd "${ROOT}"
-AWARE_BENCH_WHATIF_PROMETHEUS="http://127.0.0.1:${PORT}" AWARE_BENCH_WHATIF_PROMETHEUS_PID="${prom}" AWARE_BENCH_WHATIF_DIR="${DIR}" AWARE_BENCH_WHATIF_GZIP="${BENCH_WHATIF_GZIP:-1}" \
+AWARE_BENCH_WHATIF_PROMETHEUS="http://127.0.0.1:${PORT}" AWARE_BENCH_WHATIF_PROMETHEUS_PID="${prom}" AWARE_BENCH_WHATIF_DIR="${DIR}" AWARE_BENCH_WHATIF_GZIP="${BENCH_WHATIF_GZIP:-}" \
 	go test -tags benchwhatif -count=1 -timeout 30m -v -run '^TestBenchWhatif$' \
 	-cpuprofile "${DIR}/cpu.pprof" -o "${DIR}/app.test" ./recommender/app/
 log "report: ${DIR}/report.txt; outputs: ${DIR}/out; the what-if's CPU profile: go tool pprof ${DIR}/app.test ${DIR}/cpu.pprof"

@@ -19,7 +19,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -49,7 +48,8 @@ type WhatifOptions struct {
 	// once; each workload's range queries run one after the other.
 	PrometheusConcurrency int
 	// PrometheusGzip asks Prometheus for gzipped answers: a sixth of the
-	// bytes; turning it off saved no CPU in the benchmark.
+	// bytes, for about twice Prometheus's CPU (the benchmark of
+	// docs/whatif.md); worth it over a slow link only.
 	PrometheusGzip bool
 	Queries        usage.Queries
 	// Namespace holds the workloads; MPAs (names) or Selector (a label
@@ -124,12 +124,16 @@ func NewWhatifOptions() *WhatifOptions {
 		// both cores of a small server busy while the answers are
 		// decoded (docs/whatif.md, the benchmark).
 		PrometheusConcurrency: 4,
-		PrometheusGzip:        true,
-		Queries:               usage.DefaultQueries(),
-		Namespace:             "default",
-		Period:                7 * 24 * time.Hour,
-		Step:                  time.Minute,
-		Output:                "aware-whatif",
+		// Compressing the answers took half of Prometheus's CPU in the
+		// benchmark, and decompressing them a sixth of the what-if's: a
+		// cost paid on the user's Prometheus to save bytes on a cluster's
+		// network, which carries them faster than gzip makes them.
+		PrometheusGzip: false,
+		Queries:        usage.DefaultQueries(),
+		Namespace:      "default",
+		Period:         7 * 24 * time.Hour,
+		Step:           time.Minute,
+		Output:         "aware-whatif",
 		Replay: WhatifReplay{
 			Seeds:    5,
 			Policies: whatif.Policies()[1:], // what actually ran is always replayed, first
@@ -147,7 +151,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusAddress, "prometheus-address", o.PrometheusAddress, "Base URL of the Prometheus HTTP API holding the cluster's history (the recommender's --prometheus-address). Required.")
 	fs.DurationVar(&o.PrometheusTimeout, "prometheus-timeout", o.PrometheusTimeout, "Timeout of each range query (a long period is read in several).")
 	fs.IntVar(&o.PrometheusConcurrency, "prometheus-concurrency", o.PrometheusConcurrency, "Workloads whose histories are read at once (each one's range queries in turn).")
-	fs.BoolVar(&o.PrometheusGzip, "prometheus-gzip", o.PrometheusGzip, "Ask Prometheus for gzipped answers: a sixth of the traffic (a week at one minute is about 6 MB of JSON per workload). Off saved no CPU in the benchmark of docs/whatif.md.")
+	fs.BoolVar(&o.PrometheusGzip, "prometheus-gzip", o.PrometheusGzip, "Ask Prometheus for gzipped answers: a sixth of the bytes (a week at one minute is about 6 MB of JSON per workload) for about twice Prometheus's CPU (docs/whatif.md). Turn it on over a slow link such as kubectl port-forward.")
 	fs.DurationVar(&o.PrometheusWindow, "prometheus-window", o.PrometheusWindow, "Least range of rate() ({{.Window}} is the larger of it and --step); should cover two scrapes.")
 	tmpl := " PromQL template in Go's text/template syntax, as the recommender's flag of the same name takes it."
 	fs.StringVar(&o.Queries.CPU, "prometheus-query-cpu", o.Queries.CPU, "Per-pod, per-container CPU usage in cores."+tmpl)
@@ -365,61 +369,29 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// queryProgress draws the range queries of every workload on one bar,
-// from workloads read concurrently. A workload's number of queries is
-// learnt from its first progress report, so the total is the known totals
-// plus, for each workload not begun, the last one learnt.
-type queryProgress struct {
-	mu        sync.Mutex
-	bar       *progress.Bar
-	workloads int
-	totals    map[int]int // by workload index
-	begun     bool
-}
-
-func (q *queryProgress) report(i int, name string, done, total int) {
-	if q.bar == nil {
-		return
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.totals == nil {
-		q.totals = map[int]int{}
-	}
-	q.totals[i] = total
-	estimate := total * (q.workloads - len(q.totals))
-	for _, n := range q.totals {
-		estimate += n
-	}
-	if !q.begun {
-		q.bar.Begin(estimate)
-		q.begun = true
-	} else {
-		q.bar.SetTotal(estimate)
-	}
-	q.bar.Advance(name, fmt.Sprintf("query %d/%d", done, total))
-}
-
-func (q *queryProgress) end() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.bar != nil && q.begun {
-		q.bar.End()
-	}
-}
-
 func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now time.Time, stdout, stderr io.Writer) error {
 	var targets []whatifTarget
-	var ws []whatif.Workload
 	var bar *progress.Bar
 	if o.showProgress {
 		bar = progress.NewBar(stderr)
 	}
-	var err error
 	// The recorded p95 is a quantile over the latency query's range.
 	o.Fit.LatencyWindow = o.PrometheusWindow
+	ro := whatif.ReplayOptions{
+		Seeds: o.Replay.Seeds, Policies: o.Replay.Policies, Plot: true,
+		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow, SampledLatency: o.Replay.SampledLatency, NodeCores: o.Fit.NodeCPU},
+	}
+	var res *whatif.Result
+	var err error
 	if o.From != "" {
-		ws, err = refitFrom(o.From, o.Fit)
+		var ws []whatif.Workload
+		if ws, err = refitFrom(o.From, o.Fit); err != nil {
+			return err
+		}
+		if bar != nil {
+			ro.Progress = bar
+		}
+		res, err = whatif.Replay(ctx, ws, ro)
 	} else {
 		if targets, err = lister.Workloads(ctx, o); err != nil {
 			return err
@@ -427,19 +399,8 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 		if len(targets) == 0 {
 			return fmt.Errorf("no workloads to replay in namespace %q", o.Namespace)
 		}
-		ws, err = readHistories(ctx, o, targets, now, bar)
+		res, err = readAndReplay(ctx, o, targets, now, bar, ro)
 	}
-	if err != nil {
-		return err
-	}
-	ro := whatif.ReplayOptions{
-		Seeds: o.Replay.Seeds, Policies: o.Replay.Policies, Plot: true,
-		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow, SampledLatency: o.Replay.SampledLatency, NodeCores: o.Fit.NodeCPU},
-	}
-	if bar != nil {
-		ro.Progress = bar
-	}
-	res, err := whatif.Replay(ctx, ws, ro)
 	if res != nil {
 		res.FitOptions = o.Fit
 		if werr := res.WriteText(stdout); werr != nil {
@@ -479,9 +440,12 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	return nil
 }
 
-// readHistories reads every target's history from Prometheus and fits it,
-// PrometheusConcurrency workloads at a time, in the targets' order.
-func readHistories(ctx context.Context, o *WhatifOptions, targets []whatifTarget, now time.Time, bar *progress.Bar) ([]whatif.Workload, error) {
+// readAndReplay reads every target's history from Prometheus,
+// PrometheusConcurrency workloads at a time, fits it, and hands it to the
+// replay at once: the replay of the workloads read runs on the cores
+// Prometheus leaves while it answers the next ones' queries. The result
+// keeps the targets' order.
+func readAndReplay(ctx context.Context, o *WhatifOptions, targets []whatifTarget, now time.Time, bar *progress.Bar, ro whatif.ReplayOptions) (*whatif.Result, error) {
 	logger := klog.FromContext(ctx).WithName("whatif")
 	po := usage.PrometheusOptions{Address: o.PrometheusAddress, Timeout: o.PrometheusTimeout, Window: o.PrometheusWindow, Queries: o.Queries}
 	if !o.PrometheusGzip {
@@ -494,16 +458,27 @@ func readHistories(ctx context.Context, o *WhatifOptions, targets []whatifTarget
 	if err != nil {
 		return nil, err
 	}
+	// A failed read stops the replay of the workloads read before it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wp *whatifProgress
+	if bar != nil {
+		wp = &whatifProgress{bar: bar, workloads: len(targets)}
+		ro.Progress = wp
+	}
+	replayer, err := whatif.NewReplayer(ctx, ro)
+	if err != nil {
+		return nil, err
+	}
+	if wp != nil {
+		wp.runs = replayer.JobsPerWorkload()
+	}
 	// The grid ends at the last whole step, so every query of every
 	// workload shares it.
 	end := now.Truncate(o.Step)
 	steps := int(o.Period / o.Step)
 	start := end.Add(-time.Duration(steps-1) * o.Step)
-	qp := &queryProgress{bar: bar, workloads: len(targets)}
-	// Workloads are read PrometheusConcurrency at a time and each fitted
-	// as soon as it is read; they keep the targets' order. The first
-	// failure cancels the reads under way.
-	ws := make([]whatif.Workload, len(targets))
+	// The first failure cancels the reads under way.
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(o.PrometheusConcurrency)
 	for i, t := range targets {
@@ -519,7 +494,7 @@ func readHistories(ctx context.Context, o *WhatifOptions, targets []whatifTarget
 				Start: start, Steps: steps, Step: o.Step,
 				Progress: func(done, total int) {
 					logger.V(1).Info("Progress", "workload", name, "queries", done, "of", total)
-					qp.report(i, name, done, total)
+					wp.query(i, name, done, total)
 				},
 			})
 			if err != nil {
@@ -531,13 +506,19 @@ func readHistories(ctx context.Context, o *WhatifOptions, targets []whatifTarget
 			if err != nil && !errors.Is(err, whatif.ErrTooThin) && !errors.Is(err, whatif.ErrPoorFit) && !errors.Is(err, whatif.ErrSeries) {
 				return err
 			}
-			ws[i] = whatif.Workload{Series: s, Fit: f}
-			return nil
+			wp.fitted(i, f.Refused == "")
+			return replayer.Add(i, whatif.Workload{Series: s, Fit: f})
 		})
 	}
-	err = g.Wait()
-	qp.end()
-	return ws, err
+	if err := g.Wait(); err != nil {
+		cancel()
+		replayer.Result() // stops the replay; the read's error is the one returned
+		wp.end()
+		return nil, err
+	}
+	res, err := replayer.Result()
+	wp.end()
+	return res, err
 }
 
 // refitFrom fits the histories of a whatif.json again with fo: what a

@@ -46,6 +46,13 @@ type countingProxy struct {
 
 func (c *countingProxy) wrap(target *url.URL) http.Handler {
 	rp := httputil.NewSingleHostReverseProxy(target)
+	// The what-if's own Accept-Encoding goes to Prometheus as it is: the
+	// default transport asks for gzip itself when the request does not,
+	// and decompresses the answer, so --prometheus-gzip=false measured a
+	// Prometheus that compressed every answer anyway.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.DisableCompression = true
+	rp.Transport = tr
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		begun := time.Now()
 		cw := &countingWriter{ResponseWriter: w}
@@ -117,8 +124,14 @@ func TestBenchWhatif(t *testing.T) {
 	o.Step = m.Step
 	o.Period = time.Duration(m.Samples) * m.Step
 	o.Output = filepath.Join(dir, "out")
-	// BENCH_WHATIF_GZIP=0 measures --prometheus-gzip=false.
-	o.PrometheusGzip = os.Getenv("AWARE_BENCH_WHATIF_GZIP") != "0"
+	// BENCH_WHATIF_GZIP=1 measures --prometheus-gzip, =0 its absence;
+	// unset, the command's default.
+	switch os.Getenv("AWARE_BENCH_WHATIF_GZIP") {
+	case "1":
+		o.PrometheusGzip = true
+	case "0":
+		o.PrometheusGzip = false
+	}
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}

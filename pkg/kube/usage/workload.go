@@ -267,14 +267,23 @@ func (p *Prometheus) WorkloadHistory(ctx context.Context, q WorkloadQuery) (Work
 			}
 		}
 	}
+	var sorted []float64
 	means := func(series string) []float64 {
 		out := nan()
 		for i, pods := range perPod[series] {
 			if len(pods) == 0 {
 				continue
 			}
-			var s float64
+			// Summed in the values' order, not the map's, which changes
+			// from run to run: a history read twice is the same to the
+			// bit, and so is all that is fitted and replayed from it.
+			sorted = sorted[:0]
 			for _, v := range pods {
+				sorted = append(sorted, v)
+			}
+			slices.Sort(sorted)
+			var s float64
+			for _, v := range sorted {
 				s += v
 			}
 			out[i] = s / float64(len(pods))

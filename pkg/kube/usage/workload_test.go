@@ -125,6 +125,34 @@ func TestWorkloadHistory(t *testing.T) {
 		}
 		nanAt(t, "requestCPU", h.RequestCPU, 0)
 	})
+	t.Run("the same to the bit however often read", func(t *testing.T) {
+		// Eight pods whose CPU sums differ in the last bit with the order
+		// of the terms (0.1 + 0.2 + 0.3 is not 0.3 + 0.2 + 0.1): a mean
+		// summed in a map's order differs between reads.
+		f := newFakeProm(t)
+		full(f)
+		var pods []string
+		for k, v := range []string{"0.1", "0.2", "0.3", "0.7", "1e-17", "0.15", "3.3", "0.01"} {
+			pods = append(pods, series(fmt.Sprintf(`"namespace":"shop","pod":"web-%d","container":"app"`, k), start, m, v, v, v, v, v))
+		}
+		f.set(whatifCPU, matrix(pods...))
+		var first []float64
+		for read := range 30 {
+			h, err := newProm(t, f.URL, Queries{}).WorkloadHistory(context.Background(), whatifQuery(start, 5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if read == 0 {
+				first = h.CPU
+				continue
+			}
+			for i := range first {
+				if math.Float64bits(h.CPU[i]) != math.Float64bits(first[i]) {
+					t.Fatalf("read %d: cpu[%d] = %v, first read %v", read, i, h.CPU[i], first[i])
+				}
+			}
+		}
+	})
 	t.Run("rate query", func(t *testing.T) {
 		f := newFakeProm(t)
 		f.set(`sum(rate(nginx_requests_total{ns="shop"}[5m]))`, matrix(series(``, start, m, "7")))

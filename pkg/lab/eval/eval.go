@@ -11,11 +11,8 @@ package eval
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"runtime"
-	"sync"
 
 	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
@@ -27,6 +24,11 @@ type Run struct {
 	App   sim.App
 	Trace *sim.Trace
 	Seed  uint64
+	// Nodes, when positive, sizes this run's simulated cluster instead of
+	// Options.Config.Nodes: the what-if sizes each workload's cluster from
+	// its own history, so that its replay does not depend on which other
+	// workloads were replayed with it.
+	Nodes int
 }
 
 // Contender is a policy under evaluation. New makes a fresh Policy for each
@@ -176,112 +178,9 @@ type reportConfig struct {
 	TimeoutSeconds float64 `json:"timeoutSeconds"`
 }
 
-type job struct {
-	run, contender int
-}
-
-type jobResult struct {
-	res    RunResult
-	series []Point
-	err    error
-}
-
-// Evaluate runs every contender on every run and reduces the results in run
-// order. It stops at the first error, or when ctx is done.
-func Evaluate(ctx context.Context, runs []Run, contenders []Contender, o Options) (*Report, error) {
-	cfg := o.Config.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	if len(contenders) == 0 {
-		return nil, errors.New("eval: no policies to evaluate")
-	}
-	seen := map[string]bool{}
-	for _, c := range contenders {
-		if c.Name == "" || c.New == nil || seen[c.Name] {
-			return nil, fmt.Errorf("eval: policy %q is unnamed, duplicated or has no constructor", c.Name)
-		}
-		seen[c.Name] = true
-	}
-	for i, r := range runs {
-		if r.Trace == nil || len(r.Trace.Rates) == 0 {
-			return nil, fmt.Errorf("eval: run %d (%s) has an empty trace", i, r.App.Name)
-		}
-	}
-	if o.Prices == (sim.Prices{}) {
-		o.Prices = sim.DefaultPrices()
-	}
-	workers := o.Workers
-	if workers <= 0 {
-		workers = runtime.GOMAXPROCS(0)
-	}
-
-	jobs := make([]job, 0, len(runs)*len(contenders))
-	for r := range runs {
-		for c := range contenders {
-			jobs = append(jobs, job{r, c})
-		}
-	}
-	results := make([]jobResult, len(jobs))
-	if o.Progress != nil {
-		o.Progress.Begin(len(jobs))
-	}
-
-	parent := ctx
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range min(workers, len(jobs)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := range next {
-				jb := jobs[j]
-				res, series, err := runOne(ctx, runs[jb.run], contenders[jb.contender], cfg, o, o.keeps(jb.run))
-				results[j] = jobResult{res, series, err}
-				if err != nil {
-					cancel()
-				}
-				if o.Progress != nil {
-					o.Progress.Advance(contenders[jb.contender].Name, runs[jb.run].App.Name)
-				}
-			}
-		}()
-	}
-feed:
-	for j := range jobs {
-		select {
-		case next <- j:
-		case <-ctx.Done():
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if o.Progress != nil {
-		o.Progress.End()
-	}
-	// Report the error of the lowest job index, so failures are
-	// deterministic too; a cancellation only explains later jobs.
-	for j, r := range results {
-		if r.err != nil && !errors.Is(r.err, context.Canceled) {
-			jb := jobs[j]
-			return nil, fmt.Errorf("eval: policy %s on %s/%s: %w", contenders[jb.contender].Name, runs[jb.run].App.Name, runs[jb.run].Trace.Name, r.err)
-		}
-	}
-	for _, r := range results {
-		if r.err != nil { // only cancellations are left: the caller's ctx is done
-			return nil, fmt.Errorf("eval: %w", r.err)
-		}
-	}
-	if err := parent.Err(); err != nil {
-		return nil, fmt.Errorf("eval: %w", err)
-	}
-	return reduce(runs, contenders, jobs, results, cfg, o), nil
-}
-
-func reduce(runs []Run, contenders []Contender, jobs []job, results []jobResult, cfg sim.Config, o Options) *Report {
+// reduce sums the results in the order of jobs; runs holds the runs by
+// the keys jobs name them by.
+func reduce(runs map[int]Run, contenders []Contender, jobs []job, results []jobResult, cfg sim.Config, o Options) *Report {
 	rep := &Report{
 		Runs:        len(runs),
 		StepSeconds: cfg.Step.Seconds(),

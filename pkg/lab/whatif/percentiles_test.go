@@ -39,7 +39,7 @@ func TestPoliciesReadOnlyWhatTheyDeclare(t *testing.T) {
 		{"rate window, sampled", sim.Config{Step: step, Resize: sim.ResizeInPlace, RateWindow: 2 * time.Minute, SampledLatency: true}},
 	}
 	for _, name := range append(Policies(), VariantPrefix+"target=0.9") {
-		c, err := contender(name, byApp)
+		c, err := contender(name, func(app string) *Series { return byApp[app] })
 		if err != nil {
 			t.Fatal(err)
 		}

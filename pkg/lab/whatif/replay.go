@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aware-k8s/aware/pkg/core/fusion"
@@ -86,12 +88,13 @@ const VariantPrefix = "fused:"
 // ValidPolicy reports whether name is a policy Replay knows, so a
 // command can refuse it before reading any history.
 func ValidPolicy(name string) error {
-	_, err := contender(name, nil)
+	_, err := contender(name, func(string) *Series { return nil })
 	return err
 }
 
-// contender returns the named policy for the runs of byApp.
-func contender(name string, byApp map[string]*Series) (eval.Contender, error) {
+// contender returns the named policy; history gives the replay of what
+// ran each app's series.
+func contender(name string, history func(app string) *Series) (eval.Contender, error) {
 	if spec, ok := strings.CutPrefix(name, VariantPrefix); ok {
 		o, err := fusion.ParseVariant(spec)
 		if err != nil {
@@ -102,7 +105,7 @@ func contender(name string, byApp map[string]*Series) (eval.Contender, error) {
 	switch name {
 	case PolicyActual:
 		return eval.Contender{Name: name, New: func(r eval.Run, _ sim.Config) (workload.Policy, error) {
-			s := byApp[r.App.Name]
+			s := history(r.App.Name)
 			if s == nil {
 				return nil, fmt.Errorf("no history for %q", r.App.Name)
 			}
@@ -177,8 +180,61 @@ type Result struct {
 // Replay replays the policies on every workload whose fit did not refuse,
 // after checking that the replay of what actually ran reproduces the
 // history (Consistency). Workloads must share one step. Result.Fits holds
-// every fit, refused ones included.
+// every fit, refused ones included. It is a Replayer given every workload
+// at once.
 func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error) {
+	progress := o.Progress
+	o.Progress = nil // the Replayer's would hear only Advance
+	r, err := NewReplayer(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	if progress != nil {
+		r.progress = progress
+		replayed := 0
+		for _, w := range ws {
+			if w.Fit.Refused == "" {
+				replayed++
+			}
+		}
+		progress.Begin(replayed * r.o.Seeds * len(r.cs))
+		defer progress.End()
+	}
+	for i, w := range ws {
+		if err := r.Add(i, w); err != nil {
+			r.Result() // stops the workers; the error is Add's
+			return nil, err
+		}
+	}
+	return r.Result()
+}
+
+// A Replayer replays workloads while its caller is still adding them: the
+// what-if adds each workload as soon as its history is read and fitted, so
+// that the replay of the first overlaps the range queries of the next.
+// Its result is Replay's of the same workloads put in the order of their
+// indexes, whatever order they were added in. Add may be called from
+// several goroutines; Result must be called once, after the last Add.
+type Replayer struct {
+	o        ReplayOptions
+	cfg      sim.Config
+	names    []string
+	cs       []eval.Contender
+	ctx      context.Context
+	progress eval.Progress
+
+	mu          sync.Mutex
+	stream      *eval.Stream // from the first workload replayed, whose step it takes
+	step        time.Duration
+	first       string
+	byApp       map[string]*Series
+	workloads   map[int]Workload
+	consistency map[int]Consistency
+}
+
+// NewReplayer checks the options and the policies' names; it reads no
+// workload.
+func NewReplayer(ctx context.Context, o ReplayOptions) (*Replayer, error) {
 	if o.Seeds <= 0 {
 		o.Seeds = 5
 	}
@@ -193,75 +249,135 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 		names = Policies()
 	}
 	names = append([]string{PolicyActual}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == PolicyActual })...)
-	res := &Result{Seeds: o.Seeds, Seed: o.Seed, Policies: names}
-	byApp := map[string]*Series{}
-	var runs []eval.Run
-	cfg := o.Config.WithDefaults()
-	res.Resize, res.RateWindow, res.SampledLatency = cfg.Resize, cfg.RateWindow, cfg.SampledLatency
-	for i, w := range ws {
+	r := &Replayer{o: o, cfg: o.Config.WithDefaults(), names: names, ctx: ctx, progress: o.Progress,
+		byApp: map[string]*Series{}, workloads: map[int]Workload{}, consistency: map[int]Consistency{}}
+	for _, n := range names {
+		c, err := contender(n, r.history)
+		if err != nil {
+			return nil, err
+		}
+		r.cs = append(r.cs, c)
+	}
+	r.cs = append(r.cs, o.Extra...)
+	return r, nil
+}
+
+// JobsPerWorkload is how many runs a replayed workload adds: one per seed
+// and policy, what ran and Extra included.
+func (r *Replayer) JobsPerWorkload() int { return r.o.Seeds * len(r.cs) }
+
+// history is the series of the replayed workload app, for the replay of
+// what ran.
+func (r *Replayer) history(app string) *Series {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.byApp[app]
+}
+
+// Add fits nothing: it takes w as read and fitted, as the i-th workload of
+// the result. A refused fit is kept for the result; any other is checked
+// for consistency (the replay of what ran) and its runs, one per seed,
+// queued for every policy.
+func (r *Replayer) Add(i int, w Workload) error {
+	if w.Series == nil {
+		return fmt.Errorf("whatif: workload %d has no history", i)
+	}
+	r.mu.Lock()
+	if _, dup := r.workloads[i]; dup {
+		r.mu.Unlock()
+		return fmt.Errorf("whatif: workload %d (%q) given twice", i, w.Series.Name)
+	}
+	r.workloads[i] = w
+	if w.Fit.Refused != "" {
+		r.mu.Unlock()
+		return nil
+	}
+	if r.byApp[w.Series.Name] != nil {
+		r.mu.Unlock()
+		return fmt.Errorf("whatif: workload %q given twice", w.Series.Name)
+	}
+	if r.stream == nil {
+		r.step, r.first = w.Series.Step, w.Series.Name
+		r.cfg.Step = w.Series.Step
+		eo := eval.Options{Config: r.cfg, Prices: r.o.Prices, SeriesRun: -1, Workers: r.o.Workers, Progress: r.progress}
+		if r.o.Plot {
+			// The plots show the first seed's run of each workload: kept from
+			// the runs the table counts, not simulated again.
+			seeds := r.o.Seeds
+			eo.KeepSeries = func(key int) bool { return key%seeds == 0 }
+		}
+		s, err := eval.NewStream(r.ctx, r.cs, eo)
+		if err != nil {
+			r.mu.Unlock()
+			return fmt.Errorf("whatif: %w", err)
+		}
+		r.stream = s
+	} else if w.Series.Step != r.step {
+		r.mu.Unlock()
+		return fmt.Errorf("whatif: %q has step %s, %q %s", w.Series.Name, w.Series.Step, r.first, r.step)
+	}
+	r.byApp[w.Series.Name] = w.Series
+	cfg := r.cfg
+	r.mu.Unlock()
+
+	// Each workload's cluster holds twice its own peak: its replay does
+	// not depend on which other workloads are replayed with it.
+	cfg.Nodes = max(cfg.Nodes, nodesFor(w.Series, cfg.NodeCapacity))
+	rates, _ := filled(w.Series.Rate)
+	tr := &sim.Trace{Name: "recorded", Step: w.Series.Step, Rates: rates}
+	for k := range r.o.Seeds {
+		run := eval.Run{App: w.Fit.App, Trace: tr, Seed: r.o.Seed + uint64(k), Nodes: cfg.Nodes}
+		if err := r.stream.Add(i*r.o.Seeds+k, run); err != nil {
+			return fmt.Errorf("whatif: %w", err)
+		}
+	}
+	c, err := Check(w.Series, w.Fit, cfg, r.o.Prices, r.o.Seed)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.consistency[i] = c
+	r.mu.Unlock()
+	return nil
+}
+
+// Result waits for the runs added and reduces them: the fits and
+// histories of every workload, the consistency of each replayed one, the
+// table and the paired comparison against what ran, in the workloads'
+// order.
+func (r *Replayer) Result() (*Result, error) {
+	// Not held while the stream closes: its workers read the histories.
+	r.mu.Lock()
+	res := &Result{Seeds: r.o.Seeds, Seed: r.o.Seed, Policies: r.names}
+	res.Resize, res.RateWindow, res.SampledLatency = r.cfg.Resize, r.cfg.RateWindow, r.cfg.SampledLatency
+	keys := slices.Sorted(maps.Keys(r.workloads))
+	for _, i := range keys {
+		w := r.workloads[i]
 		res.Fits = append(res.Fits, w.Fit)
 		res.History = append(res.History, w.Series)
-		if w.Fit.Refused != "" {
-			continue
-		}
-		if byApp[w.Series.Name] != nil {
-			return nil, fmt.Errorf("whatif: workload %q given twice", w.Series.Name)
-		}
-		if i > 0 && w.Series.Step != ws[0].Series.Step {
-			return nil, fmt.Errorf("whatif: %q has step %s, %q %s", w.Series.Name, w.Series.Step, ws[0].Series.Name, ws[0].Series.Step)
-		}
-		byApp[w.Series.Name] = w.Series
-		cfg.Step = w.Series.Step
-		cfg.Nodes = max(cfg.Nodes, nodesFor(w.Series, cfg.NodeCapacity))
-		rates, _ := filled(w.Series.Rate)
-		tr := &sim.Trace{Name: "recorded", Step: w.Series.Step, Rates: rates}
-		for k := range o.Seeds {
-			runs = append(runs, eval.Run{App: w.Fit.App, Trace: tr, Seed: o.Seed + uint64(k)})
+		if c, ok := r.consistency[i]; ok {
+			res.Consistency = append(res.Consistency, c)
 		}
 	}
-	if len(runs) == 0 {
+	stream := r.stream
+	r.mu.Unlock()
+	if stream == nil {
 		return res, errors.New("whatif: every workload's fit refused to predict; nothing to replay")
 	}
-	for _, w := range ws {
-		if w.Fit.Refused != "" {
-			continue
-		}
-		c, err := Check(w.Series, w.Fit, cfg, o.Prices, o.Seed)
-		if err != nil {
-			return nil, err
-		}
-		res.Consistency = append(res.Consistency, c)
-	}
-	var cs []eval.Contender
-	for _, n := range names {
-		c, err := contender(n, byApp)
-		if err != nil {
-			return nil, err
-		}
-		cs = append(cs, c)
-	}
-	cs = append(cs, o.Extra...)
-	eo := eval.Options{Config: cfg, Prices: o.Prices, SeriesRun: -1, Workers: o.Workers, Progress: o.Progress}
-	if o.Plot {
-		// The plots show the first seed's run of each workload: kept from
-		// the runs the table counts, not simulated again.
-		eo.KeepSeries = func(i int) bool { return runs[i].Seed == o.Seed }
-	}
-	rep, err := eval.Evaluate(ctx, runs, cs, eo)
+	rep, err := stream.Close()
 	if err != nil {
 		return nil, fmt.Errorf("whatif: %w", err)
 	}
 	res.Report = rep
-	if len(runs) >= 2 && len(names) > 1 {
+	if rep.Runs >= 2 && len(r.names) > 1 {
 		if res.Comparisons, err = rep.Compare(PolicyActual); err != nil {
 			return nil, fmt.Errorf("whatif: %w", err)
 		}
 	}
-	if o.Plot {
-		for i, r := range runs {
-			if set := rep.RunSeries[i]; set != nil {
-				res.Plots = append(res.Plots, Plot{History: byApp[r.App.Name], Replayed: set})
-			}
+	if r.o.Plot {
+		for _, key := range slices.Sorted(maps.Keys(rep.RunSeries)) {
+			set := rep.RunSeries[key]
+			res.Plots = append(res.Plots, Plot{History: r.history(set.App), Replayed: set})
 		}
 		rep.RunSeries = nil
 	}
