@@ -185,6 +185,9 @@ type Result struct {
 func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error) {
 	progress := o.Progress
 	o.Progress = nil // the Replayer's would hear only Advance
+	// A workload refused stops the runs of those added before it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	r, err := NewReplayer(ctx, o)
 	if err != nil {
 		return nil, err
@@ -202,6 +205,7 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 	}
 	for i, w := range ws {
 		if err := r.Add(i, w); err != nil {
+			cancel()
 			r.Result() // stops the workers; the error is Add's
 			return nil, err
 		}

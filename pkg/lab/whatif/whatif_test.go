@@ -6,7 +6,9 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -343,6 +345,73 @@ func TestReplay(t *testing.T) {
 	t.Run("unknown policy", func(t *testing.T) {
 		if _, err := Replay(context.Background(), ws[:1], ReplayOptions{Policies: []string{"nope"}}); err == nil || !strings.Contains(err.Error(), "unknown policy") {
 			t.Fatalf("err %v", err)
+		}
+	})
+	t.Run("added in any order", func(t *testing.T) {
+		// The what-if adds workloads as their reads finish: from
+		// several goroutines, last first. The result is Replay's.
+		o := ReplayOptions{Seeds: 3, Workers: 2, Plot: true}
+		want, err := Replay(context.Background(), ws, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := NewReplayer(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for i := len(ws) - 1; i >= 0; i-- {
+			wg.Go(func() {
+				if err := r.Add(i, ws[i]); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		got, err := r.Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b bytes.Buffer
+		if err := want.WriteJSON(&a); err != nil {
+			t.Fatal(err)
+		}
+		if err := got.WriteJSON(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(a.Bytes(), b.Bytes()) {
+			t.Error("the Replayer's result differs from Replay's")
+		}
+		if len(got.Plots) != len(want.Plots) || !reflect.DeepEqual(got.Plots, want.Plots) {
+			t.Errorf("plots differ: %d and %d", len(got.Plots), len(want.Plots))
+		}
+	})
+	t.Run("refusals", func(t *testing.T) {
+		other := *ws[1].Series
+		other.Step *= 2
+		for _, tc := range []struct {
+			name    string
+			add     []Workload
+			wantErr string
+		}{
+			{"a workload twice", []Workload{ws[0], ws[0]}, "given twice"},
+			{"another step", []Workload{ws[0], {Series: &other, Fit: ws[1].Fit}}, "has step"},
+			{"no history", []Workload{{Fit: ws[0].Fit}}, "no history"},
+		} {
+			r, err := NewReplayer(context.Background(), ReplayOptions{Seeds: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var last error
+			for i, w := range tc.add {
+				if last = r.Add(i, w); last != nil {
+					break
+				}
+			}
+			if last == nil || !strings.Contains(last.Error(), tc.wantErr) {
+				t.Errorf("%s: error %v, want one containing %q", tc.name, last, tc.wantErr)
+			}
+			r.Result()
 		}
 	})
 }
