@@ -3,11 +3,14 @@ package simside
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
+	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // Runs the simulator made from a known app must give that app back: the
@@ -197,6 +200,40 @@ func TestMeasureSpread(t *testing.T) {
 		want := math.Log(1.5) * math.Sqrt(10.0/9)
 		if s.States != 1 || s.Windows != 10 || math.Abs(s.SD.Value-want) > 1e-9 {
 			t.Errorf("spread %+v, want 1 state of 10 windows, sd %.4f", s, want)
+		}
+		// 150 requests a window, no CPU used: 150 independent samples.
+		if e := ExponentialSpread(150, 0); s.Exponential.N != 1 || s.Exponential.Value != e {
+			t.Errorf("exponential spread %+v, want %.4f", s.Exponential, e)
+		}
+	})
+	t.Run("the exponential yardstick", func(t *testing.T) {
+		// The sd of the log of the p95 of m exponential draws, by
+		// simulation, against the formula; and the utilisation's discount.
+		rng := rand.New(rand.NewPCG(37, 1))
+		for _, m := range []int{80, 400} {
+			var logs []float64
+			draws := make([]float64, m)
+			for range 4000 {
+				for i := range draws {
+					draws[i] = rng.ExpFloat64()
+				}
+				slices.Sort(draws)
+				logs = append(logs, math.Log(draws[int(math.Ceil(0.95*float64(m)))-1]))
+			}
+			iv, err := stats.Mean(logs, 0.95)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := ExponentialSpread(float64(m), 0); math.Abs(iv.StdDev/want-1) > 0.1 {
+				t.Errorf("%d draws: sd of log p95 %.4f by simulation, formula %.4f", m, iv.StdDev, want)
+			}
+		}
+		// At ρ = 0.5 the requests count for (1−ρ)²/(1+ρ) = 1/6 of theirs.
+		if a, b := ExponentialSpread(450, 0.5), ExponentialSpread(75, 0); math.Abs(a-b) > 1e-12 {
+			t.Errorf("450 requests at 0.5: %.4f, want 75 at 0: %.4f", a, b)
+		}
+		if !math.IsNaN(ExponentialSpread(0, 0)) {
+			t.Error("no requests gave a spread")
 		}
 	})
 	t.Run("a change splits the states", func(t *testing.T) {
