@@ -84,6 +84,8 @@ type options struct {
 	simUsageResolution time.Duration
 	// simCPURatio replays the runs' CPU ratio without idle CPU, not the fit.
 	simCPURatio bool
+	// simCPUCV gives the burst model's requests a varying CPU time.
+	simCPUCV bool
 	// simDraws is how many draws of the simulator each run is replayed with.
 	simDraws   int
 	sloMetrics bool
@@ -140,6 +142,7 @@ func main() {
 	flag.BoolVar(&o.simModelLatency, "sim-model-latency", false, "--simulate: replay each window's p95 as the model's, the same in every calm window, rather than as a sample of its requests (sim.Config.SampledLatency); to set the two side by side")
 	flag.BoolVar(&o.simModelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
 	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
+	flag.BoolVar(&o.simCPUCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
@@ -495,7 +498,7 @@ func mergeReport(o options) error {
 // and the simulated runs' own table, and writes simulated.json,
 // side-by-side.txt and one SVG per policy (its first repetition).
 func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
-	cal, err := simside.Calibrate(runs)
+	cal, err := simside.Calibrate(runs, simside.Options{VaryCPUTime: o.simCPUCV})
 	if err != nil {
 		return fmt.Errorf("--simulate: %w", err)
 	}

@@ -50,7 +50,7 @@ func TestCalibrateRecoversKnownApp(t *testing.T) {
 				reps = 6
 			}
 			runs := replayAll(t, app, set, reps)
-			c, err := Calibrate(runs)
+			c, err := Calibrate(runs, Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -155,7 +155,7 @@ func TestCalibrateRefuses(t *testing.T) {
 		}, "collinear"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Calibrate(tc.runs())
+			_, err := Calibrate(tc.runs(), Options{})
 			if !errors.Is(err, ErrThinData) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Calibrate: %v, want ErrThinData naming %q", err, tc.want)
 			}
@@ -164,7 +164,7 @@ func TestCalibrateRefuses(t *testing.T) {
 	t.Run("good data calibrates, throttling unresolved", func(t *testing.T) {
 		// Every window has the same load on the same size of pod: the p95
 		// cannot be fitted against it, the rest can.
-		c, err := Calibrate([]result.Run{good})
+		c, err := Calibrate([]result.Run{good}, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -282,5 +282,50 @@ func TestVPAFirstAction(t *testing.T) {
 	}
 	if e := vpaFirstAction([]result.Run{run(45)}); e.N != 0 || e.Value != VPAUpdaterInterval {
 		t.Errorf("without an action %+v, want one updater loop, N 0", e)
+	}
+}
+
+// TestCalibrateCPUTimeCV: runs replayed with the burst model's requests of
+// CPU time CV 0.5 are nearest the model at that CV. Options.VaryCPUTime
+// takes it, with its I/O wait; without, the calibration keeps a constant
+// CPU time and reports every CV's error, the least at 0.5.
+func TestCalibrateCPUTimeCV(t *testing.T) {
+	app := known(0.0125, 48*sim.MiB, 1*sim.MiB, 20, 0.005)
+	app.Throttling.Burst, app.Throttling.BurstIOWait, app.Throttling.BurstCV = true, app.Throttling.IOWait, 0.5
+	runs := replayAll(t, app, settings(), 2)
+	for _, tc := range []struct {
+		name   string
+		o      Options
+		wantCV float64
+	}{
+		{"constant by default", Options{}, 0},
+		{"varying on request", Options{VaryCPUTime: true}, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Calibrate(runs, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			th := c.Throttling
+			if !th.Burst || th.BurstCV != tc.wantCV || c.App(0.2, 0.25).CPUSecondsCV != tc.wantCV {
+				t.Fatalf("burst %v, CV %g (the app's %g), want the burst model at CV %g", th.Burst, th.BurstCV, c.App(0.2, 0.25).CPUSecondsCV, tc.wantCV)
+			}
+			if len(th.BurstErrors) != len(BurstCVs) {
+				t.Fatalf("errors %v for CVs %v", th.BurstErrors, BurstCVs)
+			}
+			best := 0
+			for i, e := range th.BurstErrors {
+				if e < th.BurstErrors[best] {
+					best = i
+				}
+			}
+			if BurstCVs[best] != 0.5 {
+				t.Errorf("errors by CV %v: least at %g, want 0.5", th.BurstErrors, BurstCVs[best])
+			}
+			var b strings.Builder
+			if err := c.Write(&b); err != nil || !strings.Contains(b.String(), "CPU time's CV (burst)") {
+				t.Errorf("Write: %v\n%s", err, b.String())
+			}
+		})
 	}
 }

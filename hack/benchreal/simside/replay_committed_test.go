@@ -82,7 +82,7 @@ func readCommitted(t *testing.T, file string) result.File {
 func replayCommitted(t *testing.T, file, policy string, rep int) result.Run {
 	t.Helper()
 	f := readCommitted(t, file)
-	cal, err := Calibrate(f.Runs)
+	cal, err := Calibrate(f.Runs, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestReplayHPAAtTheToleranceEdge(t *testing.T) {
 			early, total := 0, 0
 			for _, file := range []string{"round24/hpavpa-fused-reps20-21.json", "round25/hpavpa-fused-variant-reps22-23.json", "round26/hpavpa-fused-rep24.json"} {
 				f := readCommitted(t, file)
-				cal, err := Calibrate(f.Runs)
+				cal, err := Calibrate(f.Runs, Options{})
 				if err != nil {
 					t.Fatal(err)
 				}

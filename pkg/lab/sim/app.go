@@ -87,6 +87,15 @@ type Demand struct {
 	// time, as the real node's test app's are (for exponential ones the
 	// fluid model is the closer).
 	CPUBurst bool
+	// CPUSecondsCV is the coefficient of variation of a request's CPU
+	// time in the CFS quota model (CPUBurst): a request takes CPUSeconds
+	// times a Gamma draw of mean 1 and this CV; 0 keeps every request at
+	// CPUSeconds. The real node's test app burns a fixed thread CPU time,
+	// but its windows' p95 spread as a sample of a queue whose work varies
+	// (docs/real-node-rounds.md, the p95's spread at the floor's pod size),
+	// where the constant-work queue's p95, nearly the CPU time at a pod of
+	// 0.7 core, hardly moves.
+	CPUSecondsCV float64
 	// BaseCPU is the CPU a Ready pod uses with no requests (cores): its
 	// runtime, probes and metric scrapes. It counts in the pod's usage and
 	// takes its share of the CPU limit, so requests are served with the
@@ -139,6 +148,8 @@ func (a *App) Validate() error {
 		return fmt.Errorf("app %q: negative parameter", a.Name)
 	case a.StartupDelay < 0:
 		return fmt.Errorf("app %q: negative start-up delay", a.Name)
+	case !(a.CPUSecondsCV >= 0 && a.CPUSecondsCV <= maxCPUSecondsCV):
+		return fmt.Errorf("app %q: cpuSecondsCV must be in [0, %g], got %g", a.Name, maxCPUSecondsCV, a.CPUSecondsCV)
 	case !(a.StartupCPUShare >= 0 && a.StartupCPUShare <= 1):
 		return fmt.Errorf("app %q: startupCPUShare must be in [0, 1], got %g", a.Name, a.StartupCPUShare)
 	case a.Replicas < 0:

@@ -37,10 +37,15 @@ const (
 	cfsWarmup   = 2000
 )
 
+// maxCPUSecondsCV bounds App.CPUSecondsCV: beyond 2 a Gamma's mass
+// crowds at 0 and a few requests carry the work, which no calibration
+// has asked for.
+const maxCPUSecondsCV = 2.0
+
 // cfsKey identifies one grid point.
 type cfsKey struct {
-	cpuSec, limit, cores float64
-	rho                  int // grid index: ρ = rho·cfsGrid
+	cpuSec, cv, limit, cores float64
+	rho                      int // grid index: ρ = rho·cfsGrid
 }
 
 // cfsPoint is a grid point's response-time quantiles (seconds).
@@ -57,18 +62,19 @@ var cfsTable = struct {
 // cfsLatency is the CFS quota model's response time at utilisation rho of
 // the limit (capped at rhoMax; the fluid backlog carries the overload) as
 // a shifted exponential: a request takes shift plus an exponential of mean
-// mean, which gives the simulated queue's p50 and p95. cores ≤ 0 means as
-// many as requests.
-func cfsLatency(cpuSec, limit, cores, rho float64) (shift, mean float64) {
+// mean, which gives the simulated queue's p50 and p95. Requests take
+// cpuSec of CPU on average, with a coefficient of variation cv. cores ≤ 0
+// means as many as requests.
+func cfsLatency(cpuSec, cv, limit, cores, rho float64) (shift, mean float64) {
 	if cores <= 0 || math.IsInf(cores, 1) {
 		cores = math.Inf(1)
 	}
 	x := math.Min(math.Max(rho, 0), rhoMax) / cfsGrid
 	i := int(x)
-	lo := cfsAt(cfsKey{cpuSec, limit, cores, i})
+	lo := cfsAt(cfsKey{cpuSec, cv, limit, cores, i})
 	p := lo
 	if f := x - float64(i); f > 0 {
-		hi := cfsAt(cfsKey{cpuSec, limit, cores, i + 1})
+		hi := cfsAt(cfsKey{cpuSec, cv, limit, cores, i + 1})
 		p = cfsPoint{lo.p50 + f*(hi.p50-lo.p50), lo.p95 + f*(hi.p95-lo.p95)}
 	}
 	// p95 = shift + mean·ln 20 and p50 = shift + mean·ln 2.
@@ -90,7 +96,7 @@ func cfsAt(k cfsKey) cfsPoint {
 	// Computed outside the lock: two simulators may compute the same point
 	// at once, and get the same answer.
 	rho := math.Min(float64(k.rho)*cfsGrid, rhoMax)
-	lats := cfsQueue(k.cpuSec, k.limit, k.cores, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
+	lats := cfsQueue(k.cpuSec, k.cv, k.limit, k.cores, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
 	p = cfsPoint{quantileOf(lats, 0.5), quantileOf(lats, 0.95)}
 	cfsTable.Lock()
 	cfsTable.points[k] = p
@@ -99,12 +105,15 @@ func cfsAt(k cfsKey) cfsPoint {
 }
 
 // cfsQueue simulates one pod under a CFS quota, event by event: Poisson
-// arrivals at rate rho·limit/cpuSec, each needing cpuSec CPU-seconds; the
+// arrivals at rate rho·limit/cpuSec, each needing cpuSec CPU-seconds (or,
+// with cv > 0, cpuSec times a Gamma draw of mean 1 and that coefficient of
+// variation, from the arrivals' stream: cv = 0 draws nothing, so its
+// points are those of the model without it); the
 // n requests in the pod run at min(1, cores/n) cores each while the
 // period's quota lasts; the quota is refilled to limit·cfsPeriod at every
 // period boundary and does not carry over. It returns n response times,
 // of the requests completed once warm had arrived.
-func cfsQueue(cpuSec, limit, cores, rho float64, n, warm int) []float64 {
+func cfsQueue(cpuSec, cv, limit, cores, rho float64, n, warm int) []float64 {
 	const eps = 1e-12
 	lambda := rho * limit / cpuSec
 	full := limit * cfsPeriod
@@ -148,12 +157,38 @@ func cfsQueue(cpuSec, limit, cores, rho float64, n, warm int) []float64 {
 			quota = full
 		}
 		for next <= t {
-			in = append(in, req{next, cpuSec})
+			work := cpuSec
+			if cv > 0 {
+				k := 1 / (cv * cv)
+				work = cpuSec * gammaDraw(rng, k) / k
+			}
+			in = append(in, req{next, work})
 			arrivals++
 			next += rng.ExpFloat64() / lambda
 		}
 	}
 	return lats
+}
+
+// gammaDraw is a draw of Gamma(k, 1), by Marsaglia and Tsang's method
+// (ACM TOMS 26(3), 2000), with their boost for k < 1.
+func gammaDraw(rng *rand.Rand, k float64) float64 {
+	if k < 1 {
+		return gammaDraw(rng, k+1) * math.Pow(rng.Float64(), 1/k)
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		if u := rng.Float64(); math.Log(u) < 0.5*x*x+d-d*v+d*math.Log(v) {
+			return d * v
+		}
+	}
 }
 
 // quantileOf sorts xs and returns its q-quantile (the nearest rank).

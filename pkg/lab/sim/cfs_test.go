@@ -156,7 +156,7 @@ func TestCFSBurstServePod(t *testing.T) {
 // takes its CPU time, and cores ≤ 0 mean one per request.
 func TestCFSLatency(t *testing.T) {
 	p95 := func(limit, cores, rho float64) float64 {
-		shift, mean := cfsLatency(0.0114, limit, cores, rho)
+		shift, mean := cfsLatency(0.0114, 0, limit, cores, rho)
 		return shift + mean*p95Factor
 	}
 	first := p95(0.2, 2, 0.57)
@@ -181,6 +181,65 @@ func TestCFSLatency(t *testing.T) {
 	}
 	if a, b := p95(0.6, 0, 0.5), p95(0.6, math.Inf(1), 0.5); a != b {
 		t.Errorf("cores 0 gives %g, unbounded %g", a, b)
+	}
+}
+
+// TestCFSVariableWork: with App.CPUSecondsCV a request's CPU time varies
+// as a Gamma of mean 1 and that CV. Unloaded, at a limit no request
+// exhausts, the response time is the work itself: its p95 is the Gamma's
+// (for CV 1, an exponential: the mean times ln 20), and its median the
+// Gamma's median; with CV 0.5 the p95 lies between the constant work's and
+// the exponential's. The draws keep the mean: the loaded queue's p50 at a
+// small CV is near the constant work's.
+func TestCFSVariableWork(t *testing.T) {
+	const cpuSec = 0.0114
+	quantiles := func(cv, limit, rho float64) (p50, p95 float64) {
+		lats := cfsQueue(cpuSec, cv, limit, math.Inf(1), rho, 100000, 2000)
+		return quantileOf(lats, 0.5), quantileOf(lats, 0.95)
+	}
+	for _, tc := range []struct {
+		name             string
+		cv               float64
+		wantP50, wantP95 float64
+	}{
+		{"constant work", 0, cpuSec, cpuSec},
+		{"exponential work", 1, cpuSec * math.Ln2, cpuSec * math.Log(20)},
+	} {
+		// 100 cores of quota for requests of 11.4 ms at ρ = 0.0001: no
+		// request waits for another or for a period.
+		p50, p95 := quantiles(tc.cv, 100, 1e-4)
+		if math.Abs(p50/tc.wantP50-1) > 0.03 || math.Abs(p95/tc.wantP95-1) > 0.03 {
+			t.Errorf("%s: unloaded p50 %.5f and p95 %.5f, want %.5f and %.5f", tc.name, p50, p95, tc.wantP50, tc.wantP95)
+		}
+	}
+	_, half := quantiles(0.5, 100, 1e-4)
+	if !(half > cpuSec*1.3 && half < cpuSec*math.Log(20)*0.8) {
+		t.Errorf("CV 0.5: unloaded p95 %.5f, want between the constant %.5f and the exponential %.5f", half, cpuSec, cpuSec*math.Log(20))
+	}
+	// Gamma draws of mean 1, whatever the shape (the boost below k = 1
+	// included).
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, cv := range []float64{0.3, 1, 1.5} {
+		k := 1 / (cv * cv)
+		var sum, sq float64
+		const n = 200000
+		for range n {
+			x := gammaDraw(rng, k) / k
+			sum += x
+			sq += x * x
+		}
+		mean := sum / n
+		sd := math.Sqrt(sq/n - mean*mean)
+		if math.Abs(mean-1) > 0.01 || math.Abs(sd/cv-1) > 0.03 {
+			t.Errorf("CV %g: draws of mean %.4f and sd %.4f, want 1 and %g", cv, mean, sd, cv)
+		}
+	}
+	// At a pod of 0.7 core and ρ = 0.5, the constant work's p95 is nearly
+	// its CPU time; work of CV 0.5 spreads it (the real node's windows).
+	_, p95c := quantiles(0, 0.7, 0.5)
+	_, p95v := quantiles(0.5, 0.7, 0.5)
+	if !(p95v > 1.3*p95c) {
+		t.Errorf("0.7 core at ρ 0.5: p95 %.5f with CV 0.5, %.5f without: the work's spread is lost", p95v, p95c)
 	}
 }
 

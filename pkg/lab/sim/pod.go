@@ -128,7 +128,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	stat := svc / (1 - min(rho, rhoMax))
 	own := 0.0
 	if a.CPUBurst {
-		own, stat = cfsLatency(cpuSec, serving, in.Cores, rho)
+		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, serving, in.Cores, rho)
 	}
 	b0 := in.Backlog
 	// Below ρmax the stationary queue holds the window's Poisson surplus, so
