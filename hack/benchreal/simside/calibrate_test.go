@@ -1,6 +1,7 @@
 package simside
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -327,5 +328,34 @@ func TestCalibrateCPUTimeCV(t *testing.T) {
 				t.Errorf("Write: %v\n%s", err, b.String())
 			}
 		})
+	}
+}
+
+// TestBiasBySize: the burst model's signed error splits at SmallPodCPU of
+// CPU per Ready pod, and a calibration without small pods still encodes
+// as JSON (no NaN).
+func TestBiasBySize(t *testing.T) {
+	w := func(cpu float64, ready int) result.Window {
+		return result.Window{CPURequested: cpu * float64(ready), Ready: ready, Replicas: ready}
+	}
+	ws := []result.Window{w(0.2, 1), w(0.2, 1), w(0.2, 1), w(0.35, 2), w(0.7, 1), w(0.7, 1)}
+	ys := []float64{1, 1, 1, 1, 2, 4}
+	model := []float64{2, 2, 4, 2, 1, 1}
+	b := biasBySize(ws, ys, model)
+	if b.SmallWindows != 4 || b.LargeWindows != 2 {
+		t.Fatalf("windows %d small, %d large; want 4 and 2", b.SmallWindows, b.LargeWindows)
+	}
+	if want := -math.Ln2; math.Abs(b.Small-want) > 1e-12 {
+		t.Errorf("small pods' bias %.4f, want %.4f (the median of ln ½, ln ½, ln ¼, ln ½)", b.Small, want)
+	}
+	if want := (math.Ln2 + math.Log(4)) / 2; math.Abs(b.Large-want) > 1e-12 {
+		t.Errorf("large pods' bias %.4f, want %.4f", b.Large, want)
+	}
+	none := biasBySize(ws[4:], ys[4:], model[4:])
+	if none.SmallWindows != 0 || none.Small != 0 {
+		t.Errorf("no small pod: %+v", none)
+	}
+	if _, err := json.Marshal(Calibration{Throttling: Throttling{BurstBias: none}}); err != nil {
+		t.Errorf("a calibration without small pods does not encode: %v", err)
 	}
 }
