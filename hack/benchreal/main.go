@@ -498,7 +498,7 @@ func mergeReport(o options) error {
 // and the simulated runs' own table, and writes simulated.json,
 // side-by-side.txt and one SVG per policy (its first repetition).
 func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
-	cal, err := simside.Calibrate(runs, simside.Options{VaryCPUTime: o.simCPUCV})
+	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.simCPUCV})
 	if err != nil {
 		return fmt.Errorf("--simulate: %w", err)
 	}

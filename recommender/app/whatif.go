@@ -125,9 +125,9 @@ func NewWhatifOptions() *WhatifOptions {
 		// decoded (docs/whatif.md, the benchmark).
 		PrometheusConcurrency: 4,
 		// Compressing the answers took half of Prometheus's CPU in the
-		// benchmark, and decompressing them a sixth of the what-if's: a
-		// cost paid on the user's Prometheus to save bytes on a cluster's
-		// network, which carries them faster than gzip makes them.
+		// benchmark: a cost paid on the user's Prometheus to save bytes
+		// on a cluster's network, which carries them faster than gzip
+		// makes them.
 		PrometheusGzip: false,
 		Queries:        usage.DefaultQueries(),
 		Namespace:      "default",

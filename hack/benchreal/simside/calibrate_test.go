@@ -289,17 +289,27 @@ func TestVPAFirstAction(t *testing.T) {
 // TestCalibrateCPUTimeCV: runs replayed with the burst model's requests of
 // CPU time CV 0.5 are nearest the model at that CV. Options.VaryCPUTime
 // takes it, with its I/O wait; without, the calibration keeps a constant
-// CPU time and reports every CV's error, the least at 0.5.
+// CPU time and, asked to try them (what benchreal asks), reports every
+// CV's error, the least at 0.5.
 func TestCalibrateCPUTimeCV(t *testing.T) {
 	app := known(0.0125, 48*sim.MiB, 1*sim.MiB, 20, 0.005)
 	app.Throttling.Burst, app.Throttling.BurstIOWait, app.Throttling.BurstCV = true, app.Throttling.IOWait, 0.5
 	runs := replayAll(t, app, settings(), 2)
+	t.Run("not asked to try them", func(t *testing.T) {
+		c, err := Calibrate(runs, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if th := c.Throttling; th.BurstCV != 0 || len(th.BurstErrors) != 1 || th.BurstErrors[0] != th.BurstError {
+			t.Errorf("CV %g, errors %v (burst error %g): want the constant CPU time's alone", th.BurstCV, th.BurstErrors, th.BurstError)
+		}
+	})
 	for _, tc := range []struct {
 		name   string
 		o      Options
 		wantCV float64
 	}{
-		{"constant by default", Options{}, 0},
+		{"constant by default", Options{TryCPUTimeCVs: true}, 0},
 		{"varying on request", Options{VaryCPUTime: true}, 0.5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -133,10 +133,13 @@ type ReplayOptions struct {
 	// Policies default to Policies(); PolicyActual is always run first.
 	Policies []string
 	Prices   sim.Prices
-	// Config is the simulated cluster; its Step is the series' step and
-	// its Nodes are raised to hold twice the peak recorded requests.
-	Config   sim.Config
-	Workers  int
+	// Config is the simulated cluster; its Step is the series' step and,
+	// for each workload, its Nodes are raised to hold twice that
+	// workload's peak recorded requests.
+	Config  sim.Config
+	Workers int
+	// Progress hears each replayed run (Advance); Replay also calls its
+	// Begin and End, a Replayer's caller does, knowing the total.
 	Progress eval.Progress
 	// Extra are policies the caller builds itself, replayed after
 	// Policies: rl-agent whatif-replay adds trained agents here, which the
@@ -183,8 +186,6 @@ type Result struct {
 // every fit, refused ones included. It is a Replayer given every workload
 // at once.
 func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error) {
-	progress := o.Progress
-	o.Progress = nil // the Replayer's would hear only Advance
 	// A workload refused stops the runs of those added before it.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -192,16 +193,16 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	if progress != nil {
-		r.progress = progress
+	// The Replayer's progress hears Advance; the total is known here.
+	if o.Progress != nil {
 		replayed := 0
 		for _, w := range ws {
 			if w.Fit.Refused == "" {
 				replayed++
 			}
 		}
-		progress.Begin(replayed * r.o.Seeds * len(r.cs))
-		defer progress.End()
+		o.Progress.Begin(replayed * r.JobsPerWorkload())
+		defer o.Progress.End()
 	}
 	for i, w := range ws {
 		if err := r.Add(i, w); err != nil {
@@ -220,16 +221,14 @@ func Replay(ctx context.Context, ws []Workload, o ReplayOptions) (*Result, error
 // indexes, whatever order they were added in. Add may be called from
 // several goroutines; Result must be called once, after the last Add.
 type Replayer struct {
-	o        ReplayOptions
-	cfg      sim.Config
-	names    []string
-	cs       []eval.Contender
-	ctx      context.Context
-	progress eval.Progress
+	o     ReplayOptions
+	cfg   sim.Config
+	names []string
+	cs    []eval.Contender
+	ctx   context.Context
 
 	mu          sync.Mutex
-	stream      *eval.Stream // from the first workload replayed, whose step it takes
-	step        time.Duration
+	stream      *eval.Stream // from the first workload replayed, whose step cfg takes
 	first       string
 	byApp       map[string]*Series
 	workloads   map[int]Workload
@@ -253,7 +252,7 @@ func NewReplayer(ctx context.Context, o ReplayOptions) (*Replayer, error) {
 		names = Policies()
 	}
 	names = append([]string{PolicyActual}, slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == PolicyActual })...)
-	r := &Replayer{o: o, cfg: o.Config.WithDefaults(), names: names, ctx: ctx, progress: o.Progress,
+	r := &Replayer{o: o, cfg: o.Config.WithDefaults(), names: names, ctx: ctx,
 		byApp: map[string]*Series{}, workloads: map[int]Workload{}, consistency: map[int]Consistency{}}
 	for _, n := range names {
 		c, err := contender(n, r.history)
@@ -301,9 +300,8 @@ func (r *Replayer) Add(i int, w Workload) error {
 		return fmt.Errorf("whatif: workload %q given twice", w.Series.Name)
 	}
 	if r.stream == nil {
-		r.step, r.first = w.Series.Step, w.Series.Name
-		r.cfg.Step = w.Series.Step
-		eo := eval.Options{Config: r.cfg, Prices: r.o.Prices, SeriesRun: -1, Workers: r.o.Workers, Progress: r.progress}
+		r.cfg.Step, r.first = w.Series.Step, w.Series.Name
+		eo := eval.Options{Config: r.cfg, Prices: r.o.Prices, SeriesRun: -1, Workers: r.o.Workers, Progress: r.o.Progress}
 		if r.o.Plot {
 			// The plots show the first seed's run of each workload: kept from
 			// the runs the table counts, not simulated again.
@@ -316,9 +314,9 @@ func (r *Replayer) Add(i int, w Workload) error {
 			return fmt.Errorf("whatif: %w", err)
 		}
 		r.stream = s
-	} else if w.Series.Step != r.step {
+	} else if w.Series.Step != r.cfg.Step {
 		r.mu.Unlock()
-		return fmt.Errorf("whatif: %q has step %s, %q %s", w.Series.Name, w.Series.Step, r.first, r.step)
+		return fmt.Errorf("whatif: %q has step %s, %q %s", w.Series.Name, w.Series.Step, r.first, r.cfg.Step)
 	}
 	r.byApp[w.Series.Name] = w.Series
 	cfg := r.cfg
