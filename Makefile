@@ -224,6 +224,15 @@ bench-whatif: ## Time recommender whatif over 7 days of 100 workloads at one min
 bench-real: images ## Run every policy (real HPA, VPA, both, the fused default, the AWARE agent as a learner and as a frozen ensemble) against the same trace on the test app as real pods on a real node; root, slow (10 min a run), not in check. docs/real-node.md.
 	AWARE_IMAGES_TAG='$(TAG)' hack/bench-real.sh $(BENCH_REAL_ARGS)
 
+QUOTA_PROBE_OUT  ?= $(CURDIR)/quotaprobe-out
+QUOTA_PROBE_ARGS ?=
+
+.PHONY: quota-probe
+quota-probe: ## One replica of the test app under a CFS quota, outside Kubernetes, at constant rates with and without a background load, beside the simulator's quota model (root; ~25 min; not in check). QUOTA_PROBE_ARGS go to hack/quotaprobe. docs/real-node-rounds.md.
+	go build -o '$(QUOTA_PROBE_OUT)/bin/testapp' ./e2e/cmd/testapp
+	go build -o '$(QUOTA_PROBE_OUT)/bin/quotaprobe' ./hack/quotaprobe
+	'$(QUOTA_PROBE_OUT)/bin/quotaprobe' -testapp '$(QUOTA_PROBE_OUT)/bin/testapp' -out '$(QUOTA_PROBE_OUT)' $(QUOTA_PROBE_ARGS)
+
 .PHONY: release
 release: ## Release HEAD as VERSION (make release VERSION=v0.2.0; DRY_RUN=1 only prints): CHANGELOG.md section, chart and deploy/ stamped, one commit tagged, then make build images. Pushes nothing.
 	@[[ '$(origin VERSION)' == 'command line' ]] || { echo "make release needs VERSION=vX.Y.Z on the command line"; exit 1; }

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+
+	"github.com/aware-k8s/aware/pkg/rl/stats"
+)
+
+func writeRow(w io.Writer, r result, header bool) {
+	if header {
+		fmt.Fprintf(w, "%3s %5s %5s %4s | %6s %7s %7s %5s %5s %5s %6s | %7s %7s %7s %7s %6s %5s %3s\n",
+			"rep", "limit", "util", "bg", "req/s", "cpu/req", "burn", "idle", "gc/s", "rho", "thrott",
+			"p50", "p95", "model", "ln(r/m)", "sdlog", "lost", "mxp")
+	}
+	rho := r.CPUPerRequest * r.Rate / r.Limit
+	fmt.Fprintf(w, "%3d %5.2f %5.2f %4.2f | %6.1f %5.2fms %5.2fms %4.0fm %5.1f %5.2f %5.1f%% | %5.1fms %5.1fms %5.1fms %+7.3f %6.3f %5d %3d\n",
+		r.Rep, r.Limit, r.Utilisation, r.Background, r.Rate, 1e3*r.CPUPerRequest, 1e3*r.BurnPerRequest, 1e3*r.IdleCores, r.GCPerSecond, rho,
+		100*r.ThrottledShare, 1e3*r.P50, 1e3*r.P95, 1e3*r.ModelP95, logRatio(r), r.SDLogP95, r.Lost, r.GOMAXPROCS)
+}
+
+// logRatio is ln(real p95 / the model's), NaN without a model value.
+func logRatio(r result) float64 {
+	if !(r.P95 > 0 && r.ModelP95 > 0) {
+		return math.NaN()
+	}
+	return math.Log(r.P95 / r.ModelP95)
+}
+
+type group struct{ limit, background float64 }
+
+// writeSummary prints, per limit and background, the mean of ln(real p95
+// / the model's) over the cells, and per limit the background's paired
+// effect on ln p95: the cells of the same limit, utilisation and
+// repetition with and without it.
+func writeSummary(w io.Writer, rs []result) error {
+	fmt.Fprintln(w, "\nreal p95 against the CFS quota model's, mean ln(real/model) over utilisations and repetitions (95% t-interval):")
+	byGroup := map[group][]float64{}
+	var groups []group
+	for _, r := range rs {
+		g := group{r.Limit, r.Background}
+		if _, ok := byGroup[g]; !ok {
+			groups = append(groups, g)
+		}
+		if v := logRatio(r); !math.IsNaN(v) {
+			byGroup[g] = append(byGroup[g], v)
+		}
+	}
+	slices.SortFunc(groups, func(a, b group) int {
+		if a.limit != b.limit {
+			return cmpFloat(a.limit, b.limit)
+		}
+		return cmpFloat(a.background, b.background)
+	})
+	for _, g := range groups {
+		if len(byGroup[g]) == 0 {
+			fmt.Fprintf(w, "  limit %.2f, background %.2f cores: no cell with a p95 and a model value\n", g.limit, g.background)
+			continue
+		}
+		iv, err := stats.Mean(byGroup[g], 0.95)
+		if err != nil {
+			return fmt.Errorf("limit %g background %g: %w", g.limit, g.background, err)
+		}
+		fmt.Fprintf(w, "  limit %.2f, background %.2f cores: %+.3f [%+.3f, %+.3f] (%.2fx) over %d cells\n",
+			g.limit, g.background, iv.Mean, iv.Lo, iv.Hi, math.Exp(iv.Mean), iv.N)
+	}
+	type key struct {
+		limit, util float64
+		rep         int
+	}
+	base := map[key]result{}
+	for _, r := range rs {
+		if r.Background == 0 {
+			base[key{r.Limit, r.Utilisation, r.Rep}] = r
+		}
+	}
+	pairs := map[group][2][]float64{}
+	for _, r := range rs {
+		b, ok := base[key{r.Limit, r.Utilisation, r.Rep}]
+		if r.Background == 0 || !ok || !(r.P95 > 0 && b.P95 > 0) {
+			continue
+		}
+		g := group{r.Limit, r.Background}
+		p := pairs[g]
+		p[0], p[1] = append(p[0], math.Log(r.P95)), append(p[1], math.Log(b.P95))
+		pairs[g] = p
+	}
+	if len(pairs) > 0 {
+		fmt.Fprintln(w, "the background's effect on the real p95, paired on (limit, utilisation, repetition), mean ln(with/without):")
+	}
+	for _, g := range groups {
+		p, ok := pairs[g]
+		if !ok {
+			continue
+		}
+		iv, err := stats.Paired(p[0], p[1], 0.95)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "  limit %.2f, background %.2f cores: %+.3f [%+.3f, %+.3f] (%.2fx) over %d pairs\n",
+			g.limit, g.background, iv.Mean, iv.Lo, iv.Hi, math.Exp(iv.Mean), iv.N)
+	}
+	return nil
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
