@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/aware-k8s/aware/hack/benchvpa/bench"
 )
 
 // cgroup is one CPU cgroup the probe made for a replica of the app: a
@@ -148,10 +150,6 @@ func parseCPUStat(r io.Reader) (throttling, error) {
 	return t, nil
 }
 
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's CPU times: 100 on
-// every Linux architecture Go supports.
-const clockTicks = 100
-
 // processCPU is the CPU time (user and system, every thread) process pid
 // has used, in seconds, at the resolution of a clock tick.
 func processCPU(pid int) (float64, error) {
@@ -159,29 +157,5 @@ func processCPU(pid int) (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("process CPU: %w", err)
 	}
-	return parseProcStat(string(b))
-}
-
-// parseProcStat reads utime and stime (fields 14 and 15) of a
-// /proc/PID/stat line; the command name, field 2, may hold spaces and
-// parentheses, so the fields are counted after its last ')'.
-func parseProcStat(line string) (float64, error) {
-	i := strings.LastIndexByte(line, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("process stat %.40q: no command name", line)
-	}
-	f := strings.Fields(line[i+1:])
-	// f[0] is field 3 (state): utime is field 14, f[11].
-	if len(f) < 13 {
-		return 0, fmt.Errorf("process stat: %d fields after the command name, want at least 13", len(f))
-	}
-	var sum float64
-	for _, s := range f[11:13] {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("process stat: %w", err)
-		}
-		sum += float64(v)
-	}
-	return sum / clockTicks, nil
+	return bench.ParseProcStat(string(b))
 }

@@ -37,22 +37,12 @@ func TestParseCPUStat(t *testing.T) {
 	}
 }
 
-func TestParseProcStat(t *testing.T) {
-	// Fields 14 and 15 (utime 250, stime 50 ticks) after a name with
-	// spaces and a parenthesis.
-	line := "4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 100 0 0"
-	got, err := parseProcStat(line)
-	if err != nil || got != 3 {
-		t.Fatalf("got %g, %v; want 3 s", got, err)
-	}
-	for _, bad := range []string{"4242 no name", "4242 (x) S 1 2"} {
-		if _, err := parseProcStat(bad); err == nil {
-			t.Errorf("%q: no error", bad)
-		}
-	}
-	// This process's own line parses.
+func TestProcessCPU(t *testing.T) {
 	if _, err := processCPU(os.Getpid()); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := processCPU(-1); err == nil {
+		t.Error("no such process: no error")
 	}
 }
 

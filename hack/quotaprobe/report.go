@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -50,9 +51,9 @@ func writeSummary(w io.Writer, rs []result) error {
 	}
 	slices.SortFunc(groups, func(a, b group) int {
 		if a.limit != b.limit {
-			return cmpFloat(a.limit, b.limit)
+			return cmp.Compare(a.limit, b.limit)
 		}
-		return cmpFloat(a.background, b.background)
+		return cmp.Compare(a.background, b.background)
 	})
 	for _, g := range groups {
 		if len(byGroup[g]) == 0 {
@@ -103,14 +104,4 @@ func writeSummary(w io.Writer, rs []result) error {
 			g.limit, g.background, iv.Mean, iv.Lo, iv.Hi, math.Exp(iv.Mean), iv.N)
 	}
 	return nil
-}
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
