@@ -253,8 +253,8 @@ func run(ctx context.Context, o options, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("the CPU per request: %w", err)
 	}
-	perRequest := cr.CPUPerRequest
-	fmt.Fprintf(w, "CPU per request at 0.1 of a core: %.2f ms (%.2f ms of it the app's --cpu)\n", 1e3*perRequest, 1e3*cr.BurnPerRequest)
+	perRequest := cr.CPU.PerRequest
+	fmt.Fprintf(w, "CPU per request at 0.1 of a core: %.2f ms (%.2f ms of it the app's --cpu)\n", 1e3*perRequest, 1e3*cr.CPU.BurnPerRequest)
 	if !(perRequest >= o.cpu.Seconds()*0.9) {
 		return fmt.Errorf("the CPU per request measured, %.2f ms, is below the app's --cpu %s", 1e3*perRequest, o.cpu)
 	}

@@ -174,7 +174,7 @@ func TestMeasuredWindows(t *testing.T) {
 
 func TestSummaryPairsTheBackground(t *testing.T) {
 	mk := func(limit, util, bg float64, rep int, p95, model float64) result {
-		return result{cell: cell{Limit: limit, Utilisation: util, Background: bg, Rep: rep}, P95: p95, ModelP95: model, Rate: 10, CPUPerRequest: 0.01}
+		return result{cell: cell{Limit: limit, Utilisation: util, Background: bg, Rep: rep}, P95: p95, ModelP95: model, Rate: 10, CPU: cpuUse{PerRequest: 0.01}}
 	}
 	rs := []result{
 		mk(0.7, 0.1, 0, 0, 0.02, 0.01), mk(0.7, 0.5, 0, 0, 0.04, 0.02),

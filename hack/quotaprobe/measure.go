@@ -116,29 +116,34 @@ type window struct {
 // result is one measured cell.
 type result struct {
 	cell
-	// IdleCores is the replica's CPU without traffic (5 s before the load).
-	IdleCores float64
-	// CPUPerRequest is the replica's CPU over the measured windows, less
-	// its idle CPU, over the requests answered in them (seconds).
-	CPUPerRequest float64
 	// Rate is the answered requests per second over the measured windows.
-	Rate float64
-	// BurnPerRequest is the thread CPU the app's requests burned, per
-	// request: the rest of CPUPerRequest is the HTTP server's, the
-	// connections' and the runtime's. GCPerSecond is its GC cycles.
-	BurnPerRequest, GCPerSecond float64
-	OK, Lost                    int
-	Windows                     []window
-	GOMAXPROCS                  int
-	// ThrottledShare is the share of periods with runnable threads
-	// throttled; ThrottledPerSecond the throttled thread time per second.
-	ThrottledShare, ThrottledPerSecond float64
+	Rate     float64
+	OK, Lost int
+	Windows  []window
+	CPU      cpuUse
 	// P95 is the geometric mean of the windows' p95; SDLogP95 their
 	// spread; P50 the geometric mean of the windows' p50 (seconds).
 	P95, SDLogP95, P50 float64
 	// ModelP95 is the simulator's CFS quota model's p95 at the limit, the
 	// measured rate and CPU per request, on the node's cores.
 	ModelP95 float64
+}
+
+// cpuUse is what a cell's replica did with its CPU.
+type cpuUse struct {
+	// Idle is the replica's CPU without traffic (5 s before the load).
+	Idle float64
+	// PerRequest is the replica's CPU over the measured windows, less its
+	// idle CPU, over the requests answered in them (seconds).
+	PerRequest float64
+	// BurnPerRequest is the thread CPU the app's requests burned, per
+	// request: the rest of PerRequest is the HTTP server's, the
+	// connections' and the runtime's. GCPerSecond is its GC cycles.
+	BurnPerRequest, GCPerSecond float64
+	// ThrottledShare is the share of periods with runnable threads
+	// throttled; ThrottledPerSecond the throttled thread time per second.
+	ThrottledShare, ThrottledPerSecond float64
+	GOMAXPROCS                         int
 }
 
 // freePort finds a loopback port nothing listens on now.
@@ -200,7 +205,7 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 	if err != nil {
 		return r, err
 	}
-	r.GOMAXPROCS = int(m0["go_sched_gomaxprocs_threads"])
+	r.CPU.GOMAXPROCS = int(m0["go_sched_gomaxprocs_threads"])
 	idle0, err := processCPU(pid)
 	if err != nil {
 		return r, err
@@ -215,7 +220,7 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 	if err != nil {
 		return r, err
 	}
-	r.IdleCores = (idle1 - idle0) / idleFor.Seconds()
+	r.CPU.Idle = (idle1 - idle0) / idleFor.Seconds()
 
 	rate := c.Utilisation * c.Limit / perRequest
 	total := o.window + o.duration
@@ -287,17 +292,17 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 	}
 	span := last.at.Sub(first.at).Seconds()
 	r.Rate = float64(r.OK) / (float64(len(r.Windows)) * o.window.Seconds())
-	r.CPUPerRequest = (last.cpu - first.cpu - r.IdleCores*span) / float64(r.OK)
-	r.BurnPerRequest = (last.metrics[burnMetric] - first.metrics[burnMetric]) / float64(r.OK)
-	r.GCPerSecond = (last.metrics[gcMetric] - first.metrics[gcMetric]) / span
+	r.CPU.PerRequest = (last.cpu - first.cpu - r.CPU.Idle*span) / float64(r.OK)
+	r.CPU.BurnPerRequest = (last.metrics[burnMetric] - first.metrics[burnMetric]) / float64(r.OK)
+	r.CPU.GCPerSecond = (last.metrics[gcMetric] - first.metrics[gcMetric]) / span
 	th := last.throttle.sub(first.throttle)
 	if th.Periods > 0 {
-		r.ThrottledShare = float64(th.Throttled) / float64(th.Periods)
+		r.CPU.ThrottledShare = float64(th.Throttled) / float64(th.Periods)
 	}
-	r.ThrottledPerSecond = th.ThrottledSeconds / span
+	r.CPU.ThrottledPerSecond = th.ThrottledSeconds / span
 	r.P95, r.SDLogP95 = logStats(r.Windows, func(w window) float64 { return w.P95 })
 	r.P50, _ = logStats(r.Windows, func(w window) float64 { return w.P50 })
-	r.ModelP95 = simside.QuotaP95(math.Max(r.CPUPerRequest, 1e-4), 0, c.Limit, r.Rate, float64(runtime.NumCPU()))
+	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, c.Limit, r.Rate, float64(runtime.NumCPU()))
 	return r, nil
 }
 

@@ -16,10 +16,10 @@ func writeRow(w io.Writer, r result, header bool) {
 			"rep", "limit", "util", "bg", "req/s", "cpu/req", "burn", "idle", "gc/s", "rho", "thrott",
 			"p50", "p95", "model", "ln(r/m)", "sdlog", "lost", "mxp")
 	}
-	rho := r.CPUPerRequest * r.Rate / r.Limit
+	rho := r.CPU.PerRequest * r.Rate / r.Limit
 	fmt.Fprintf(w, "%3d %5.2f %5.2f %4.2f | %6.1f %5.2fms %5.2fms %4.0fm %5.1f %5.2f %5.1f%% | %5.1fms %5.1fms %5.1fms %+7.3f %6.3f %5d %3d\n",
-		r.Rep, r.Limit, r.Utilisation, r.Background, r.Rate, 1e3*r.CPUPerRequest, 1e3*r.BurnPerRequest, 1e3*r.IdleCores, r.GCPerSecond, rho,
-		100*r.ThrottledShare, 1e3*r.P50, 1e3*r.P95, 1e3*r.ModelP95, logRatio(r), r.SDLogP95, r.Lost, r.GOMAXPROCS)
+		r.Rep, r.Limit, r.Utilisation, r.Background, r.Rate, 1e3*r.CPU.PerRequest, 1e3*r.CPU.BurnPerRequest, 1e3*r.CPU.Idle, r.CPU.GCPerSecond, rho,
+		100*r.CPU.ThrottledShare, 1e3*r.P50, 1e3*r.P95, 1e3*r.ModelP95, logRatio(r), r.SDLogP95, r.Lost, r.CPU.GOMAXPROCS)
 }
 
 // logRatio is ln(real p95 / the model's), NaN without a model value.
