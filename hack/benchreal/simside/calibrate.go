@@ -130,39 +130,6 @@ type Throttling struct {
 	BurstBias BiasBySize `json:"burstBias"`
 }
 
-// SmallPodCPU divides BiasBySize's pods: HPA+VPA's run at 0.16–0.20 core,
-// the default's floor at 0.66–0.77.
-const SmallPodCPU = 0.4
-
-// BiasBySize is a model's median ln(real/model) for small and large pods.
-type BiasBySize struct {
-	Small        float64 `json:"small"`
-	Large        float64 `json:"large"`
-	SmallWindows int     `json:"smallWindows"`
-	LargeWindows int     `json:"largeWindows"`
-}
-
-// biasBySize is the median ln(y/model) of the windows ws below and above
-// SmallPodCPU of CPU requested per Ready pod.
-func biasBySize(ws []result.Window, ys, model []float64) BiasBySize {
-	var small, large []float64
-	for i, w := range ws {
-		l := math.Log(ys[i] / model[i])
-		if w.CPURequested/float64(w.Ready) < SmallPodCPU {
-			small = append(small, l)
-		} else {
-			large = append(large, l)
-		}
-	}
-	med := func(v []float64) float64 {
-		if len(v) == 0 {
-			return 0 // JSON has no NaN; the count says there was none
-		}
-		return median(v, "").Value
-	}
-	return BiasBySize{Small: med(small), Large: med(large), SmallWindows: len(small), LargeWindows: len(large)}
-}
-
 // Options change what Calibrate gives the simulated app, to set a
 // model's alternative beside the real runs.
 type Options struct {
@@ -516,6 +483,7 @@ func fitThrottling(runs []result.Run, cpu sim.Demand, cores float64, o Options) 
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
 	t.fitBurst(ws, cpu, cores, o)
+	t.BurstBias.ByMachineCPU = machineContention(runs, cpu, t.BurstCV, cores)
 	return t
 }
 
@@ -643,80 +611,6 @@ func (c *Calibration) fitMemory(runs []result.Run) error {
 	return nil
 }
 
-// fit is a least-squares solution.
-type fit struct {
-	coef, se []float64
-	r2       float64
-	n        int
-}
-
-func (f fit) estimate(i int, method string) Estimate {
-	return Estimate{Value: f.coef[i], Lo: f.coef[i] - 1.96*f.se[i], Hi: f.coef[i] + 1.96*f.se[i], N: f.n, Method: method}
-}
-
-func ones(n int) []float64 {
-	o := make([]float64, n)
-	for i := range o {
-		o[i] = 1
-	}
-	return o
-}
-
-// leastSquares fits y on the columns of x (two of them) by the normal
-// equations, with standard errors and the R² about y's mean. It refuses a
-// nearly singular system: columns that do not vary independently.
-func leastSquares(x [][]float64, y []float64) (fit, error) {
-	if len(x) != 2 {
-		return fit{}, fmt.Errorf("want 2 regressors, got %d", len(x))
-	}
-	n := len(y)
-	if n <= 2 {
-		return fit{}, fmt.Errorf("%d points for 2 coefficients", n)
-	}
-	var a11, a12, a22, b1, b2 float64
-	for i := range y {
-		a11 += x[0][i] * x[0][i]
-		a12 += x[0][i] * x[1][i]
-		a22 += x[1][i] * x[1][i]
-		b1 += x[0][i] * y[i]
-		b2 += x[1][i] * y[i]
-	}
-	det := a11*a22 - a12*a12
-	if !(a11 > 0 && a22 > 0) || det <= 1e-9*a11*a22 {
-		return fit{}, errors.New("the regressors are (nearly) collinear")
-	}
-	f := fit{n: n, coef: []float64{(a22*b1 - a12*b2) / det, (a11*b2 - a12*b1) / det}}
-	var mean, ssRes, ssTot float64
-	for _, v := range y {
-		mean += v / float64(n)
-	}
-	for i, v := range y {
-		e := v - f.coef[0]*x[0][i] - f.coef[1]*x[1][i]
-		ssRes += e * e
-		ssTot += (v - mean) * (v - mean)
-	}
-	s2 := ssRes / float64(n-2)
-	f.se = []float64{math.Sqrt(s2 * a22 / det), math.Sqrt(s2 * a11 / det)}
-	f.r2 = math.NaN()
-	if ssTot > 0 {
-		f.r2 = 1 - ssRes/ssTot
-	}
-	return f, nil
-}
-
-// median with the interquartile range (linear interpolation).
-func median(v []float64, method string) Estimate {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	q := func(p float64) float64 {
-		h := p * float64(len(s)-1)
-		lo := int(math.Floor(h))
-		hi := min(lo+1, len(s)-1)
-		return s[lo] + (h-float64(lo))*(s[hi]-s[lo])
-	}
-	return Estimate{Value: q(0.5), Lo: q(0.25), Hi: q(0.75), N: len(s), Method: method}
-}
-
 // App is the simulator's app the calibration describes, deployed as the
 // harness deploys the test app (hack/benchreal/trial.go's manifest): one
 // replica of initialCPU (limit the same) and 96Mi (limit 256Mi), 1–8
@@ -807,6 +701,11 @@ func (c Calibration) Write(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "  %-26s median ln(real/model p95), without I/O wait: pods under %g core %s, the others %s\n",
 				"burst model's bias by size", SmallPodCPU, part(bb.SmallWindows, bb.Small), part(bb.LargeWindows, bb.Large))
+		}
+		if mc := t.BurstBias.ByMachineCPU; mc.Slope.N > 0 {
+			fmt.Fprintf(&b, "  %-26s the large pod's median ln(real/model p95) run by run rises %+.2f [%+.2f, %+.2f] per core the machine used (r %.2f, %d runs; the line %+.2f at %.2f cores, %+.2f at %.2f)\n",
+				"... against the machine", mc.Slope.Mean, mc.Slope.Lo, mc.Slope.Hi, mc.R, mc.Runs,
+				mc.Intercept+mc.Slope.Mean*mc.MachineLo, mc.MachineLo, mc.Intercept+mc.Slope.Mean*mc.MachineHi, mc.MachineHi)
 		}
 	} else {
 		fmt.Fprintf(&b, "  %-26s unresolved: %s; the simulated app has no I/O wait\n", "throttling", t.Reason)

@@ -1,0 +1,79 @@
+package simside
+
+import (
+	"math"
+	"testing"
+
+	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
+)
+
+// TestMachineContention: runs whose large-pod p95 is the burst model's
+// times exp(0.1 + 0.8·machine cores) give back that line exactly; runs
+// without the machine's CPU or without a large pod are left out, and
+// fewer than three runs give no line.
+func TestMachineContention(t *testing.T) {
+	cpu := sim.Demand{CPUSeconds: 0.012}
+	const cores, rate, wall = 2.0, 20.0, 480.0
+	run := func(machine, podCPU float64) result.Run {
+		r := result.Run{CPU: result.CPUShare{Machine: machine * wall, Wall: wall}, CPUSecondsPerRequest: cpu.CPUSeconds}
+		m := QuotaP95(cpu.CPUSeconds, 0, cpu.ServingCPU(podCPU), rate, cores)
+		for i := range 12 {
+			r.Windows = append(r.Windows, result.Window{
+				Start: float64(15 * i), End: float64(15 * (i + 1)), Expected: 15 * rate,
+				Replicas: 1, Ready: 1, CPURequested: podCPU,
+				P95: m * math.Exp(0.1+0.8*machine),
+			})
+		}
+		return r
+	}
+	var runs []result.Run
+	for _, x := range []float64{0.3, 0.4, 0.5, 0.6, 0.7} {
+		runs = append(runs, run(x, 0.7))
+	}
+	noCPU := run(0.9, 0.7)
+	noCPU.CPU = result.CPUShare{}
+	runs = append(runs, noCPU, run(0.9, 0.2))
+
+	c := machineContention(runs, cpu, 0, cores)
+	if c.Runs != 5 || c.Slope.N != 5 {
+		t.Fatalf("%d runs (slope over %d), want 5", c.Runs, c.Slope.N)
+	}
+	within(t, "slope", c.Slope.Mean, 0.8, 1e-9)
+	within(t, "slope's lower bound", c.Slope.Lo, 0.8, 1e-6)
+	within(t, "slope's upper bound", c.Slope.Hi, 0.8, 1e-6)
+	within(t, "intercept", c.Intercept, 0.1, 1e-9)
+	within(t, "r", c.R, 1, 1e-9)
+	within(t, "machine's lowest CPU", c.MachineLo, 0.3, 1e-12)
+	within(t, "machine's highest CPU", c.MachineHi, 0.7, 1e-12)
+
+	// Noise around the line: the interval holds the true slope and is
+	// wider.
+	for i := range runs[:5] {
+		f := math.Exp([]float64{0.05, -0.04, 0.03, -0.06, 0.02}[i])
+		for j := range runs[i].Windows {
+			runs[i].Windows[j].P95 *= f
+		}
+	}
+	n := machineContention(runs, cpu, 0, cores)
+	if !(n.Slope.Lo < 0.8 && 0.8 < n.Slope.Hi) || !(n.R < 1 && n.R > 0.9) {
+		t.Errorf("with noise: slope %+v, r %.3f; want an interval around 0.8 and r in (0.9, 1)", n.Slope, n.R)
+	}
+
+	// A run's own CPU per request is its model's: the same windows
+	// recorded with twice the CPU per request sit below the line.
+	slow := runs[:5:5]
+	slow = append(slow[:4:4], run(0.7, 0.7))
+	slow[4].CPUSecondsPerRequest = 2 * cpu.CPUSeconds
+	if s := machineContention(slow, sim.Demand{CPUSeconds: 0.012}, 0, cores); !(s.Slope.Mean < 0.5) {
+		t.Errorf("a run of twice the CPU per request: slope %+v, want it pulled below the line", s.Slope)
+	}
+
+	if two := machineContention(runs[:2], cpu, 0, cores); two.Runs != 2 || two.Slope.N != 0 {
+		t.Errorf("two runs: %+v, want no line", two)
+	}
+	same := []result.Run{run(0.5, 0.7), run(0.5, 0.7), run(0.5, 0.7)}
+	if s := machineContention(same, cpu, 0, cores); s.Runs != 3 || s.Slope.N != 0 {
+		t.Errorf("no spread in the machine's CPU: %+v, want no line", s)
+	}
+}
