@@ -18,9 +18,10 @@ type BiasBySize struct {
 	Large        float64 `json:"large"`
 	SmallWindows int     `json:"smallWindows"`
 	LargeWindows int     `json:"largeWindows"`
-	// ByMachineCPU is the large pod's error run by run against the CPU
-	// the whole machine used (contention.go).
-	ByMachineCPU MachineContention `json:"byMachineCpu"`
+	// SmallByMachineCPU and LargeByMachineCPU are each size's error run
+	// by run against the CPU the whole machine used (machineContention).
+	SmallByMachineCPU MachineContention `json:"smallByMachineCpu"`
+	LargeByMachineCPU MachineContention `json:"largeByMachineCpu"`
 }
 
 // biasBySize is the median ln(y/model) of the windows ws below and above
@@ -51,15 +52,16 @@ func biasBySize(ws []result.Window, ys, model []float64) BiasBySize {
 // real p95 is above the model's (BiasBySize.Large). MachineContention sets
 // that error, run by run, beside the CPU the whole machine used during
 // the run: if the rest of the node slows the large pod's requests, the
-// error grows with it.
+// error grows with it. The small pods' error is set beside it the same
+// way: where the quota binds, the cause may be another.
 
 // MinContentionWindows is the fewest calm windows of one large pod a run
 // needs for its median error to count.
 const MinContentionWindows = 5
 
 // MachineContention is the least-squares line of the burst model's median
-// ln(real/model p95) in a run's calm windows of one pod of at least
-// SmallPodCPU, against the machine's CPU over the run (cores, the app's
+// ln(real/model p95) in a run's calm windows of one pod of one size (at
+// least SmallPodCPU, or below), against the machine's CPU over the run (cores, the app's
 // own included: result.CPUShare.Machine over its wall time).
 type MachineContention struct {
 	// Runs is how many runs had MinContentionWindows such windows; with
@@ -77,14 +79,15 @@ type MachineContention struct {
 	MachineHi float64        `json:"machineHi"`
 }
 
-// machineContention fits MachineContention over runs, with the burst
+// machineContention fits MachineContention over runs, for the pods of at
+// least SmallPodCPU (large) or below, with the burst
 // model (its requests' CPU time at a coefficient of variation cv) on cores
 // cores. Each run's model takes the run's own CPU used over requests
 // answered and no idle CPU (as --sim-cpu-ratio does), where it was
 // recorded, so that runs of machines whose speed differs (their CPU per
 // request by up to 20% between rounds) compare; else the app's cpu. Runs
 // recorded without the machine's CPU are left out.
-func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64) MachineContention {
+func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, large bool) MachineContention {
 	var xs, ys []float64
 	for _, r := range runs {
 		if !(r.CPU.Wall > 0 && r.CPU.Machine > 0) {
@@ -98,7 +101,7 @@ func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64) Mac
 		ws, _ := calmWindows([]result.Run{r}, cpu)
 		for _, w := range ws {
 			perPod := w.CPURequested / float64(w.Ready)
-			if w.Ready != 1 || perPod < SmallPodCPU || !(w.P95 > 0) {
+			if w.Ready != 1 || (perPod >= SmallPodCPU) != large || !(w.P95 > 0) {
 				continue
 			}
 			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), cores)

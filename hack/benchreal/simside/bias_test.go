@@ -17,6 +17,7 @@ func TestMachineContention(t *testing.T) {
 	const cores, rate, wall = 2.0, 20.0, 480.0
 	run := func(machine, podCPU float64) result.Run {
 		r := result.Run{CPU: result.CPUShare{Machine: machine * wall, Wall: wall}, CPUSecondsPerRequest: cpu.CPUSeconds}
+		rate := rate * podCPU / 0.7 // the same load on the limit
 		m := QuotaP95(cpu.CPUSeconds, 0, cpu.ServingCPU(podCPU), rate, cores)
 		for i := range 12 {
 			r.Windows = append(r.Windows, result.Window{
@@ -35,7 +36,7 @@ func TestMachineContention(t *testing.T) {
 	noCPU.CPU = result.CPUShare{}
 	runs = append(runs, noCPU, run(0.9, 0.2))
 
-	c := machineContention(runs, cpu, 0, cores)
+	c := machineContention(runs, cpu, 0, cores, true)
 	if c.Runs != 5 || c.Slope.N != 5 {
 		t.Fatalf("%d runs (slope over %d), want 5", c.Runs, c.Slope.N)
 	}
@@ -55,7 +56,7 @@ func TestMachineContention(t *testing.T) {
 			runs[i].Windows[j].P95 *= f
 		}
 	}
-	n := machineContention(runs, cpu, 0, cores)
+	n := machineContention(runs, cpu, 0, cores, true)
 	if !(n.Slope.Lo < 0.8 && 0.8 < n.Slope.Hi) || !(n.R < 1 && n.R > 0.9) {
 		t.Errorf("with noise: slope %+v, r %.3f; want an interval around 0.8 and r in (0.9, 1)", n.Slope, n.R)
 	}
@@ -65,15 +66,19 @@ func TestMachineContention(t *testing.T) {
 	slow := runs[:5:5]
 	slow = append(slow[:4:4], run(0.7, 0.7))
 	slow[4].CPUSecondsPerRequest = 2 * cpu.CPUSeconds
-	if s := machineContention(slow, sim.Demand{CPUSeconds: 0.012}, 0, cores); !(s.Slope.Mean < 0.5) {
+	if s := machineContention(slow, sim.Demand{CPUSeconds: 0.012}, 0, cores, true); !(s.Slope.Mean < 0.5) {
 		t.Errorf("a run of twice the CPU per request: slope %+v, want it pulled below the line", s.Slope)
 	}
 
-	if two := machineContention(runs[:2], cpu, 0, cores); two.Runs != 2 || two.Slope.N != 0 {
+	if small := machineContention(runs, cpu, 0, cores, false); small.Runs != 1 || small.Slope.N != 0 {
+		t.Errorf("the small pods: %+v, want the one run of 0.2 core and no line", small)
+	}
+
+	if two := machineContention(runs[:2], cpu, 0, cores, true); two.Runs != 2 || two.Slope.N != 0 {
 		t.Errorf("two runs: %+v, want no line", two)
 	}
 	same := []result.Run{run(0.5, 0.7), run(0.5, 0.7), run(0.5, 0.7)}
-	if s := machineContention(same, cpu, 0, cores); s.Runs != 3 || s.Slope.N != 0 {
+	if s := machineContention(same, cpu, 0, cores, true); s.Runs != 3 || s.Slope.N != 0 {
 		t.Errorf("no spread in the machine's CPU: %+v, want no line", s)
 	}
 }

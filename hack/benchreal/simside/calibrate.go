@@ -483,7 +483,8 @@ func fitThrottling(runs []result.Run, cpu sim.Demand, cores float64, o Options) 
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
 	t.fitBurst(ws, cpu, cores, o)
-	t.BurstBias.ByMachineCPU = machineContention(runs, cpu, t.BurstCV, cores)
+	t.BurstBias.SmallByMachineCPU = machineContention(runs, cpu, t.BurstCV, cores, false)
+	t.BurstBias.LargeByMachineCPU = machineContention(runs, cpu, t.BurstCV, cores, true)
 	return t
 }
 
@@ -702,10 +703,15 @@ func (c Calibration) Write(w io.Writer) error {
 			fmt.Fprintf(&b, "  %-26s median ln(real/model p95), without I/O wait: pods under %g core %s, the others %s\n",
 				"burst model's bias by size", SmallPodCPU, part(bb.SmallWindows, bb.Small), part(bb.LargeWindows, bb.Large))
 		}
-		if mc := t.BurstBias.ByMachineCPU; mc.Slope.N > 0 {
-			fmt.Fprintf(&b, "  %-26s the large pod's median ln(real/model p95) run by run rises %+.2f [%+.2f, %+.2f] per core the machine used (r %.2f, %d runs; the line %+.2f at %.2f cores, %+.2f at %.2f)\n",
-				"... against the machine", mc.Slope.Mean, mc.Slope.Lo, mc.Slope.Hi, mc.R, mc.Runs,
-				mc.Intercept+mc.Slope.Mean*mc.MachineLo, mc.MachineLo, mc.Intercept+mc.Slope.Mean*mc.MachineHi, mc.MachineHi)
+		for _, size := range []struct {
+			name string
+			mc   MachineContention
+		}{{"small", t.BurstBias.SmallByMachineCPU}, {"large", t.BurstBias.LargeByMachineCPU}} {
+			if mc := size.mc; mc.Slope.N > 0 {
+				fmt.Fprintf(&b, "  %-26s the %s pod's median ln(real/model p95) run by run rises %+.2f [%+.2f, %+.2f] per core the machine used (r %.2f, %d runs; the line %+.2f at %.2f cores, %+.2f at %.2f)\n",
+					"... against the machine", size.name, mc.Slope.Mean, mc.Slope.Lo, mc.Slope.Hi, mc.R, mc.Runs,
+					mc.Intercept+mc.Slope.Mean*mc.MachineLo, mc.MachineLo, mc.Intercept+mc.Slope.Mean*mc.MachineHi, mc.MachineHi)
+			}
 		}
 	} else {
 		fmt.Fprintf(&b, "  %-26s unresolved: %s; the simulated app has no I/O wait\n", "throttling", t.Reason)
