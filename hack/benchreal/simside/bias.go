@@ -2,6 +2,8 @@ package simside
 
 import (
 	"math"
+	"slices"
+	"time"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
@@ -61,8 +63,9 @@ const MinContentionWindows = 5
 
 // MachineContention is the least-squares line of the burst model's median
 // ln(real/model p95) in a run's calm windows of one pod of one size (at
-// least SmallPodCPU, or below), against the machine's CPU over the run (cores, the app's
-// own included: result.CPUShare.Machine over its wall time).
+// least SmallPodCPU, or below), against the machine's CPU over the run
+// (cores, the app's own included: result.CPUShare.Machine over its wall
+// time).
 type MachineContention struct {
 	// Runs is how many runs had MinContentionWindows such windows; with
 	// fewer than 3, or no spread in the machine's CPU, nothing else is
@@ -77,18 +80,36 @@ type MachineContention struct {
 	R         float64        `json:"r"`
 	MachineLo float64        `json:"machineLo"`
 	MachineHi float64        `json:"machineHi"`
+	// WithinSessions is the slope within sessions (runs that started
+	// within SessionGap of the one before: one invocation of bench-real,
+	// or several in a row, on one machine), each session's runs centred
+	// on its means, so that a slower machine that also used more CPU
+	// does not make the line. Sessions is how many held two runs or more;
+	// N is 0 without two such runs more than sessions.
+	WithinSessions stats.Interval `json:"withinSessions"`
+	Sessions       int            `json:"sessions"`
 }
 
+// SessionGap separates MachineContention's sessions: a run that started
+// more than this after the one before it starts another. The committed
+// rounds' runs start 10–20 min apart within an invocation, and 22 min or
+// more apart between invocations, whose machines may differ.
+const SessionGap = 20 * time.Minute
+
 // machineContention fits MachineContention over runs, for the pods of at
-// least SmallPodCPU (large) or below, with the burst
-// model (its requests' CPU time at a coefficient of variation cv) on cores
-// cores. Each run's model takes the run's own CPU used over requests
-// answered and no idle CPU (as --sim-cpu-ratio does), where it was
-// recorded, so that runs of machines whose speed differs (their CPU per
-// request by up to 20% between rounds) compare; else the app's cpu. Runs
-// recorded without the machine's CPU are left out.
+// least SmallPodCPU (large) or below, with the burst model (its requests'
+// CPU time at a coefficient of variation cv) on cores cores. Each run's
+// model takes the run's own CPU used over requests answered and no idle
+// CPU (as --sim-cpu-ratio does), where it was recorded, so that runs of
+// machines whose speed differs (their CPU per request by up to 20%
+// between rounds) compare; else the app's cpu. Runs recorded without the
+// machine's CPU are left out.
 func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, large bool) MachineContention {
-	var xs, ys []float64
+	type point struct {
+		x, y  float64
+		start time.Time
+	}
+	var ps []point
 	for _, r := range runs {
 		if !(r.CPU.Wall > 0 && r.CPU.Machine > 0) {
 			continue
@@ -110,43 +131,88 @@ func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, lar
 		if len(errs) < MinContentionWindows {
 			continue
 		}
-		xs = append(xs, r.CPU.Machine/r.CPU.Wall)
-		ys = append(ys, median(errs, "").Value)
+		start, _ := time.Parse(time.RFC3339, r.Start) // zero when not recorded: a session of its own
+		ps = append(ps, point{r.CPU.Machine / r.CPU.Wall, median(errs, "").Value, start})
 	}
-	c := MachineContention{Runs: len(xs)}
-	if len(xs) < 3 {
+	c := MachineContention{Runs: len(ps)}
+	xs, ys := make([]float64, len(ps)), make([]float64, len(ps))
+	for i, p := range ps {
+		xs[i], ys[i] = p.x, p.y
+	}
+	l, ok := fitLine(xs, ys, 1)
+	if !ok {
 		return c
+	}
+	c.Slope, c.Intercept, c.R = l.slope, l.intercept, l.r
+	c.MachineLo, c.MachineHi = slices.Min(xs), slices.Max(xs)
+
+	// Within sessions: each session's runs centred on their means; a
+	// session of one run says nothing of the slope and is left out.
+	slices.SortStableFunc(ps, func(a, b point) int { return a.start.Compare(b.start) })
+	var cx, cy []float64
+	for i := 0; i < len(ps); {
+		j := i + 1
+		for j < len(ps) && !ps[j].start.IsZero() && !ps[i].start.IsZero() && ps[j].start.Sub(ps[j-1].start) <= SessionGap {
+			j++
+		}
+		if j-i >= 2 {
+			var mx, my float64
+			for _, p := range ps[i:j] {
+				mx += p.x / float64(j-i)
+				my += p.y / float64(j-i)
+			}
+			for _, p := range ps[i:j] {
+				cx, cy = append(cx, p.x-mx), append(cy, p.y-my)
+			}
+			c.Sessions++
+		}
+		i = j
+	}
+	if w, ok := fitLine(cx, cy, c.Sessions); ok {
+		c.WithinSessions = w.slope
+	}
+	return c
+}
+
+// line is a least-squares line y = intercept + slope·x.
+type line struct {
+	slope        stats.Interval
+	intercept, r float64
+}
+
+// fitLine fits the line through xs and ys, from which means means were
+// taken (1: the line's own intercept; one a group where each group was
+// centred on its own). ok is false without 2 points more than means, or
+// without spread in xs.
+func fitLine(xs, ys []float64, means int) (l line, ok bool) {
+	n := float64(len(xs))
+	df := n - 1 - float64(means)
+	if df < 1 {
+		return l, false
 	}
 	var mx, my float64
 	for i := range xs {
-		mx += xs[i]
-		my += ys[i]
+		mx += xs[i] / n
+		my += ys[i] / n
 	}
-	n := float64(len(xs))
-	mx /= n
-	my /= n
 	var sxx, sxy, syy float64
-	c.MachineLo, c.MachineHi = xs[0], xs[0]
 	for i := range xs {
 		dx, dy := xs[i]-mx, ys[i]-my
 		sxx += dx * dx
 		sxy += dx * dy
 		syy += dy * dy
-		c.MachineLo, c.MachineHi = math.Min(c.MachineLo, xs[i]), math.Max(c.MachineHi, xs[i])
 	}
 	if sxx == 0 {
-		return MachineContention{Runs: len(xs)}
+		return l, false
 	}
 	b := sxy / sxx
-	// The slope's standard error from the residuals, on n − 2 degrees of
-	// freedom.
-	sse := math.Max(syy-b*sxy, 0)
-	se := math.Sqrt(sse / (n - 2) / sxx)
-	h := stats.TQuantile(0.975, n-2) * se
-	c.Slope = stats.Interval{N: len(xs), Mean: b, Lo: b - h, Hi: b + h}
-	c.Intercept = my - b*mx
+	// The slope's standard error from the residuals.
+	se := math.Sqrt(math.Max(syy-b*sxy, 0) / df / sxx)
+	h := stats.TQuantile(0.975, df) * se
+	l.slope = stats.Interval{N: len(xs), Mean: b, Lo: b - h, Hi: b + h}
+	l.intercept = my - b*mx
 	if syy > 0 {
-		c.R = sxy / math.Sqrt(sxx*syy)
+		l.r = sxy / math.Sqrt(sxx*syy)
 	}
-	return c
+	return l, true
 }

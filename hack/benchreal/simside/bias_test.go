@@ -3,6 +3,7 @@ package simside
 import (
 	"math"
 	"testing"
+	"time"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/pkg/lab/sim"
@@ -29,8 +30,12 @@ func TestMachineContention(t *testing.T) {
 		return r
 	}
 	var runs []result.Run
-	for _, x := range []float64{0.3, 0.4, 0.5, 0.6, 0.7} {
-		runs = append(runs, run(x, 0.7))
+	t0 := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	for i, x := range []float64{0.3, 0.4, 0.5, 0.6, 0.7} {
+		r := run(x, 0.7)
+		// Two sessions: the first three runs, then two a day later.
+		r.Start = t0.Add(time.Duration(i)*10*time.Minute + time.Duration(i/3)*24*time.Hour).Format(time.RFC3339)
+		runs = append(runs, r)
 	}
 	noCPU := run(0.9, 0.7)
 	noCPU.CPU = result.CPUShare{}
@@ -47,6 +52,28 @@ func TestMachineContention(t *testing.T) {
 	within(t, "r", c.R, 1, 1e-9)
 	within(t, "machine's lowest CPU", c.MachineLo, 0.3, 1e-12)
 	within(t, "machine's highest CPU", c.MachineHi, 0.7, 1e-12)
+	if c.Sessions != 2 || c.WithinSessions.N != 5 {
+		t.Fatalf("%d sessions, within-session slope over %d runs; want 2 and 5", c.Sessions, c.WithinSessions.N)
+	}
+	within(t, "slope within sessions", c.WithinSessions.Mean, 0.8, 1e-9)
+
+	// A slower machine that also used more CPU: the error is flat within
+	// each session and higher in the second. The pooled line rises, the
+	// slope within sessions does not.
+	var split []result.Run
+	for i, x := range []float64{0.30, 0.32, 0.34, 0.60, 0.62, 0.64} {
+		r := run(x, 0.7)
+		r.Start = t0.Add(time.Duration(i)*10*time.Minute + time.Duration(i/3)*24*time.Hour).Format(time.RFC3339)
+		f := math.Exp(-0.8*x + []float64{0, 0.02, 0, 0.5, 0.48, 0.5}[i])
+		for j := range r.Windows {
+			r.Windows[j].P95 *= f
+		}
+		split = append(split, r)
+	}
+	sc := machineContention(split, cpu, 0, cores, true)
+	if !(sc.Slope.Lo > 1) || !(sc.WithinSessions.Lo < 0 && sc.WithinSessions.Hi > 0) {
+		t.Errorf("between machines: pooled slope %+v, within sessions %+v; want the pooled above 1 and the within-session interval around 0", sc.Slope, sc.WithinSessions)
+	}
 
 	// Noise around the line: the interval holds the true slope and is
 	// wider.

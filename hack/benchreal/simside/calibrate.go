@@ -708,9 +708,13 @@ func (c Calibration) Write(w io.Writer) error {
 			mc   MachineContention
 		}{{"small", t.BurstBias.SmallByMachineCPU}, {"large", t.BurstBias.LargeByMachineCPU}} {
 			if mc := size.mc; mc.Slope.N > 0 {
-				fmt.Fprintf(&b, "  %-26s the %s pod's median ln(real/model p95) run by run rises %+.2f [%+.2f, %+.2f] per core the machine used (r %.2f, %d runs; the line %+.2f at %.2f cores, %+.2f at %.2f)\n",
+				within := "no session of two runs"
+				if w := mc.WithinSessions; w.N > 0 {
+					within = fmt.Sprintf("%+.2f [%+.2f, %+.2f] within %d sessions", w.Mean, w.Lo, w.Hi, mc.Sessions)
+				}
+				fmt.Fprintf(&b, "  %-26s the %s pod's median ln(real/model p95) run by run rises %+.2f [%+.2f, %+.2f] per core the machine used (r %.2f, %d runs; the line %+.2f at %.2f cores, %+.2f at %.2f); %s\n",
 					"... against the machine", size.name, mc.Slope.Mean, mc.Slope.Lo, mc.Slope.Hi, mc.R, mc.Runs,
-					mc.Intercept+mc.Slope.Mean*mc.MachineLo, mc.MachineLo, mc.Intercept+mc.Slope.Mean*mc.MachineHi, mc.MachineHi)
+					mc.Intercept+mc.Slope.Mean*mc.MachineLo, mc.MachineLo, mc.Intercept+mc.Slope.Mean*mc.MachineHi, mc.MachineHi, within)
 			}
 		}
 	} else {
