@@ -86,6 +86,8 @@ type options struct {
 	simCPURatio bool
 	// simCPUCV gives the burst model's requests a varying CPU time.
 	simCPUCV bool
+	// simBackground gives the simulated node the runs' background.
+	simBackground bool
 	// simDraws is how many draws of the simulator each run is replayed with.
 	simDraws   int
 	sloMetrics bool
@@ -143,6 +145,7 @@ func main() {
 	flag.BoolVar(&o.simModelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
 	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.simCPUCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
+	flag.BoolVar(&o.simBackground, "sim-background", false, "--simulate: give the simulated node the runs' measured background (the machine's CPU beside the app's pods: simside.SimNode.MeasuredBackground), which slows the requests that share a core with it (sim.Config.NodeBackground); to set the two side by side")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
@@ -498,11 +501,11 @@ func mergeReport(o options) error {
 // and the simulated runs' own table, and writes simulated.json,
 // side-by-side.txt and one SVG per policy (its first repetition).
 func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
-	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.simCPUCV})
+	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.simCPUCV, Background: o.simBackground})
 	if err != nil {
 		return fmt.Errorf("--simulate: %w", err)
 	}
-	cal.Node.CPU, cal.Node.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
+	cal.Node.Allocatable.CPU, cal.Node.Allocatable.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
 	cal.SampledLatency, cal.SampledUsage, cal.UsageResolution = !o.simModelLatency, !o.simModelUsage, o.simUsageResolution
 	if o.simCPURatio {
 		cal.CPUFitted, cal.CPUFitReason = false, "--sim-cpu-ratio"

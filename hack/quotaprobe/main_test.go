@@ -174,7 +174,7 @@ func TestMeasuredWindows(t *testing.T) {
 
 func TestSummaryPairsTheBackground(t *testing.T) {
 	mk := func(limit, util, bg float64, rep int, p95, model float64) result {
-		return result{cell: cell{Limit: limit, Utilisation: util, Background: bg, Rep: rep}, P95: p95, ModelP95: model, Rate: 10, CPU: cpuUse{PerRequest: 0.01}}
+		return result{cell: cell{Limit: limit, Utilisation: util, Background: bg, Rep: rep}, P95: p95, ModelP95: model, ModelBackgroundP95: model * (1 + bg), Rate: 10, CPU: cpuUse{PerRequest: 0.01}}
 	}
 	rs := []result{
 		mk(0.7, 0.1, 0, 0, 0.02, 0.01), mk(0.7, 0.5, 0, 0, 0.04, 0.02),
@@ -188,7 +188,10 @@ func TestSummaryPairsTheBackground(t *testing.T) {
 	// Without the background the real p95 is twice the model's in both
 	// cells; the background doubles it again in both pairs.
 	for _, want := range []string{
-		"limit 0.70, background 0.00 cores: +0.693 [+0.693, +0.693] (2.00x) over 2 cells",
+		"limit 0.70, background 0.00 cores: +0.693 [+0.693, +0.693] (2.00x) over 2 cells\n",
+		// With the background the real p95 is 4x the model's, 4/1.4 the
+		// model's with it.
+		"limit 0.70, background 0.40 cores: +1.386 [+1.386, +1.386] (4.00x) over 2 cells; with the background in the model +1.050 [+1.050, +1.050] (2.86x)",
 		"limit 0.70, background 0.40 cores: +0.693 [+0.693, +0.693] (2.00x) over 2 pairs",
 	} {
 		if !strings.Contains(out, want) {

@@ -125,8 +125,10 @@ type result struct {
 	// spread; P50 the geometric mean of the windows' p50 (seconds).
 	P95, SDLogP95, P50 float64
 	// ModelP95 is the simulator's CFS quota model's p95 at the limit, the
-	// measured rate and CPU per request, on the node's cores.
-	ModelP95 float64
+	// measured rate and CPU per request, on the node's cores;
+	// ModelBackgroundP95 the same beside the cell's background
+	// (sim.Config.NodeBackground).
+	ModelP95, ModelBackgroundP95 float64
 }
 
 // cpuUse is what a cell's replica did with its CPU.
@@ -302,7 +304,9 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 	r.CPU.ThrottledPerSecond = th.ThrottledSeconds / span
 	r.P95, r.SDLogP95 = logStats(r.Windows, func(w window) float64 { return w.P95 })
 	r.P50, _ = logStats(r.Windows, func(w window) float64 { return w.P50 })
-	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, c.Limit, r.Rate, float64(runtime.NumCPU()))
+	cores := float64(runtime.NumCPU())
+	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, c.Limit, r.Rate, cores, 0)
+	r.ModelBackgroundP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, c.Limit, r.Rate, cores, c.Background)
 	return r, nil
 }
 

@@ -12,22 +12,23 @@ import (
 
 func writeRow(w io.Writer, r result, header bool) {
 	if header {
-		fmt.Fprintf(w, "%3s %5s %5s %4s | %6s %7s %7s %5s %5s %5s %6s | %7s %7s %7s %7s %6s %5s %3s\n",
+		fmt.Fprintf(w, "%3s %5s %5s %4s | %6s %7s %7s %5s %5s %5s %6s | %7s %7s %7s %7s %7s %7s %6s %5s %3s\n",
 			"rep", "limit", "util", "bg", "req/s", "cpu/req", "burn", "idle", "gc/s", "rho", "thrott",
-			"p50", "p95", "model", "ln(r/m)", "sdlog", "lost", "mxp")
+			"p50", "p95", "model", "ln(r/m)", "m+bg", "ln(r/mb)", "sdlog", "lost", "mxp")
 	}
 	rho := r.CPU.PerRequest * r.Rate / r.Limit
-	fmt.Fprintf(w, "%3d %5.2f %5.2f %4.2f | %6.1f %5.2fms %5.2fms %4.0fm %5.1f %5.2f %5.1f%% | %5.1fms %5.1fms %5.1fms %+7.3f %6.3f %5d %3d\n",
+	fmt.Fprintf(w, "%3d %5.2f %5.2f %4.2f | %6.1f %5.2fms %5.2fms %4.0fm %5.1f %5.2f %5.1f%% | %5.1fms %5.1fms %5.1fms %+7.3f %5.1fms %+7.3f %6.3f %5d %3d\n",
 		r.Rep, r.Limit, r.Utilisation, r.Background, r.Rate, 1e3*r.CPU.PerRequest, 1e3*r.CPU.BurnPerRequest, 1e3*r.CPU.Idle, r.CPU.GCPerSecond, rho,
-		100*r.CPU.ThrottledShare, 1e3*r.P50, 1e3*r.P95, 1e3*r.ModelP95, logRatio(r), r.SDLogP95, r.Lost, r.CPU.GOMAXPROCS)
+		100*r.CPU.ThrottledShare, 1e3*r.P50, 1e3*r.P95, 1e3*r.ModelP95, logRatio(r, r.ModelP95),
+		1e3*r.ModelBackgroundP95, logRatio(r, r.ModelBackgroundP95), r.SDLogP95, r.Lost, r.CPU.GOMAXPROCS)
 }
 
-// logRatio is ln(real p95 / the model's), NaN without a model value.
-func logRatio(r result) float64 {
-	if !(r.P95 > 0 && r.ModelP95 > 0) {
+// logRatio is ln(real p95 / model), NaN without a value.
+func logRatio(r result, model float64) float64 {
+	if !(r.P95 > 0 && model > 0) {
 		return math.NaN()
 	}
-	return math.Log(r.P95 / r.ModelP95)
+	return math.Log(r.P95 / model)
 }
 
 type group struct{ limit, background float64 }
@@ -37,16 +38,21 @@ type group struct{ limit, background float64 }
 // effect on ln p95: the cells of the same limit, utilisation and
 // repetition with and without it.
 func writeSummary(w io.Writer, rs []result) error {
-	fmt.Fprintln(w, "\nreal p95 against the CFS quota model's, mean ln(real/model) over utilisations and repetitions (95% t-interval):")
+	fmt.Fprintln(w, "\nreal p95 against the CFS quota model's, mean ln(real/model) over utilisations and repetitions (95% t-interval), the model without a background and with the cell's (sim.Config.NodeBackground):")
 	byGroup := map[group][]float64{}
+	byGroupBg := map[group][]float64{}
 	var groups []group
 	for _, r := range rs {
 		g := group{r.Limit, r.Background}
 		if _, ok := byGroup[g]; !ok {
 			groups = append(groups, g)
+			byGroup[g] = nil
 		}
-		if v := logRatio(r); !math.IsNaN(v) {
+		if v := logRatio(r, r.ModelP95); !math.IsNaN(v) {
 			byGroup[g] = append(byGroup[g], v)
+		}
+		if v := logRatio(r, r.ModelBackgroundP95); !math.IsNaN(v) {
+			byGroupBg[g] = append(byGroupBg[g], v)
 		}
 	}
 	slices.SortFunc(groups, func(a, b group) int {
@@ -64,8 +70,16 @@ func writeSummary(w io.Writer, rs []result) error {
 		if err != nil {
 			return fmt.Errorf("limit %g background %g: %w", g.limit, g.background, err)
 		}
-		fmt.Fprintf(w, "  limit %.2f, background %.2f cores: %+.3f [%+.3f, %+.3f] (%.2fx) over %d cells\n",
+		fmt.Fprintf(w, "  limit %.2f, background %.2f cores: %+.3f [%+.3f, %+.3f] (%.2fx) over %d cells",
 			g.limit, g.background, iv.Mean, iv.Lo, iv.Hi, math.Exp(iv.Mean), iv.N)
+		if g.background > 0 && len(byGroupBg[g]) > 0 {
+			ib, err := stats.Mean(byGroupBg[g], 0.95)
+			if err != nil {
+				return fmt.Errorf("limit %g background %g: %w", g.limit, g.background, err)
+			}
+			fmt.Fprintf(w, "; with the background in the model %+.3f [%+.3f, %+.3f] (%.2fx)", ib.Mean, ib.Lo, ib.Hi, math.Exp(ib.Mean))
+		}
+		fmt.Fprintln(w)
 	}
 	type key struct {
 		limit, util float64

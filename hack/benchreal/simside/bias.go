@@ -98,13 +98,13 @@ const SessionGap = 20 * time.Minute
 
 // machineContention fits MachineContention over runs, for the pods of at
 // least SmallPodCPU (large) or below, with the burst model (its requests'
-// CPU time at a coefficient of variation cv) on cores cores. Each run's
+// CPU time at a coefficient of variation cv) on the node. Each run's
 // model takes the run's own CPU used over requests answered and no idle
 // CPU (as --sim-cpu-ratio does), where it was recorded, so that runs of
 // machines whose speed differs (their CPU per request by up to 20%
 // between rounds) compare; else the app's cpu. Runs recorded without the
 // machine's CPU are left out.
-func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, large bool) MachineContention {
+func machineContention(runs []result.Run, cpu sim.Demand, cv float64, node SimNode, large bool) MachineContention {
 	type point struct {
 		x, y  float64
 		start time.Time
@@ -125,7 +125,7 @@ func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, lar
 			if w.Ready != 1 || (perPod >= SmallPodCPU) != large || !(w.P95 > 0) {
 				continue
 			}
-			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), cores)
+			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), node.Cores, node.Background)
 			errs = append(errs, math.Log(w.P95/m))
 		}
 		if len(errs) < MinContentionWindows {
@@ -215,4 +215,27 @@ func fitLine(xs, ys []float64, means int) (l line, ok bool) {
 		l.r = sxy / math.Sqrt(sxx*syy)
 	}
 	return l, true
+}
+
+// MeasureBackground is the median over the runs of the CPU the machine
+// used beside the app's pods (result.CPUShare.Machine and Steal, less the
+// pods' usage integrated over the windows), over the run's wall time: the
+// control plane, the components, the load generator and whatever else ran
+// on the node's cores.
+func MeasureBackground(runs []result.Run) Estimate {
+	var bg []float64
+	for _, r := range runs {
+		if !(r.CPU.Wall > 0 && r.CPU.Machine > 0) {
+			continue
+		}
+		var app float64
+		for _, w := range r.Windows {
+			app += w.CPUUsed * (w.End - w.Start)
+		}
+		bg = append(bg, math.Max(r.CPU.Machine+r.CPU.Steal-app, 0)/r.CPU.Wall)
+	}
+	if len(bg) == 0 {
+		return Estimate{Method: "no run recorded the machine's CPU"}
+	}
+	return median(bg, "median over the runs of the machine's CPU and steal less the app's pods' (metrics.k8s.io, integrated over the windows), over the wall time")
 }

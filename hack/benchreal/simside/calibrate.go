@@ -38,6 +38,24 @@ const (
 	DefaultNodeCores  = 2
 )
 
+// SimNode is the node the real runs are replayed on.
+type SimNode struct {
+	// Allocatable is DefaultNodeCPU and DefaultNodeMemory unless the
+	// caller changes it; Cores the cores its pods' requests run on
+	// (DefaultNodeCores; sim.Config.NodeCores).
+	Allocatable workload.Resources `json:"allocatable"`
+	Cores       float64            `json:"cores"`
+	// Background is the cores the node's other work keeps busy, which the
+	// CFS quota model reads (sim.Config.NodeBackground): the runs'
+	// MeasuredBackground with Options.Background, else 0.
+	Background float64 `json:"background"`
+	// MeasuredBackground is the median over the runs of the CPU the
+	// machine used beside the app's pods, the hypervisor's steal
+	// included, in cores (MeasureBackground); N is 0 without a run that
+	// recorded the machine's CPU.
+	MeasuredBackground Estimate `json:"measuredBackground"`
+}
+
 // DefaultUsageResolution is the testbed's metrics-server's
 // --metric-resolution (hack/testbed/up.sh): the HPA and the recommender
 // read each pod's CPU as a rate over the last 10 s.
@@ -143,6 +161,10 @@ type Options struct {
 	// coefficient of variation nearest the real p95 (Throttling.BurstCV)
 	// instead of a constant CPU time; it implies TryCPUTimeCVs.
 	VaryCPUTime bool
+	// Background has the simulated node's other work keep the runs'
+	// measured background busy (SimNode.Background), in the burst
+	// model's fit as in the replay.
+	Background bool
 }
 
 // BurstCVs are the coefficients of variation of the requests' CPU time the
@@ -202,11 +224,8 @@ type Calibration struct {
 	// VPAUpdaterInterval, when no run had a VPA that acted.
 	VPAFirstAction Estimate   `json:"vpaFirstAction"`
 	Throttling     Throttling `json:"throttling"`
-	// Node is the simulated node's allocatable (DefaultNodeCPU and
-	// DefaultNodeMemory unless the caller changes it), NodeCores its cores
-	// (DefaultNodeCores).
-	Node      workload.Resources `json:"node"`
-	NodeCores float64            `json:"nodeCores"`
+	// Node is the simulated node.
+	Node SimNode `json:"node"`
 	// Runs is how many runs were read.
 	Runs int `json:"runs"`
 	// SampledLatency replays each window's percentiles as its requests'
@@ -236,7 +255,7 @@ type Calibration struct {
 // wrapping ErrThinData, when the runs cannot support one of the figures
 // the simulator needs; only the throttling shape may stay unresolved.
 func Calibrate(runs []result.Run, o Options) (Calibration, error) {
-	c := Calibration{Node: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, NodeCores: DefaultNodeCores, Runs: len(runs), SampledLatency: true, SampledUsage: true, UsageResolution: DefaultUsageResolution}
+	c := Calibration{Node: SimNode{Allocatable: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, Cores: DefaultNodeCores}, Runs: len(runs), SampledLatency: true, SampledUsage: true, UsageResolution: DefaultUsageResolution}
 	if len(runs) == 0 {
 		return c, fmt.Errorf("%w: no runs", ErrThinData)
 	}
@@ -273,7 +292,11 @@ func Calibrate(runs []result.Run, o Options) (Calibration, error) {
 	c.StartupSeconds = median(startup, "median over the pods created during the runs of creation to Ready (scheduling, the container's start, the app's delay, the readiness probe)")
 	c.VPAFirstAction = vpaFirstAction(runs)
 	c.fitCPU(runs)
-	c.Throttling = fitThrottling(runs, c.cpu(), c.NodeCores, o)
+	c.Node.MeasuredBackground = MeasureBackground(runs)
+	if o.Background {
+		c.Node.Background = c.Node.MeasuredBackground.Value
+	}
+	c.Throttling = fitThrottling(runs, c.cpu(), c.Node, o)
 	if err := c.fitMemory(runs); err != nil {
 		return c, err
 	}
@@ -453,7 +476,7 @@ func throttleX(w result.Window, cpu sim.Demand) (x, rho float64) {
 	return s / (1 - rho), rho
 }
 
-func fitThrottling(runs []result.Run, cpu sim.Demand, cores float64, o Options) Throttling {
+func fitThrottling(runs []result.Run, cpu sim.Demand, node SimNode, o Options) Throttling {
 	t := Throttling{SimSlope: math.Log(20)}
 	ws, xs := calmWindows(runs, cpu)
 	var ys, resid []float64
@@ -482,9 +505,9 @@ func fitThrottling(runs []result.Run, cpu sim.Demand, cores float64, o Options) 
 	iow := median(resid, "median over the same windows of p95 − ln(20)·S/(1−ρ), at least 0: the shift that best fits the simulator's own slope")
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
-	t.fitBurst(ws, cpu, cores, o)
-	t.BurstBias.SmallByMachineCPU = machineContention(runs, cpu, t.BurstCV, cores, false)
-	t.BurstBias.LargeByMachineCPU = machineContention(runs, cpu, t.BurstCV, cores, true)
+	t.fitBurst(ws, cpu, node, o)
+	t.BurstBias.SmallByMachineCPU = machineContention(runs, cpu, t.BurstCV, node, false)
+	t.BurstBias.LargeByMachineCPU = machineContention(runs, cpu, t.BurstCV, node, true)
 	return t
 }
 
@@ -495,7 +518,7 @@ func fitThrottling(runs []result.Run, cpu sim.Demand, cores float64, o Options) 
 // of them: the harness's keep-alive connections send a Deployment's load to
 // one pod at a time (docs/real-node-rounds.md, round two), so the windows of
 // several pods are slower than any balanced model, and would bias W up.
-func (t *Throttling) fitBurst(ws []result.Window, cpu sim.Demand, cores float64, o Options) {
+func (t *Throttling) fitBurst(ws []result.Window, cpu sim.Demand, node SimNode, o Options) {
 	one := slices.DeleteFunc(slices.Clone(ws), func(w result.Window) bool { return w.Ready != 1 || !(w.P95 > 0) })
 	if len(one) >= MinThrottleWindows {
 		ws = one
@@ -530,7 +553,7 @@ func (t *Throttling) fitBurst(ws []result.Window, cpu sim.Demand, cores float64,
 	for i, cv := range cvs {
 		model := make([]float64, len(used))
 		for j, w := range used {
-			model[j] = QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), cores)
+			model[j] = QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), node.Cores, node.Background)
 		}
 		e := logErr(model, 0)
 		t.BurstErrors = append(t.BurstErrors, e)
@@ -553,10 +576,11 @@ func (t *Throttling) fitBurst(ws []result.Window, cpu sim.Demand, cores float64,
 // QuotaP95 is the simulator's CFS quota model's p95 (sim.App.CPUBurst,
 // without I/O wait) for one pod of CPU limit limit at rate requests/s of
 // cpuSeconds each on average (with a coefficient of variation cv), on a
-// node of cores cores, in its stationary state.
-func QuotaP95(cpuSeconds, cv, limit, rate, cores float64) float64 {
+// node of cores cores of which its other work keeps background busy, in
+// its stationary state.
+func QuotaP95(cpuSeconds, cv, limit, rate, cores, background float64) float64 {
 	a := sim.App{Demand: sim.Demand{CPUSeconds: cpuSeconds, CPUSecondsCV: cv, CPUBurst: true}}
-	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: cores}, 1, math.Inf(1))
+	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: cores, Background: background}, 1, math.Inf(1))
 	return w.Own + w.QueueDelay + w.Stationary*math.Log(20)
 }
 
@@ -733,7 +757,14 @@ func (c Calibration) Write(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(&b, "  %-26s %s\n", "CPU usage", usage)
-	fmt.Fprintf(&b, "  %-26s %.3g cores, %.3g GiB (one node)\n", "simulated node", c.Node.CPU, c.Node.Memory/sim.GiB)
+	fmt.Fprintf(&b, "  %-26s %.3g cores, %.3g GiB allocatable (one node) on %g cores\n", "simulated node", c.Node.Allocatable.CPU, c.Node.Allocatable.Memory/sim.GiB, c.Node.Cores)
+	if mb := c.Node.MeasuredBackground; mb.N > 0 {
+		how := "not simulated (--sim-background simulates it)"
+		if c.Node.Background > 0 {
+			how = fmt.Sprintf("simulated: a request shares its core, at half speed, with probability %.2f", c.Node.Background/c.Node.Cores)
+		}
+		fmt.Fprintf(&b, "  %-26s %.3g cores [%.3g, %.3g] (n = %d): %s; %s\n", "node's background", mb.Value, mb.Lo, mb.Hi, mb.N, mb.Method, how)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

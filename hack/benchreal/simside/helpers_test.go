@@ -24,7 +24,7 @@ func known(cpu, base, perRequest, startup, ioWait float64) Calibration {
 		MemoryPerRequest:     Estimate{Value: perRequest},
 		StartupSeconds:       Estimate{Value: startup},
 		Throttling:           Throttling{Resolved: true, IOWait: Estimate{Value: ioWait}},
-		Node:                 workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory},
+		Node:                 SimNode{Allocatable: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}},
 	}
 }
 

@@ -44,8 +44,19 @@ const maxCPUSecondsCV = 2.0
 
 // cfsKey identifies one grid point.
 type cfsKey struct {
-	cpuSec, cv, limit, cores float64
-	rho                      int // grid index: ρ = rho·cfsGrid
+	cpuSec, cv, limit, cores, background float64
+	rho                                  int // grid index: ρ = rho·cfsGrid
+}
+
+// backgroundShare is the chance that a request of the CFS quota model
+// shares its core with the node's background work (Config.NodeBackground)
+// of background cores among cores: the share of the cores' time the
+// background keeps busy.
+func backgroundShare(background, cores float64) float64 {
+	if !(background > 0) || !(cores > 0) || math.IsInf(cores, 1) {
+		return 0
+	}
+	return min(background/cores, 1)
 }
 
 // cfsPoint is a grid point's response-time quantiles (seconds).
@@ -64,17 +75,18 @@ var cfsTable = struct {
 // a shifted exponential: a request takes shift plus an exponential of mean
 // mean, which gives the simulated queue's p50 and p95. Requests take
 // cpuSec of CPU on average, with a coefficient of variation cv. cores ≤ 0
-// means as many as requests.
-func cfsLatency(cpuSec, cv, limit, cores, rho float64) (shift, mean float64) {
+// means as many as requests; background is the cores the node's other
+// work keeps busy (Config.NodeBackground).
+func cfsLatency(cpuSec, cv, limit, cores, background, rho float64) (shift, mean float64) {
 	if cores <= 0 || math.IsInf(cores, 1) {
 		cores = math.Inf(1)
 	}
 	x := math.Min(math.Max(rho, 0), rhoMax) / cfsGrid
 	i := int(x)
-	lo := cfsAt(cfsKey{cpuSec, cv, limit, cores, i})
+	lo := cfsAt(cfsKey{cpuSec, cv, limit, cores, background, i})
 	p := lo
 	if f := x - float64(i); f > 0 {
-		hi := cfsAt(cfsKey{cpuSec, cv, limit, cores, i + 1})
+		hi := cfsAt(cfsKey{cpuSec, cv, limit, cores, background, i + 1})
 		p = cfsPoint{lo.p50 + f*(hi.p50-lo.p50), lo.p95 + f*(hi.p95-lo.p95)}
 	}
 	// p95 = shift + mean·ln 20 and p50 = shift + mean·ln 2.
@@ -96,7 +108,7 @@ func cfsAt(k cfsKey) cfsPoint {
 	// Computed outside the lock: two simulators may compute the same point
 	// at once, and get the same answer.
 	rho := math.Min(float64(k.rho)*cfsGrid, rhoMax)
-	lats := cfsQueue(k.cpuSec, k.cv, k.limit, k.cores, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
+	lats := cfsQueue(k.cpuSec, k.cv, k.limit, k.cores, k.background, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
 	p = cfsPoint{quantileOf(lats, 0.5), quantileOf(lats, 0.95)}
 	cfsTable.Lock()
 	cfsTable.points[k] = p
@@ -111,14 +123,21 @@ func cfsAt(k cfsKey) cfsPoint {
 // points are those of the model without it); the
 // n requests in the pod run at min(1, cores/n) cores each while the
 // period's quota lasts; the quota is refilled to limit·cfsPeriod at every
-// period boundary and does not carry over. It returns n response times,
-// of the requests completed once warm had arrived.
-func cfsQueue(cpuSec, cv, limit, cores, rho float64, n, warm int) []float64 {
+// period boundary and does not carry over. With background > 0 cores of
+// the node's other work, a request shares its core with it, and runs at
+// half that speed (the kernel's fair share of one core between two busy
+// threads), with probability backgroundShare (a draw from the arrivals'
+// stream after the work's, none at 0). It returns n response times, of
+// the requests completed once warm had arrived.
+func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []float64 {
 	const eps = 1e-12
 	lambda := rho * limit / cpuSec
 	full := limit * cfsPeriod
+	shared := backgroundShare(background, cores)
 	rng := rand.New(rand.NewPCG(1, 7))
-	type req struct{ arrived, left float64 }
+	// f is the share of its speed a request gets: 1, or ½ beside the
+	// background.
+	type req struct{ arrived, left, f float64 }
 	var in []req
 	lats := make([]float64, 0, n)
 	t, quota, refill := 0.0, full, cfsPeriod
@@ -133,17 +152,20 @@ func cfsQueue(cpuSec, cv, limit, cores, rho float64, n, warm int) []float64 {
 			}
 		} else {
 			speed := math.Min(1, cores/float64(len(in)))
-			least := in[0].left
-			for _, r := range in[1:] {
-				least = min(least, r.left)
+			// With every f = 1 these are the model's without a
+			// background to the bit: least/speed and speed·n.
+			least, rate := in[0].left/in[0].f, 0.0
+			for _, r := range in {
+				least = min(least, r.left/r.f)
+				rate += r.f
 			}
-			dt := min(least/speed, quota/(speed*float64(len(in))), next-t, refill-t)
+			dt := min(least/speed, quota/(speed*rate), next-t, refill-t)
 			dt = math.Max(dt, 0)
-			quota -= speed * float64(len(in)) * dt
+			quota -= speed * rate * dt
 			t += dt
 			kept := in[:0]
 			for _, r := range in {
-				if r.left -= speed * dt; r.left > eps {
+				if r.left -= speed * r.f * dt; r.left > eps {
 					kept = append(kept, r)
 				} else if arrivals > warm {
 					lats = append(lats, t-r.arrived)
@@ -162,7 +184,11 @@ func cfsQueue(cpuSec, cv, limit, cores, rho float64, n, warm int) []float64 {
 				k := 1 / (cv * cv)
 				work = cpuSec * gammaDraw(rng, k) / k
 			}
-			in = append(in, req{next, work})
+			f := 1.0
+			if shared > 0 && rng.Float64() < shared {
+				f = 0.5
+			}
+			in = append(in, req{next, work, f})
 			arrivals++
 			next += rng.ExpFloat64() / lambda
 		}

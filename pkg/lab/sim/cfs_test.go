@@ -156,7 +156,7 @@ func TestCFSBurstServePod(t *testing.T) {
 // takes its CPU time, and cores ≤ 0 mean one per request.
 func TestCFSLatency(t *testing.T) {
 	p95 := func(limit, cores, rho float64) float64 {
-		shift, mean := cfsLatency(0.0114, 0, limit, cores, rho)
+		shift, mean := cfsLatency(0.0114, 0, limit, cores, 0, rho)
 		return shift + mean*p95Factor
 	}
 	first := p95(0.2, 2, 0.57)
@@ -194,7 +194,7 @@ func TestCFSLatency(t *testing.T) {
 func TestCFSVariableWork(t *testing.T) {
 	const cpuSec = 0.0114
 	quantiles := func(cv, limit, rho float64) (p50, p95 float64) {
-		lats := cfsQueue(cpuSec, cv, limit, math.Inf(1), rho, 100000, 2000)
+		lats := cfsQueue(cpuSec, cv, limit, math.Inf(1), 0, rho, 100000, 2000)
 		return quantileOf(lats, 0.5), quantileOf(lats, 0.95)
 	}
 	for _, tc := range []struct {
@@ -248,5 +248,59 @@ func TestCFSVariableWork(t *testing.T) {
 func BenchmarkCFSPoint(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		cfsAt(cfsKey{cpuSec: 0.0114, limit: 0.2 + float64(i)*1e-6, cores: 2, rho: 28})
+	}
+}
+
+// TestCFSBackground: with Config.NodeBackground a request shares its core
+// with the node's other work, at half speed, with probability
+// background/cores. Unloaded, at a limit no request exhausts, the response
+// time is the CPU time, or twice it beside the background: with every
+// request beside it, the p50 doubles; with a quarter, the p50 is the CPU
+// time and the p95 twice it.
+func TestCFSBackground(t *testing.T) {
+	const cpuSec = 0.0114
+	quantiles := func(limit, cores, background, rho float64) (p50, p95 float64) {
+		lats := cfsQueue(cpuSec, 0, limit, cores, background, rho, 100000, 2000)
+		return quantileOf(lats, 0.5), quantileOf(lats, 0.95)
+	}
+	for _, tc := range []struct {
+		name              string
+		cores, background float64
+		wantP50, wantP95  float64
+	}{
+		{"none", 2, 0, cpuSec, cpuSec},
+		{"every request beside it", 2, 2, 2 * cpuSec, 2 * cpuSec},
+		{"a quarter beside it", 2, 0.5, cpuSec, 2 * cpuSec},
+		{"more background than cores", 2, 5, 2 * cpuSec, 2 * cpuSec},
+		{"cores without bound: no sharing", math.Inf(1), 1, cpuSec, cpuSec},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// 100 cores of quota at ρ = 0.0001: no request waits for
+			// another or for a period.
+			p50, p95 := quantiles(100, tc.cores, tc.background, 1e-4)
+			if math.Abs(p50/tc.wantP50-1) > 0.03 || math.Abs(p95/tc.wantP95-1) > 0.03 {
+				t.Errorf("unloaded p50 %.5f and p95 %.5f, want %.5f and %.5f", p50, p95, tc.wantP50, tc.wantP95)
+			}
+		})
+	}
+	// The background matters where the quota seldom binds: at 0.7 core
+	// and ρ = 0.3 a fifth of the requests at half speed put the p95 near
+	// twice the CPU time; at 0.2 core and ρ = 0.5 the p95 is the wait for
+	// the next period, which a request at half speed, spending the quota
+	// half as fast, hardly changes.
+	_, large0 := quantiles(0.7, 2, 0, 0.3)
+	_, large := quantiles(0.7, 2, 0.4, 0.3)
+	_, small0 := quantiles(0.2, 2, 0, 0.5)
+	_, small := quantiles(0.2, 2, 0.4, 0.5)
+	if !(large > 1.5*large0) || math.Abs(math.Log(small/small0)) > 0.2 {
+		t.Errorf("beside 0.4 core of background: p95 at 0.7 core %.4f → %.4f, want more than 1.5x; at 0.2 core %.4f → %.4f, want within 20%%", large0, large, small0, small)
+	}
+	if got := backgroundShare(0.4, 2); got != 0.2 {
+		t.Errorf("backgroundShare(0.4, 2) = %g, want 0.2", got)
+	}
+	for _, bad := range []float64{-0.1, math.NaN(), math.Inf(1)} {
+		if err := (Config{NodeBackground: bad}).WithDefaults().Validate(); err == nil {
+			t.Errorf("NodeBackground %g: no error", bad)
+		}
 	}
 }

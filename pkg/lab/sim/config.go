@@ -36,6 +36,15 @@ type Config struct {
 	// where the system's reservations leave cores idle (default
 	// NodeCapacity.CPU).
 	NodeCores float64
+	// NodeBackground is how many of a node's cores its other work keeps
+	// busy on average (the control plane, system daemons, a load
+	// generator), which the CFS quota model (App.CPUBurst) reads: a
+	// request shares its core with it, at half speed, with probability
+	// NodeBackground/NodeCores. Default 0: the pods' requests have the
+	// cores to themselves. On the real node the large pod's p95 rises
+	// with the machine's CPU (docs/real-node-rounds.md, the large pod's
+	// error and the machine's CPU).
+	NodeBackground float64
 	// Tenants is the fraction of each node's CPU beyond the app's requests
 	// on it that other workloads request and use, every window (default 0:
 	// the app runs alone). With 1 the nodes are packed and busy: a pod that
@@ -163,6 +172,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("timeout must be > 0, got %s", c.Timeout)
 	case !(c.NodeCores >= 0) || math.IsInf(c.NodeCores, 0):
 		return fmt.Errorf("nodeCores must be a finite number >= 0, got %g", c.NodeCores)
+	case !(c.NodeBackground >= 0) || math.IsInf(c.NodeBackground, 0):
+		return fmt.Errorf("nodeBackground must be a finite number of cores >= 0, got %g", c.NodeBackground)
 	case c.RateWindow < 0:
 		return fmt.Errorf("rate window must be >= 0, got %s", c.RateWindow)
 	case c.UsageResolution < 0:

@@ -35,8 +35,10 @@ type PodInput struct {
 	CPU float64
 	// Cores is how many cores the pod's requests may run on at once (its
 	// node's), which only the CFS quota model (App.CPUBurst) reads; 0
-	// means one per request.
-	Cores float64
+	// means one per request. Background is how many of them the node's
+	// other work keeps busy (Config.NodeBackground), which only that
+	// model reads too.
+	Cores, Background float64
 	// MemoryLimit is the pod's memory limit in bytes (0 means none).
 	MemoryLimit float64
 	// Z is a standard normal draw for the peak working set.
@@ -128,7 +130,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	stat := svc / (1 - min(rho, rhoMax))
 	own := 0.0
 	if a.CPUBurst {
-		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, serving, in.Cores, rho)
+		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, serving, in.Cores, in.Background, rho)
 	}
 	b0 := in.Backlog
 	// Below ρmax the stationary queue holds the window's Poisson surplus, so
