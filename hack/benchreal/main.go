@@ -145,7 +145,7 @@ func main() {
 	flag.BoolVar(&o.simModelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
 	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.simCPUCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
-	flag.BoolVar(&o.simBackground, "sim-background", false, "--simulate: give the simulated node the runs' measured background (the machine's CPU beside the app's pods: simside.SimNode.MeasuredBackground), which slows the requests that share a core with it (sim.Config.NodeBackground); to set the two side by side")
+	flag.BoolVar(&o.simBackground, "sim-background", false, "--simulate: replay each run beside its own measured background (the machine's CPU beside the app's pods: simside.RunBackground), which slows the requests that share a core with it (sim.Config.NodeBackground), and fit the burst model so; to set the two side by side")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
 	flag.Float64Var(&o.simNodeMemory, "sim-node-memory-gib", simside.DefaultNodeMemory/sim.GiB, "--simulate: the simulated node's allocatable memory in GiB (default: 24 GiB less the components' requests)")
@@ -533,8 +533,15 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 	sims := make([]result.Run, 0, len(runs))
 	var draws []result.Run
 	for i, r := range runs {
+		runCal := cal
+		if o.simBackground {
+			// Each run beside its own background, as the fit has it.
+			if bg, ok := simside.RunBackground(r); ok {
+				runCal.Node.Background = bg
+			}
+		}
 		for d := range o.simDraws {
-			s, err := simside.ReplayDraw(cal, sets[i], r.Policy, r.Rep, d)
+			s, err := simside.ReplayDraw(runCal, sets[i], r.Policy, r.Rep, d)
 			if err != nil {
 				return fmt.Errorf("--simulate: %s repetition %d: %w", r.Policy, r.Rep, err)
 			}

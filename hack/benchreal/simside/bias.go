@@ -98,13 +98,15 @@ const SessionGap = 20 * time.Minute
 
 // machineContention fits MachineContention over runs, for the pods of at
 // least SmallPodCPU (large) or below, with the burst model (its requests'
-// CPU time at a coefficient of variation cv) on the node. Each run's
-// model takes the run's own CPU used over requests answered and no idle
-// CPU (as --sim-cpu-ratio does), where it was recorded, so that runs of
-// machines whose speed differs (their CPU per request by up to 20%
-// between rounds) compare; else the app's cpu. Runs recorded without the
-// machine's CPU are left out.
-func machineContention(runs []result.Run, cpu sim.Demand, cv float64, node SimNode, large bool) MachineContention {
+// CPU time at a coefficient of variation cv) on cores cores, and with
+// background each run's own (RunBackground), else none. Each run's model
+// takes the run's own CPU used over requests answered and no idle CPU (as
+// --sim-cpu-ratio does), where it was recorded, so that runs of machines
+// whose speed differs (their CPU per request by up to 20% between rounds)
+// compare; else the app's cpu. Runs recorded without the machine's CPU
+// are left out. With the background the line says what the model leaves
+// of the machine's part in the error.
+func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, background, large bool) MachineContention {
 	type point struct {
 		x, y  float64
 		start time.Time
@@ -118,6 +120,10 @@ func machineContention(runs []result.Run, cpu sim.Demand, cv float64, node SimNo
 		if r.CPUSecondsPerRequest > 0 {
 			cpu = sim.Demand{CPUSeconds: r.CPUSecondsPerRequest}
 		}
+		bg := 0.0
+		if background {
+			bg, _ = RunBackground(r)
+		}
 		var errs []float64
 		ws, _ := calmWindows([]result.Run{r}, cpu)
 		for _, w := range ws {
@@ -125,7 +131,7 @@ func machineContention(runs []result.Run, cpu sim.Demand, cv float64, node SimNo
 			if w.Ready != 1 || (perPod >= SmallPodCPU) != large || !(w.P95 > 0) {
 				continue
 			}
-			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), node.Cores, node.Background)
+			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), cores, bg)
 			errs = append(errs, math.Log(w.P95/m))
 		}
 		if len(errs) < MinContentionWindows {
@@ -217,22 +223,31 @@ func fitLine(xs, ys []float64, means int) (l line, ok bool) {
 	return l, true
 }
 
-// MeasureBackground is the median over the runs of the CPU the machine
-// used beside the app's pods (result.CPUShare.Machine and Steal, less the
-// pods' usage integrated over the windows), over the run's wall time: the
+// RunBackground is the CPU the machine used beside the app's pods during
+// run r (result.CPUShare.Machine and Steal, less the pods' usage
+// integrated over the windows), over the run's wall time, in cores: the
 // control plane, the components, the load generator and whatever else ran
-// on the node's cores.
+// on the node's cores. ok is false when the run did not record the
+// machine's CPU.
+func RunBackground(r result.Run) (cores float64, ok bool) {
+	if !(r.CPU.Wall > 0 && r.CPU.Machine > 0) {
+		return 0, false
+	}
+	var app float64
+	for _, w := range r.Windows {
+		app += w.CPUUsed * (w.End - w.Start)
+	}
+	return math.Max(r.CPU.Machine+r.CPU.Steal-app, 0) / r.CPU.Wall, true
+}
+
+// MeasureBackground is the median of RunBackground over the runs that
+// recorded it.
 func MeasureBackground(runs []result.Run) Estimate {
 	var bg []float64
 	for _, r := range runs {
-		if !(r.CPU.Wall > 0 && r.CPU.Machine > 0) {
-			continue
+		if v, ok := RunBackground(r); ok {
+			bg = append(bg, v)
 		}
-		var app float64
-		for _, w := range r.Windows {
-			app += w.CPUUsed * (w.End - w.Start)
-		}
-		bg = append(bg, math.Max(r.CPU.Machine+r.CPU.Steal-app, 0)/r.CPU.Wall)
 	}
 	if len(bg) == 0 {
 		return Estimate{Method: "no run recorded the machine's CPU"}

@@ -47,7 +47,9 @@ type SimNode struct {
 	Cores       float64            `json:"cores"`
 	// Background is the cores the node's other work keeps busy, which the
 	// CFS quota model reads (sim.Config.NodeBackground): the runs'
-	// MeasuredBackground with Options.Background, else 0.
+	// MeasuredBackground with Options.Background, else 0. The fit and the
+	// replay of a run take the run's own (RunBackground) instead, which a
+	// caller replaying runs sets here run by run.
 	Background float64 `json:"background"`
 	// MeasuredBackground is the median over the runs of the CPU the
 	// machine used beside the app's pods, the hypervisor's steal
@@ -161,9 +163,9 @@ type Options struct {
 	// coefficient of variation nearest the real p95 (Throttling.BurstCV)
 	// instead of a constant CPU time; it implies TryCPUTimeCVs.
 	VaryCPUTime bool
-	// Background has the simulated node's other work keep the runs'
-	// measured background busy (SimNode.Background), in the burst
-	// model's fit as in the replay.
+	// Background has the simulated node's other work keep each run's
+	// measured background busy (RunBackground; SimNode.Background), in
+	// the burst model's fit as in the replay.
 	Background bool
 }
 
@@ -478,7 +480,22 @@ func throttleX(w result.Window, cpu sim.Demand) (x, rho float64) {
 
 func fitThrottling(runs []result.Run, cpu sim.Demand, node SimNode, o Options) Throttling {
 	t := Throttling{SimSlope: math.Log(20)}
-	ws, xs := calmWindows(runs, cpu)
+	// The calm windows run by run (calmWindows counts each run's calm
+	// windows apart), each with the background its run's burst model
+	// takes: the run's own with Options.Background, else none.
+	var ws []result.Window
+	var xs, bgs []float64
+	for _, r := range runs {
+		rws, rxs := calmWindows([]result.Run{r}, cpu)
+		ws, xs = append(ws, rws...), append(xs, rxs...)
+		bg := 0.0
+		if o.Background {
+			bg, _ = RunBackground(r)
+		}
+		for range rws {
+			bgs = append(bgs, bg)
+		}
+	}
 	var ys, resid []float64
 	for i, w := range ws {
 		if !(w.P95 > 0) {
@@ -505,9 +522,9 @@ func fitThrottling(runs []result.Run, cpu sim.Demand, node SimNode, o Options) T
 	iow := median(resid, "median over the same windows of p95 − ln(20)·S/(1−ρ), at least 0: the shift that best fits the simulator's own slope")
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
-	t.fitBurst(ws, cpu, node, o)
-	t.BurstBias.SmallByMachineCPU = machineContention(runs, cpu, t.BurstCV, node, false)
-	t.BurstBias.LargeByMachineCPU = machineContention(runs, cpu, t.BurstCV, node, true)
+	t.fitBurst(ws, bgs, cpu, node.Cores, o)
+	t.BurstBias.SmallByMachineCPU = machineContention(runs, cpu, t.BurstCV, node.Cores, o.Background, false)
+	t.BurstBias.LargeByMachineCPU = machineContention(runs, cpu, t.BurstCV, node.Cores, o.Background, true)
 	return t
 }
 
@@ -518,19 +535,28 @@ func fitThrottling(runs []result.Run, cpu sim.Demand, node SimNode, o Options) T
 // of them: the harness's keep-alive connections send a Deployment's load to
 // one pod at a time (docs/real-node-rounds.md, round two), so the windows of
 // several pods are slower than any balanced model, and would bias W up.
-func (t *Throttling) fitBurst(ws []result.Window, cpu sim.Demand, node SimNode, o Options) {
-	one := slices.DeleteFunc(slices.Clone(ws), func(w result.Window) bool { return w.Ready != 1 || !(w.P95 > 0) })
-	if len(one) >= MinThrottleWindows {
-		ws = one
-	}
-	var fluid, ys []float64
-	var used []result.Window
-	for _, w := range ws {
+func (t *Throttling) fitBurst(ws []result.Window, bgs []float64, cpu sim.Demand, cores float64, o Options) {
+	// The windows with traffic, of one Ready pod where there are enough.
+	var all, one []int
+	for i, w := range ws {
 		if !(w.P95 > 0) {
 			continue
 		}
+		all = append(all, i)
+		if w.Ready == 1 {
+			one = append(one, i)
+		}
+	}
+	if len(one) >= MinThrottleWindows {
+		all = one
+	}
+	var fluid, ys, bg []float64
+	var used []result.Window
+	for _, i := range all {
+		w := ws[i]
 		ys = append(ys, w.P95)
 		used = append(used, w)
+		bg = append(bg, bgs[i])
 		x, _ := throttleX(w, cpu)
 		fluid = append(fluid, t.SimSlope*x)
 	}
@@ -553,7 +579,7 @@ func (t *Throttling) fitBurst(ws []result.Window, cpu sim.Demand, node SimNode, 
 	for i, cv := range cvs {
 		model := make([]float64, len(used))
 		for j, w := range used {
-			model[j] = QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), node.Cores, node.Background)
+			model[j] = QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), cores, bg[j])
 		}
 		e := logErr(model, 0)
 		t.BurstErrors = append(t.BurstErrors, e)
@@ -736,8 +762,12 @@ func (c Calibration) Write(w io.Writer) error {
 				if w := mc.WithinSessions; w.N > 0 {
 					within = fmt.Sprintf("%+.2f [%+.2f, %+.2f] within %d sessions", w.Mean, w.Lo, w.Hi, mc.Sessions)
 				}
-				fmt.Fprintf(&b, "  %-26s the %s pod's median ln(real/model p95) run by run rises %+.2f [%+.2f, %+.2f] per core the machine used (r %.2f, %d runs; the line %+.2f at %.2f cores, %+.2f at %.2f); %s\n",
-					"... against the machine", size.name, mc.Slope.Mean, mc.Slope.Lo, mc.Slope.Hi, mc.R, mc.Runs,
+				model := "the model"
+				if c.Node.Background > 0 {
+					model = "the model beside each run's background"
+				}
+				fmt.Fprintf(&b, "  %-26s the %s pod's median ln(real/%s p95) run by run rises %+.2f [%+.2f, %+.2f] per core the machine used (r %.2f, %d runs; the line %+.2f at %.2f cores, %+.2f at %.2f); %s\n",
+					"... against the machine", size.name, model, mc.Slope.Mean, mc.Slope.Lo, mc.Slope.Hi, mc.R, mc.Runs,
 					mc.Intercept+mc.Slope.Mean*mc.MachineLo, mc.MachineLo, mc.Intercept+mc.Slope.Mean*mc.MachineHi, mc.MachineHi, within)
 			}
 		}
@@ -761,7 +791,7 @@ func (c Calibration) Write(w io.Writer) error {
 	if mb := c.Node.MeasuredBackground; mb.N > 0 {
 		how := "not simulated (--sim-background simulates it)"
 		if c.Node.Background > 0 {
-			how = fmt.Sprintf("simulated: a request shares its core, at half speed, with probability %.2f", c.Node.Background/c.Node.Cores)
+			how = fmt.Sprintf("simulated, each run beside its own: a request shares its core, at half speed, with probability background/%g (%.2f at the median)", c.Node.Cores, c.Node.Background/c.Node.Cores)
 		}
 		fmt.Fprintf(&b, "  %-26s %.3g cores [%.3g, %.3g] (n = %d): %s; %s\n", "node's background", mb.Value, mb.Lo, mb.Hi, mb.N, mb.Method, how)
 	}
