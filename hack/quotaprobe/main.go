@@ -52,6 +52,9 @@ type options struct {
 	out                 string
 	cgroupRoot          string
 	seed                uint64
+	// report re-reports a cells.json with today's model instead of
+	// measuring.
+	report string
 	// hogDuty runs this process as hogThreads background hogs instead
 	// (internal).
 	hogDuty    float64
@@ -73,6 +76,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.out, "out", "quotaprobe-out", "directory for cells.json, the load generator's records and the replicas' logs")
 	fs.StringVar(&o.cgroupRoot, "cgroup-root", "/sys/fs/cgroup", "where the cgroup hierarchies are mounted")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the arrivals and the background's bursts")
+	fs.StringVar(&o.report, "report", "", "print the cells of a cells.json again, beside this build's model, instead of measuring (no root needed)")
 	fs.Float64Var(&o.hogDuty, "hog-duty", 0, "internal: run as background hogs busy this share of the time")
 	fs.IntVar(&o.hogThreads, "hog-threads", 1, "internal: how many threads -hog-duty keeps busy")
 	if err := fs.Parse(args); err != nil {
@@ -95,7 +99,7 @@ func parseOptions(args []string) (options, error) {
 		}
 		return o, errors.Join(errs...)
 	}
-	if o.testapp == "" {
+	if o.testapp == "" && o.report == "" {
 		errs = append(errs, errors.New("-testapp is required"))
 	}
 	if o.cpu < time.Millisecond || o.cpu > time.Second {
@@ -210,6 +214,13 @@ func main() {
 			wg.Go(func() { hog(ctx, o.hogDuty, o.seed+uint64(i)) })
 		}
 		wg.Wait()
+		return
+	}
+	if o.report != "" {
+		if err := report(o.report, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "quotaprobe:", err)
+			os.Exit(1)
+		}
 		return
 	}
 	if err := run(ctx, o, os.Stdout); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -199,4 +200,41 @@ func TestSummaryPairsTheBackground(t *testing.T) {
 		}
 	}
 	writeRow(&b, rs[0], true)
+}
+
+// TestReport: a cells.json is printed again with this build's models:
+// the models written in it are replaced, and a missing file or one
+// without cells is refused.
+func TestReport(t *testing.T) {
+	dir := t.TempDir()
+	cells := []result{
+		{cell: cell{Limit: 0.7, Utilisation: 0.2}, Rate: 9, P95: 0.02, CPU: cpuUse{PerRequest: 0.0155}, ModelP95: 1},
+		{cell: cell{Limit: 0.7, Utilisation: 0.2, Background: 0.4}, Rate: 9, P95: 0.024, CPU: cpuUse{PerRequest: 0.0155}, ModelP95: 1},
+	}
+	b, err := json.Marshal(cells)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "cells.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := report(path, &out); err != nil {
+		t.Fatal(err)
+	}
+	// The model's p95 of a lone 15.5-ms request at 9/s on 0.7 core is
+	// about its CPU time, not the 1 s written in the file.
+	if !strings.Contains(out.String(), "limit 0.70, background 0.00 cores: +0.2") {
+		t.Errorf("the models were not recomputed:\n%s", out.String())
+	}
+	if err := report(filepath.Join(dir, "none.json"), &out); err == nil {
+		t.Error("a missing file: no error")
+	}
+	if err := os.WriteFile(path, []byte("[]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(path, &out); err == nil || !strings.Contains(err.Error(), "no cells") {
+		t.Errorf("no cells: %v", err)
+	}
 }

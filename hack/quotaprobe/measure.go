@@ -129,6 +129,8 @@ type result struct {
 	// ModelBackgroundP95 the same beside the cell's background
 	// (sim.Config.NodeBackground).
 	ModelP95, ModelBackgroundP95 float64
+	// Cores is the node's cores the models took.
+	Cores float64
 }
 
 // cpuUse is what a cell's replica did with its CPU.
@@ -304,10 +306,18 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 	r.CPU.ThrottledPerSecond = th.ThrottledSeconds / span
 	r.P95, r.SDLogP95 = logStats(r.Windows, func(w window) float64 { return w.P95 })
 	r.P50, _ = logStats(r.Windows, func(w window) float64 { return w.P50 })
-	cores := float64(runtime.NumCPU())
-	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, c.Limit, r.Rate, cores, 0)
-	r.ModelBackgroundP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, c.Limit, r.Rate, cores, c.Background)
+	r.setModels(float64(runtime.NumCPU()))
 	return r, nil
+}
+
+// setModels computes the cell's model p95s on a node of cores cores.
+func (r *result) setModels(cores float64) {
+	if cores <= 0 {
+		cores = 2 // cells.json written before Cores was recorded: this machine's
+	}
+	r.Cores = cores
+	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, cores, 0)
+	r.ModelBackgroundP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, cores, r.Background)
 }
 
 // measuredWindows reads the load generator's records after the first

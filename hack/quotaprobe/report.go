@@ -2,13 +2,36 @@ package main
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 
 	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
+
+// report prints the cells of a cells.json again, their models computed
+// by this build (setModels), and the summaries.
+func report(path string, w io.Writer) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	var rs []result
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return fmt.Errorf("report %s: %w", path, err)
+	}
+	if len(rs) == 0 {
+		return fmt.Errorf("report %s: no cells", path)
+	}
+	for i := range rs {
+		rs[i].setModels(rs[i].Cores)
+		writeRow(w, rs[i], i == 0)
+	}
+	return writeSummary(w, rs)
+}
 
 func writeRow(w io.Writer, r result, header bool) {
 	if header {

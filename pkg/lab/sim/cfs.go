@@ -48,15 +48,21 @@ type cfsKey struct {
 	rho                                  int // grid index: ρ = rho·cfsGrid
 }
 
-// backgroundShare is the chance that a request of the CFS quota model
-// shares its core with the node's background work (Config.NodeBackground)
-// of background cores among cores: the share of the cores' time the
-// background keeps busy.
-func backgroundShare(background, cores float64) float64 {
+// backgroundSpeed is the share of a core's speed a request of the CFS
+// quota model gets beside the node's background work
+// (Config.NodeBackground) of background cores among cores: 1/(1 +
+// background/cores), the background's share of the cores spread over
+// every request. Measured off the cluster (docs/real-node-rounds.md, the
+// quota probe), a background of 0.4 and 0.8 core on two cores raised a
+// 0.7-core pod's p95 by 1.26x and 1.51x; this gives 1.2x and 1.4x. A rule
+// that slowed a share background/cores of the requests to half speed
+// instead nearly doubled the p95 as soon as that share passed a
+// twentieth.
+func backgroundSpeed(background, cores float64) float64 {
 	if !(background > 0) || !(cores > 0) || math.IsInf(cores, 1) {
-		return 0
+		return 1
 	}
-	return min(background/cores, 1)
+	return 1 / (1 + background/cores)
 }
 
 // cfsPoint is a grid point's response-time quantiles (seconds).
@@ -124,20 +130,16 @@ func cfsAt(k cfsKey) cfsPoint {
 // n requests in the pod run at min(1, cores/n) cores each while the
 // period's quota lasts; the quota is refilled to limit·cfsPeriod at every
 // period boundary and does not carry over. With background > 0 cores of
-// the node's other work, a request shares its core with it, and runs at
-// half that speed (the kernel's fair share of one core between two busy
-// threads), with probability backgroundShare (a draw from the arrivals'
-// stream after the work's, none at 0). It returns n response times, of
-// the requests completed once warm had arrived.
+// the node's other work, every request runs at backgroundSpeed of that
+// (and spends the quota as fast as it runs). It returns n response times,
+// of the requests completed once warm had arrived.
 func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []float64 {
 	const eps = 1e-12
 	lambda := rho * limit / cpuSec
 	full := limit * cfsPeriod
-	shared := backgroundShare(background, cores)
+	slow := backgroundSpeed(background, cores)
 	rng := rand.New(rand.NewPCG(1, 7))
-	// f is the share of its speed a request gets: 1, or ½ beside the
-	// background.
-	type req struct{ arrived, left, f float64 }
+	type req struct{ arrived, left float64 }
 	var in []req
 	lats := make([]float64, 0, n)
 	t, quota, refill := 0.0, full, cfsPeriod
@@ -151,21 +153,20 @@ func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []
 				t = next
 			}
 		} else {
-			speed := math.Min(1, cores/float64(len(in)))
-			// With every f = 1 these are the model's without a
-			// background to the bit: least/speed and speed·n.
-			least, rate := in[0].left/in[0].f, 0.0
-			for _, r := range in {
-				least = min(least, r.left/r.f)
-				rate += r.f
+			// slow is 1 without a background, and the model is the one
+			// without it to the bit.
+			speed := math.Min(1, cores/float64(len(in))) * slow
+			least := in[0].left
+			for _, r := range in[1:] {
+				least = min(least, r.left)
 			}
-			dt := min(least/speed, quota/(speed*rate), next-t, refill-t)
+			dt := min(least/speed, quota/(speed*float64(len(in))), next-t, refill-t)
 			dt = math.Max(dt, 0)
-			quota -= speed * rate * dt
+			quota -= speed * float64(len(in)) * dt
 			t += dt
 			kept := in[:0]
 			for _, r := range in {
-				if r.left -= speed * r.f * dt; r.left > eps {
+				if r.left -= speed * dt; r.left > eps {
 					kept = append(kept, r)
 				} else if arrivals > warm {
 					lats = append(lats, t-r.arrived)
@@ -184,11 +185,7 @@ func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []
 				k := 1 / (cv * cv)
 				work = cpuSec * gammaDraw(rng, k) / k
 			}
-			f := 1.0
-			if shared > 0 && rng.Float64() < shared {
-				f = 0.5
-			}
-			in = append(in, req{next, work, f})
+			in = append(in, req{next, work})
 			arrivals++
 			next += rng.ExpFloat64() / lambda
 		}

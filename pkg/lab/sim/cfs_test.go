@@ -251,12 +251,14 @@ func BenchmarkCFSPoint(b *testing.B) {
 	}
 }
 
-// TestCFSBackground: with Config.NodeBackground a request shares its core
-// with the node's other work, at half speed, with probability
-// background/cores. Unloaded, at a limit no request exhausts, the response
-// time is the CPU time, or twice it beside the background: with every
-// request beside it, the p50 doubles; with a quarter, the p50 is the CPU
-// time and the p95 twice it.
+// TestCFSBackground: with Config.NodeBackground every request runs at
+// 1/(1 + background/cores) of a core. Unloaded, at a limit no request
+// exhausts, the response time is the CPU time times 1 + background/cores;
+// cores without bound share nothing. Where the quota seldom binds the
+// background raises the p95 by about that factor (the quota probe's 0.7
+// core: 1.26x and 1.51x measured for 0.4 and 0.8 core of background on
+// two cores); where it binds, the p95 is the wait for the next period,
+// which a slower request, spending the quota as slowly, hardly changes.
 func TestCFSBackground(t *testing.T) {
 	const cpuSec = 0.0114
 	quantiles := func(limit, cores, background, rho float64) (p50, p95 float64) {
@@ -266,37 +268,37 @@ func TestCFSBackground(t *testing.T) {
 	for _, tc := range []struct {
 		name              string
 		cores, background float64
-		wantP50, wantP95  float64
+		want              float64 // the unloaded p50 and p95
 	}{
-		{"none", 2, 0, cpuSec, cpuSec},
-		{"every request beside it", 2, 2, 2 * cpuSec, 2 * cpuSec},
-		{"a quarter beside it", 2, 0.5, cpuSec, 2 * cpuSec},
-		{"more background than cores", 2, 5, 2 * cpuSec, 2 * cpuSec},
-		{"cores without bound: no sharing", math.Inf(1), 1, cpuSec, cpuSec},
+		{"none", 2, 0, cpuSec},
+		{"0.4 core on 2", 2, 0.4, 1.2 * cpuSec},
+		{"2 cores on 2", 2, 2, 2 * cpuSec},
+		{"cores without bound", math.Inf(1), 1, cpuSec},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// 100 cores of quota at ρ = 0.0001: no request waits for
 			// another or for a period.
 			p50, p95 := quantiles(100, tc.cores, tc.background, 1e-4)
-			if math.Abs(p50/tc.wantP50-1) > 0.03 || math.Abs(p95/tc.wantP95-1) > 0.03 {
-				t.Errorf("unloaded p50 %.5f and p95 %.5f, want %.5f and %.5f", p50, p95, tc.wantP50, tc.wantP95)
+			if math.Abs(p50/tc.want-1) > 0.01 || math.Abs(p95/tc.want-1) > 0.01 {
+				t.Errorf("unloaded p50 %.5f and p95 %.5f, want %.5f", p50, p95, tc.want)
 			}
 		})
 	}
-	// The background matters where the quota seldom binds: at 0.7 core
-	// and ρ = 0.3 a fifth of the requests at half speed put the p95 near
-	// twice the CPU time; at 0.2 core and ρ = 0.5 the p95 is the wait for
-	// the next period, which a request at half speed, spending the quota
-	// half as fast, hardly changes.
 	_, large0 := quantiles(0.7, 2, 0, 0.3)
-	_, large := quantiles(0.7, 2, 0.4, 0.3)
+	_, large4 := quantiles(0.7, 2, 0.4, 0.3)
+	_, large8 := quantiles(0.7, 2, 0.8, 0.3)
 	_, small0 := quantiles(0.2, 2, 0, 0.5)
-	_, small := quantiles(0.2, 2, 0.4, 0.5)
-	if !(large > 1.5*large0) || math.Abs(math.Log(small/small0)) > 0.2 {
-		t.Errorf("beside 0.4 core of background: p95 at 0.7 core %.4f → %.4f, want more than 1.5x; at 0.2 core %.4f → %.4f, want within 20%%", large0, large, small0, small)
+	_, small8 := quantiles(0.2, 2, 0.8, 0.5)
+	// Loaded, the slower requests also queue more: the probe's 95%
+	// intervals are x1.08-1.48 and x1.31-1.73.
+	if r4, r8 := large4/large0, large8/large0; !(r4 > 1.15 && r4 < 1.45 && r8 > 1.35 && r8 < 1.75) {
+		t.Errorf("0.7 core at ρ 0.3: p95 x%.3f beside 0.4 core of background and x%.3f beside 0.8; want about 1.3 and 1.55", r4, r8)
 	}
-	if got := backgroundShare(0.4, 2); got != 0.2 {
-		t.Errorf("backgroundShare(0.4, 2) = %g, want 0.2", got)
+	if math.Abs(math.Log(small8/small0)) > 0.2 {
+		t.Errorf("0.2 core at ρ 0.5: p95 %.4f -> %.4f beside 0.8 core of background; want within 20%%", small0, small8)
+	}
+	if got := backgroundSpeed(0.4, 2); math.Abs(got-1/1.2) > 1e-15 {
+		t.Errorf("backgroundSpeed(0.4, 2) = %g, want 1/1.2", got)
 	}
 	for _, bad := range []float64{-0.1, math.NaN(), math.Inf(1)} {
 		if err := (Config{NodeBackground: bad}).WithDefaults().Validate(); err == nil {

@@ -38,12 +38,11 @@ type Config struct {
 	NodeCores float64
 	// NodeBackground is how many of a node's cores its other work keeps
 	// busy on average (the control plane, system daemons, a load
-	// generator), which the CFS quota model (App.CPUBurst) reads: a
-	// request shares its core with it, at half speed, with probability
-	// NodeBackground/NodeCores. Default 0: the pods' requests have the
-	// cores to themselves. On the real node the large pod's p95 rises
-	// with the machine's CPU (docs/real-node-rounds.md, the large pod's
-	// error and the machine's CPU).
+	// generator), which the CFS quota model (App.CPUBurst) reads: every
+	// request runs at 1/(1 + NodeBackground/NodeCores) of a core. Default
+	// 0: the pods' requests have the cores to themselves. Off the cluster
+	// a background of busy loops slows a 0.7-core pod's p95 about so
+	// (docs/real-node-rounds.md, the quota probe).
 	NodeBackground float64
 	// Tenants is the fraction of each node's CPU beyond the app's requests
 	// on it that other workloads request and use, every window (default 0:
