@@ -2,7 +2,6 @@ package simside
 
 import (
 	"math"
-	"os"
 	"testing"
 	"time"
 
@@ -150,23 +149,11 @@ func TestMeasureBackground(t *testing.T) {
 // the small pods' error moves by less than 0.1. The background is
 // measured, not fitted: no parameter is tuned to these windows.
 func TestBackgroundAgainstRealNode(t *testing.T) {
-	var runs []result.Run
-	for _, f := range []string{
+	runs := committedRuns(t,
 		"round28/agents-fused-reps28-30.json", "round29/agents-fused-reps31-32.json",
 		"round30/agent-fused-reps33-34.json", "round31/fused-variant-agent-reps35-37.json",
 		"round32/fused-variant-rep38.json",
-	} {
-		fh, err := os.Open("../../../docs/results/real-node/" + f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rf, err := ReadFile(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		runs = append(runs, rf.Runs...)
-	}
+	)
 	without, err := Calibrate(runs, Options{})
 	if err != nil {
 		t.Fatal(err)

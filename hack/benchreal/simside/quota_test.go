@@ -16,13 +16,20 @@ import (
 // eighteen (docs/results/real-node), all at 10 ms of burn a request.
 func realRuns(t *testing.T) []result.Run {
 	t.Helper()
-	var runs []result.Run
-	for _, f := range []string{
+	return committedRuns(t,
 		"round15/fused-reps01.json", "round15/hpa-vpa-agent-reps01.json", "round15/all-rep2.json",
 		"round16/fused-agent-reps012.json", "round16/fused-hpa-whatif-reps01.json", "round16/fused-window1m-rep0.json",
 		"round17/fused-hpa-vpa-reps567.json", "round17/fused-hpa-whatif-reps234.json",
 		"round18/fused-reps67-a088cdc.json", "round18/hpa-hpavpa-fused-reps89.json", "round18/fused-rep5.json",
-	} {
+	)
+}
+
+// committedRuns reads the runs of the committed real-node result files
+// (paths under docs/results/real-node).
+func committedRuns(t *testing.T, files ...string) []result.Run {
+	t.Helper()
+	var runs []result.Run
+	for _, f := range files {
 		fh, err := os.Open("../../../docs/results/real-node/" + f)
 		if err != nil {
 			t.Fatal(err)
