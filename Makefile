@@ -228,7 +228,7 @@ QUOTA_PROBE_OUT  ?= $(CURDIR)/quotaprobe-out
 QUOTA_PROBE_ARGS ?=
 
 .PHONY: quota-probe
-quota-probe: ## One replica of the test app under a CFS quota, outside Kubernetes, at constant rates with and without a background load, beside the simulator's quota model (root; ~25 min; not in check). QUOTA_PROBE_ARGS go to hack/quotaprobe. docs/real-node-rounds.md.
+quota-probe: ## One replica of the test app under a CFS quota, outside Kubernetes, at constant rates with and without a background load, beside the simulator's quota model (root; ~30 min; not in check). QUOTA_PROBE_ARGS go to hack/quotaprobe. docs/real-node-rounds.md.
 	go build -o '$(QUOTA_PROBE_OUT)/bin/testapp' ./e2e/cmd/testapp
 	go build -o '$(QUOTA_PROBE_OUT)/bin/quotaprobe' ./hack/quotaprobe
 	'$(QUOTA_PROBE_OUT)/bin/quotaprobe' -testapp '$(QUOTA_PROBE_OUT)/bin/testapp' -out '$(QUOTA_PROBE_OUT)' $(QUOTA_PROBE_ARGS)

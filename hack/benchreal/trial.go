@@ -225,13 +225,12 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 			logf("%s repetition %d: the what-if's fit refused: %s", policy, rep, r.WhatIf.Refused)
 		}
 	}
-	var used, ok float64
+	var ok float64
 	for _, w := range r.Windows {
-		used += w.CPUUsed * (w.End - w.Start)
 		ok += float64(w.OK)
 	}
 	if ok > 0 {
-		r.CPUSecondsPerRequest = used / ok
+		r.CPUSecondsPerRequest = r.CPUUsedSeconds() / ok
 	}
 	return r, nil
 }

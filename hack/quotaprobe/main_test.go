@@ -208,8 +208,8 @@ func TestSummaryPairsTheBackground(t *testing.T) {
 func TestReport(t *testing.T) {
 	dir := t.TempDir()
 	cells := []result{
-		{cell: cell{Limit: 0.7, Utilisation: 0.2}, Rate: 9, P95: 0.02, CPU: cpuUse{PerRequest: 0.0155}, ModelP95: 1},
-		{cell: cell{Limit: 0.7, Utilisation: 0.2, Background: 0.4}, Rate: 9, P95: 0.024, CPU: cpuUse{PerRequest: 0.0155}, ModelP95: 1},
+		{cell: cell{Limit: 0.7, Utilisation: 0.2}, Rate: 9, P95: 0.02, CPU: cpuUse{PerRequest: 0.0155}, ModelP95: 1, Cores: 2},
+		{cell: cell{Limit: 0.7, Utilisation: 0.2, Background: 0.4}, Rate: 9, P95: 0.024, CPU: cpuUse{PerRequest: 0.0155}, ModelP95: 1, Cores: 2},
 	}
 	b, err := json.Marshal(cells)
 	if err != nil {
@@ -227,6 +227,16 @@ func TestReport(t *testing.T) {
 	// about its CPU time, not the 1 s written in the file.
 	if !strings.Contains(out.String(), "limit 0.70, background 0.00 cores: +0.2") {
 		t.Errorf("the models were not recomputed:\n%s", out.String())
+	}
+	cells[1].Cores = 0
+	if b, err = json.Marshal(cells); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := report(path, &out); err == nil || !strings.Contains(err.Error(), "cell 1 records no node cores") {
+		t.Errorf("a cell without cores: %v", err)
 	}
 	if err := report(filepath.Join(dir, "none.json"), &out); err == nil {
 		t.Error("a missing file: no error")

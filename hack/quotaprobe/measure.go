@@ -59,6 +59,30 @@ func (b *background) stop() {
 	b.procs = nil
 }
 
+// startIn starts bin with args as a process of cgroup cg, writing its
+// output to out (nil: discarded), killed if the probe dies. A shell moves
+// itself into the cgroup and then becomes bin, so bin never runs outside
+// its quota.
+func startIn(cg *cgroup, out io.Writer, bin string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.procs(), bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", filepath.Base(bin), err)
+	}
+	return cmd, nil
+}
+
+// pause waits d, or until ctx ends.
+func pause(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
 // effectiveLimit is the CPU (cores) that as many busy threads as the node
 // has cores get over 5 s in a cgroup of the given limit: the quota as the
 // kernel enforces it, which may let a period's work run past the quota by
@@ -69,22 +93,12 @@ func effectiveLimit(ctx context.Context, self, root string, v2 bool, limit float
 		return 0, err
 	}
 	defer func() { _ = cg.remove() }()
-	cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs(), self,
-		"-hog-duty", "1", "-hog-threads", strconv.Itoa(runtime.NumCPU()))
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return 0, fmt.Errorf("start the busy threads: %w", err)
+	cmd, err := startIn(cg, nil, self, "-hog-duty", "1", "-hog-threads", strconv.Itoa(runtime.NumCPU()))
+	if err != nil {
+		return 0, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	pause := func(d time.Duration) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-			return nil
-		}
-	}
-	if err := pause(time.Second); err != nil {
+	if err := pause(ctx, time.Second); err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
@@ -92,7 +106,7 @@ func effectiveLimit(ctx context.Context, self, root string, v2 bool, limit float
 	if err != nil {
 		return 0, err
 	}
-	if err := pause(5 * time.Second); err != nil {
+	if err := pause(ctx, 5*time.Second); err != nil {
 		return 0, err
 	}
 	c1, err := processCPU(cmd.Process.Pid)
@@ -179,15 +193,11 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 	}
 	defer logf.Close()
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	// The shell moves itself into the cgroup and then becomes the app, so
-	// the app never runs outside its quota.
-	cmd := exec.Command("/bin/sh", "-c", `echo $$ > "$0" && exec "$@"`, cg.procs(), o.testapp,
+	cmd, err := startIn(cg, logf, o.testapp,
 		"--address="+addr, "--cpu="+o.cpu.String(), "--memory-per-request=1Mi", "--base-memory=48Mi",
 		"--startup-delay=0s", "--shutdown-timeout=5s")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return r, fmt.Errorf("start the app: %w", err)
+	if err != nil {
+		return r, err
 	}
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -215,10 +225,8 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 		return r, err
 	}
 	const idleFor = 5 * time.Second
-	select {
-	case <-ctx.Done():
-		return r, ctx.Err()
-	case <-time.After(idleFor):
+	if err := pause(ctx, idleFor); err != nil {
+		return r, err
 	}
 	idle1, err := processCPU(pid)
 	if err != nil {
@@ -312,9 +320,6 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 
 // setModels computes the cell's model p95s on a node of cores cores.
 func (r *result) setModels(cores float64) {
-	if cores <= 0 {
-		cores = 2 // cells.json written before Cores was recorded: this machine's
-	}
 	r.Cores = cores
 	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, cores, 0)
 	r.ModelBackgroundP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, cores, r.Background)

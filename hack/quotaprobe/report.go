@@ -27,6 +27,9 @@ func report(path string, w io.Writer) error {
 		return fmt.Errorf("report %s: no cells", path)
 	}
 	for i := range rs {
+		if !(rs[i].Cores > 0) {
+			return fmt.Errorf("report %s: cell %d records no node cores", path, i)
+		}
 		rs[i].setModels(rs[i].Cores)
 		writeRow(w, rs[i], i == 0)
 	}

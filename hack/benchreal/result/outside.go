@@ -77,3 +77,13 @@ func Quiet(runs []Run, maxCores float64) (quiet, disturbed []Run) {
 	}
 	return quiet, disturbed
 }
+
+// CPUUsedSeconds is the CPU the run's pods used (metrics.k8s.io's usage
+// of each window times its width), in CPU-seconds.
+func (r Run) CPUUsedSeconds() float64 {
+	var used float64
+	for _, w := range r.Windows {
+		used += w.CPUUsed * (w.End - w.Start)
+	}
+	return used
+}

@@ -383,3 +383,11 @@ func TestSpeedMismatch(t *testing.T) {
 		})
 	}
 }
+
+// TestCPUUsedSeconds: each window's usage times its width, summed.
+func TestCPUUsedSeconds(t *testing.T) {
+	r := Run{Windows: []Window{{Start: 0, End: 15, CPUUsed: 0.2}, {Start: 15, End: 30, CPUUsed: 0.4}, {Start: 30, End: 40}}}
+	if got := r.CPUUsedSeconds(); math.Abs(got-9) > 1e-12 {
+		t.Errorf("CPUUsedSeconds = %g, want 15·0.2 + 15·0.4 = 9", got)
+	}
+}

@@ -233,11 +233,7 @@ func RunBackground(r result.Run) (cores float64, ok bool) {
 	if !(r.CPU.Wall > 0 && r.CPU.Machine > 0) {
 		return 0, false
 	}
-	var app float64
-	for _, w := range r.Windows {
-		app += w.CPUUsed * (w.End - w.Start)
-	}
-	return math.Max(r.CPU.Machine+r.CPU.Steal-app, 0) / r.CPU.Wall, true
+	return math.Max(r.CPU.Machine+r.CPU.Steal-r.CPUUsedSeconds(), 0) / r.CPU.Wall, true
 }
 
 // MeasureBackground is the median of RunBackground over the runs that
