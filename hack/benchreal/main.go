@@ -88,6 +88,8 @@ type options struct {
 	simCPUCV bool
 	// simBackground gives the simulated node the runs' background.
 	simBackground bool
+	// simTick gives the simulated node a scheduler tick.
+	simTick time.Duration
 	// simDraws is how many draws of the simulator each run is replayed with.
 	simDraws   int
 	sloMetrics bool
@@ -145,6 +147,7 @@ func main() {
 	flag.BoolVar(&o.simModelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
 	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.simCPUCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
+	flag.DurationVar(&o.simTick, "sim-tick", 0, "--simulate: give the simulated node a scheduler tick (sim.Config.NodeTick; 4ms at the kernel's CONFIG_HZ=250), at which the kernel finds a CFS quota spent, so that requests run on past it and the overrun comes off the next period's; 0 enforces the quota to the instant")
 	flag.BoolVar(&o.simBackground, "sim-background", false, "--simulate: replay each run beside its own measured background (the machine's CPU beside the app's pods: simside.RunBackground), which slows the requests that share a core with it (sim.Config.NodeBackground), and fit the burst model so; to set the two side by side")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
@@ -199,6 +202,9 @@ func (o options) validate() error {
 	}
 	if o.simulate && (o.simDraws < 1 || o.simDraws > 100) {
 		errs = append(errs, fmt.Errorf("--sim-draws %d must be within [1, 100]", o.simDraws))
+	}
+	if o.simulate && (o.simTick < 0 || o.simTick > 100*time.Millisecond) {
+		errs = append(errs, fmt.Errorf("--sim-tick %s must be from 0 to the CFS period, 100ms", o.simTick))
 	}
 	if o.simulate && o.simUsageResolution < 0 {
 		errs = append(errs, fmt.Errorf("--sim-usage-resolution %s must be >= 0", o.simUsageResolution))
@@ -501,7 +507,7 @@ func mergeReport(o options) error {
 // and the simulated runs' own table, and writes simulated.json,
 // side-by-side.txt and one SVG per policy (its first repetition).
 func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
-	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.simCPUCV, Background: o.simBackground})
+	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.simCPUCV, Background: o.simBackground, Tick: o.simTick})
 	if err != nil {
 		return fmt.Errorf("--simulate: %w", err)
 	}

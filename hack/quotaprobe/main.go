@@ -55,6 +55,9 @@ type options struct {
 	// report re-reports a cells.json with today's model instead of
 	// measuring.
 	report string
+	// tick is the node's scheduler tick the model takes
+	// (sim.Config.NodeTick).
+	tick time.Duration
 	// hogDuty runs this process as hogThreads background hogs instead
 	// (internal).
 	hogDuty    float64
@@ -77,6 +80,7 @@ func parseOptions(args []string) (options, error) {
 	fs.StringVar(&o.cgroupRoot, "cgroup-root", "/sys/fs/cgroup", "where the cgroup hierarchies are mounted")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the arrivals and the background's bursts")
 	fs.StringVar(&o.report, "report", "", "print the cells of a cells.json again, beside this build's model, instead of measuring (no root needed)")
+	fs.DurationVar(&o.tick, "tick", 0, "the node's scheduler tick the model takes (sim.Config.NodeTick: 4ms at CONFIG_HZ=250), at which the kernel finds a quota spent; 0 enforces it to the instant")
 	fs.Float64Var(&o.hogDuty, "hog-duty", 0, "internal: run as background hogs busy this share of the time")
 	fs.IntVar(&o.hogThreads, "hog-threads", 1, "internal: how many threads -hog-duty keeps busy")
 	if err := fs.Parse(args); err != nil {
@@ -107,6 +111,9 @@ func parseOptions(args []string) (options, error) {
 	}
 	if o.window < time.Second || o.duration < 2*o.window || o.duration > 30*time.Minute {
 		errs = append(errs, fmt.Errorf("-window %s must be >= 1s and -duration %s from two windows to 30m", o.window, o.duration))
+	}
+	if o.tick < 0 || o.tick > 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("-tick %s must be from 0 to the CFS period, 100ms", o.tick))
 	}
 	if o.reps < 1 || o.reps > 20 {
 		errs = append(errs, fmt.Errorf("-reps %d must be in [1, 20]", o.reps))
@@ -217,7 +224,7 @@ func main() {
 		return
 	}
 	if o.report != "" {
-		if err := report(o.report, os.Stdout); err != nil {
+		if err := report(o.report, o.tick, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "quotaprobe:", err)
 			os.Exit(1)
 		}

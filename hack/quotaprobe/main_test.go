@@ -220,7 +220,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := report(path, &out); err != nil {
+	if err := report(path, 0, &out); err != nil {
 		t.Fatal(err)
 	}
 	// The model's p95 of a lone 15.5-ms request at 9/s on 0.7 core is
@@ -235,16 +235,16 @@ func TestReport(t *testing.T) {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(path, &out); err == nil || !strings.Contains(err.Error(), "cell 1 records no node cores") {
+	if err := report(path, 0, &out); err == nil || !strings.Contains(err.Error(), "cell 1 records no node cores") {
 		t.Errorf("a cell without cores: %v", err)
 	}
-	if err := report(filepath.Join(dir, "none.json"), &out); err == nil {
+	if err := report(filepath.Join(dir, "none.json"), 0, &out); err == nil {
 		t.Error("a missing file: no error")
 	}
 	if err := os.WriteFile(path, []byte("[]"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := report(path, &out); err == nil || !strings.Contains(err.Error(), "no cells") {
+	if err := report(path, 0, &out); err == nil || !strings.Contains(err.Error(), "no cells") {
 		t.Errorf("no cells: %v", err)
 	}
 }

@@ -143,6 +143,8 @@ type result struct {
 	// ModelBackgroundP95 the same beside the cell's background
 	// (sim.Config.NodeBackground).
 	ModelP95, ModelBackgroundP95 float64
+	// ModelTick is the scheduler tick the models took (-tick).
+	ModelTick time.Duration `json:",omitempty"`
 	// Cores is the node's cores the models took.
 	Cores float64
 }
@@ -314,15 +316,18 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 	r.CPU.ThrottledPerSecond = th.ThrottledSeconds / span
 	r.P95, r.SDLogP95 = logStats(r.Windows, func(w window) float64 { return w.P95 })
 	r.P50, _ = logStats(r.Windows, func(w window) float64 { return w.P50 })
-	r.setModels(float64(runtime.NumCPU()))
+	r.setModels(float64(runtime.NumCPU()), o.tick)
 	return r, nil
 }
 
-// setModels computes the cell's model p95s on a node of cores cores.
-func (r *result) setModels(cores float64) {
-	r.Cores = cores
-	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, cores, 0)
-	r.ModelBackgroundP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, cores, r.Background)
+// setModels computes the cell's model p95s on a node of cores cores whose
+// scheduler tick the model takes to be tick.
+func (r *result) setModels(cores float64, tick time.Duration) {
+	r.Cores, r.ModelTick = cores, tick
+	node := simside.QuotaNode{Cores: cores, Tick: tick}
+	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, node)
+	node.Background = r.Background
+	r.ModelBackgroundP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, node)
 }
 
 // measuredWindows reads the load generator's records after the first

@@ -8,13 +8,14 @@ import (
 	"math"
 	"os"
 	"slices"
+	"time"
 
 	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // report prints the cells of a cells.json again, their models computed
 // by this build (setModels), and the summaries.
-func report(path string, w io.Writer) error {
+func report(path string, tick time.Duration, w io.Writer) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("report: %w", err)
@@ -30,7 +31,7 @@ func report(path string, w io.Writer) error {
 		if !(rs[i].Cores > 0) {
 			return fmt.Errorf("report %s: cell %d records no node cores", path, i)
 		}
-		rs[i].setModels(rs[i].Cores)
+		rs[i].setModels(rs[i].Cores, tick)
 		writeRow(w, rs[i], i == 0)
 	}
 	return writeSummary(w, rs)
@@ -64,7 +65,11 @@ type group struct{ limit, background float64 }
 // effect on ln p95: the cells of the same limit, utilisation and
 // repetition with and without it.
 func writeSummary(w io.Writer, rs []result) error {
-	fmt.Fprintln(w, "\nreal p95 against the CFS quota model's, mean ln(real/model) over utilisations and repetitions (95% t-interval), the model without a background and with the cell's (sim.Config.NodeBackground):")
+	tick := "a quota enforced to the instant"
+	if t := rs[0].ModelTick; t > 0 {
+		tick = fmt.Sprintf("a scheduler tick of %v (sim.Config.NodeTick)", t)
+	}
+	fmt.Fprintf(w, "\nreal p95 against the CFS quota model's (%s), mean ln(real/model) over utilisations and repetitions (95%% t-interval), the model without a background and with the cell's (sim.Config.NodeBackground):\n", tick)
 	byGroup := map[group][]float64{}
 	byGroupBg := map[group][]float64{}
 	var groups []group

@@ -98,7 +98,7 @@ const SessionGap = 20 * time.Minute
 
 // machineContention fits MachineContention over runs, for the pods of at
 // least SmallPodCPU (large) or below, with the burst model (its requests'
-// CPU time at a coefficient of variation cv) on cores cores, and with
+// CPU time at a coefficient of variation cv) on node, and with
 // background each run's own (RunBackground), else none. Each run's model
 // takes the run's own CPU used over requests answered and no idle CPU (as
 // --sim-cpu-ratio does), where it was recorded, so that runs of machines
@@ -106,7 +106,7 @@ const SessionGap = 20 * time.Minute
 // compare; else the app's cpu. Runs recorded without the machine's CPU
 // are left out. With the background the line says what the model leaves
 // of the machine's part in the error.
-func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, background, large bool) MachineContention {
+func machineContention(runs []result.Run, cpu sim.Demand, cv float64, node SimNode, background, large bool) MachineContention {
 	type point struct {
 		x, y  float64
 		start time.Time
@@ -131,7 +131,7 @@ func machineContention(runs []result.Run, cpu sim.Demand, cv, cores float64, bac
 			if w.Ready != 1 || (perPod >= SmallPodCPU) != large || !(w.P95 > 0) {
 				continue
 			}
-			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), cores, bg)
+			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), node.Quota(bg))
 			errs = append(errs, math.Log(w.P95/m))
 		}
 		if len(errs) < MinContentionWindows {

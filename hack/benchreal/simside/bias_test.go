@@ -19,7 +19,7 @@ func TestMachineContention(t *testing.T) {
 	run := func(machine, podCPU float64) result.Run {
 		r := result.Run{CPU: result.CPUShare{Machine: machine * wall, Wall: wall}, CPUSecondsPerRequest: cpu.CPUSeconds}
 		rate := rate * podCPU / 0.7 // the same load on the limit
-		m := QuotaP95(cpu.CPUSeconds, 0, cpu.ServingCPU(podCPU), rate, cores, 0)
+		m := QuotaP95(cpu.CPUSeconds, 0, cpu.ServingCPU(podCPU), rate, QuotaNode{Cores: cores})
 		for i := range 12 {
 			r.Windows = append(r.Windows, result.Window{
 				Start: float64(15 * i), End: float64(15 * (i + 1)), Expected: 15 * rate,
@@ -41,7 +41,7 @@ func TestMachineContention(t *testing.T) {
 	noCPU.CPU = result.CPUShare{}
 	runs = append(runs, noCPU, run(0.9, 0.2))
 
-	c := machineContention(runs, cpu, 0, cores, false, true)
+	c := machineContention(runs, cpu, 0, SimNode{Cores: cores}, false, true)
 	if c.Runs != 5 || c.Slope.N != 5 {
 		t.Fatalf("%d runs (slope over %d), want 5", c.Runs, c.Slope.N)
 	}
@@ -70,7 +70,7 @@ func TestMachineContention(t *testing.T) {
 		}
 		split = append(split, r)
 	}
-	sc := machineContention(split, cpu, 0, cores, false, true)
+	sc := machineContention(split, cpu, 0, SimNode{Cores: cores}, false, true)
 	if !(sc.Slope.Lo > 1) || !(sc.WithinSessions.Lo < 0 && sc.WithinSessions.Hi > 0) {
 		t.Errorf("between machines: pooled slope %+v, within sessions %+v; want the pooled above 1 and the within-session interval around 0", sc.Slope, sc.WithinSessions)
 	}
@@ -83,7 +83,7 @@ func TestMachineContention(t *testing.T) {
 			runs[i].Windows[j].P95 *= f
 		}
 	}
-	n := machineContention(runs, cpu, 0, cores, false, true)
+	n := machineContention(runs, cpu, 0, SimNode{Cores: cores}, false, true)
 	if !(n.Slope.Lo < 0.8 && 0.8 < n.Slope.Hi) || !(n.R < 1 && n.R > 0.9) {
 		t.Errorf("with noise: slope %+v, r %.3f; want an interval around 0.8 and r in (0.9, 1)", n.Slope, n.R)
 	}
@@ -93,19 +93,19 @@ func TestMachineContention(t *testing.T) {
 	slow := runs[:5:5]
 	slow = append(slow[:4:4], run(0.7, 0.7))
 	slow[4].CPUSecondsPerRequest = 2 * cpu.CPUSeconds
-	if s := machineContention(slow, sim.Demand{CPUSeconds: 0.012}, 0, cores, false, true); !(s.Slope.Mean < 0.5) {
+	if s := machineContention(slow, sim.Demand{CPUSeconds: 0.012}, 0, SimNode{Cores: cores}, false, true); !(s.Slope.Mean < 0.5) {
 		t.Errorf("a run of twice the CPU per request: slope %+v, want it pulled below the line", s.Slope)
 	}
 
-	if small := machineContention(runs, cpu, 0, cores, false, false); small.Runs != 1 || small.Slope.N != 0 {
+	if small := machineContention(runs, cpu, 0, SimNode{Cores: cores}, false, false); small.Runs != 1 || small.Slope.N != 0 {
 		t.Errorf("the small pods: %+v, want the one run of 0.2 core and no line", small)
 	}
 
-	if two := machineContention(runs[:2], cpu, 0, cores, false, true); two.Runs != 2 || two.Slope.N != 0 {
+	if two := machineContention(runs[:2], cpu, 0, SimNode{Cores: cores}, false, true); two.Runs != 2 || two.Slope.N != 0 {
 		t.Errorf("two runs: %+v, want no line", two)
 	}
 	same := []result.Run{run(0.5, 0.7), run(0.5, 0.7), run(0.5, 0.7)}
-	if s := machineContention(same, cpu, 0, cores, false, true); s.Runs != 3 || s.Slope.N != 0 {
+	if s := machineContention(same, cpu, 0, SimNode{Cores: cores}, false, true); s.Runs != 3 || s.Slope.N != 0 {
 		t.Errorf("no spread in the machine's CPU: %+v, want no line", s)
 	}
 }

@@ -56,6 +56,16 @@ type SimNode struct {
 	// included, in cores (MeasureBackground); N is 0 without a run that
 	// recorded the machine's CPU.
 	MeasuredBackground Estimate `json:"measuredBackground"`
+	// Tick is the node's scheduler tick, at which the kernel finds a CFS
+	// quota spent (sim.Config.NodeTick): Options.Tick, else 0 (a quota
+	// enforced to the instant).
+	Tick time.Duration `json:"tick,omitempty"`
+}
+
+// Quota is what the CFS quota model reads of the node (QuotaP95), with
+// background cores of other work beside the pod.
+func (n SimNode) Quota(background float64) QuotaNode {
+	return QuotaNode{Cores: n.Cores, Background: background, Tick: n.Tick}
 }
 
 // DefaultUsageResolution is the testbed's metrics-server's
@@ -167,6 +177,10 @@ type Options struct {
 	// measured background busy (RunBackground; SimNode.Background), in
 	// the burst model's fit as in the replay.
 	Background bool
+	// Tick gives the simulated node a scheduler tick (SimNode.Tick), in
+	// the burst model's fit as in the replay; 0 enforces the quota to the
+	// instant.
+	Tick time.Duration
 }
 
 // BurstCVs are the coefficients of variation of the requests' CPU time the
@@ -298,6 +312,7 @@ func Calibrate(runs []result.Run, o Options) (Calibration, error) {
 	if o.Background {
 		c.Node.Background = c.Node.MeasuredBackground.Value
 	}
+	c.Node.Tick = o.Tick
 	c.Throttling = fitThrottling(runs, c.cpu(), c.Node, o)
 	if err := c.fitMemory(runs); err != nil {
 		return c, err
@@ -522,20 +537,21 @@ func fitThrottling(runs []result.Run, cpu sim.Demand, node SimNode, o Options) T
 	iow := median(resid, "median over the same windows of p95 − ln(20)·S/(1−ρ), at least 0: the shift that best fits the simulator's own slope")
 	iow.Value, iow.Lo, iow.Hi = max(iow.Value, 0), max(iow.Lo, 0), max(iow.Hi, 0)
 	t.IOWait = iow
-	t.fitBurst(ws, bgs, cpu, node.Cores, o)
-	t.BurstBias.SmallByMachineCPU = machineContention(runs, cpu, t.BurstCV, node.Cores, o.Background, false)
-	t.BurstBias.LargeByMachineCPU = machineContention(runs, cpu, t.BurstCV, node.Cores, o.Background, true)
+	t.fitBurst(ws, bgs, cpu, node, o)
+	t.BurstBias.SmallByMachineCPU = machineContention(runs, cpu, t.BurstCV, node, o.Background, false)
+	t.BurstBias.LargeByMachineCPU = machineContention(runs, cpu, t.BurstCV, node, o.Background, true)
 	return t
 }
 
 // fitBurst sets the burst model's W and both models' errors (Throttling.Burst)
-// from the calm windows ws with traffic, on a node of cores cores.
+// from the calm windows ws with traffic, on node (each window beside its
+// background in bgs).
 //
 // Only the windows of one Ready pod count when there are MinThrottleWindows
 // of them: the harness's keep-alive connections send a Deployment's load to
 // one pod at a time (docs/real-node-rounds.md, round two), so the windows of
 // several pods are slower than any balanced model, and would bias W up.
-func (t *Throttling) fitBurst(ws []result.Window, bgs []float64, cpu sim.Demand, cores float64, o Options) {
+func (t *Throttling) fitBurst(ws []result.Window, bgs []float64, cpu sim.Demand, node SimNode, o Options) {
 	// The windows with traffic, of one Ready pod where there are enough.
 	var all, one []int
 	for i, w := range ws {
@@ -579,7 +595,7 @@ func (t *Throttling) fitBurst(ws []result.Window, bgs []float64, cpu sim.Demand,
 	for i, cv := range cvs {
 		model := make([]float64, len(used))
 		for j, w := range used {
-			model[j] = QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), cores, bg[j])
+			model[j] = QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), node.Quota(bg[j]))
 		}
 		e := logErr(model, 0)
 		t.BurstErrors = append(t.BurstErrors, e)
@@ -599,14 +615,21 @@ func (t *Throttling) fitBurst(ws []result.Window, bgs []float64, cpu sim.Demand,
 	t.Burst = t.BurstError < t.FluidError
 }
 
+// QuotaNode is what the CFS quota model reads of a pod's node: the cores
+// its requests run on (sim.Config.NodeCores), those its other work keeps
+// busy (NodeBackground) and its scheduler tick (NodeTick).
+type QuotaNode struct {
+	Cores, Background float64
+	Tick              time.Duration
+}
+
 // QuotaP95 is the simulator's CFS quota model's p95 (sim.App.CPUBurst,
 // without I/O wait) for one pod of CPU limit limit at rate requests/s of
-// cpuSeconds each on average (with a coefficient of variation cv), on a
-// node of cores cores of which its other work keeps background busy, in
-// its stationary state.
-func QuotaP95(cpuSeconds, cv, limit, rate, cores, background float64) float64 {
+// cpuSeconds each on average (with a coefficient of variation cv), on
+// node, in its stationary state.
+func QuotaP95(cpuSeconds, cv, limit, rate float64, node QuotaNode) float64 {
 	a := sim.App{Demand: sim.Demand{CPUSeconds: cpuSeconds, CPUSecondsCV: cv, CPUBurst: true}}
-	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: cores, Background: background}, 1, math.Inf(1))
+	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: node.Cores, Background: node.Background, Tick: node.Tick.Seconds()}, 1, math.Inf(1))
 	return w.Own + w.QueueDelay + w.Stationary*math.Log(20)
 }
 
@@ -794,6 +817,9 @@ func (c Calibration) Write(w io.Writer) error {
 			how = fmt.Sprintf("simulated, each run beside its own: every request at 1/(1 + background/%g) of a core (%.3f at the median)", c.Node.Cores, 1/(1+c.Node.Background/c.Node.Cores))
 		}
 		fmt.Fprintf(&b, "  %-26s %.3g cores [%.3g, %.3g] (n = %d): %s; %s\n", "node's background", mb.Value, mb.Lo, mb.Hi, mb.N, mb.Method, how)
+	}
+	if c.Node.Tick > 0 {
+		fmt.Fprintf(&b, "  %-26s %v: the kernel finds a CFS quota spent at its next tick, and the overrun comes off the next period's (sim.Config.NodeTick)\n", "node's scheduler tick", c.Node.Tick)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -217,7 +217,7 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 		return run, err
 	}
 	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Nodes, cfg.NodeCapacity, cfg.NodeCores, cfg.NodeBackground = tr.Step, 1, cal.Node.Allocatable, cal.Node.Cores, cal.Node.Background
+	cfg.Step, cfg.Nodes, cfg.NodeCapacity, cfg.NodeCores, cfg.NodeBackground, cfg.NodeTick = tr.Step, 1, cal.Node.Allocatable, cal.Node.Cores, cal.Node.Background, cal.Node.Tick
 	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
 	cfg.SampledLatency, cfg.SampledUsage, cfg.UsageResolution = cal.SampledLatency, cal.SampledUsage, cal.UsageResolution
 	if tr.AppMetrics {

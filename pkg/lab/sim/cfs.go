@@ -42,10 +42,17 @@ const (
 // has asked for.
 const maxCPUSecondsCV = 2.0
 
+// cfsNode is what the CFS quota model reads of a pod's node: cores ≤ 0
+// or +Inf means as many as requests; background is the cores its other
+// work keeps busy (Config.NodeBackground); tick is its scheduler tick in
+// seconds (Config.NodeTick), 0 for a quota enforced to the instant.
+type cfsNode struct{ cores, background, tick float64 }
+
 // cfsKey identifies one grid point.
 type cfsKey struct {
-	cpuSec, cv, limit, cores, background float64
-	rho                                  int // grid index: ρ = rho·cfsGrid
+	cpuSec, cv, limit float64
+	node              cfsNode
+	rho               int // grid index: ρ = rho·cfsGrid
 }
 
 // backgroundSpeed is the share of a core's speed a request of the CFS
@@ -80,19 +87,17 @@ var cfsTable = struct {
 // the limit (capped at rhoMax; the fluid backlog carries the overload) as
 // a shifted exponential: a request takes shift plus an exponential of mean
 // mean, which gives the simulated queue's p50 and p95. Requests take
-// cpuSec of CPU on average, with a coefficient of variation cv. cores ≤ 0
-// means as many as requests; background is the cores the node's other
-// work keeps busy (Config.NodeBackground).
-func cfsLatency(cpuSec, cv, limit, cores, background, rho float64) (shift, mean float64) {
-	if cores <= 0 || math.IsInf(cores, 1) {
-		cores = math.Inf(1)
+// cpuSec of CPU on average, with a coefficient of variation cv, on node.
+func cfsLatency(cpuSec, cv, limit float64, node cfsNode, rho float64) (shift, mean float64) {
+	if node.cores <= 0 || math.IsInf(node.cores, 1) {
+		node.cores = math.Inf(1)
 	}
 	x := math.Min(math.Max(rho, 0), rhoMax) / cfsGrid
 	i := int(x)
-	lo := cfsAt(cfsKey{cpuSec, cv, limit, cores, background, i})
+	lo := cfsAt(cfsKey{cpuSec, cv, limit, node, i})
 	p := lo
 	if f := x - float64(i); f > 0 {
-		hi := cfsAt(cfsKey{cpuSec, cv, limit, cores, background, i + 1})
+		hi := cfsAt(cfsKey{cpuSec, cv, limit, node, i + 1})
 		p = cfsPoint{lo.p50 + f*(hi.p50-lo.p50), lo.p95 + f*(hi.p95-lo.p95)}
 	}
 	// p95 = shift + mean·ln 20 and p50 = shift + mean·ln 2.
@@ -114,7 +119,7 @@ func cfsAt(k cfsKey) cfsPoint {
 	// Computed outside the lock: two simulators may compute the same point
 	// at once, and get the same answer.
 	rho := math.Min(float64(k.rho)*cfsGrid, rhoMax)
-	lats := cfsQueue(k.cpuSec, k.cv, k.limit, k.cores, k.background, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
+	lats := cfsQueue(k.cpuSec, k.cv, k.limit, k.node, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
 	p = cfsPoint{quantileOf(lats, 0.5), quantileOf(lats, 0.95)}
 	cfsTable.Lock()
 	cfsTable.points[k] = p
@@ -127,26 +132,53 @@ func cfsAt(k cfsKey) cfsPoint {
 // with cv > 0, cpuSec times a Gamma draw of mean 1 and that coefficient of
 // variation, from the arrivals' stream: cv = 0 draws nothing, so its
 // points are those of the model without it); the
-// n requests in the pod run at min(1, cores/n) cores each while the
+// n requests in the pod run at min(1, node.cores/n) cores each while the
 // period's quota lasts; the quota is refilled to limit·cfsPeriod at every
-// period boundary and does not carry over. With background > 0 cores of
-// the node's other work, every request runs at backgroundSpeed of that
-// (and spends the quota as fast as it runs). It returns n response times,
-// of the requests completed once warm had arrived.
-func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []float64 {
+// period boundary and does not carry over. With node.background > 0
+// cores of the node's other work, every request runs at backgroundSpeed
+// of that (and spends the quota as fast as it runs).
+//
+// With node.tick > 0 the kernel finds the quota spent only at its next
+// tick (ticks at multiples of node.tick; a CFS period is a whole number of
+// them at the usual 250 and 1000 Hz): the requests running when it runs
+// out run on until then, and what they overran is owed, taken off the
+// next refills (a refill never leaves more than the full quota). A run
+// that meets its quota exactly on a tick is throttled at once. With tick
+// 0 the quota is enforced to the instant, and the model is the one
+// without the tick to the bit.
+//
+// It returns n response times, of the requests completed once warm had
+// arrived.
+func cfsQueue(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm int) []float64 {
+	lats, _ := cfsSimulate(cpuSec, cv, limit, node, rho, n, warm)
+	return lats
+}
+
+// cfsUse is the CPU a cfsSimulate run took (seconds) and the time it
+// lasted: with or without the tick, used/elapsed never passes the limit
+// but by what the last period overran.
+type cfsUse struct{ used, elapsed float64 }
+
+// cfsSimulate is cfsQueue, and the CPU its requests took.
+func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm int) ([]float64, cfsUse) {
 	const eps = 1e-12
+	var use cfsUse
 	lambda := rho * limit / cpuSec
 	full := limit * cfsPeriod
-	slow := backgroundSpeed(background, cores)
+	slow := backgroundSpeed(node.background, node.cores)
 	rng := rand.New(rand.NewPCG(1, 7))
 	type req struct{ arrived, left float64 }
 	var in []req
 	lats := make([]float64, 0, n)
 	t, quota, refill := 0.0, full, cfsPeriod
+	// overrun is the tick until which the running requests go on past a
+	// spent quota; -1 while the quota lasts or none is running.
+	overrun := -1.0
 	next := rng.ExpFloat64() / lambda
 	arrivals := 0
 	for len(lats) < n {
-		if len(in) == 0 || quota <= eps {
+		running := quota > eps || t < overrun
+		if len(in) == 0 || !running {
 			// Nothing runs until the next arrival or refill.
 			t = math.Min(next, refill)
 			if len(in) == 0 {
@@ -155,15 +187,24 @@ func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []
 		} else {
 			// slow is 1 without a background, and the model is the one
 			// without it to the bit.
-			speed := math.Min(1, cores/float64(len(in))) * slow
+			speed := math.Min(1, node.cores/float64(len(in))) * slow
 			least := in[0].left
 			for _, r := range in[1:] {
 				least = min(least, r.left)
 			}
-			dt := min(least/speed, quota/(speed*float64(len(in))), next-t, refill-t)
+			budget := quota / (speed * float64(len(in)))
+			if quota <= eps {
+				budget = overrun - t
+			}
+			dt := min(least/speed, budget, next-t, refill-t)
 			dt = math.Max(dt, 0)
 			quota -= speed * float64(len(in)) * dt
+			use.used += speed * float64(len(in)) * dt
 			t += dt
+			if node.tick > 0 && quota <= eps && overrun < 0 {
+				// Spent now: the kernel sees it at the next tick.
+				overrun = math.Ceil(t/node.tick-1e-9) * node.tick
+			}
 			kept := in[:0]
 			for _, r := range in {
 				if r.left -= speed * dt; r.left > eps {
@@ -173,11 +214,23 @@ func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []
 				}
 			}
 			in = kept
+			if len(in) == 0 && overrun > t {
+				// Idle past its quota: a request that comes before the
+				// refill is throttled as it arrives.
+				overrun = t
+			}
 		}
 		if t >= refill {
-			// Periods the pod slept through refill nothing more.
-			refill += cfsPeriod * (math.Floor((t-refill)/cfsPeriod) + 1)
-			quota = full
+			// Periods the pod slept through refill nothing more, but
+			// each pays off what the ticks let it overrun.
+			k := math.Floor((t-refill)/cfsPeriod) + 1
+			refill += cfsPeriod * k
+			if node.tick > 0 {
+				quota = math.Min(full, math.Min(quota, 0)+k*full)
+				overrun = -1
+			} else {
+				quota = full
+			}
 		}
 		for next <= t {
 			work := cpuSec
@@ -190,7 +243,8 @@ func cfsQueue(cpuSec, cv, limit, cores, background, rho float64, n, warm int) []
 			next += rng.ExpFloat64() / lambda
 		}
 	}
-	return lats
+	use.elapsed = t
+	return lats, use
 }
 
 // gammaDraw is a draw of Gamma(k, 1), by Marsaglia and Tsang's method

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // cfsPod is a discrete-event reference for a pod whose CPU limit is a CFS
@@ -156,7 +157,7 @@ func TestCFSBurstServePod(t *testing.T) {
 // takes its CPU time, and cores ≤ 0 mean one per request.
 func TestCFSLatency(t *testing.T) {
 	p95 := func(limit, cores, rho float64) float64 {
-		shift, mean := cfsLatency(0.0114, 0, limit, cores, 0, rho)
+		shift, mean := cfsLatency(0.0114, 0, limit, cfsNode{cores: cores}, rho)
 		return shift + mean*p95Factor
 	}
 	first := p95(0.2, 2, 0.57)
@@ -194,7 +195,7 @@ func TestCFSLatency(t *testing.T) {
 func TestCFSVariableWork(t *testing.T) {
 	const cpuSec = 0.0114
 	quantiles := func(cv, limit, rho float64) (p50, p95 float64) {
-		lats := cfsQueue(cpuSec, cv, limit, math.Inf(1), 0, rho, 100000, 2000)
+		lats := cfsQueue(cpuSec, cv, limit, cfsNode{cores: math.Inf(1)}, rho, 100000, 2000)
 		return quantileOf(lats, 0.5), quantileOf(lats, 0.95)
 	}
 	for _, tc := range []struct {
@@ -247,7 +248,7 @@ func TestCFSVariableWork(t *testing.T) {
 // replay computes one per pod size and ρ step it meets, once).
 func BenchmarkCFSPoint(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
-		cfsAt(cfsKey{cpuSec: 0.0114, limit: 0.2 + float64(i)*1e-6, cores: 2, rho: 28})
+		cfsAt(cfsKey{cpuSec: 0.0114, limit: 0.2 + float64(i)*1e-6, node: cfsNode{cores: 2}, rho: 28})
 	}
 }
 
@@ -262,7 +263,7 @@ func BenchmarkCFSPoint(b *testing.B) {
 func TestCFSBackground(t *testing.T) {
 	const cpuSec = 0.0114
 	quantiles := func(limit, cores, background, rho float64) (p50, p95 float64) {
-		lats := cfsQueue(cpuSec, 0, limit, cores, background, rho, 100000, 2000)
+		lats := cfsQueue(cpuSec, 0, limit, cfsNode{cores: cores, background: background}, rho, 100000, 2000)
 		return quantileOf(lats, 0.5), quantileOf(lats, 0.95)
 	}
 	for _, tc := range []struct {
@@ -303,6 +304,82 @@ func TestCFSBackground(t *testing.T) {
 	for _, bad := range []float64{-0.1, math.NaN(), math.Inf(1)} {
 		if err := (Config{NodeBackground: bad}).WithDefaults().Validate(); err == nil {
 			t.Errorf("NodeBackground %g: no error", bad)
+		}
+	}
+}
+
+// TestCFSTick: with Config.NodeTick the kernel finds the quota spent only
+// at its next tick, and the overrun is owed to the next periods.
+func TestCFSTick(t *testing.T) {
+	const tick = 0.004
+	t.Run("a request just over its quota", func(t *testing.T) {
+		// 22 ms of work against 20 ms of quota, unloaded, arriving at
+		// phase x of the period. Without the tick, a request finishes in
+		// its CPU time only if it reaches the refill before its quota is
+		// spent with at most 20 ms left (x from 80 to 98 ms: 18%). With a
+		// 4-ms tick aligned to the periods: those, those of x from 78 to
+		// 80 ms (the overrun runs on to the refill, which the debt then
+		// comes out of) and half of those with x under 78 ms (the 2 ms
+		// left fit in what remains of the tick): 60%.
+		const cpuSec = 0.022
+		fast := func(node cfsNode) float64 {
+			lats := cfsQueue(cpuSec, 0, 0.2, node, 1e-3, 20000, 100)
+			n := 0
+			for _, l := range lats {
+				// A microsecond: the clock is at some 10^6 s by the end.
+				if l < cpuSec+1e-6 {
+					n++
+				}
+			}
+			return float64(n) / float64(len(lats))
+		}
+		if got := fast(cfsNode{cores: 2}); math.Abs(got-0.18) > 0.015 {
+			t.Errorf("without the tick %.3f of the requests finish in their CPU time, want 0.18", got)
+		}
+		if got := fast(cfsNode{cores: 2, tick: tick}); math.Abs(got-0.6) > 0.015 {
+			t.Errorf("with a 4-ms tick %.3f of the requests finish in their CPU time, want 0.6", got)
+		}
+	})
+	t.Run("the overrun is paid back", func(t *testing.T) {
+		// Overloaded, the pod takes its limit and no more, for any tick
+		// and any quota a tick can outrun.
+		for _, tc := range []struct {
+			name          string
+			cpuSec, limit float64
+			tick          float64
+		}{
+			{"0.2 core, exact", 0.0156, 0.2, 0},
+			{"0.2 core, 4ms", 0.0156, 0.2, tick},
+			{"0.7 core, 4ms", 0.0156, 0.7, tick},
+			{"0.05 core, 10ms: a tick over the quota", 0.012, 0.05, 0.01},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				_, use := cfsSimulate(tc.cpuSec, 0, tc.limit, cfsNode{cores: 2, tick: tc.tick}, 1.5, 3000, 100)
+				if got := use.used / use.elapsed; math.Abs(got/tc.limit-1) > 0.01 {
+					t.Errorf("took %.4f cores under a %.2f-core limit", got, tc.limit)
+				}
+			})
+		}
+	})
+	t.Run("the small pod's wait", func(t *testing.T) {
+		// The quota probe's 0.2-core cell at ρ 0.46 (15.66 ms a request):
+		// real p95 170 ms, the exact quota's 205 ms; the tick takes the
+		// waits of the requests that nearly fit off it. Where the quota
+		// never binds, the tick changes nothing.
+		p95 := func(limit, rho, tk float64) float64 {
+			return quantileOf(cfsQueue(0.01566, 0, limit, cfsNode{cores: 2, tick: tk}, rho, 100000, 2000), 0.95)
+		}
+		exact, ticked := p95(0.2, 0.46, 0), p95(0.2, 0.46, tick)
+		if r := ticked / exact; !(r > 0.8 && r < 0.95) {
+			t.Errorf("0.2 core at ρ 0.46: p95 %.1f ms with the tick, %.1f ms without (x%.3f); want x0.8-0.95", ticked*1e3, exact*1e3, r)
+		}
+		if a, b := p95(100, 1e-4, 0), p95(100, 1e-4, tick); a != b {
+			t.Errorf("a quota never spent: p95 %g with the tick, %g without", b, a)
+		}
+	})
+	for _, bad := range []time.Duration{-time.Millisecond, 101 * time.Millisecond} {
+		if err := (Config{NodeTick: bad}).WithDefaults().Validate(); err == nil {
+			t.Errorf("NodeTick %v: no error", bad)
 		}
 	}
 }

@@ -36,9 +36,10 @@ type PodInput struct {
 	// Cores is how many cores the pod's requests may run on at once (its
 	// node's), which only the CFS quota model (App.CPUBurst) reads; 0
 	// means one per request. Background is how many of them the node's
-	// other work keeps busy (Config.NodeBackground), which only that
-	// model reads too.
-	Cores, Background float64
+	// other work keeps busy (Config.NodeBackground), and Tick the node's
+	// scheduler tick in seconds (Config.NodeTick), which only that model
+	// reads too.
+	Cores, Background, Tick float64
 	// MemoryLimit is the pod's memory limit in bytes (0 means none).
 	MemoryLimit float64
 	// Z is a standard normal draw for the peak working set.
@@ -130,7 +131,7 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	stat := svc / (1 - min(rho, rhoMax))
 	own := 0.0
 	if a.CPUBurst {
-		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, serving, in.Cores, in.Background, rho)
+		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, serving, cfsNode{in.Cores, in.Background, in.Tick}, rho)
 	}
 	b0 := in.Backlog
 	// Below ρmax the stationary queue holds the window's Poisson surplus, so

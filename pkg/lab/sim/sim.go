@@ -300,7 +300,7 @@ func (s *Simulator) Step() StepMetrics {
 		}
 		w := s.app.ServePod(PodInput{
 			Rate: lam, Arrived: arrived, Backlog: p.backlog,
-			CPU: c, Cores: s.cfg.NodeCores, Background: s.cfg.NodeBackground, MemoryLimit: p.lim.Memory, Z: s.rng.noise.NormFloat64(),
+			CPU: c, Cores: s.cfg.NodeCores, Background: s.cfg.NodeBackground, Tick: s.cfg.NodeTick.Seconds(), MemoryLimit: p.lim.Memory, Z: s.rng.noise.NormFloat64(),
 			SampledUsage: s.cfg.SampledUsage, MeasuredShare: s.rng.measuredShare, ZMeasured: s.rng.measuredDraw(),
 		}, s.dt, s.timeout)
 		p.usage, p.peak = w.Usage, w.Peak
