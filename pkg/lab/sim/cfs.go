@@ -171,8 +171,9 @@ func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm i
 	var in []req
 	lats := make([]float64, 0, n)
 	t, quota, refill := 0.0, full, cfsPeriod
-	// overrun is the tick until which the running requests go on past a
-	// spent quota; -1 while the quota lasts or none is running.
+	// overrun is the tick until which the requests running when the
+	// quota ran out go on past it (the instant they left, if they all
+	// did before); -1 until the quota runs out in a period.
 	overrun := -1.0
 	next := rng.ExpFloat64() / lambda
 	arrivals := 0
