@@ -49,7 +49,11 @@
 //     lower bound of s (usage is capped at the limit, arrivals are not),
 //     and the floor it gives is applied as a lower bound of the size the
 //     SLO needs (reason SLOCPUFloor(saturated, at least …)); it is not kept
-//     in the estimate. With Options.UsageFloor (off by default; the
+//     in the estimate, but the largest such bound stands until the estimate
+//     exists: a window just under the saturation mark whose rate's window
+//     still holds saturated ones gives neither (on the real node, round
+//     thirty-three, a learner's consolidated pod lost its floor there and
+//     the default sized it back to 200m: a minute of lost requests). With Options.UsageFloor (off by default; the
 //     variant setting floor=usage) the floor is at most what the usage the
 //     pod carries needs: its limit must keep ln(20)·s/SLO (times g) spare
 //     above that usage U (the histogram's, target times target

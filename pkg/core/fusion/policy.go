@@ -276,16 +276,18 @@ func (f *Fused) Recommend(ctx context.Context, obs workload.Observation) (worklo
 	maxUtil := target * (1 + tolUp)
 	sizeBound := false // the pod size, not the load, limits latency
 	floorNote := ""
-	s, known := f.slo.cpuPerRequest()
-	atLeast := false
-	if !known && saturated && measured && matched && obs.RequestRate > 0 && rateCPU > 0 {
+	if _, known := f.slo.cpuPerRequest(); !known && saturated && measured && matched && obs.RequestRate > 0 && rateCPU > 0 {
 		// 3. No unsaturated window yet: a saturated one's usage over its
 		// arrival rate is a lower bound of s (usage is capped, arrivals
 		// are not), so the floor it gives is a lower bound of the size the
-		// SLO needs. It is not kept in the estimate. Only over the rate's
-		// window: a lagging rate would make it no bound at all.
-		s, known, atLeast = rateCPU/obs.RequestRate, true, true
+		// SLO needs. It is not kept in the estimate, but the largest is
+		// kept until the estimate exists: a window between them (below
+		// the saturation mark, its rate's window still holding saturated
+		// ones) gives neither. Only over the rate's window: a lagging rate
+		// would make it no bound at all.
+		f.slo.atLeast = max(f.slo.atLeast, rateCPU/obs.RequestRate)
 	}
+	s, known, atLeast := f.slo.perRequest()
 	// 3. While the rate's window fills, the floor is unknown for want of a
 	// rate to divide by, not for want of traffic: the CPU request is not
 	// lowered before the SLO's need is known.

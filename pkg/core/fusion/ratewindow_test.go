@@ -182,6 +182,87 @@ func TestRateWindowSaturatedLowerBound(t *testing.T) {
 	}
 }
 
+// TestSaturatedLowerBoundKept replays round thirty-three's first learner
+// run (docs/real-node-rounds.md): three 200m pods saturated by the load
+// step were consolidated to one at the floor's 916m from a saturated
+// window's bound. The next window's pods were at 88% of their limit, under
+// the saturation mark, while the rate's window still held the saturated
+// ones: no bound and no estimate, so no floor, and the default sized the
+// pods 200m again (two of them, overloaded, a minute of lost requests and
+// an OOM kill). The largest bound stands until the estimate exists.
+func TestSaturatedLowerBoundKept(t *testing.T) {
+	const (
+		cpuSec = 0.0176 // CPU-seconds per request
+		slo    = 0.25
+		step   = 15 * time.Second
+		window = 2 * time.Minute
+	)
+	p, err := NewPolicyFactory(Options{})(workload.Constraints{MaxReplicas: 10, Containers: []workload.ContainerPolicy{{Name: "*", MaxAllowed: workload.Resources{CPU: 1, Memory: 1 << 30}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := p.(*Fused)
+	cpuOf := func(rec workload.Recommendation) float64 {
+		c, _ := rec.Container("app")
+		return c.Target.CPU
+	}
+	recommend := func(e time.Duration, o workload.Observation) workload.Recommendation {
+		t.Helper()
+		o.RateWindow, o.SLO = window, slo
+		rec, err := f.Recommend(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	// 40 requests/s on three 200m pods: 0.7 cores of load on 0.6, every
+	// window at the limit, the p95 far over the SLO.
+	var last workload.Recommendation
+	e := time.Duration(0)
+	for ; e <= 3*time.Minute; e += step {
+		o := served(t0.Add(e), 3, 40, cpuSec, 0.2)
+		o.Latency.P95 = 0.9
+		last = recommend(e, o)
+	}
+	if !strings.Contains(last.Reason, "SLOCPUFloor(saturated, at least ") {
+		t.Fatalf("after three saturated minutes the reason is %q, want the saturated bound's floor (the test does not exercise it)", last.Reason)
+	}
+	bounded := cpuOf(last)
+	if bounded <= 0.2 {
+		t.Fatalf("the saturated bound's floor is %g cores, want it above the 200m pods", bounded)
+	}
+	// The next window: the same pods at 88% of their limit (30 requests/s),
+	// the rate's window still holding the saturated ones.
+	o := served(t0.Add(e), 3, 30, cpuSec, 0.2)
+	o.Latency.P95 = 0.9
+	if _, known := f.slo.cpuPerRequest(); known {
+		t.Fatal("an estimate exists before the unsaturated window: the test does not exercise the gap")
+	}
+	between := recommend(e, o)
+	if _, known := f.slo.cpuPerRequest(); known {
+		t.Fatal("the window whose rate's window holds saturated ones gave an estimate: the test does not exercise the gap")
+	}
+	if got := cpuOf(between); got < bounded*(1-floorBand) || !strings.Contains(between.Reason, "SLOCPUFloor(saturated, at least ") {
+		t.Errorf("the window between: CPU target %g (%q), want the kept bound's floor, at least %g", got, between.Reason, bounded*(1-floorBand))
+	}
+	// Unsaturated windows for the rate's whole window: the estimate takes over.
+	for e += step; e <= 6*time.Minute; e += step {
+		o := served(t0.Add(e), 3, 30, cpuSec, 0.2)
+		o.Latency.P95 = 0.1
+		last = recommend(e, o)
+	}
+	s, known := f.slo.cpuPerRequest()
+	if !known || math.Abs(s-cpuSec) > 1e-9 {
+		t.Fatalf("after three unsaturated minutes s = %g (known %v), want %g", s, known, cpuSec)
+	}
+	if got, _, bound := f.slo.perRequest(); bound || got != s {
+		t.Errorf("perRequest = %g (bound %v) once the estimate exists, want the estimate %g", got, bound, s)
+	}
+	if strings.Contains(last.Reason, "saturated, at least") {
+		t.Errorf("the floor still names the saturated bound once the estimate exists: %q", last.Reason)
+	}
+}
+
 func TestCarryOver(t *testing.T) {
 	factory := NewPolicyFactory(Options{BurstRatio: 2, TargetOfLimit: true})
 	old, _ := factory(workload.Constraints{MaxReplicas: 10})

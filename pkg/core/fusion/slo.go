@@ -58,6 +58,24 @@ type sloState struct {
 	// low utilisation (the floor under-estimated the need, e.g. because of
 	// latency that is not CPU: I/O, remote calls).
 	gain float64
+	// atLeast is the largest lower bound of the CPU-seconds per request
+	// that a saturated window gave (its usage over its rate), 0 before
+	// any. It stands in for the estimate until the estimate exists.
+	atLeast float64
+}
+
+// perRequest returns the CPU-seconds per request that rule 3's floor is
+// computed from: the estimate once an unsaturated window gave one, else
+// the largest saturated lower bound seen (bound true), and false before
+// either.
+func (s *sloState) perRequest() (cpuPerReq float64, known, bound bool) {
+	if c, ok := s.cpuPerRequest(); ok {
+		return c, true, false
+	}
+	if s.atLeast > 0 {
+		return s.atLeast, true, true
+	}
+	return 0, false, false
 }
 
 // observe updates the CPU-seconds-per-request estimate from a window in
