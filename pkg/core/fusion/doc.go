@@ -53,9 +53,10 @@
 //     exists: a window just under the saturation mark whose rate's window
 //     still holds saturated ones gives neither (on the real node, round
 //     thirty-three, a learner's consolidated pod lost its floor there and
-//     the default sized it back to 200m: a minute of lost requests). With Options.UsageFloor (off by default; the
-//     variant setting floor=usage) the floor is at most what the usage the
-//     pod carries needs: its limit must keep ln(20)·s/SLO (times g) spare
+//     the default sized it back to 200m: a minute of lost requests). With
+//     Options.UsageFloor (off by default; the variant setting floor=usage)
+//     the floor is at most what the usage the pod carries needs: its limit
+//     must keep ln(20)·s/SLO (times g) spare
 //     above that usage U (the histogram's, target times target
 //     utilisation), so floor = min(the floor above, (U + g·ln(20)·s/SLO)/q).
 //     The floor above sizes a pod for utilisation τ(1+tol), which a pod of

@@ -206,7 +206,7 @@ func TestSaturatedLowerBoundKept(t *testing.T) {
 		c, _ := rec.Container("app")
 		return c.Target.CPU
 	}
-	recommend := func(e time.Duration, o workload.Observation) workload.Recommendation {
+	recommend := func(o workload.Observation) workload.Recommendation {
 		t.Helper()
 		o.RateWindow, o.SLO = window, slo
 		rec, err := f.Recommend(context.Background(), o)
@@ -222,7 +222,7 @@ func TestSaturatedLowerBoundKept(t *testing.T) {
 	for ; e <= 3*time.Minute; e += step {
 		o := served(t0.Add(e), 3, 40, cpuSec, 0.2)
 		o.Latency.P95 = 0.9
-		last = recommend(e, o)
+		last = recommend(o)
 	}
 	if !strings.Contains(last.Reason, "SLOCPUFloor(saturated, at least ") {
 		t.Fatalf("after three saturated minutes the reason is %q, want the saturated bound's floor (the test does not exercise it)", last.Reason)
@@ -238,7 +238,7 @@ func TestSaturatedLowerBoundKept(t *testing.T) {
 	if _, known := f.slo.cpuPerRequest(); known {
 		t.Fatal("an estimate exists before the unsaturated window: the test does not exercise the gap")
 	}
-	between := recommend(e, o)
+	between := recommend(o)
 	if _, known := f.slo.cpuPerRequest(); known {
 		t.Fatal("the window whose rate's window holds saturated ones gave an estimate: the test does not exercise the gap")
 	}
@@ -249,7 +249,7 @@ func TestSaturatedLowerBoundKept(t *testing.T) {
 	for e += step; e <= 6*time.Minute; e += step {
 		o := served(t0.Add(e), 3, 30, cpuSec, 0.2)
 		o.Latency.P95 = 0.1
-		last = recommend(e, o)
+		last = recommend(o)
 	}
 	s, known := f.slo.cpuPerRequest()
 	if !known || math.Abs(s-cpuSec) > 1e-9 {
