@@ -10,6 +10,7 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/core/workload"
 	"github.com/aware-k8s/aware/pkg/rl/nn"
+	"github.com/aware-k8s/aware/pkg/rl/safeguard"
 )
 
 // The residual action space: the agent acts relative to the fused default's
@@ -215,11 +216,14 @@ func residualReplicas(def int32, ch Choice) float64 {
 // ResidualMask returns, per dimension, which choices are legal for obs.
 // Follow and Hold are always legal. A replica choice is illegal when its
 // count falls outside the constraints (the clamp would make it another
-// choice); a vertical choice is illegal when no container controls the
-// resource, and, as FaaSRM's safeguard, when it would set a request below
-// both the one in force and the default's while the window's peak usage
-// reached SafeguardThreshold of that request: a refused step gets no
-// probability, so it is never proposed.
+// choice), and, as the safeguard below across pods, when it would cut the
+// CPU capacity (replicas × per-pod CPU) below both the one in force and
+// the default's while the pods are hot (replicaCutRefused); a vertical
+// choice is illegal when no container controls the resource, and, as
+// FaaSRM's safeguard, when it would set a request below both the one in
+// force and the default's while the window's peak usage reached
+// SafeguardThreshold of that request: a refused step gets no probability,
+// so it is never proposed.
 func ResidualMask(obs *workload.Observation, c *workload.Constraints, def workload.Recommendation, s *ResidualSpace) [NumDimensions][]bool {
 	var m [NumDimensions][]bool
 	for d := range s {
@@ -237,7 +241,7 @@ func ResidualMask(obs *workload.Observation, c *workload.Constraints, def worklo
 		if c.MaxReplicas > 0 {
 			hi = float64(c.MaxReplicas)
 		}
-		m[DimReplicas][i] = n >= lo && n <= hi
+		m[DimReplicas][i] = n >= lo && n <= hi && !replicaCutRefused(obs, c, def, n)
 	}
 	for _, dr := range []struct {
 		dim Dimension
@@ -251,6 +255,38 @@ func ResidualMask(obs *workload.Observation, c *workload.Constraints, def worklo
 		}
 	}
 	return m
+}
+
+// replicaCutRefused is the safeguard's rule across pods: n replicas of the
+// default's CPU per pod are refused when, for some container, that CPU
+// capacity is below both the one in force (obs.Replicas × its request) and
+// the default's (def.Replicas × the default's target), and the window's
+// peak per-pod usage reached SafeguardThreshold of the request in force.
+// CPU load divides across pods, so pods at their request carry all they
+// can, and fewer of them, no larger, carry less: on a real node a learner
+// that cut three 200m pods at their limit to two while the SLO was broken
+// lost the capacity the default had to add back a window later. Fewer,
+// larger pods of the same or more capacity (a consolidation) stay legal,
+// and memory is not summed across pods (each pod holds its own base).
+func replicaCutRefused(obs *workload.Observation, c *workload.Constraints, def workload.Recommendation, n float64) bool {
+	if obs.Replicas <= 0 || n >= float64(def.Replicas) {
+		return false
+	}
+	for _, ct := range obs.Containers {
+		req := ct.Requests.CPU
+		if !safeguard.Hot(ct.Peak.CPU, req, SafeguardThreshold) {
+			continue
+		}
+		per := req
+		p := c.ContainerPolicy(ct.Name)
+		if cr, ok := def.Container(ct.Name); ok && p.Controls(workload.CPU) && cr.Target.CPU > 0 {
+			per = cr.Target.CPU
+		}
+		if n*per < math.Min(float64(obs.Replicas)*req, float64(def.Replicas)*per) {
+			return true
+		}
+	}
+	return false
 }
 
 // verticalLegal reports whether scaling the default's target of r by factor

@@ -108,6 +108,15 @@ func TestResidualMask(t *testing.T) {
 			}
 		}
 	}
+	// CPU peaked at 95% of the request: every cut of the capacity in force
+	// (4 × 1 core) at the default's 0.8 core per pod is refused; the raises
+	// stay.
+	obs.Containers[0].Peak.CPU = 0.95
+	m = ResidualMask(&obs, &c, def, &s)
+	if want := []bool{true, true, false, false, true, false, false, true}; !slices.Equal(m[DimReplicas], want) {
+		t.Errorf("hot replica mask %v, want %v", m[DimReplicas], want)
+	}
+	obs.Containers[0].Peak.CPU = 0.6
 	// Memory peaked at 95% of the request: cuts below both the request and
 	// the default's target are refused; follow, hold and raises stay.
 	obs.Containers[0].Peak.Memory = 0.95 * (1 << 30)
@@ -123,6 +132,58 @@ func TestResidualMask(t *testing.T) {
 	m = ResidualMask(&obs, &c, def, &s)
 	if want := []bool{true, true, false, false, false, false}; !slices.Equal(m[DimMemory], want) {
 		t.Errorf("uncontrolled memory mask %v, want %v", m[DimMemory], want)
+	}
+}
+
+// TestReplicaCutRefused covers the safeguard across pods: a replica cut
+// that lowers the CPU capacity of hot pods is refused, a consolidation into
+// fewer, larger pods is not.
+func TestReplicaCutRefused(t *testing.T) {
+	s := DefaultResidualSpace()
+	pod := func(replicas int32, req, peak float64) workload.Observation {
+		return workload.Observation{Replicas: replicas, Containers: []workload.ContainerObservation{{
+			Name:     "main",
+			Requests: workload.Resources{CPU: req, Memory: 1 << 30},
+			Usage:    workload.Resources{CPU: peak * 0.9, Memory: 300 << 20},
+			Peak:     workload.Resources{CPU: peak, Memory: 300 << 20},
+		}}}
+	}
+	rec := func(replicas int32, cpu float64) workload.Recommendation {
+		return workload.Recommendation{Replicas: replicas, Containers: []workload.ContainerRecommendation{{
+			Name:       "main",
+			Target:     workload.Resources{CPU: cpu, Memory: 512 << 20},
+			LowerBound: workload.Resources{CPU: cpu, Memory: 512 << 20},
+			UpperBound: workload.Resources{CPU: cpu, Memory: 512 << 20},
+		}}, Source: workload.SourceDefault}
+	}
+	wide := workload.Constraints{MinReplicas: 1, MaxReplicas: 10, Containers: []workload.ContainerPolicy{{Name: "*", Mode: workload.ContainerModeAuto}}}
+	cpuOff := wide
+	cpuOff.Containers = []workload.ContainerPolicy{{Name: "*", Mode: workload.ContainerModeAuto, ControlledResources: []workload.Resource{workload.Memory}}}
+	// The replica choices: follow, hold, -2, -1, +1, +2, x0.8, x1.25.
+	for _, tc := range []struct {
+		name string
+		obs  workload.Observation
+		c    workload.Constraints
+		def  workload.Recommendation
+		want []bool
+	}{
+		{"hot 200m pods: no cut below the capacity in force (the node's case)", pod(3, 0.2, 0.2), wide, rec(3, 0.2),
+			[]bool{true, true, false, false, true, true, false, true}},
+		{"the same pods cold: every count in bounds", pod(3, 0.2, 0.1), wide, rec(3, 0.2),
+			[]bool{true, true, true, true, true, true, true, true}},
+		{"hot pods grown by the default: consolidating to fewer keeps the capacity", pod(3, 0.2, 0.19), wide, rec(2, 1),
+			[]bool{true, true, false, true, true, true, true, true}},
+		{"hot pods the default cuts: cutting further is refused", pod(4, 1, 0.95), wide, rec(3, 1),
+			[]bool{true, true, false, false, true, true, false, true}},
+		{"CPU not controlled: the request in force is the pod's CPU", pod(3, 0.5, 0.5), cpuOff, rec(3, 2),
+			[]bool{true, true, false, false, true, true, false, true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := ResidualMask(&tc.obs, &tc.c, tc.def, &s)
+			if !slices.Equal(m[DimReplicas], tc.want) {
+				t.Errorf("replica mask %v, want %v", m[DimReplicas], tc.want)
+			}
+		})
 	}
 }
 
