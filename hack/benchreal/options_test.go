@@ -28,6 +28,15 @@ func TestValidateTiming(t *testing.T) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
 		}, ""},
 		{"simulated with no draw", func(o *options) { o.simulate, o.simNodeCPU, o.simNodeMemory = true, 1.3, 23 }, "--sim-draws"},
+		{"simulated with a lag of one window", func(o *options) {
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simLag = true, 1.3, 23, 5, 1
+		}, ""},
+		{"simulated with a negative lag", func(o *options) {
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simLag = true, 1.3, 23, 5, -1
+		}, "--sim-lag"},
+		{"simulated with a lag of five windows", func(o *options) {
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simLag = true, 1.3, 23, 5, 5
+		}, "--sim-lag"},
 		{"what-if without the SLO metrics", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

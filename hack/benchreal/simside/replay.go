@@ -240,6 +240,14 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 	}
 	rec := newRecorder(cfg)
 	ctx := context.Background()
+	// The lag is the project's recommender and updater's; the real HPA
+	// scales in the loop it decides in, and the real VPA's cadence is
+	// vpaCadence's.
+	lag := cal.DecisionLag
+	if !mpaPolicy(policyName) {
+		lag = 0
+	}
+	held := newDecisionQueue(lag)
 	var used, ok float64
 	for range trace.Rates {
 		m := s.Step()
@@ -258,13 +266,15 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 			obs = usageOnly(obs)
 		}
 		r, err := p.Recommend(ctx, obs)
-		if err != nil {
-			// A policy that cannot decide leaves the workload as it is, as
-			// the recommender and the evaluator do.
-			continue
-		}
-		if vpaGate != nil {
+		decided := err == nil
+		// A policy that cannot decide leaves the workload as it is, as the
+		// recommender and the evaluator do.
+		if decided && vpaGate != nil {
 			r = vpaGate.gate(w.End, r)
+		}
+		r, decided = held.push(r, decided)
+		if !decided {
+			continue
 		}
 		if _, err := s.Apply(r); err != nil {
 			return run, fmt.Errorf("window %d: %w", w.Index, err)
@@ -276,6 +286,46 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 	}
 	run.StartupSeconds = rec.startups
 	return run, nil
+}
+
+// decisionQueue holds a replay's decisions for a number of windows
+// (Calibration.DecisionLag), oldest first: the simulated updater applies
+// a decision that many windows after the simulator made it, as the real
+// updater acts on a recommendation some time after the recommender wrote
+// it. A window without a decision keeps its place, so a later decision
+// is not applied earlier.
+type decisionQueue struct {
+	lag     int
+	pending []heldDecision
+}
+
+type heldDecision struct {
+	r  workload.Recommendation
+	ok bool
+}
+
+func newDecisionQueue(lag int) *decisionQueue {
+	return &decisionQueue{lag: max(lag, 0)}
+}
+
+// push adds this window's decision (ok false: none) and returns the one
+// due now, with false when none is.
+func (q *decisionQueue) push(r workload.Recommendation, ok bool) (workload.Recommendation, bool) {
+	q.pending = append(q.pending, heldDecision{r: r, ok: ok})
+	if len(q.pending) <= q.lag {
+		return workload.Recommendation{}, false
+	}
+	due := q.pending[0]
+	q.pending = q.pending[1:]
+	return due.r, due.ok
+}
+
+// mpaPolicy reports whether the real run's policy was the project's own
+// (fused or a variant): a recommender that writes its decision to the
+// autoscaler's status and an updater that acts on it later.
+func mpaPolicy(policyName string) bool {
+	name, _ := strings.CutSuffix(policyName, FitSuffix)
+	return name == "fused" || strings.HasPrefix(name, "fused:")
 }
 
 // realVPA reports whether the real run's vertical side was VPA 1.8.1's

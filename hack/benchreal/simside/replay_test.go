@@ -122,17 +122,6 @@ func TestReplayAutoscalerAfter(t *testing.T) {
 		}
 		return r.Windows
 	}
-	changed := func(ws []result.Window, i int) bool {
-		return ws[i].Replicas != ws[0].Replicas || ws[i].CPURequested != ws[0].CPURequested
-	}
-	firstChange := func(ws []result.Window) int {
-		for i := range ws {
-			if changed(ws, i) {
-				return i
-			}
-		}
-		return -1
-	}
 	now := replay("")
 	if !slices.Equal(now, replay("0s")) {
 		t.Error(`"autoscalerAfter": "0s" replays differently from no setting`)
@@ -148,6 +137,17 @@ func TestReplayAutoscalerAfter(t *testing.T) {
 	if got := firstChange(late); got != 4 {
 		t.Errorf("with the autoscaler created at 45 s the deployment first changed in window %d, want 4", got)
 	}
+}
+
+// firstChange is the first window whose replicas or CPU request differ
+// from the first window's, -1 if none does.
+func firstChange(ws []result.Window) int {
+	for i := range ws {
+		if ws[i].Replicas != ws[0].Replicas || ws[i].CPURequested != ws[0].CPURequested {
+			return i
+		}
+	}
+	return -1
 }
 
 // replayWith replays policy's repetition 1 of a known app with the test
@@ -324,5 +324,89 @@ func TestVPACadence(t *testing.T) {
 		if cpu != s.wantCPU {
 			t.Errorf("at %g s: CPU %g let through, want %g", s.at, cpu, s.wantCPU)
 		}
+	}
+}
+
+// TestReplayDecisionLag: with Calibration.DecisionLag the replayed
+// decisions reach the pods that many windows later; 0 is the replay
+// without the setting.
+func TestReplayDecisionLag(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lag  int
+		want int
+	}{
+		// 16 requests/s of 20 ms saturate the initial 100m pod: the
+		// default changes it after the first window (TestReplayAutoscalerAfter).
+		{"no lag", 0, 1},
+		{"one window", 1, 2},
+		{"two windows", 2, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+			cal.DecisionLag = tc.lag
+			r, err := Replay(cal, settings(), "fused", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := firstChange(r.Windows); got != tc.want {
+				t.Errorf("the deployment first changed in window %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecisionQueue(t *testing.T) {
+	rec := func(n int32) workload.Recommendation { return workload.Recommendation{Replicas: n} }
+	type step struct {
+		in     int32 // 0: no decision this window
+		want   int32
+		wantOK bool
+	}
+	for _, tc := range []struct {
+		name  string
+		lag   int
+		steps []step
+	}{
+		{"no lag applies at once", 0, []step{{2, 2, true}, {0, 0, false}, {3, 3, true}}},
+		{"negative is no lag", -1, []step{{2, 2, true}}},
+		{"one window", 1, []step{{2, 0, false}, {3, 2, true}, {4, 3, true}}},
+		{"a window without a decision keeps its place", 1, []step{{2, 0, false}, {0, 2, true}, {5, 0, false}, {6, 5, true}}},
+		{"two windows", 2, []step{{2, 0, false}, {3, 0, false}, {4, 2, true}, {5, 3, true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := newDecisionQueue(tc.lag)
+			for i, s := range tc.steps {
+				got, ok := q.push(rec(s.in), s.in != 0)
+				if ok != s.wantOK || (ok && got.Replicas != s.want) {
+					t.Errorf("window %d: got %d (%v), want %d (%v)", i, got.Replicas, ok, s.want, s.wantOK)
+				}
+			}
+		})
+	}
+}
+
+// TestReplayDecisionLagMPAOnly: the lag holds the project's policies'
+// decisions only; the real HPA's and VPA's replays are unchanged by it.
+func TestReplayDecisionLagMPAOnly(t *testing.T) {
+	for _, tc := range []struct {
+		policy      string
+		wantChanged bool
+	}{{"fused", true}, {"fused:target=0.7", true}, {"hpa", false}, {"hpa+vpa", false}, {"vpa", false}} {
+		t.Run(tc.policy, func(t *testing.T) {
+			cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+			now, err := Replay(cal, settings(), tc.policy, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cal.DecisionLag = 1
+			late, err := Replay(cal, settings(), tc.policy, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if changed := !slices.Equal(now.Windows, late.Windows); changed != tc.wantChanged {
+				t.Errorf("a lag of one window changed the replay: %v, want %v", changed, tc.wantChanged)
+			}
+		})
 	}
 }
