@@ -46,7 +46,7 @@ type harness struct {
 }
 
 // hasMPA: the policy's autoscaler is a MultidimPodAutoscaler.
-func hasMPA(policy string) bool { return isFused(policy) || agent.Is(policy) }
+func hasMPA(policy string) bool { return simside.IsFused(policy) || agent.Is(policy) }
 
 // namespace of one run: a fresh one each time, so nothing of a run (a
 // VPA checkpoint, an HPA's history) reaches the next.

@@ -12,25 +12,17 @@ import (
 
 	"github.com/aware-k8s/aware/e2e/framework"
 	"github.com/aware-k8s/aware/e2e/nodeinstall"
+	"github.com/aware-k8s/aware/hack/benchreal/simside"
 	"github.com/aware-k8s/aware/pkg/core/fusion"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 )
 
-// fusedPrefix names a variant of the fused default as a policy:
-// "fused:SPEC", SPEC as the recommender's --default-variant reads it.
-const fusedPrefix = "fused:"
-
-// isFused reports whether policy is the fused default or a variant of it.
-func isFused(policy string) bool {
-	return policy == "fused" || strings.HasPrefix(policy, fusedPrefix)
-}
-
 // variantOf is the --default-variant the recommender and the updater run
 // with for policy: the SPEC of "fused:SPEC", else "" (the fused default,
 // which the agents act beside).
 func variantOf(policy string) string {
-	spec, _ := strings.CutPrefix(policy, fusedPrefix)
+	spec, _ := strings.CutPrefix(policy, simside.FusedPrefix)
 	if spec == policy {
 		return ""
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aware-k8s/aware/hack/benchreal/simside"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -32,8 +33,8 @@ func TestPolicyNames(t *testing.T) {
 			if got := variantOf(tc.policy); got != tc.variant {
 				t.Errorf("variantOf = %q, want %q", got, tc.variant)
 			}
-			if got := isFused(tc.policy); got != tc.fused {
-				t.Errorf("isFused = %v, want %v", got, tc.fused)
+			if got := simside.IsFused(tc.policy); got != tc.fused {
+				t.Errorf("IsFused = %v, want %v", got, tc.fused)
 			}
 			if got := hasMPA(tc.policy); got != tc.mpa {
 				t.Errorf("hasMPA = %v, want %v", got, tc.mpa)

@@ -47,7 +47,7 @@ func policy(name string) (workload.PolicyFactory, error) {
 	case "fused":
 		return fusion.NewPolicyFactory(fusion.Options{}), nil
 	}
-	if spec, ok := strings.CutPrefix(name, "fused:"); ok {
+	if spec, ok := strings.CutPrefix(name, FusedPrefix); ok {
 		o, err := fusion.ParseVariant(spec)
 		if err != nil {
 			return nil, err
@@ -244,7 +244,7 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 	// scales in the loop it decides in, and the real VPA's cadence is
 	// vpaCadence's.
 	lag := cal.DecisionLag
-	if !mpaPolicy(policyName) {
+	if !IsFused(policyName) {
 		lag = 0
 	}
 	held := newDecisionQueue(lag)
@@ -320,12 +320,17 @@ func (q *decisionQueue) push(r workload.Recommendation, ok bool) (workload.Recom
 	return due.r, due.ok
 }
 
-// mpaPolicy reports whether the real run's policy was the project's own
-// (fused or a variant): a recommender that writes its decision to the
-// autoscaler's status and an updater that acts on it later.
-func mpaPolicy(policyName string) bool {
-	name, _ := strings.CutSuffix(policyName, FitSuffix)
-	return name == "fused" || strings.HasPrefix(name, "fused:")
+// FusedPrefix names a variant of the fused default as a policy:
+// "fused:SPEC", SPEC as the recommender's --default-variant reads it.
+const FusedPrefix = "fused:"
+
+// IsFused reports whether policy is the fused default or a variant of it
+// (a "+fit" run's too): the project's own recommender, which writes its
+// decision to the autoscaler's status, and its updater, which acts on it
+// later.
+func IsFused(policy string) bool {
+	name, _ := strings.CutSuffix(policy, FitSuffix)
+	return name == "fused" || strings.HasPrefix(name, FusedPrefix)
 }
 
 // realVPA reports whether the real run's vertical side was VPA 1.8.1's

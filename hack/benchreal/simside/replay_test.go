@@ -392,7 +392,7 @@ func TestReplayDecisionLagMPAOnly(t *testing.T) {
 	for _, tc := range []struct {
 		policy      string
 		wantChanged bool
-	}{{"fused", true}, {"fused:target=0.7", true}, {"hpa", false}, {"hpa+vpa", false}, {"vpa", false}} {
+	}{{"fused", true}, {"fused:target=0.7", true}, {"fused" + FitSuffix, true}, {"hpa", false}, {"hpa+vpa", false}, {"vpa", false}} {
 		t.Run(tc.policy, func(t *testing.T) {
 			cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
 			now, err := Replay(cal, settings(), tc.policy, 0)
