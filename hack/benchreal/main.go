@@ -90,8 +90,8 @@ type options struct {
 	simBackground bool
 	// simTick gives the simulated node a scheduler tick.
 	simTick time.Duration
-	// simLag holds the replay's decisions this many windows.
-	simLag int
+	// simTiming is when the replayed fused default decides and acts.
+	simTiming simside.Timing
 	// simDraws is how many draws of the simulator each run is replayed with.
 	simDraws   int
 	sloMetrics bool
@@ -150,7 +150,10 @@ func main() {
 	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.simCPUCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
 	flag.DurationVar(&o.simTick, "sim-tick", 0, "--simulate: give the simulated node a scheduler tick (sim.Config.NodeTick; 4ms at the kernel's CONFIG_HZ=250), at which the kernel finds a CFS quota spent, so that requests run on past it and the overrun comes off the next period's; 0 enforces the quota to the instant")
-	flag.IntVar(&o.simLag, "sim-lag", 0, "--simulate: apply each replayed decision of the fused default and its variants this many windows after the window it was made at the end of (simside.Calibration.DecisionLag); on the node the recommender looks some 9.5 s into a window and the updater acts some 14 s later, where the simulator applies a decision at once; 0 as the simulator does")
+	flag.IntVar(&o.simTiming.Lag, "sim-lag", 0, "--simulate: apply each replayed decision of the fused default and its variants this many windows later than --sim-act says (simside.Timing.Lag); 0 as the simulator does")
+	flag.DurationVar(&o.simTiming.Step, "sim-step", 0, "--simulate: the simulator's step in the replay, a whole fraction of the runs' window (simside.Timing.Step), whose steps make up each window; 0: the window, as the simulator does. A finer step lets a decision land within a window (--sim-look, --sim-act)")
+	flag.DurationVar(&o.simTiming.Look, "sim-look", 0, "--simulate: how far into each window the replayed fused default decides, a whole number of --sim-step (simside.Timing.Look); on the node, with --load-phase 5s, its recommender looks some 9.5 s in (docs/real-node-rounds.md); 0: at the window's end, as the simulator does")
+	flag.DurationVar(&o.simTiming.Act, "sim-act", 0, "--simulate: how long after each decision of the replayed fused default the simulated updater applies it, at the next step boundary (simside.Timing.Act); on the node some 14 s; 0: at once, as the simulator does")
 	flag.BoolVar(&o.simBackground, "sim-background", false, "--simulate: replay each run beside its own measured background (the machine's CPU beside the app's pods: simside.RunBackground), which slows the requests that share a core with it (sim.Config.NodeBackground), and fit the burst model so; to set the two side by side")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
@@ -209,8 +212,14 @@ func (o options) validate() error {
 	if o.simulate && (o.simTick < 0 || o.simTick > 100*time.Millisecond) {
 		errs = append(errs, fmt.Errorf("--sim-tick %s must be from 0 to the CFS period, 100ms", o.simTick))
 	}
-	if o.simulate && (o.simLag < 0 || o.simLag > 4) {
-		errs = append(errs, fmt.Errorf("--sim-lag %d must be within [0, 4] windows", o.simLag))
+	if o.simulate && (o.simTiming.Lag < 0 || o.simTiming.Lag > 4) {
+		errs = append(errs, fmt.Errorf("--sim-lag %d must be within [0, 4] windows", o.simTiming.Lag))
+	}
+	if o.simulate && (o.simTiming.Step < 0 || o.simTiming.Look < 0 || o.simTiming.Act < 0 || o.simTiming.Act > 2*time.Minute) {
+		errs = append(errs, fmt.Errorf("--sim-step %s, --sim-look %s and --sim-act %s must be >= 0, --sim-act at most 2m", o.simTiming.Step, o.simTiming.Look, o.simTiming.Act))
+	}
+	if o.simulate && o.simTiming.Look > 0 && o.simTiming.Step == 0 {
+		errs = append(errs, fmt.Errorf("--sim-look %s needs a --sim-step that divides both it and the window", o.simTiming.Look))
 	}
 	if o.simulate && o.simUsageResolution < 0 {
 		errs = append(errs, fmt.Errorf("--sim-usage-resolution %s must be >= 0", o.simUsageResolution))
@@ -519,7 +528,7 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 	}
 	cal.Node.Allocatable.CPU, cal.Node.Allocatable.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
 	cal.SampledLatency, cal.SampledUsage, cal.UsageResolution = !o.simModelLatency, !o.simModelUsage, o.simUsageResolution
-	cal.DecisionLag = o.simLag
+	cal.Timing = o.simTiming
 	if o.simCPURatio {
 		cal.CPUFitted, cal.CPUFitReason = false, "--sim-cpu-ratio"
 	}

@@ -260,14 +260,11 @@ type Calibration struct {
 	// in the replay (sim.Config.UsageResolution): Calibrate sets
 	// DefaultUsageResolution. 0: the window's usage.
 	UsageResolution time.Duration `json:"usageResolution"`
-	// DecisionLag is how many windows the replay holds each decision of
-	// the project's policies (fused and its variants, not the real HPA's
-	// or VPA's) before the simulated updater applies it. 0 applies it at
-	// the window's end, as the simulator does; on the node the recommender
-	// looks some 9.5 s into a window (--load-phase 5s) and the updater
-	// acts some 14 s later, 23.5 s after the simulator's decision
-	// (docs/real-node-rounds.md, round thirty-nine).
-	DecisionLag int `json:"decisionLag,omitempty"`
+	// Timing is when the replayed fused default decides and when its
+	// decisions reach the pods (--sim-lag, --sim-step, --sim-look,
+	// --sim-act); its zero value, the simulator's own, decides at each
+	// window's end and applies the decision from the next window on.
+	Timing Timing `json:"timing,omitzero"`
 }
 
 // Calibrate estimates the simulator's app from the real runs: the CPU
@@ -829,8 +826,8 @@ func (c Calibration) Write(w io.Writer) error {
 	if c.Node.Tick > 0 {
 		fmt.Fprintf(&b, "  %-26s %v: the kernel finds a CFS quota spent at its next tick, and the overrun comes off the next period's (sim.Config.NodeTick)\n", "node's scheduler tick", c.Node.Tick)
 	}
-	if c.DecisionLag > 0 {
-		fmt.Fprintf(&b, "  %-26s %d window(s): each decision is applied that many windows after the window it was made at the end of\n", "decision lag", c.DecisionLag)
+	if t := c.Timing.String(); t != "" {
+		fmt.Fprintf(&b, "  %-26s %s\n", "decision timing", t)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

@@ -197,27 +197,41 @@ const drawStride = 1_000_003
 // others replay the same trace with other draws, so that the mean over a
 // few is the simulator's expectation for the run, not one outcome of it.
 func ReplayDraw(cal Calibration, settings map[string]string, policyName string, rep, draw int) (result.Run, error) {
+	run, _, err := replay(cal, settings, policyName, rep, draw)
+	return run, err
+}
+
+// replay is ReplayDraw, with the simulator's own steps as windows too
+// (the run's windows when Timing.Step is the window).
+func replay(cal Calibration, settings map[string]string, policyName string, rep, draw int) (result.Run, []result.Window, error) {
 	run := result.Run{Policy: policyName, Rep: rep}
+	var steps []result.Window
 	if draw < 0 {
-		return run, fmt.Errorf("draw %d must be >= 0", draw)
+		return run, nil, fmt.Errorf("draw %d must be >= 0", draw)
 	}
 	tr, err := ParseSettings(settings)
 	if err != nil {
-		return run, err
+		return run, nil, err
 	}
 	if rep < 0 {
-		return run, fmt.Errorf("repetition %d must be >= 0", rep)
+		return run, nil, fmt.Errorf("repetition %d must be >= 0", rep)
 	}
 	factory, err := policy(policyName)
 	if err != nil {
-		return run, err
+		return run, nil, err
 	}
 	trace, err := tr.Rates(rep)
 	if err != nil {
-		return run, err
+		return run, nil, err
 	}
+	k, err := cal.Timing.steps(tr.Step)
+	if err != nil {
+		return run, nil, fmt.Errorf("replay timing: %w", err)
+	}
+	step := tr.Step / time.Duration(k)
+	trace = finer(trace, k)
 	cfg := sim.DefaultConfig()
-	cfg.Step, cfg.Nodes, cfg.NodeCapacity, cfg.NodeCores, cfg.NodeBackground, cfg.NodeTick = tr.Step, 1, cal.Node.Allocatable, cal.Node.Cores, cal.Node.Background, cal.Node.Tick
+	cfg.Step, cfg.Nodes, cfg.NodeCapacity, cfg.NodeCores, cfg.NodeBackground, cfg.NodeTick = step, 1, cal.Node.Allocatable, cal.Node.Cores, cal.Node.Background, cal.Node.Tick
 	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
 	cfg.SampledLatency, cfg.SampledUsage, cfg.UsageResolution = cal.SampledLatency, cal.SampledUsage, cal.UsageResolution
 	if tr.AppMetrics {
@@ -227,57 +241,80 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 	app.BaseRate = tr.Mean
 	s, err := sim.New(cfg, app, &trace, tr.Seed+uint64(rep)+uint64(draw)*drawStride)
 	if err != nil {
-		return run, fmt.Errorf("simulator: %w", err)
+		return run, nil, fmt.Errorf("simulator: %w", err)
 	}
 	p, err := factory(app.Constraints)
 	if err != nil {
-		return run, fmt.Errorf("policy %s: %w", policyName, err)
+		return run, nil, fmt.Errorf("policy %s: %w", policyName, err)
 	}
 	run.SLO, run.Window = tr.SLO, tr.Step.Seconds()
 	var vpaGate *vpaCadence
 	if realVPA(policyName) {
 		vpaGate = &vpaCadence{next: tr.AutoscalerAfter.Seconds() + cal.VPAFirstAction.Value, every: VPAUpdaterInterval}
 	}
-	rec := newRecorder(cfg)
-	ctx := context.Background()
-	// The lag is the project's recommender and updater's; the real HPA
-	// scales in the loop it decides in, and the real VPA's cadence is
-	// vpaCadence's.
-	lag := cal.DecisionLag
-	if !IsFused(policyName) {
-		lag = 0
+	// The look and the updater's delay are the project's recommender and
+	// updater's; the real HPA scales in the loop it decides in, at the
+	// window's end, and the real VPA's cadence is vpaCadence's.
+	var look, act time.Duration
+	if IsFused(policyName) {
+		look, act = cal.Timing.Look, cal.Timing.Act+time.Duration(cal.Timing.Lag)*tr.Step
 	}
-	held := newDecisionQueue(lag)
+	rec := newRecorder(cfg)
+	var pool *windowPool
+	var usage *usageWindow
+	if k > 1 {
+		pool, usage = newWindowPool(s, k), newUsageWindow(cal.UsageResolution, step, k)
+	}
+	var updater updaterQueue
+	apply := func(now time.Duration) error {
+		for _, r := range updater.take(now) {
+			if _, err := s.Apply(r); err != nil {
+				return fmt.Errorf("at %s: %w", now, err)
+			}
+		}
+		return nil
+	}
+	ctx := context.Background()
 	var used, ok float64
-	for range trace.Rates {
+	for j := range trace.Rates {
 		m := s.Step()
 		w := rec.window(m, s.Observation())
-		run.Windows = append(run.Windows, w)
-		used += w.CPUUsed * (w.End - w.Start)
+		steps = append(steps, w)
 		ok += m.Completed
-		if w.End <= tr.AutoscalerAfter.Seconds() {
-			// No autoscaler yet: the window ended before it was created, so
-			// the replayed one, like the real one, starts its history later
-			// and the deployment stays as the harness made it.
-			continue
+		if pool != nil {
+			usage.add(s.Observation())
+			if w, done := pool.add(s, w); done {
+				run.Windows = append(run.Windows, w)
+				used += w.CPUUsed * (w.End - w.Start)
+			}
+		} else {
+			run.Windows = append(run.Windows, w)
+			used += w.CPUUsed * (w.End - w.Start)
 		}
-		obs := s.Observation()
-		if !tr.AppMetrics {
-			obs = usageOnly(obs)
+		now := time.Duration(j+1) * step
+		if (now-look)%tr.Step == 0 && now >= look && now > tr.AutoscalerAfter {
+			// Past the autoscaler's creation (the windows before it, the
+			// replayed one, like the real one, neither saw nor changed).
+			obs := s.Observation()
+			if usage != nil {
+				obs = usage.observe(obs, tr.Step)
+			}
+			if !tr.AppMetrics {
+				obs = usageOnly(obs)
+			}
+			// A policy that cannot decide leaves the workload as it is, as
+			// the recommender and the evaluator do.
+			if r, err := p.Recommend(ctx, obs); err == nil {
+				if vpaGate != nil {
+					r = vpaGate.gate(now.Seconds(), r)
+				}
+				updater.hold(r, now+act)
+			}
 		}
-		r, err := p.Recommend(ctx, obs)
-		decided := err == nil
-		// A policy that cannot decide leaves the workload as it is, as the
-		// recommender and the evaluator do.
-		if decided && vpaGate != nil {
-			r = vpaGate.gate(w.End, r)
-		}
-		r, decided = held.push(r, decided)
-		if !decided {
-			continue
-		}
-		if _, err := s.Apply(r); err != nil {
-			return run, fmt.Errorf("window %d: %w", w.Index, err)
+		// The pods change from the next step on, so the look above saw
+		// only what was applied at earlier boundaries.
+		if err := apply(now); err != nil {
+			return run, nil, err
 		}
 	}
 	// Measured as the harness measures it, not copied from the app.
@@ -285,39 +322,7 @@ func ReplayDraw(cal Calibration, settings map[string]string, policyName string, 
 		run.CPUSecondsPerRequest = used / ok
 	}
 	run.StartupSeconds = rec.startups
-	return run, nil
-}
-
-// decisionQueue holds a replay's decisions for a number of windows
-// (Calibration.DecisionLag), oldest first: the simulated updater applies
-// a decision that many windows after the simulator made it, as the real
-// updater acts on a recommendation some time after the recommender wrote
-// it. A window without a decision keeps its place, so a later decision
-// is not applied earlier.
-type decisionQueue struct {
-	lag     int
-	pending []heldDecision
-}
-
-type heldDecision struct {
-	r  workload.Recommendation
-	ok bool
-}
-
-func newDecisionQueue(lag int) *decisionQueue {
-	return &decisionQueue{lag: max(lag, 0)}
-}
-
-// push adds this window's decision (ok false: none) and returns the one
-// due now, with false when none is.
-func (q *decisionQueue) push(r workload.Recommendation, ok bool) (workload.Recommendation, bool) {
-	q.pending = append(q.pending, heldDecision{r: r, ok: ok})
-	if len(q.pending) <= q.lag {
-		return workload.Recommendation{}, false
-	}
-	due := q.pending[0]
-	q.pending = q.pending[1:]
-	return due.r, due.ok
+	return run, steps, nil
 }
 
 // FusedPrefix names a variant of the fused default as a policy:

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
@@ -327,68 +328,159 @@ func TestVPACadence(t *testing.T) {
 	}
 }
 
-// TestReplayDecisionLag: with Calibration.DecisionLag the replayed
-// decisions reach the pods that many windows later; 0 is the replay
-// without the setting.
-func TestReplayDecisionLag(t *testing.T) {
+// TestReplayTiming: the replayed default's decisions reach the pods when
+// Calibration.Timing says: the zero value at the end of the window they
+// were made at, a look within the window from that step on, an updater's
+// delay at the first step boundary after it, a lag whole windows later.
+// 16 requests/s of 20 ms saturate the initial 100m pod, so the default
+// changes it at its first look (TestReplayAutoscalerAfter).
+func TestReplayTiming(t *testing.T) {
+	const s5 = 5 * time.Second
 	for _, tc := range []struct {
-		name string
-		lag  int
-		want int
+		name   string
+		timing Timing
+		want   time.Duration // when the requests first change
 	}{
-		// 16 requests/s of 20 ms saturate the initial 100m pod: the
-		// default changes it after the first window (TestReplayAutoscalerAfter).
-		{"no lag", 0, 1},
-		{"one window", 1, 2},
-		{"two windows", 2, 3},
+		{"the simulator's own", Timing{}, 15 * time.Second},
+		{"finer steps alone", Timing{Step: s5}, 15 * time.Second},
+		{"a look 10 s in", Timing{Step: s5, Look: 10 * time.Second}, 10 * time.Second},
+		{"the node's: 10 s in, the updater 14 s later", Timing{Step: s5, Look: 10 * time.Second, Act: 14 * time.Second}, 25 * time.Second},
+		{"an updater a whole step later", Timing{Step: s5, Look: 10 * time.Second, Act: s5}, 15 * time.Second},
+		{"one window held", Timing{Lag: 1}, 30 * time.Second},
+		{"two windows held", Timing{Lag: 2}, 45 * time.Second},
+		{"one window held, finer steps", Timing{Step: s5, Lag: 1}, 30 * time.Second},
+		{"a delay over a window's steps", Timing{Step: 7500 * time.Millisecond, Act: 8 * time.Second}, 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
-			cal.DecisionLag = tc.lag
-			r, err := Replay(cal, settings(), "fused", 0)
+			cal.Timing = tc.timing
+			r, steps, err := replay(cal, settings(), "fused", 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := firstChange(r.Windows); got != tc.want {
-				t.Errorf("the deployment first changed in window %d, want %d", got, tc.want)
+			step := tc.timing.Step
+			if step == 0 {
+				step = 15 * time.Second
+			}
+			if got := time.Duration(firstChange(steps)) * step; got != tc.want {
+				t.Errorf("the deployment first changed at %s, want %s", got, tc.want)
+			}
+			if len(r.Windows) != 40 || len(steps) != 40*int(15*time.Second/step) {
+				t.Fatalf("%d windows of %d steps, want 40 of the 10-min trace's", len(r.Windows), len(steps))
 			}
 		})
 	}
 }
 
-func TestDecisionQueue(t *testing.T) {
-	rec := func(n int32) workload.Recommendation { return workload.Recommendation{Replicas: n} }
-	type step struct {
-		in     int32 // 0: no decision this window
-		want   int32
-		wantOK bool
-	}
-	for _, tc := range []struct {
-		name  string
-		lag   int
-		steps []step
-	}{
-		{"no lag applies at once", 0, []step{{2, 2, true}, {0, 0, false}, {3, 3, true}}},
-		{"negative is no lag", -1, []step{{2, 2, true}}},
-		{"one window", 1, []step{{2, 0, false}, {3, 2, true}, {4, 3, true}}},
-		{"a window without a decision keeps its place", 1, []step{{2, 0, false}, {0, 2, true}, {5, 0, false}, {6, 5, true}}},
-		{"two windows", 2, []step{{2, 0, false}, {3, 0, false}, {4, 2, true}, {5, 3, true}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			q := newDecisionQueue(tc.lag)
-			for i, s := range tc.steps {
-				got, ok := q.push(rec(s.in), s.in != 0)
-				if ok != s.wantOK || (ok && got.Replicas != s.want) {
-					t.Errorf("window %d: got %d (%v), want %d (%v)", i, got.Replicas, ok, s.want, s.wantOK)
+// TestReplayFinerSteps: a window pooled from finer steps is the harness's
+// window: on the 15-s grid, its counts the steps' sums, its requests and
+// usage their means, its p95 within the steps' range, its replica change
+// counted once.
+func TestReplayFinerSteps(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	cal.Timing = Timing{Step: 5 * time.Second}
+	for _, policy := range policies {
+		t.Run(policy, func(t *testing.T) {
+			r, steps, err := replay(cal, settings(), policy, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, w := range r.Windows {
+				part := steps[3*i : 3*i+3]
+				if w.Index != i || w.Start != 15*float64(i) || w.End != 15*float64(i+1) {
+					t.Fatalf("window %d: index %d, %g–%g s", i, w.Index, w.Start, w.End)
+				}
+				var sent, lost int
+				var cpu float64
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for _, p := range part {
+					sent, lost, cpu = sent+p.Sent, lost+p.Lost, cpu+p.CPURequested/3
+					if p.Sent > 0 {
+						lo, hi = min(lo, p.P95), max(hi, p.P95)
+					}
+				}
+				if w.Sent != sent || w.Lost != lost || math.Abs(w.CPURequested-cpu) > 1e-12 || w.Replicas != part[2].Replicas {
+					t.Fatalf("window %d: %+v, from %+v", i, w, part)
+				}
+				if lost == 0 && sent > 0 && (w.P95 < lo-1e-9 || w.P95 > hi+1e-9) {
+					t.Fatalf("window %d: p95 %g outside the steps' [%g, %g]", i, w.P95, lo, hi)
+				}
+				if w.ReplicaChanges > 1 {
+					t.Fatalf("window %d: %d replica changes", i, w.ReplicaChanges)
 				}
 			}
 		})
 	}
 }
 
-// TestReplayDecisionLagMPAOnly: the lag holds the project's policies'
-// decisions only; the real HPA's and VPA's replays are unchanged by it.
-func TestReplayDecisionLagMPAOnly(t *testing.T) {
+func TestTimingSteps(t *testing.T) {
+	const window = 15 * time.Second
+	for _, tc := range []struct {
+		name    string
+		timing  Timing
+		want    int
+		wantErr string
+	}{
+		{"the simulator's own", Timing{}, 1, ""},
+		{"5-s steps", Timing{Step: 5 * time.Second, Look: 10 * time.Second, Act: 14 * time.Second}, 3, ""},
+		{"the window", Timing{Step: window}, 1, ""},
+		{"a lag alone", Timing{Lag: 8}, 1, ""},
+		{"a step longer than the window", Timing{Step: 30 * time.Second}, 0, "simulator step"},
+		{"a step not dividing the window", Timing{Step: 4 * time.Second}, 0, "not a whole number"},
+		{"a look off the steps", Timing{Step: 5 * time.Second, Look: 7 * time.Second}, 0, "decision look"},
+		{"a look of a window", Timing{Look: window}, 0, "decision look"},
+		{"a negative act", Timing{Act: -time.Second}, 0, "decision act"},
+		{"an act past two minutes", Timing{Act: 3 * time.Minute}, 0, "decision act"},
+		{"a lag past two minutes", Timing{Lag: 9}, 0, "decision lag"},
+		{"a negative lag", Timing{Lag: -1}, 0, "decision lag"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.timing.steps(window)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("%d steps (%v), want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestUpdaterQueue(t *testing.T) {
+	rec := func(n int32) workload.Recommendation { return workload.Recommendation{Replicas: n} }
+	var q updaterQueue
+	q.hold(rec(2), 20*time.Second)
+	q.hold(rec(3), 25*time.Second)
+	q.hold(rec(4), 25*time.Second)
+	replicas := func(rs []workload.Recommendation) []int32 {
+		var out []int32
+		for _, r := range rs {
+			out = append(out, r.Replicas)
+		}
+		return out
+	}
+	for _, s := range []struct {
+		now  time.Duration
+		want []int32
+	}{
+		{15 * time.Second, nil},
+		{20 * time.Second, []int32{2}},
+		{24 * time.Second, nil},
+		{25 * time.Second, []int32{3, 4}},
+		{40 * time.Second, nil},
+	} {
+		if got := replicas(q.take(s.now)); !slices.Equal(got, s.want) {
+			t.Errorf("at %s: %v, want %v", s.now, got, s.want)
+		}
+	}
+}
+
+// TestReplayTimingMPAOnly: the timing is the project's recommender and
+// updater's; the real HPA's and VPA's replays keep theirs.
+func TestReplayTimingMPAOnly(t *testing.T) {
 	for _, tc := range []struct {
 		policy      string
 		wantChanged bool
@@ -399,7 +491,7 @@ func TestReplayDecisionLagMPAOnly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cal.DecisionLag = 1
+			cal.Timing = Timing{Lag: 1}
 			late, err := Replay(cal, settings(), tc.policy, 0)
 			if err != nil {
 				t.Fatal(err)

@@ -73,3 +73,40 @@ func (r *rateRing) pooled(dt, timeout float64, read workload.Percentiles) (rate,
 	}
 	return arrivals / span, lost / span, latencyAt(r.pool, lost, timeout, pooledLevels(r.levels, r.weights), read)
 }
+
+// WindowPool reads several consecutive steps as one window: the quantiles
+// of all their requests pooled, as a histogram over the longer window
+// gives them. A replay that simulates at a step finer than the windows it
+// reports (hack/benchreal's decision timing) adds each step of a window
+// and reads the window's percentiles at its end. Its zero value is not
+// usable; NewWindowPool makes one.
+type WindowPool struct {
+	ring    *rateRing
+	timeout float64
+}
+
+// NewWindowPool pools up to steps steps of s's (steps >= 1); s's Timeout
+// counts the lost requests.
+func NewWindowPool(s *Simulator, steps int) *WindowPool {
+	return &WindowPool{ring: newRateRing(max(steps, 1)), timeout: s.timeout}
+}
+
+// Add records the step s simulated last (call it after s.Step). Past the
+// pool's size the oldest step makes room.
+func (p *WindowPool) Add(s *Simulator) {
+	p.ring.add(s.lat.groups[:s.lat.ngroups], s.lat.effective, s.lat.levels, &s.out.last)
+}
+
+// Latency returns the percentiles of every request of the steps added
+// since the last Reset (failed and timed-out ones at the timeout), read at
+// the steps' levels pooled.
+func (p *WindowPool) Latency() workload.Latency {
+	if p.ring.next == 0 && !p.ring.full {
+		return workload.Latency{}
+	}
+	_, _, lat := p.ring.pooled(1, p.timeout, workload.AllPercentiles)
+	return lat
+}
+
+// Reset empties the pool for the next window.
+func (p *WindowPool) Reset() { p.ring.next, p.ring.full = 0, false }

@@ -166,3 +166,63 @@ func TestUnreadPercentiles(t *testing.T) {
 		t.Errorf("New with unread %03b: %v, want an unread-percentiles error", workload.AllPercentiles+1, err)
 	}
 }
+
+// TestWindowPool checks a window read from finer steps: one step pooled
+// alone is that step's own latency (the same quantile code), a reset pool
+// reads nothing, and three steps pooled give the timeout exactly when
+// more than 5% of their requests were lost, and otherwise a p95 within
+// the range of the steps' own (a quantile of a mixture lies between its
+// components').
+func TestWindowPool(t *testing.T) {
+	const k = 3
+	rates := make([]float64, 0, 48)
+	for _, r := range stepTrace(t).Rates {
+		rates = append(rates, r, r, r)
+	}
+	tr := &Trace{Name: "step, 5-s steps", Step: 5 * time.Second, Rates: rates}
+	s := newSim(t, Config{Step: 5 * time.Second}, testApp(0.05, 0.01, 1), tr, 9)
+	one, pool := NewWindowPool(s, 1), NewWindowPool(s, k)
+	if got := pool.Latency(); got != (workload.Latency{}) {
+		t.Fatalf("an empty pool read %+v", got)
+	}
+	sawTimeout, sawMixed := false, false
+	var steps []StepMetrics
+	for i := range rates {
+		m := s.Step()
+		one.Reset()
+		one.Add(s)
+		if got := one.Latency(); got != m.Latency {
+			t.Fatalf("step %d: one step pooled %+v, its own %+v", i, got, m.Latency)
+		}
+		pool.Add(s)
+		steps = append(steps, m)
+		if len(steps) < k {
+			continue
+		}
+		got := pool.Latency()
+		pool.Reset()
+		var arrivals, lost float64
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for _, w := range steps {
+			arrivals += w.Arrivals
+			lost += w.Failed + w.TimedOut
+			lo, hi = math.Min(lo, w.Latency.P95), math.Max(hi, w.Latency.P95)
+		}
+		steps = steps[:0]
+		switch share := lost / arrivals; {
+		case share > 0.05:
+			sawTimeout = true
+			if got.P95 != 30 {
+				t.Fatalf("step %d: %.1f%% lost, pooled p95 %g, want the timeout", i, 100*share, got.P95)
+			}
+		case lost == 0:
+			if got.P95 < lo-1e-9 || got.P95 > hi+1e-9 {
+				t.Fatalf("step %d: pooled p95 %g outside the steps' [%g, %g]", i, got.P95, lo, hi)
+			}
+			sawMixed = sawMixed || hi-lo > 1e-6
+		}
+	}
+	if !sawTimeout || !sawMixed {
+		t.Fatalf("the trace did not exercise both cases (timeout %v, mixed steps %v)", sawTimeout, sawMixed)
+	}
+}
