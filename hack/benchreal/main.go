@@ -153,6 +153,7 @@ func main() {
 	flag.IntVar(&o.simTiming.Lag, "sim-lag", 0, "--simulate: apply each replayed decision of the fused default and its variants this many windows later than --sim-act says (simside.Timing.Lag); 0 as the simulator does")
 	flag.DurationVar(&o.simTiming.Step, "sim-step", 0, "--simulate: the simulator's step in the replay, a whole fraction of the runs' window (simside.Timing.Step), whose steps make up each window; 0: the window, as the simulator does. A finer step lets a decision land within a window (--sim-look, --sim-act)")
 	flag.DurationVar(&o.simTiming.Look, "sim-look", 0, "--simulate: how far into each window the replayed fused default decides, a whole number of --sim-step (simside.Timing.Look); on the node, with --load-phase 5s, its recommender looks some 9.5 s in (docs/real-node-rounds.md); 0: at the window's end, as the simulator does")
+	flag.BoolVar(&o.simTiming.HPAPhases, "sim-hpa-phases", false, "--simulate: replay the real HPA's loop (hpa, hpa+vpa) at a phase of its own within the window, one --sim-step later with each draw in turn (simside.Timing.HPAPhases), rather than at each window's end; the controller-manager's loop runs out of phase with the windows. Needs --sim-step")
 	flag.DurationVar(&o.simTiming.Act, "sim-act", 0, "--simulate: how long after each decision of the replayed fused default the simulated updater applies it, at the next step boundary (simside.Timing.Act); on the node some 14 s; 0: at once, as the simulator does")
 	flag.BoolVar(&o.simBackground, "sim-background", false, "--simulate: replay each run beside its own measured background (the machine's CPU beside the app's pods: simside.RunBackground), which slows the requests that share a core with it (sim.Config.NodeBackground), and fit the burst model so; to set the two side by side")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
@@ -217,6 +218,9 @@ func (o options) validate() error {
 	}
 	if o.simulate && (o.simTiming.Step < 0 || o.simTiming.Look < 0 || o.simTiming.Act < 0 || o.simTiming.Act > 2*time.Minute) {
 		errs = append(errs, fmt.Errorf("--sim-step %s, --sim-look %s and --sim-act %s must be >= 0, --sim-act at most 2m", o.simTiming.Step, o.simTiming.Look, o.simTiming.Act))
+	}
+	if o.simulate && o.simTiming.HPAPhases && o.simTiming.Step == 0 {
+		errs = append(errs, errors.New("--sim-hpa-phases needs a --sim-step finer than the window"))
 	}
 	if o.simulate && o.simTiming.Look > 0 && o.simTiming.Step == 0 {
 		errs = append(errs, fmt.Errorf("--sim-look %s needs a --sim-step that divides both it and the window", o.simTiming.Look))

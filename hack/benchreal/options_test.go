@@ -47,6 +47,10 @@ func TestValidateTiming(t *testing.T) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
 			o.simTiming.Look = 10 * time.Second
 		}, "--sim-look"},
+		{"simulated with the HPA's phases and no step", func(o *options) {
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
+			o.simTiming.HPAPhases = true
+		}, "--sim-hpa-phases"},
 		{"simulated with a negative step", func(o *options) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
 			o.simTiming.Step = -time.Second

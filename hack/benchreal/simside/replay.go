@@ -256,8 +256,11 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 	// updater's; the real HPA scales in the loop it decides in, at the
 	// window's end, and the real VPA's cadence is vpaCadence's.
 	var look, act time.Duration
-	if IsFused(policyName) {
+	switch {
+	case IsFused(policyName):
 		look, act = cal.Timing.Look, cal.Timing.Act+time.Duration(cal.Timing.Lag)*tr.Step
+	case cal.Timing.HPAPhases && (policyName == "hpa" || policyName == "hpa+vpa"):
+		look = time.Duration(draw%k) * step
 	}
 	rec := newRecorder(cfg)
 	var pool *windowPool

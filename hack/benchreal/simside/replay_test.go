@@ -2,6 +2,7 @@ package simside
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"math"
 	"reflect"
@@ -372,6 +373,40 @@ func TestReplayTiming(t *testing.T) {
 	}
 }
 
+// TestReplayHPAPhases: with Timing.HPAPhases the real HPA's replay
+// decides one step later into the window with each draw in turn; the
+// fused default keeps its own look. 16 requests/s of 20 ms put the
+// initial 100m pod far over the HPA's target from the first step, but the
+// HPA counts its CPU only from a metric window (15 s) after it turned
+// Ready (at 0 s: its CPU initialization rule), so at 5-s steps it first
+// scales out at 15 s (draw 0, at the windows' ends), 20 s (draw 1, looks
+// at 5 s, 20 s, …), 25 s (draw 2), then 15 s again (draw 3).
+func TestReplayHPAPhases(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	cal.Timing = Timing{Step: 5 * time.Second, HPAPhases: true}
+	for _, tc := range []struct {
+		policy string
+		draw   int
+		want   time.Duration
+	}{
+		{"hpa", 0, 15 * time.Second},
+		{"hpa", 1, 20 * time.Second},
+		{"hpa", 2, 25 * time.Second},
+		{"hpa", 3, 15 * time.Second},
+		{"fused", 1, 15 * time.Second},
+	} {
+		t.Run(fmt.Sprintf("%s draw %d", tc.policy, tc.draw), func(t *testing.T) {
+			_, steps, err := replay(cal, settings(), tc.policy, 0, tc.draw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := time.Duration(firstChange(steps)) * cal.Timing.Step; got != tc.want {
+				t.Errorf("the deployment first changed at %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestReplayFinerSteps: a window pooled from finer steps is the harness's
 // window: on the 15-s grid, its counts the steps' sums, its requests and
 // usage their means, its p95 within the steps' range, its replica change
@@ -432,6 +467,8 @@ func TestTimingSteps(t *testing.T) {
 		{"a negative act", Timing{Act: -time.Second}, 0, "decision act"},
 		{"an act past two minutes", Timing{Act: 3 * time.Minute}, 0, "decision act"},
 		{"a lag past two minutes", Timing{Lag: 9}, 0, "decision lag"},
+		{"the HPA's phases at the window's step", Timing{HPAPhases: true}, 0, "HPA's phases"},
+		{"the HPA's phases at 5-s steps", Timing{Step: 5 * time.Second, HPAPhases: true}, 3, ""},
 		{"a negative lag", Timing{Lag: -1}, 0, "decision lag"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

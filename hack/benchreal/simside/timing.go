@@ -40,6 +40,13 @@ type Timing struct {
 	// the next look, some 24.5 s, sees it; Step 2.5s, Look 10s and Act
 	// 12.5s give 22.5 s and 25 s (docs/real-node-rounds.md).
 	Act time.Duration `json:"act,omitempty"`
+	// HPAPhases has the real HPA's loop (the policies hpa and hpa+vpa)
+	// decide at a phase of its own within the window, one step later with
+	// each draw in turn (draw d at (d mod steps) steps in), where without
+	// it it decides at each window's end: the controller-manager's 15-s
+	// loop runs out of phase with the harness's windows, at a phase no run
+	// records. Needs a Step finer than the window.
+	HPAPhases bool `json:"hpaPhases,omitempty"`
 }
 
 // maxTimingLag bounds Lag and Act: the recommender's decision is stale
@@ -67,6 +74,9 @@ func (t Timing) steps(window time.Duration) (int, error) {
 	if window%step != 0 {
 		return 0, fmt.Errorf("simulator step %s: the window, %s, is not a whole number of them", step, window)
 	}
+	if t.HPAPhases && step == window {
+		return 0, fmt.Errorf("the HPA's phases need a simulator step finer than the window, %s", window)
+	}
 	if t.Look%step != 0 {
 		return 0, fmt.Errorf("decision look %s: not a whole number of simulator steps of %s", t.Look, step)
 	}
@@ -91,6 +101,9 @@ func (t Timing) String() string {
 	}
 	if t.Step > 0 {
 		s += fmt.Sprintf("; the simulator steps %s", t.Step)
+	}
+	if t.HPAPhases {
+		s += "; the real HPA decides at a phase of its own, one step later each draw"
 	}
 	return s
 }
