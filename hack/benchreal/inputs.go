@@ -217,6 +217,14 @@ func sloLook(ctx context.Context, promURL, ns, promWindow string) (l slo.Look) {
 	if l.P95, l.P95OK, err = query(ctx, promURL, slo.LatencyQuery(testapp.RequestDurationMetric, ns, promWindow, 0.95)); err != nil && ctx.Err() == nil {
 		logf("p95 of %s: %v", ns, err)
 	}
+	var podsOK bool
+	if l.InFlight, l.InFlightOK, err = query(ctx, promURL, slo.InFlightQuery(testapp.InFlightMetric, ns)); err != nil && ctx.Err() == nil {
+		logf("requests in flight of %s: %v", ns, err)
+	}
+	if l.InFlightPods, podsOK, err = query(ctx, promURL, slo.SeriesQuery(testapp.InFlightMetric, ns)); err != nil && ctx.Err() == nil {
+		logf("pods with requests in flight of %s: %v", ns, err)
+	}
+	l.InFlightOK = l.InFlightOK && podsOK
 	return l
 }
 

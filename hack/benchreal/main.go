@@ -90,6 +90,8 @@ type options struct {
 	simBackground bool
 	// simTick gives the simulated node a scheduler tick.
 	simTick time.Duration
+	// simMemoryFit is which requests in flight the memory fit reads.
+	simMemoryFit simside.MemoryFit
 	// simTiming is when the replayed fused default decides and acts.
 	simTiming simside.Timing
 	// simDraws is how many draws of the simulator each run is replayed with.
@@ -150,6 +152,10 @@ func main() {
 	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.simCPUCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
 	flag.DurationVar(&o.simTick, "sim-tick", 0, "--simulate: give the simulated node a scheduler tick (sim.Config.NodeTick; 4ms at the kernel's CONFIG_HZ=250), at which the kernel finds a CFS quota spent, so that requests run on past it and the overrun comes off the next period's; 0 enforces the quota to the instant")
+	flag.Func("sim-memory-fit", "--simulate: what the calibration's memory fit regresses the pods' working set on beside their count (simside.MemoryFit): gauge, the app's requests in flight as the testbed's Prometheus scraped its in-flight gauge, over the windows whose pods stayed as they were at any load; little, the requests in flight by Little's law off the p95 over calm windows (the fit before runs recorded the gauge); auto, gauge where at least 10 windows have it, else little (default auto)", func(v string) (err error) {
+		o.simMemoryFit, err = simside.ParseMemoryFit(v)
+		return err
+	})
 	flag.IntVar(&o.simTiming.Lag, "sim-lag", 0, "--simulate: apply each replayed decision of the fused default and its variants this many windows later than --sim-act says (simside.Timing.Lag); 0 as the simulator does")
 	flag.DurationVar(&o.simTiming.Step, "sim-step", 0, "--simulate: the simulator's step in the replay, a whole fraction of the runs' window (simside.Timing.Step), whose steps make up each window; 0: the window, as the simulator does. A finer step lets a decision land within a window (--sim-look, --sim-act)")
 	flag.DurationVar(&o.simTiming.Look, "sim-look", 0, "--simulate: how far into each window the replayed fused default decides, a whole number of --sim-step (simside.Timing.Look); on the node, with --load-phase 5s, its recommender looks some 9.5 s in (docs/real-node-rounds.md); 0: at the window's end, as the simulator does")
@@ -526,7 +532,7 @@ func mergeReport(o options) error {
 // and the simulated runs' own table, and writes simulated.json,
 // side-by-side.txt and one SVG per policy (its first repetition).
 func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
-	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.simCPUCV, Background: o.simBackground, Tick: o.simTick})
+	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.simCPUCV, Background: o.simBackground, Tick: o.simTick, MemoryFit: o.simMemoryFit})
 	if err != nil {
 		return fmt.Errorf("--simulate: %w", err)
 	}

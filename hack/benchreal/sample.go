@@ -189,11 +189,23 @@ func (s *sampler) windows(recs []loadgen.Record) []result.Window {
 			w.CPURequested, w.MemoryRequested, w.CPUUsed, w.MemoryUsed = last.CPURequested, last.MemoryRequested, last.CPUUsed, last.MemoryUsed
 		}
 		w.Replicas, w.Ready, w.ReadyCPURequested = last.Replicas, last.Ready, last.ReadyCPURequested
-		// The window's last look at the autoscaler and the SLO inputs.
+		// The window's last look at the autoscaler and the SLO inputs, and
+		// the mean of its looks' requests in flight.
+		var inFlight, pods float64
+		answered := 0
 		for ; k < len(s.looks) && s.looks[k].T <= r.End; k++ {
 			if s.looks[k].T >= r.Start {
 				lastLook, seen = s.looks[k], true
+				if s.looks[k].slo.InFlightOK {
+					inFlight += s.looks[k].slo.InFlight
+					pods += s.looks[k].slo.InFlightPods
+					answered++
+				}
 			}
+		}
+		if answered > 0 {
+			inFlight /= float64(answered)
+			w.InFlight, w.InFlightPods = inFlight, pods/float64(answered)
 		}
 		if seen {
 			st := lastLook.state

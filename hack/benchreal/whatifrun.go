@@ -55,6 +55,11 @@ func (h *harness) cadvisorScrape(ctx context.Context) (string, error) {
 		filepath.Join(certs, "apiserver-kubelet-client.crt"), filepath.Join(certs, "apiserver-kubelet-client.key"), 5), nil
 }
 
+// InFlightQuery is the what-if's --in-flight-query for the test app: each
+// pod's peak requests in flight over the range its working set is read
+// over (--prometheus-window).
+const InFlightQuery = `sum by (pod) (max_over_time(` + testapp.InFlightMetric + `{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"}[{{.Window}}]))`
+
 // whatIf runs recommender whatif on the history of the run that loaded ns
 // from start for the run's duration, while its Deployment still exists:
 // the period of the load at the windows' step, the fused default
@@ -92,7 +97,11 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		// first run, against the default bound of 25%).
 		"--fit-max-memory-residual", "0.5",
 		"--prometheus-query-cpu", podCgroupQuery("sum", "rate", "container_cpu_usage_seconds_total"),
-		"--prometheus-query-memory", podCgroupQuery("max", "max_over_time", "container_memory_working_set_bytes")}
+		"--prometheus-query-memory", podCgroupQuery("max", "max_over_time", "container_memory_working_set_bytes"),
+		// The app's in-flight gauge, at its peak over the same range as
+		// the working set's: the memory fit pairs the two instead of
+		// estimating the requests in flight by Little's law.
+		"--in-flight-query", InFlightQuery}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, h.o.recommenderBin, args...)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 	"github.com/aware-k8s/aware/pkg/lab/eval"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
@@ -64,6 +65,17 @@ func TestPodCgroupQuery(t *testing.T) {
 	want := `sum by (namespace, pod, container) (label_replace(rate(container_cpu_usage_seconds_total{pod=~"{{.PodRegex}}", namespace="{{.Namespace}}", container=""}[{{.Window}}]), "container", "app", "", ""))`
 	if got != want {
 		t.Errorf("query\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestInFlightQuery(t *testing.T) {
+	// The what-if checks its --in-flight-query as this one.
+	if err := usage.CheckTemplate("in-flight", InFlightQuery); err != nil {
+		t.Fatal(err)
+	}
+	want := `sum by (pod) (max_over_time(aware_testapp_requests_in_flight{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"}[{{.Window}}]))`
+	if InFlightQuery != want {
+		t.Errorf("query\n%s\nwant\n%s", InFlightQuery, want)
 	}
 }
 

@@ -63,7 +63,11 @@ type WhatifOptions struct {
 	SLOMetric string
 	SLO       time.Duration
 	RateQuery string
-	Period    time.Duration
+	// InFlightQuery is a query template of each pod's requests in flight
+	// (usage.WorkloadQuery.InFlightQuery); "": the memory fit estimates
+	// them by Little's law.
+	InFlightQuery string
+	Period        time.Duration
 	// End is when the period ends, RFC 3339 ("": now), so that a past
 	// incident or a finished benchmark run can be read after the fact.
 	End    string
@@ -165,6 +169,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.SLOMetric, "slo-metric", o.SLOMetric, "Latency histogram of every workload (its _count gives the request rate, its buckets the p95); overrides the MPAs' spec.rl.slo.metric.")
 	fs.DurationVar(&o.SLO, "slo", o.SLO, "p95 latency objective of every workload; overrides the MPAs' spec.rl.slo.target. 0 with no MPA SLO: SLO violations are not counted.")
 	fs.StringVar(&o.RateQuery, "rate-query", o.RateQuery, "PromQL of the request rate (requests/s, one series), for workloads without an SLO histogram; the same for every workload.")
+	fs.StringVar(&o.InFlightQuery, "in-flight-query", o.InFlightQuery, "PromQL template of each pod's requests in flight, one series per pod labelled pod (e.g. sum by (pod) (http_requests_in_flight{namespace=\"{{.Namespace}}\", pod=~\"{{.PodRegex}}\"})), with {{.Namespace}}, {{.PodRegex}} and {{.Window}} as in the --prometheus-query-* templates. The memory fit then regresses the working set on it instead of on Little's law's estimate, which under overload counts too few requests and gives each too much memory. Empty: Little's law.")
 	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending at --end.")
 	fs.StringVar(&o.End, "end", o.End, "When the period ends, as an RFC 3339 time (e.g. 2026-11-30T01:00:00Z); empty: now.")
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
@@ -235,6 +240,14 @@ func (o *WhatifOptions) Validate() error {
 	}
 	if o.SLO < 0 {
 		errs = append(errs, fmt.Errorf("--slo %s must not be negative", o.SLO))
+	}
+	if o.InFlightQuery != "" && o.From != "" {
+		errs = append(errs, errors.New("--in-flight-query reads Prometheus; --from replays its file's histories, with the requests in flight they recorded"))
+	}
+	if o.InFlightQuery != "" {
+		if err := usage.CheckTemplate("in-flight", o.InFlightQuery); err != nil {
+			errs = append(errs, fmt.Errorf("--in-flight-query: %w", err))
+		}
 	}
 	if o.Replay.Seeds < 2 {
 		errs = append(errs, fmt.Errorf("--seeds %d: at least 2, for the paired comparison's interval", o.Replay.Seeds))
@@ -491,7 +504,7 @@ func readAndReplay(ctx context.Context, o *WhatifOptions, targets []whatifTarget
 			h, err := prom.WorkloadHistory(gctx, usage.WorkloadQuery{
 				Namespace: t.Namespace, PodRegex: podRegex(t.Deployment), Deployment: t.Deployment,
 				SLOMetric: t.SLOMetric, Selector: t.Selector, Percentile: t.Percentile, RateQuery: o.RateQuery,
-				Start: start, Steps: steps, Step: o.Step,
+				InFlightQuery: o.InFlightQuery, Start: start, Steps: steps, Step: o.Step,
 				Progress: func(done, total int) {
 					logger.V(1).Info("Progress", "workload", name, "queries", done, "of", total)
 					wp.query(i, name, done, total)
@@ -565,7 +578,7 @@ func toSeries(name string, t whatifTarget, h usage.WorkloadHistory) *whatif.Seri
 	}
 	return &whatif.Series{
 		Name: name, Container: t.Container, Start: h.Start, Step: h.Step,
-		Rate: h.Rate, CPU: h.CPU, Memory: h.Memory, Replicas: h.Replicas, P95: h.Latency, SLO: t.SLO,
+		Rate: h.Rate, CPU: h.CPU, Memory: h.Memory, Replicas: h.Replicas, P95: h.Latency, InFlight: h.InFlight, SLO: t.SLO,
 		StartupDelays: h.StartupDelays,
 		RequestCPU:    spec(h.RequestCPU, t.RequestCPU), RequestMemory: spec(h.RequestMemory, t.RequestMemory),
 		LimitCPU: spec(h.LimitCPU, t.LimitCPU), LimitMemory: spec(h.LimitMemory, t.LimitMemory),

@@ -277,6 +277,11 @@ func TestWhatifValidate(t *testing.T) {
 	if err := ok().Validate(); err != nil {
 		t.Fatalf("defaults with an address must be valid: %v", err)
 	}
+	withInFlight := ok()
+	withInFlight.InFlightQuery = `sum by (pod) (app_requests_in_flight{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"})`
+	if err := withInFlight.Validate(); err != nil {
+		t.Fatalf("an in-flight template must be valid: %v", err)
+	}
 	for _, tc := range []struct {
 		name   string
 		mutate func(*WhatifOptions)
@@ -295,6 +300,9 @@ func TestWhatifValidate(t *testing.T) {
 		{"unknown policy", func(o *WhatifOptions) { o.Replay.Policies = []string{"hpa", "kpa"} }, `--policies: whatif: unknown policy "kpa"`},
 		{"bad variant", func(o *WhatifOptions) { o.Replay.Policies = []string{"fused:target=2"} }, "--policies"},
 		{"negative slo", func(o *WhatifOptions) { o.SLO = -time.Second }, "--slo"},
+		{"in-flight template with an unknown field", func(o *WhatifOptions) { o.InFlightQuery = `sum(x{namespace="{{.Nope}}"})` }, "--in-flight-query"},
+		{"in-flight template that does not parse", func(o *WhatifOptions) { o.InFlightQuery = `sum(x{namespace="{{.Namespace"})` }, "--in-flight-query"},
+		{"in-flight query with --from", func(o *WhatifOptions) { o.From, o.InFlightQuery = "whatif.json", `sum by (pod) (x)` }, "--in-flight-query"},
 		{"no concurrency", func(o *WhatifOptions) { o.PrometheusConcurrency = 0 }, "--prometheus-concurrency"},
 		{"no memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = 0 }, "--fit-max-memory-residual"},
 		{"NaN memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = math.NaN() }, "--fit-max-memory-residual"},

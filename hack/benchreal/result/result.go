@@ -69,6 +69,15 @@ type Window struct {
 	SLORate       float64 `json:"sloRate,omitempty"`
 	SLOP95        float64 `json:"sloP95,omitempty"`
 	ScalingReason string  `json:"scalingReason,omitempty"`
+	// InFlight is the mean, over the window's looks that had an answer, of
+	// the app's requests in flight summed over its pods, as the testbed's
+	// Prometheus last scraped them (its in-flight gauge). InFlightPods is
+	// the mean number of pods whose series those answers summed (a pod
+	// whose last scrape failed is missing); 0 without an answer, and in
+	// files before 2026-12-06, when InFlight means nothing. The memory fit
+	// reads them.
+	InFlight     float64 `json:"inFlight,omitempty"`
+	InFlightPods float64 `json:"inFlightPods,omitempty"`
 	// Stage and Source are the autoscaler's status.rl.stage and
 	// status.rl.source at the window's last look (agent policies): the
 	// agent's lifecycle stage, and whose recommendation was applied

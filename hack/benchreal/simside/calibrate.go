@@ -181,6 +181,9 @@ type Options struct {
 	// the burst model's fit as in the replay; 0 enforces the quota to the
 	// instant.
 	Tick time.Duration
+	// MemoryFit is which requests in flight the memory fit regresses the
+	// pods' memory on (MemoryFitAuto, MemoryFitGauge, MemoryFitLittle).
+	MemoryFit MemoryFit
 }
 
 // BurstCVs are the coefficients of variation of the requests' CPU time the
@@ -319,7 +322,7 @@ func Calibrate(runs []result.Run, o Options) (Calibration, error) {
 	}
 	c.Node.Tick = o.Tick
 	c.Throttling = fitThrottling(runs, c.cpu(), c.Node, o)
-	if err := c.fitMemory(runs); err != nil {
+	if err := c.fitMemory(runs, o.MemoryFit); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -636,58 +639,6 @@ func QuotaP95(cpuSeconds, cv, limit, rate float64, node QuotaNode) float64 {
 	a := sim.App{Demand: sim.Demand{CPUSeconds: cpuSeconds, CPUSecondsCV: cv, CPUBurst: true}}
 	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: node.Cores, Background: node.Background, Tick: node.Tick.Seconds()}, 1, math.Inf(1))
 	return w.Own + w.QueueDelay + w.Stationary*math.Log(20)
-}
-
-// inFlight estimates the requests a window's pods held on average. Little's
-// law wants the window's mean latency, but the load generator records only
-// its percentiles, so the mean is read off the p95 through the simulator's
-// own latency model (a shift plus an exponential: mean = shift + (p95 −
-// shift)/ln 20; the shift is W, plus the CPU seconds in the burst model).
-// The fit therefore gives the memory per request that makes the
-// simulator's memory match the real one wherever its latency matches; it
-// is an assumption about the shape of the latency, not a measurement of it.
-func inFlight(w result.Window, shift float64) float64 {
-	if w.OK == 0 || !(w.P95 > 0) {
-		return 0
-	}
-	mean := shift + math.Max(w.P95-shift, 0)/math.Log(20)
-	return float64(w.OK) / (w.End - w.Start) * mean
-}
-
-func (c *Calibration) fitMemory(runs []result.Run) error {
-	ws, _ := calmWindows(runs, c.cpu())
-	shift := c.Throttling.SimIOWait()
-	if c.Throttling.Burst {
-		shift += c.cpu().CPUSeconds
-	}
-	var pods, inflight, used []float64
-	for _, w := range ws {
-		if w.MemoryUsed > 0 {
-			pods = append(pods, float64(w.Ready))
-			inflight = append(inflight, inFlight(w, shift))
-			used = append(used, w.MemoryUsed)
-		}
-	}
-	c.MemoryWindows = len(used)
-	if len(used) < MinFitWindows {
-		return fmt.Errorf("%w: %d calm windows with memory usage (Ready = desired pods, no scaling, resize, eviction, OOM kill or loss, ρ ≤ 0.9, after two calm windows), want %d", ErrThinData, len(used), MinFitWindows)
-	}
-	f, err := leastSquares([][]float64{pods, inflight}, used)
-	if err != nil {
-		return fmt.Errorf("%w: memory against Ready pods and requests in flight: %v", ErrThinData, err)
-	}
-	const how = "least squares, without intercept, of the windows' memory used (metrics.k8s.io working set) on Ready pods and requests in flight (answered rate × mean latency read off the p95); calm windows"
-	c.BaseMemory, c.MemoryPerRequest, c.MemoryR2 = f.estimate(0, how), f.estimate(1, how), f.r2
-	if !(c.BaseMemory.Value > 0) {
-		return fmt.Errorf("%w: the memory fit gives a base of %.0f bytes per pod", ErrThinData, c.BaseMemory.Value)
-	}
-	if c.MemoryPerRequest.Value < 0 {
-		// Noise larger than the signal: the requests in flight held too
-		// little memory to be seen beside the base. The simulator gets 0.
-		c.MemoryPerRequest.Value = 0
-		c.MemoryPerRequest.Method += "; the fit was negative (not resolved beside the base) and is taken as 0"
-	}
-	return nil
 }
 
 // App is the simulator's app the calibration describes, deployed as the

@@ -428,6 +428,8 @@ func (r *recorder) window(m sim.StepMetrics, obs workload.Observation) result.Wi
 	if w.Sent == 0 {
 		w.P95 = 0 // the harness has no latency without requests
 	}
+	// As the app's gauge shows it, summed over the Ready pods.
+	w.InFlight, w.InFlightPods = m.InFlight, float64(w.Ready)
 	if r.prevRepl >= 0 && m.Replicas != r.prevRepl {
 		w.ReplicaChanges = 1
 	}

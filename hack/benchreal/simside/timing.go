@@ -180,7 +180,9 @@ func (p *windowPool) add(s *sim.Simulator, w result.Window) (result.Window, bool
 		Replicas: last.Replicas, Ready: last.Ready, ReadyCPURequested: last.ReadyCPURequested,
 	}
 	n := float64(len(p.steps))
+	var inFlight float64
 	for _, st := range p.steps {
+		inFlight += st.InFlight / n
 		out.Expected += st.Expected
 		out.Sent += st.Sent
 		out.OK += st.OK
@@ -193,6 +195,7 @@ func (p *windowPool) add(s *sim.Simulator, w result.Window) (result.Window, bool
 		out.Resizes += st.Resizes
 		out.Evictions += st.Evictions
 	}
+	out.InFlight, out.InFlightPods = inFlight, last.InFlightPods
 	if out.Sent > 0 {
 		out.P95 = p.latency.Latency().P95
 	}

@@ -118,6 +118,19 @@ func LatencyQuery(metric, namespace, window string, q float64) string {
 		strconv.FormatFloat(q, 'f', -1, 64), metric, namespace, window)
 }
 
+// InFlightQuery sums a gauge over namespace's pods at their last scrape:
+// for the app's in-flight gauge, the requests its replicas held then (a
+// series a real cluster has wherever its app exports one).
+func InFlightQuery(metric, namespace string) string {
+	return fmt.Sprintf(`sum(%s{namespace="%s"})`, metric, namespace)
+}
+
+// SeriesQuery counts the gauge's series in namespace at their last scrape:
+// the pods InFlightQuery summed (a pod whose last scrape failed has none).
+func SeriesQuery(metric, namespace string) string {
+	return fmt.Sprintf(`count(%s{namespace="%s"})`, metric, namespace)
+}
+
 // Scalar reads the one value of an instant query's answer (the body of
 // /api/v1/query). ok is false when the answer has no sample, or a NaN or
 // infinite one (histogram_quantile over no requests): the recommender
@@ -176,6 +189,10 @@ type Look struct {
 	// Rate and P95 are the answers; RateOK and P95OK whether there was one.
 	Rate, P95     float64
 	RateOK, P95OK bool
+	// InFlight is the app's requests in flight (InFlightQuery) over
+	// InFlightPods pods (SeriesQuery); InFlightOK whether Prometheus had both.
+	InFlight, InFlightPods float64
+	InFlightOK             bool
 	// Reason of ScalingActive, "" where the autoscaler had none yet (or
 	// the policy has no autoscaler).
 	Reason string

@@ -86,6 +86,10 @@ func TestQueries(t *testing.T) {
 			`sum(rate(aware_testapp_request_duration_seconds_count{namespace="ns1"}[2m]))`},
 		{"p95", LatencyQuery("aware_testapp_request_duration_seconds", "ns1", "2m", 0.95),
 			`histogram_quantile(0.95, sum by (le) (rate(aware_testapp_request_duration_seconds_bucket{namespace="ns1"}[2m])))`},
+		{"in flight", InFlightQuery("aware_testapp_requests_in_flight", "ns1"),
+			`sum(aware_testapp_requests_in_flight{namespace="ns1"})`},
+		{"its series", SeriesQuery("aware_testapp_requests_in_flight", "ns1"),
+			`count(aware_testapp_requests_in_flight{namespace="ns1"})`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.got != tc.want {

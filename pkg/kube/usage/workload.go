@@ -68,6 +68,12 @@ type WorkloadQuery struct {
 	// RateQuery, when set, is the PromQL of the request rate (requests/s,
 	// one series), instead of the SLO histogram's.
 	RateQuery string
+	// InFlightQuery, when set, is a query template (QueryData's
+	// .Namespace, .PodRegex and .Window, as the built-in templates take
+	// them) answering each pod's requests in flight, one series per pod
+	// labelled pod: an app's in-flight gauge, which the memory fit reads
+	// instead of Little's law. CheckTemplate checks it.
+	InFlightQuery string
 	// Start is the first step's time; Steps the number of steps.
 	Start time.Time
 	Steps int
@@ -90,6 +96,9 @@ type WorkloadHistory struct {
 	// Rate is the request rate (requests/s); Latency its Percentile (s).
 	Rate, Latency []float64
 	CPU, Memory   []float64
+	// InFlight is the requests in flight per pod (InFlightQuery's series,
+	// averaged over the pods); nil without the query.
+	InFlight []float64
 	// Replicas is kube-state-metrics' status.replicas, else the number of
 	// pods cAdvisor saw (podCount).
 	Replicas                                         []float64
@@ -104,6 +113,20 @@ type WorkloadHistory struct {
 	Sources map[string]string
 	// Dropped counts NaN, infinite and negative samples discarded.
 	Dropped Drops
+}
+
+// qInFlight names WorkloadQuery.InFlightQuery's template in errors.
+const qInFlight = "inFlight"
+
+// CheckTemplate checks text as a query template named name: it parses, and
+// executes with empty query data, as NewPrometheus checks its own.
+func CheckTemplate(name, text string) error {
+	t, err := parseQuery(name, text)
+	if err != nil {
+		return err
+	}
+	_, err = t.execute(QueryData{})
+	return err
 }
 
 // WorkloadHistory reads one workload's request rate, latency, per-pod CPU
@@ -220,6 +243,18 @@ func (p *Prometheus) WorkloadHistory(ctx context.Context, q WorkloadQuery) (Work
 		h.Sources["latency"] = "none"
 	}
 	jobs = append(jobs, job{"cpu", cpuQuery, pod("cpu")}, job{"memory", memQuery, pod("memory")})
+	if q.InFlightQuery != "" {
+		t, err := parseQuery(qInFlight, q.InFlightQuery)
+		if err != nil {
+			return h, fmt.Errorf("in-flight query template: %w", err)
+		}
+		inFlightQuery, err := t.execute(d)
+		if err != nil {
+			return h, fmt.Errorf("in-flight query template: %w", err)
+		}
+		jobs = append(jobs, job{"inFlight", inFlightQuery, pod("inFlight")})
+		h.Sources["inFlight"] = inFlightQuery
+	}
 	ksm := func(metric, resource string) string {
 		return fmt.Sprintf(`sum by (pod) (%s{namespace="%s", pod=~"%s", resource="%s"})`, metric, q.Namespace, quote(q.PodRegex), resource)
 	}
@@ -291,6 +326,9 @@ func (p *Prometheus) WorkloadHistory(ctx context.Context, q WorkloadQuery) (Work
 		return out
 	}
 	h.CPU, h.Memory = means("cpu"), means("memory")
+	if q.InFlightQuery != "" {
+		h.InFlight = means("inFlight")
+	}
 	h.RequestCPU, h.RequestMemory = means("requestCPU"), means("requestMemory")
 	h.LimitCPU, h.LimitMemory = means("limitCPU"), means("limitMemory")
 	h.Sources["cpu"], h.Sources["memory"] = "cadvisor", "cadvisor"

@@ -103,6 +103,44 @@ func TestWorkloadHistory(t *testing.T) {
 			t.Errorf("progress %v", progress)
 		}
 	})
+	t.Run("requests in flight", func(t *testing.T) {
+		f := newFakeProm(t)
+		full(f)
+		// The template as the what-if's --in-flight-query takes it,
+		// rendered with the workload's namespace and pods.
+		want := `sum by (pod) (app_requests_in_flight{namespace="shop", pod=~"web-.+"})`
+		f.set(want, matrix(series(`"pod":"web-1"`, start, m, "2", "4", "NaN", "4", "6"), series(`"pod":"web-2"`, start.Add(2*m), m, "8", "10", "12")))
+		q := whatifQuery(start, 5)
+		q.InFlightQuery = `sum by (pod) (app_requests_in_flight{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"})`
+		h, err := newProm(t, f.URL, Queries{}).WorkloadHistory(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Sources["inFlight"] != want {
+			t.Errorf("in-flight source %q, want %q", h.Sources["inFlight"], want)
+		}
+		// Per pod: the mean over the pods with a sample at the step.
+		for i, w := range []float64{2, 4, 8, 7, 9} {
+			if h.InFlight[i] != w {
+				t.Errorf("in flight per pod %v, want %g at step %d", h.InFlight, w, i)
+			}
+		}
+		q.InFlightQuery = `sum({{.Nope}})`
+		if _, err := newProm(t, f.URL, Queries{}).WorkloadHistory(context.Background(), q); err == nil || !strings.Contains(err.Error(), "in-flight query template") {
+			t.Errorf("a template with an unknown field: %v, want an in-flight query template error", err)
+		}
+	})
+	t.Run("no in-flight query", func(t *testing.T) {
+		f := newFakeProm(t)
+		full(f)
+		h, err := newProm(t, f.URL, Queries{}).WorkloadHistory(context.Background(), whatifQuery(start, 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.InFlight != nil || h.Sources["inFlight"] != "" {
+			t.Errorf("in flight %v from %q without the query", h.InFlight, h.Sources["inFlight"])
+		}
+	})
 	t.Run("no kube-state-metrics", func(t *testing.T) {
 		f := newFakeProm(t)
 		full(f)

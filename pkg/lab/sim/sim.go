@@ -17,6 +17,9 @@ type StepMetrics struct {
 	// Arrivals, Completed, Failed and TimedOut count requests; Failed are
 	// lost to OOM kills or to no Ready pod.
 	Arrivals, Completed, Failed, TimedOut float64
+	// InFlight sums the running pods' mean requests in flight (PodWork's),
+	// what an app's in-flight gauge summed over its pods would show.
+	InFlight float64
 	// Latency percentiles count failed and timed-out requests at Timeout.
 	Latency workload.Latency
 	// MeanLatency is the mean response time of completed requests.
@@ -317,6 +320,7 @@ func (s *Simulator) Step() StepMetrics {
 		p.backlog = w.Backlog
 		m.TimedOut += w.TimedOut
 		m.Completed += w.Completed
+		m.InFlight += w.InFlight
 		m.Used = m.Used.Add(p.usage)
 		done, qdelay, stat := w.Completed, w.QueueDelay, w.Stationary
 		shift := s.app.IOWait + w.Own + qdelay

@@ -198,8 +198,10 @@ type Fit struct {
 	Idle IdleFit `json:"idle"`
 	// Memory regresses the per-pod working set (bytes) on the requests a
 	// pod holds in flight: its intercept is the base memory, its slope the
-	// memory per request in flight.
-	Memory Regression `json:"memory"`
+	// memory per request in flight. MemoryInFlight says where the requests
+	// in flight came from.
+	Memory         Regression `json:"memory"`
+	MemoryInFlight string     `json:"memoryInFlight,omitempty"`
 	// Latency says which latency model the app is replayed with and why.
 	Latency LatencyFit `json:"latency"`
 	// StartupDelaySeconds is the start-up delay the app is given;
@@ -212,6 +214,30 @@ type Fit struct {
 	App sim.App `json:"-"`
 }
 
+// Where the memory fit's requests in flight come from (Fit.MemoryInFlight).
+const (
+	// InFlightGauge: the history's own count (Series.InFlight), at the
+	// steps that have it, when at least FitOptions.MinPoints do.
+	InFlightGauge = "gauge"
+	// InFlightLittle: Little's law on the simulator's response time.
+	InFlightLittle = "little"
+)
+
+// measuredInFlight pairs the per-pod requests in flight the history
+// recorded with the working set, at the usable steps idx that have both.
+func measuredInFlight(s *Series, idx []int) (inflight, mem []float64) {
+	if len(s.InFlight) == 0 {
+		return nil, nil
+	}
+	for _, i := range idx {
+		if v := s.InFlight[i]; ok(v) && v >= 0 {
+			inflight = append(inflight, v)
+			mem = append(mem, s.Memory[i])
+		}
+	}
+	return inflight, mem
+}
+
 // FitApp estimates the simulator's app from s. It returns an error wrapping
 // ErrSeries, ErrTooThin or ErrPoorFit when it cannot predict, with the fit
 // as far as it went (Refused holds the reason).
@@ -220,9 +246,12 @@ type Fit struct {
 // pod BaseCPU more when FitOptions.Idle replays the line's intercept
 // (fitIdle), a pod's working set is BaseMemory plus MemoryPerRequest per
 // request in flight, and a pod serves as a processor-sharing queue of
-// capacity its CPU limit less its idle CPU. In flight per pod is estimated
-// by Little's law from the per-pod rate and the simulator's own response
-// time for it, S/(1−ρ) with S = CPUSeconds over that capacity; the history
+// capacity its CPU limit less its idle CPU. In flight per pod is the
+// history's own count where it has one (Series.InFlight, at MinPoints
+// steps or more: InFlightGauge); else it is estimated by Little's law from
+// the per-pod rate and the simulator's own response time for it, S/(1−ρ)
+// with S = CPUSeconds over that capacity and ρ at most 0.98, so that under
+// overload it is too few and the memory per request too much; the history
 // has no I/O wait, so the app has none (IOWait 0), and memory per request
 // is what makes the fitted app's working set follow the recorded one.
 func FitApp(s *Series, o FitOptions) (Fit, error) {
@@ -270,18 +299,22 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	// The pods serve requests with their limit less their idle CPU, as
 	// the simulator's do (sim.Demand.ServingCPU).
 	demand := sim.Demand{BaseCPU: f.Idle.baseCPU()}
-	inflight := make([]float64, len(idx))
-	mem := make([]float64, len(idx))
-	for k, i := range idx {
-		limit := at(s.LimitCPU, i)
-		if !ok(limit) || limit <= 0 {
-			limit = o.NodeCPU
+	inflight, mem := measuredInFlight(s, idx)
+	f.MemoryInFlight = InFlightGauge
+	if len(mem) < o.MinPoints {
+		f.MemoryInFlight = InFlightLittle
+		inflight, mem = make([]float64, len(idx)), make([]float64, len(idx))
+		for k, i := range idx {
+			limit := at(s.LimitCPU, i)
+			if !ok(limit) || limit <= 0 {
+				limit = o.NodeCPU
+			}
+			lambda := s.Rate[i] / s.Replicas[i]
+			svc := cpuSeconds / demand.ServingCPU(limit)
+			rho := math.Min(lambda*svc, 0.98)
+			inflight[k] = lambda * svc / (1 - rho)
+			mem[k] = s.Memory[i]
 		}
-		lambda := s.Rate[i] / s.Replicas[i]
-		svc := cpuSeconds / demand.ServingCPU(limit)
-		rho := math.Min(lambda*svc, 0.98)
-		inflight[k] = lambda * svc / (1 - rho)
-		mem[k] = s.Memory[i]
 	}
 	m, varied := regress(inflight, mem)
 	if !varied { // one pod's load never changed: all of it is base memory

@@ -403,6 +403,14 @@ func nodesFor(s *Series, capacity workload.Resources) int {
 	return int(math.Ceil(math.Max(2*peakCPU/capacity.CPU, 2*peakMem/capacity.Memory)))
 }
 
+// inFlightSource names where a fit's requests in flight came from.
+func inFlightSource(s string) string {
+	if s == InFlightGauge {
+		return "requests in flight from the app's gauge"
+	}
+	return "requests in flight by Little's law"
+}
+
 // WriteText prints the fits, the self-consistency check and the demo's
 // table and paired comparison against what actually ran.
 func (r *Result) WriteText(w io.Writer) error {
@@ -411,9 +419,9 @@ func (r *Result) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "%s: not predicted: %s\n", f.Workload, f.Refused)
 			continue
 		}
-		fmt.Fprintf(w, "%s: fit %.4g CPU seconds per request (R² %.2f, residual %.3g cores), %s, memory %.0f MiB + %.2f MiB per request in flight (R² %.2f, residual %.1f%% of mean), start-up %gs (%s)\n",
+		fmt.Fprintf(w, "%s: fit %.4g CPU seconds per request (R² %.2f, residual %.3g cores), %s, memory %.0f MiB + %.2f MiB per request in flight (%s; R² %.2f, residual %.1f%% of mean), start-up %gs (%s)\n",
 			f.Workload, f.CPU.Slope, f.CPU.R2, f.CPU.RMSResidual, f.Idle, f.App.BaseMemory/(1<<20), f.App.MemoryPerRequest/(1<<20),
-			f.Memory.R2, 100*f.Memory.RMSResidual/f.Memory.MeanY, f.StartupDelaySeconds, measured(f.StartupMeasured))
+			inFlightSource(f.MemoryInFlight), f.Memory.R2, 100*f.Memory.RMSResidual/f.Memory.MeanY, f.StartupDelaySeconds, measured(f.StartupMeasured))
 		if l := f.Latency; l.Steps >= MinLatencySteps {
 			fmt.Fprintf(w, "%s: latency model %s (median |ln(recorded/model p95)| over %d calm steps: fluid %.2f, burst %.2f)\n", f.Workload, l.Model, l.Steps, l.FluidError, l.BurstError)
 		} else {

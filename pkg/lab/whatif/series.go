@@ -48,6 +48,10 @@ type Series struct {
 	// P95 is the measured p95 latency (seconds); nil when no latency
 	// metric was given.
 	P95 Values `json:"p95,omitempty"`
+	// InFlight is the requests in flight per pod, as the app's own gauge
+	// counts them; nil when no such metric was given (the memory fit then
+	// estimates them by Little's law).
+	InFlight Values `json:"inFlight,omitempty"`
 	// SLO is the p95 objective (seconds); 0 means none.
 	SLO float64 `json:"slo,omitempty"`
 	// StartupDelays are pods' seconds from start to Ready, one per pod
@@ -138,6 +142,7 @@ func (s *Series) fields() []field {
 		{"cpu", s.CPU, true}, {"memory", s.Memory, true}, {"replicas", s.Replicas, true},
 		{"requestCPU", s.RequestCPU, true}, {"requestMemory", s.RequestMemory, true},
 		{"limitCPU", s.LimitCPU, false}, {"limitMemory", s.LimitMemory, false}, {"p95", s.P95, false},
+		{"inFlight", s.InFlight, false},
 	}
 }
 

@@ -41,6 +41,13 @@ func truthApp(name string) sim.App {
 // have run it, and returns what Prometheus would have recorded.
 func record(t testing.TB, app sim.App, steps int, seed uint64) *Series {
 	t.Helper()
+	return recordWith(t, app, steps, seed, false)
+}
+
+// recordWith is record, with the app's requests in flight per pod as its
+// own gauge would count them when gauge is set.
+func recordWith(t testing.TB, app sim.App, steps int, seed uint64, gauge bool) *Series {
+	t.Helper()
 	tr, err := sim.GenerateTrace(sim.Diurnal, sim.TraceOptions{Mean: app.BaseRate, Steps: steps, Step: step, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +75,13 @@ func record(t testing.TB, app sim.App, steps int, seed uint64) *Series {
 		out.LimitCPU = append(out.LimitCPU, m.Limits.CPU)
 		out.LimitMemory = append(out.LimitMemory, m.Limits.Memory)
 		out.P95 = append(out.P95, m.Latency.P95)
+		if gauge {
+			// As Prometheus averages them: over every pod with a series,
+			// starting pods (base memory, nothing in flight) included.
+			pods := float64(m.Replicas - m.Pending)
+			out.Memory[len(out.Memory)-1] = m.Used.Memory / pods
+			out.InFlight = append(out.InFlight, m.InFlight/pods)
+		}
 		rec, err := pol.Recommend(context.Background(), s.Observation())
 		if err != nil {
 			t.Fatal(err)
@@ -103,6 +117,67 @@ func TestFitRecoversTruth(t *testing.T) {
 			t.Errorf("seed %d: app not deployed as the history starts: %+v", seed, f.App)
 		}
 	}
+}
+
+func TestFitMemoryInFlight(t *testing.T) {
+	// Half a second of I/O wait per request: each pod holds several
+	// requests, so their memory stands out of the base, and Little's law
+	// on the CPU alone (the history has no I/O wait) counts far too few.
+	app := truthApp("shop/web")
+	app.IOWait = 0.5
+	sparse := func() *Series {
+		s := recordWith(t, app, 1440, 1, true)
+		for i := range s.InFlight {
+			if i%40 != 0 {
+				s.InFlight[i] = math.NaN()
+			}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name   string
+		series *Series
+		want   string
+		// tol bounds the memory per request's error against the truth;
+		// off, when set, is the least error wanted (Little's law here).
+		tol, off float64
+	}{
+		{"the app's gauge", recordWith(t, app, 1440, 1, true), InFlightGauge, 0.05, 0},
+		{"the app's gauge, another seed", recordWith(t, app, 1440, 2, true), InFlightGauge, 0.05, 0},
+		{"no gauge: Little's law", record(t, app, 1440, 1), InFlightLittle, 0, 0.5},
+		{"a gauge at too few steps: Little's law", sparse(), InFlightLittle, 0, 0.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := FitApp(tc.series, FitOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.MemoryInFlight != tc.want {
+				t.Errorf("requests in flight from %q, want %q", f.MemoryInFlight, tc.want)
+			}
+			e := f.App.MemoryPerRequest/app.MemoryPerRequest - 1
+			if (tc.tol > 0 && math.Abs(e) > tc.tol) || (tc.off > 0 && math.Abs(e) < tc.off) {
+				t.Errorf("memory per request %.3g MiB, truth %.3g MiB (%+.1f%%)", f.App.MemoryPerRequest/(1<<20), app.MemoryPerRequest/(1<<20), 100*e)
+			}
+			if e := f.App.BaseMemory/app.BaseMemory - 1; tc.tol > 0 && math.Abs(e) > tc.tol {
+				t.Errorf("base memory %.4g MiB, truth %.4g MiB (%.1f%%)", f.App.BaseMemory/(1<<20), app.BaseMemory/(1<<20), 100*e)
+			}
+		})
+	}
+	t.Run("the fit line names the source", func(t *testing.T) {
+		s := recordWith(t, app, 1440, 1, true)
+		f, err := FitApp(s, FitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := (&Result{Fits: []Fit{f}}).WriteText(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "requests in flight from the app's gauge") {
+			t.Errorf("fit line lacks the source:\n%s", b.String())
+		}
+	})
 }
 
 // synthetic is a series with CPU = perReq·rate/replicas + noise, for the
