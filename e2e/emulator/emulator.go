@@ -105,6 +105,7 @@ type podState struct {
 	killed int32
 
 	rate                float64 // arrivals/s in the last window
+	inFlight            float64 // requests the pod held in the last window (sim.PodWindow.InFlight)
 	usage               [2]float64
 	arrivals, completed float64
 	timedOut, failed    float64
@@ -335,6 +336,7 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 			}, dt, timeout)
 			st.backlog = w.Backlog
 			st.rate = lam
+			st.inFlight = w.InFlight
 			st.arrivals += lam * dt
 			st.completed += w.Completed
 			st.timedOut += w.TimedOut
@@ -348,6 +350,8 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 			}
 			cpu, mem = w.Usage.CPU, w.Usage.Memory
 			if w.OOMKilled {
+				// The kill lost the requests the pod held.
+				st.inFlight = 0
 				patch, after, err := oomKillPatch(p, c.Name, now)
 				if err != nil {
 					// A Running pod whose status lacks the container:

@@ -2,6 +2,9 @@ package emulator
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +99,23 @@ aware_emulator_request_rate{namespace="ns",pod="small"} 100
 	}
 	if n := testutil.CollectAndCount(e, RequestDurationMetric); n != 2 {
 		t.Errorf("%d duration histograms, want 2", n)
+	}
+	// The in-flight gauge is the requests the published working set holds:
+	// memory = base + per request × in flight, the line a what-if fits;
+	// the killed pod lost its requests.
+	inFlight := e.pods[big.UID].inFlight
+	mem := resource.MustParse(p.Annotations[UsageMemoryAnnotation+".main"])
+	if want := app.BaseMemory + app.MemoryPerRequest*inFlight; inFlight < 5 || math.Abs(float64(mem.Value())-want) > 1<<10 {
+		t.Errorf("big: %g requests in flight and a working set of %d bytes, want at least 5 and %.0f", inFlight, mem.Value(), want)
+	}
+	wantInFlight := fmt.Sprintf(`
+# HELP %[1]s Modelled requests in flight in the pod in the current window: its throughput times its mean response time (Little's law), as an app's own in-flight gauge counts them.
+# TYPE %[1]s gauge
+%[1]s{namespace="ns",pod="big"} %[2]s
+%[1]s{namespace="ns",pod="small"} 0
+`, InFlightMetric, strconv.FormatFloat(inFlight, 'g', -1, 64))
+	if err := testutil.CollectAndCompare(e, strings.NewReader(wantInFlight), InFlightMetric); err != nil {
+		t.Error(err)
 	}
 }
 

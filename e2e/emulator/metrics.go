@@ -26,6 +26,7 @@ const (
 	OOMKillsMetric        = "aware_emulator_oom_kills_total"
 	UsageCPUMetric        = "aware_emulator_usage_cpu_cores"
 	UsageMemoryMetric     = "aware_emulator_usage_memory_bytes"
+	InFlightMetric        = "aware_emulator_requests_in_flight"
 )
 
 var (
@@ -37,7 +38,8 @@ var (
 	descOOM      = prometheus.NewDesc(OOMKillsMetric, "Pods the emulator deleted because the modelled working set exceeded the memory limit.", labelNames, nil)
 	descUsageCPU = prometheus.NewDesc(UsageCPUMetric, "Modelled CPU usage of the serving container (cores).", labelNames, nil)
 	descUsageMem = prometheus.NewDesc(UsageMemoryMetric, "Modelled working set of the serving container (bytes).", labelNames, nil)
-	allDescs     = []*prometheus.Desc{descRequests, descRate, descFailed, descDuration, descOOM, descUsageCPU, descUsageMem}
+	descInFlight = prometheus.NewDesc(InFlightMetric, "Modelled requests in flight in the pod in the current window: its throughput times its mean response time (Little's law), as an app's own in-flight gauge counts them.", labelNames, nil)
+	allDescs     = []*prometheus.Desc{descRequests, descRate, descFailed, descDuration, descOOM, descUsageCPU, descUsageMem, descInFlight}
 )
 
 // Describe implements prometheus.Collector.
@@ -61,6 +63,7 @@ func (e *Emulator) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descFailed, prometheus.CounterValue, math.Round(st.failed), ns, st.name, "oom")
 		ch <- prometheus.MustNewConstMetric(descUsageCPU, prometheus.GaugeValue, st.usage[0], lv...)
 		ch <- prometheus.MustNewConstMetric(descUsageMem, prometheus.GaugeValue, st.usage[1], lv...)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, st.inFlight, lv...)
 		buckets := make(map[float64]uint64, len(LatencyBuckets))
 		for i, b := range LatencyBuckets {
 			buckets[b] = uint64(math.Round(st.buckets[i]))

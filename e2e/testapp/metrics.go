@@ -54,7 +54,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		cpu: prometheus.NewCounter(prometheus.CounterOpts{Name: CPUMetric,
 			Help: "Thread CPU time burned by work requests, in seconds."}),
 		held: prometheus.NewGauge(prometheus.GaugeOpts{Name: HeldMemoryMetric,
-			Help: "Memory the app holds on purpose: the base plus each request in flight, in bytes."}),
+			Help: "Memory the app holds on purpose and has made resident: the base plus that of each request in flight whose handler has mapped and touched it, in bytes."}),
 	}
 	for _, c := range []prometheus.Collector{m.requests, m.failed, m.duration, m.inFlight, m.cpu, m.held} {
 		if err := reg.Register(c); err != nil {

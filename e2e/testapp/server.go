@@ -245,13 +245,19 @@ func (s *Server) serveWork(w http.ResponseWriter, r *http.Request) {
 // Do performs one request's work: it holds work.Memory, burns work.CPU,
 // sleeps work.Sleep (or until ctx ends), then releases the memory.
 func (s *Server) Do(ctx context.Context, work Work) (Result, error) {
-	s.m.held.Add(float64(work.Memory))
-	defer s.m.held.Sub(float64(work.Memory))
 	buf, err := Hold(work.Memory)
 	if err != nil {
 		return Result{}, err
 	}
-	defer buf.Release()
+	// The gauge counts the memory once it is resident, not when the request
+	// arrives: under a tight CPU limit a request can wait in the Go
+	// runtime's run queue, counted in flight, for seconds before its
+	// goroutine maps and touches its memory (docs/real-node.md, "The app").
+	s.m.held.Add(float64(work.Memory))
+	defer func() {
+		s.m.held.Sub(float64(work.Memory))
+		buf.Release()
+	}()
 	used, wall, err := Burn(work.CPU)
 	s.m.cpu.Add(used.Seconds())
 	if err != nil {

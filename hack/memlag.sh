@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# Copyright 2026 The AWARE for Kubernetes Authors.
+# SPDX-License-Identifier: Apache-2.0
+
+# memlag.sh: does the test app's memory follow its requests in flight? It
+# runs the app (e2e/cmd/testapp) as a local process in a cgroup of its own
+# with a CPU quota, drives it with the load generator at a constant rate
+# above what the quota serves, and prints twice a second the app's
+# in-flight gauge, its held-memory gauge (the memory its requests have made
+# resident) and the cgroup's working set (usage less inactive file pages,
+# as the kubelet counts it). docs/real-node-rounds.md, "The memory of
+# requests that wait for the CPU", says what it showed and why it matters.
+#
+# Root, cgroup v1 (cpu and memory controllers) or v2; loopback only; not in
+# CI. Usage: hack/memlag.sh [--rate 30] [--duration 20s] [--after 15s]
+#   [--quota-millicores 200] [--cpu 12ms] [--memory-per-request 1Mi]
+#   [--base-memory 48Mi] [--port 18480]
+
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+rate=30 duration=20s after=15s quota=200 cpu=12ms mem=1Mi base=48Mi port=18480
+
+die() {
+	echo "memlag.sh: $*" >&2
+	exit 1
+}
+
+while (($#)); do
+	[[ $# -ge 2 ]] || die "$1 needs a value"
+	case "$1" in
+	--rate) rate="$2" ;;
+	--duration) duration="$2" ;;
+	--after) after="$2" ;;
+	--quota-millicores) quota="$2" ;;
+	--cpu) cpu="$2" ;;
+	--memory-per-request) mem="$2" ;;
+	--base-memory) base="$2" ;;
+	--port) port="$2" ;;
+	*) die "unknown flag $1" ;;
+	esac
+	shift 2
+done
+[[ "${quota}" =~ ^[1-9][0-9]*$ ]] || die "--quota-millicores ${quota}: want a positive whole number"
+[[ "${port}" =~ ^[1-9][0-9]*$ && "${port}" -lt 65535 ]] || die "--port ${port}: want 1-65534 (the metrics take the next)"
+seconds() { # a Go duration of whole seconds or minutes: 20s, 2m
+	case "$1" in
+	*m) [[ "${1%m}" =~ ^[0-9]+$ ]] && echo $((${1%m} * 60)) ;;
+	*s) [[ "${1%s}" =~ ^[0-9]+$ ]] && echo "${1%s}" ;;
+	esac
+}
+load_s="$(seconds "${duration}")" || true
+after_s="$(seconds "${after}")" || true
+[[ -n "${load_s}" && "${load_s}" -gt 0 && "${load_s}" -le 600 ]] || die "--duration ${duration}: want 1s-10m in whole seconds or minutes"
+[[ -n "${after_s}" && "${after_s}" -le 600 ]] || die "--after ${after}: want 0s-10m in whole seconds or minutes"
+[[ "$(id -u)" == 0 ]] || die "needs root (it makes a cgroup)"
+for c in curl go; do
+	command -v "${c}" >/dev/null || die "${c} not found"
+done
+
+work="$(mktemp -d)"
+(cd "${ROOT}" && go build -trimpath -o "${work}/" ./e2e/cmd/testapp ./e2e/cmd/loadgen) || die "go build failed"
+
+# The cgroup: v2 where /sys/fs/cgroup is the unified hierarchy, else v1's
+# cpu and memory controllers, under this shell's own groups.
+name="aware-memlag-$$"
+if [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+	parent="/sys/fs/cgroup$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)"
+	parent="${parent%/}"
+	echo "+cpu +memory" >"${parent}/cgroup.subtree_control" 2>/dev/null || true
+	cg_cpu="${parent}/${name}" cg_mem="${parent}/${name}"
+	mkdir "${cg_cpu}" || die "cannot make ${cg_cpu}"
+	echo "$((quota * 100)) 100000" >"${cg_cpu}/cpu.max" || die "cannot set ${cg_cpu}/cpu.max"
+	usage_file=memory.current inactive=inactive_file
+else
+	v1() { # the v1 directory of controller $1 for this shell
+		local mnt path
+		mnt="$(awk -v c="$1" '$3 == "cgroup" && $4 ~ "(^|,)" c "(,|$)" { print $2; exit }' /proc/mounts)"
+		path="$(awk -F: -v c="$1" '$2 ~ "(^|,)" c "(,|$)" { print $3; exit }' /proc/self/cgroup)"
+		[[ -n "${mnt}" ]] || die "no cgroup v1 $1 controller mounted"
+		echo "${mnt}${path%/}"
+	}
+	cg_cpu="$(v1 cpu)/${name}" cg_mem="$(v1 memory)/${name}"
+	mkdir "${cg_cpu}" "${cg_mem}" || die "cannot make ${cg_cpu} and ${cg_mem}"
+	echo 100000 >"${cg_cpu}/cpu.cfs_period_us"
+	echo "$((quota * 100))" >"${cg_cpu}/cpu.cfs_quota_us" || die "cannot set ${cg_cpu}/cpu.cfs_quota_us"
+	usage_file=memory.usage_in_bytes inactive=total_inactive_file
+fi
+
+pids=()
+# shellcheck disable=SC2317 # called through the trap
+cleanup() {
+	for p in "${pids[@]}"; do
+		kill "${p}" 2>/dev/null || true
+	done
+	wait 2>/dev/null || true
+	rmdir "${cg_cpu}" "${cg_mem}" 2>/dev/null || true
+	rm -rf "${work}"
+}
+trap cleanup EXIT
+
+# The app joins the cgroup before it starts: the shell moves itself in,
+# then becomes the app.
+bash -c 'echo $$ >"$1/cgroup.procs" && echo $$ >"$2/cgroup.procs" && exec "$0" "${@:3}"' \
+	"${work}/testapp" "${cg_cpu}" "${cg_mem}" \
+	--address "127.0.0.1:${port}" --metrics-address "127.0.0.1:$((port + 1))" \
+	--cpu "${cpu}" --memory-per-request "${mem}" --base-memory "${base}" \
+	--max-requests-per-connection 1 2>"${work}/testapp.log" &
+pids+=($!)
+for _ in $(seq 50); do
+	curl -fsS --max-time 1 "http://127.0.0.1:${port}/readyz" >/dev/null 2>&1 && break
+	sleep 0.2
+done
+curl -fsS --max-time 1 "http://127.0.0.1:${port}/readyz" >/dev/null || die "the app did not get ready: $(tail -3 "${work}/testapp.log")"
+
+printf '0,%s\n%s,0\n' "${rate}" "${load_s}" >"${work}/rates.csv"
+"${work}/loadgen" --target "http://127.0.0.1:${port}/" --rates "${work}/rates.csv" \
+	--duration "$((load_s + after_s))s" --requests-per-connection 1 --timeout 10s \
+	2>"${work}/loadgen.log" &
+load=$!
+pids+=("${load}")
+
+echo "# ${rate}/s for ${duration}, then none for ${after}; quota ${quota}m; ${cpu} CPU, ${mem} a request, ${base} base"
+echo "# gauges (the app's /metrics) are read first, the cgroup right after; a gauge the app did not answer within 2 s is -"
+printf '%7s %9s %10s %12s %12s\n' seconds in-flight held-MiB working-MiB wait-s
+start="$(date +%s.%N)"
+while kill -0 "${load}" 2>/dev/null; do
+	t0="$(date +%s.%N)"
+	m="$(curl -fsS --max-time 2 "http://127.0.0.1:$((port + 1))/metrics" 2>/dev/null || true)"
+	t1="$(date +%s.%N)"
+	inflight="$(awk '$1 == "aware_testapp_requests_in_flight" { print $2 }' <<<"${m}")"
+	held="$(awk '$1 == "aware_testapp_memory_held_bytes" { printf "%.1f", $2 / 1048576 }' <<<"${m}")"
+	ws="$(awk -v u="$(cat "${cg_mem}/${usage_file}")" -v k="${inactive}" '$1 == k { printf "%.1f", (u - $2) / 1048576 }' "${cg_mem}/memory.stat")"
+	printf '%7.1f %9s %10s %12s %12.1f\n' "$(awk -v a="${t1}" -v b="${start}" 'BEGIN { print a - b }')" \
+		"${inflight:--}" "${held:--}" "${ws}" "$(awk -v a="${t1}" -v b="${t0}" 'BEGIN { print a - b }')"
+	sleep 0.5
+done
+wait "${load}" || die "the load generator failed: $(tail -3 "${work}/loadgen.log")"
