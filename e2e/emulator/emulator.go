@@ -317,7 +317,7 @@ func (e *Emulator) model(pods []*corev1.Pod, now time.Time) []write {
 		c := podContainer(p, app.Container)
 		var cpu, mem float64
 		if !isServing[p.UID] {
-			st.rate, st.backlog = 0, 0
+			st.rate, st.backlog, st.inFlight = 0, 0, 0
 			mem = app.BaseMemory
 		} else {
 			capacity := e.cfg.NodeCPU

@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -150,22 +152,33 @@ func checkOOMKilled(t *testing.T, p *corev1.Pod) {
 // while the informer still shows the status before it (the container is
 // restarting), and that the restarted container, with its new
 // restartCount, serves again from an empty queue.
-func TestOOMKillRestartsOnce(t *testing.T) {
-	small := testPod("small", "70Mi")
-	client := fake.NewClientset(small)
+// newTestEmulator returns an emulator of a 10-ms, 1-MiB-a-request app at
+// rate requests/s over pods, its fake client and its pod cache.
+func newTestEmulator(t *testing.T, rate float64, pods ...*corev1.Pod) (*Emulator, *fake.Clientset, cache.Indexer) {
+	t.Helper()
+	objs := make([]runtime.Object, len(pods))
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	if err := idx.Add(small); err != nil {
-		t.Fatal(err)
+	for i, p := range pods {
+		objs[i] = p
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
 	}
+	client := fake.NewClientset(objs...)
 	app := sim.App{Name: "w", Container: "main", Demand: sim.Demand{CPUSeconds: 0.01, IOWait: 0.05, BaseMemory: 64 * mib, MemoryPerRequest: 1 * mib}}
 	e, err := New(client, Config{
 		Namespace: "ns", Selector: labels.SelectorFromSet(labels.Set{"app": "w"}), App: app,
-		Trace: sim.Trace{Rates: []float64{100}},
+		Trace: sim.Trace{Rates: []float64{rate}},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.traceStart = time.Now()
+	return e, client, idx
+}
+
+func TestOOMKillRestartsOnce(t *testing.T) {
+	e, client, idx := newTestEmulator(t, 100, testPod("small", "70Mi"))
 	ctx := context.Background()
 	lister := corelisters.NewPodLister(idx)
 	now := time.Now()
@@ -200,6 +213,48 @@ func TestOOMKillRestartsOnce(t *testing.T) {
 	}
 	if r := again.Status.ContainerStatuses[0].RestartCount; r != 2 {
 		t.Errorf("restartCount %d after the second kill, want 2", r)
+	}
+}
+
+// TestInFlightGaugeFollowsServing: a serving pod reports the model's
+// requests in flight; once it stops serving (not Ready) it holds none.
+func TestInFlightGaugeFollowsServing(t *testing.T) {
+	pod := testPod("web", "1Gi")
+	e, _, idx := newTestEmulator(t, 50, pod)
+	ctx, lister, now := context.Background(), corelisters.NewPodLister(idx), time.Now()
+	inFlight := func() float64 {
+		t.Helper()
+		reg := prometheus.NewPedanticRegistry()
+		reg.MustRegister(e)
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == InFlightMetric && len(mf.GetMetric()) == 1 {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		t.Fatalf("no single %s series", InFlightMetric)
+		return 0
+	}
+	if err := e.step(ctx, lister, now); err != nil {
+		t.Fatal(err)
+	}
+	// 50 requests/s of 10 ms CPU and 50 ms I/O wait: about 3 in flight.
+	if n := inFlight(); n < 1 {
+		t.Fatalf("%g requests in flight while serving 50/s, want at least 1", n)
+	}
+	unready := pod.DeepCopy()
+	unready.Status.Conditions[0].Status = corev1.ConditionFalse
+	if err := idx.Update(unready); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.step(ctx, lister, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n := inFlight(); n != 0 {
+		t.Errorf("%g requests in flight in a pod that no longer serves, want 0", n)
 	}
 }
 

@@ -250,9 +250,9 @@ func (s *Server) Do(ctx context.Context, work Work) (Result, error) {
 		return Result{}, err
 	}
 	// The gauge counts the memory once it is resident, not when the request
-	// arrives: under a tight CPU limit a request can wait in the Go
-	// runtime's run queue, counted in flight, for seconds before its
-	// goroutine maps and touches its memory (docs/real-node.md, "The app").
+	// arrives: under a tight CPU limit a request can be counted in flight
+	// for seconds before it has mapped and touched its memory
+	// (hack/memlag.sh; docs/real-node.md, "The app").
 	s.m.held.Add(float64(work.Memory))
 	defer func() {
 		s.m.held.Sub(float64(work.Memory))

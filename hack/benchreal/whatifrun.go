@@ -18,6 +18,7 @@ import (
 	"github.com/aware-k8s/aware/hack/benchreal/result"
 	"github.com/aware-k8s/aware/hack/benchreal/simside"
 	"github.com/aware-k8s/aware/hack/benchreal/slo"
+	"github.com/aware-k8s/aware/pkg/kube/usage"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
 
@@ -58,7 +59,7 @@ func (h *harness) cadvisorScrape(ctx context.Context) (string, error) {
 // InFlightQuery is the what-if's --in-flight-query for the test app: each
 // pod's peak requests in flight over the range its working set is read
 // over (--prometheus-window).
-const InFlightQuery = `sum by (pod) (max_over_time(` + testapp.InFlightMetric + `{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"}[{{.Window}}]))`
+var InFlightQuery = usage.PeakInFlightQuery(testapp.InFlightMetric)
 
 // whatIf runs recommender whatif on the history of the run that loaded ns
 // from start for the run's duration, while its Deployment still exists:

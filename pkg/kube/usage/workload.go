@@ -115,6 +115,15 @@ type WorkloadHistory struct {
 	Dropped Drops
 }
 
+// PeakInFlightQuery is a WorkloadQuery.InFlightQuery template for an app's
+// in-flight gauge metric, labelled namespace and pod: each pod's peak over
+// .Window, the range the working set's peak is read over (the built-in
+// memory template's max_over_time), so that both sides of the memory fit
+// are read alike.
+func PeakInFlightQuery(metric string) string {
+	return `sum by (pod) (max_over_time(` + metric + `{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"}[{{.Window}}]))`
+}
+
 // qInFlight names WorkloadQuery.InFlightQuery's template in errors.
 const qInFlight = "inFlight"
 

@@ -351,3 +351,24 @@ func TestPodCount(t *testing.T) {
 		})
 	}
 }
+
+// TestPeakInFlightQuery: the template checks as an --in-flight-query, and
+// reads each pod's peak of the metric over the window, per pod.
+func TestPeakInFlightQuery(t *testing.T) {
+	text := PeakInFlightQuery("app_requests_in_flight")
+	if err := CheckTemplate(qInFlight, text); err != nil {
+		t.Fatal(err)
+	}
+	tmpl, err := parseQuery(qInFlight, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := tmpl.execute(QueryData{Namespace: "shop", PodRegex: "web-.*", Window: "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `sum by (pod) (max_over_time(app_requests_in_flight{namespace="shop", pod=~"web-.*"}[1m]))`
+	if got != want {
+		t.Errorf("query\n%s\nwant\n%s", got, want)
+	}
+}
