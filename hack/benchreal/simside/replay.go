@@ -197,13 +197,15 @@ const drawStride = 1_000_003
 // others replay the same trace with other draws, so that the mean over a
 // few is the simulator's expectation for the run, not one outcome of it.
 func ReplayDraw(cal Calibration, settings map[string]string, policyName string, rep, draw int) (result.Run, error) {
-	run, _, err := replay(cal, settings, policyName, rep, draw)
+	run, _, err := replay(cal, settings, policyName, rep, draw, nil)
 	return run, err
 }
 
 // replay is ReplayDraw, with the simulator's own steps as windows too
-// (the run's windows when Timing.Step is the window).
-func replay(cal Calibration, settings map[string]string, policyName string, rep, draw int) (result.Run, []result.Window, error) {
+// (the run's windows when Timing.Step is the window). With pods, the
+// real run of policyName and rep, it replays that run's own pods instead
+// of the policy (ReplayPods).
+func replay(cal Calibration, settings map[string]string, policyName string, rep, draw int, pods *result.Run) (result.Run, []result.Window, error) {
 	run := result.Run{Policy: policyName, Rep: rep}
 	var steps []result.Window
 	if draw < 0 {
@@ -216,7 +218,12 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 	if rep < 0 {
 		return run, nil, fmt.Errorf("repetition %d must be >= 0", rep)
 	}
-	factory, err := policy(policyName)
+	var factory workload.PolicyFactory
+	if pods != nil {
+		factory, err = recordedPods(pods, cal.App(tr.SLO, tr.InitialCPU).Container)
+	} else {
+		factory, err = policy(policyName)
+	}
 	if err != nil {
 		return run, nil, err
 	}
@@ -249,7 +256,7 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 	}
 	run.SLO, run.Window = tr.SLO, tr.Step.Seconds()
 	var vpaGate *vpaCadence
-	if realVPA(policyName) {
+	if realVPA(policyName) && pods == nil {
 		vpaGate = &vpaCadence{next: tr.AutoscalerAfter.Seconds() + cal.VPAFirstAction.Value, every: VPAUpdaterInterval}
 	}
 	// The look and the updater's delay are the project's recommender and
@@ -257,6 +264,9 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 	// window's end, and the real VPA's cadence is vpaCadence's.
 	var look, act time.Duration
 	switch {
+	case pods != nil:
+		// The recorded pods change at the windows' boundaries, from the
+		// first on (recordedPods).
 	case IsFused(policyName):
 		look, act = cal.Timing.Look, cal.Timing.Act+time.Duration(cal.Timing.Lag)*tr.Step
 	case cal.Timing.HPAPhases && (policyName == "hpa" || policyName == "hpa+vpa"):
@@ -269,6 +279,7 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 		pool, usage = newWindowPool(s, k), newUsageWindow(cal.UsageResolution, step, k)
 	}
 	var updater updaterQueue
+	var admit *workload.Recommendation
 	apply := func(now time.Duration) error {
 		for _, r := range updater.take(now) {
 			if _, err := s.Apply(r); err != nil {
@@ -295,7 +306,7 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 			used += w.CPUUsed * (w.End - w.Start)
 		}
 		now := time.Duration(j+1) * step
-		if (now-look)%tr.Step == 0 && now >= look && now > tr.AutoscalerAfter {
+		if (now-look)%tr.Step == 0 && now >= look && (now > tr.AutoscalerAfter || pods != nil) {
 			// Past the autoscaler's creation (the windows before it, the
 			// replayed one, like the real one, neither saw nor changed).
 			obs := s.Observation()
@@ -309,7 +320,10 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 			// the recommender and the evaluator do.
 			if r, err := p.Recommend(ctx, obs); err == nil {
 				if vpaGate != nil {
-					r = vpaGate.gate(now.Seconds(), r)
+					var due bool
+					if r, due = vpaGate.gate(now.Seconds(), r); due && !cal.Timing.NoVPAAdmission {
+						admit = &workload.Recommendation{Containers: r.Containers}
+					}
 				}
 				updater.hold(r, now+act)
 			}
@@ -318,6 +332,14 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 		// only what was applied at earlier boundaries.
 		if err := apply(now); err != nil {
 			return run, nil, err
+		}
+		if admit != nil {
+			// After the updater's loop, as VPA's admission controller the
+			// pods created from now on take the recommender's target.
+			if _, err := s.Admit(*admit); err != nil {
+				return run, nil, fmt.Errorf("at %s: %w", now, err)
+			}
+			admit = nil
 		}
 	}
 	// Measured as the harness measures it, not copied from the app.
@@ -351,8 +373,12 @@ func realVPA(policyName string) bool {
 // VPA's cadence: the real one first changed a pod VPAFirstAction after its
 // creation (its recommender and updater loop once a minute; on the real
 // node 64–110 s, where the project's VPA policy acts within a step), and
-// its updater acts at most once a loop. Between its loops the pods, and
-// the pods created meanwhile, keep what it last let through; the
+// its updater acts at most once a loop. Between its loops the pods keep
+// what it last let through, and the pods created meanwhile take the
+// target of its last loop, as the real admission controller gives a new
+// pod the recommender's latest target even where the running pods are
+// within bounds and keep theirs (sim.Simulator.Admit; without it,
+// Timing.NoVPAAdmission, what the updater last let through). The
 // horizontal side (the real HPA's) is not held.
 type vpaCadence struct {
 	next, every float64 // seconds since the run's start
@@ -360,16 +386,18 @@ type vpaCadence struct {
 }
 
 // gate returns r with its vertical part replaced by the last one let
-// through, letting r's through when its loop is due at t.
-func (c *vpaCadence) gate(t float64, r workload.Recommendation) workload.Recommendation {
-	if t >= c.next {
+// through, letting r's through when its loop is due at t, and whether it
+// was.
+func (c *vpaCadence) gate(t float64, r workload.Recommendation) (workload.Recommendation, bool) {
+	due := t >= c.next
+	if due {
 		c.held = slices.Clone(r.Containers)
 		for c.next <= t {
 			c.next += c.every
 		}
 	}
 	r.Containers = c.held
-	return r
+	return r, due
 }
 
 // usageOnly is obs as a recommender without the app's metrics sees it:

@@ -307,15 +307,19 @@ func TestVPACadence(t *testing.T) {
 		at      float64
 		in      workload.Recommendation
 		wantCPU float64 // 0: no vertical part
+		wantDue bool
 	}{
-		{60, rec(2, 0.15), 0},
-		{150, rec(3, 0.15), 0},
-		{165, rec(3, 0.16), 0.16}, // the first loop at 152 s
-		{180, rec(3, 0.3), 0.16},
-		{225, rec(4, 0.3), 0.3}, // the next at 212 s
-		{240, rec(4, 0.1), 0.3},
+		{60, rec(2, 0.15), 0, false},
+		{150, rec(3, 0.15), 0, false},
+		{165, rec(3, 0.16), 0.16, true}, // the first loop at 152 s
+		{180, rec(3, 0.3), 0.16, false},
+		{225, rec(4, 0.3), 0.3, true}, // the next at 212 s
+		{240, rec(4, 0.1), 0.3, false},
 	} {
-		got := c.gate(s.at, s.in)
+		got, due := c.gate(s.at, s.in)
+		if due != s.wantDue {
+			t.Errorf("at %g s: due %v, want %v", s.at, due, s.wantDue)
+		}
 		if got.Replicas != s.in.Replicas {
 			t.Errorf("at %g s: replicas %d, want %d (never held)", s.at, got.Replicas, s.in.Replicas)
 		}
@@ -355,7 +359,7 @@ func TestReplayTiming(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
 			cal.Timing = tc.timing
-			r, steps, err := replay(cal, settings(), "fused", 0, 0)
+			r, steps, err := replay(cal, settings(), "fused", 0, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -396,7 +400,7 @@ func TestReplayHPAPhases(t *testing.T) {
 		{"fused", 1, 15 * time.Second},
 	} {
 		t.Run(fmt.Sprintf("%s draw %d", tc.policy, tc.draw), func(t *testing.T) {
-			_, steps, err := replay(cal, settings(), tc.policy, 0, tc.draw)
+			_, steps, err := replay(cal, settings(), tc.policy, 0, tc.draw, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -416,7 +420,7 @@ func TestReplayFinerSteps(t *testing.T) {
 	cal.Timing = Timing{Step: 5 * time.Second}
 	for _, policy := range policies {
 		t.Run(policy, func(t *testing.T) {
-			r, steps, err := replay(cal, settings(), policy, 1, 0)
+			r, steps, err := replay(cal, settings(), policy, 1, 0, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -535,6 +539,40 @@ func TestReplayTimingMPAOnly(t *testing.T) {
 			}
 			if changed := !slices.Equal(now.Windows, late.Windows); changed != tc.wantChanged {
 				t.Errorf("a lag of one window changed the replay: %v, want %v", changed, tc.wantChanged)
+			}
+		})
+	}
+}
+
+// TestReplayVPAAdmission: the replayed VPA's admission (the default)
+// gives the pods created between its loops its last loop's target, so
+// its pods come to differ from those of the replay without it; the
+// policies without a real VPA replay the same either way.
+func TestReplayVPAAdmission(t *testing.T) {
+	cal := known(0.02, 48*sim.MiB, sim.MiB, 20, 0.005)
+	without := cal
+	without.Timing.NoVPAAdmission = true
+	for _, tc := range []struct {
+		policy   string
+		wantSame bool
+	}{
+		{"hpa", true},
+		{"fused", true},
+		{"hpa+vpa", false},
+	} {
+		t.Run(tc.policy, func(t *testing.T) {
+			var cpu [2][]float64
+			for i, c := range []Calibration{cal, without} {
+				r, err := Replay(c, settings(), tc.policy, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, w := range r.Windows {
+					cpu[i] = append(cpu[i], w.CPURequested)
+				}
+			}
+			if same := slices.Equal(cpu[0], cpu[1]); same != tc.wantSame {
+				t.Fatalf("the same requests with and without the admission: %v, want %v\nwith    %v\nwithout %v", same, tc.wantSame, cpu[0], cpu[1])
 			}
 		})
 	}

@@ -47,6 +47,11 @@ type Timing struct {
 	// loop runs out of phase with the harness's windows, at a phase no run
 	// records. Needs a Step finer than the window.
 	HPAPhases bool `json:"hpaPhases,omitempty"`
+	// NoVPAAdmission has the replayed VPA (vpa, hpa+vpa) give the pods
+	// created between its loops what its updater last let through, where
+	// by default they take the target of its last loop, as the real
+	// admission controller gives them (vpaCadence).
+	NoVPAAdmission bool `json:"noVpaAdmission,omitempty"`
 }
 
 // maxTimingLag bounds Lag and Act: the recommender's decision is stale
@@ -104,6 +109,9 @@ func (t Timing) String() string {
 	}
 	if t.HPAPhases {
 		s += "; the real HPA decides at a phase of its own, one step later each draw"
+	}
+	if t.NoVPAAdmission {
+		s += "; the VPA's new pods take what its updater last let through"
 	}
 	return s
 }

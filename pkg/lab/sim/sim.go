@@ -182,6 +182,12 @@ func (s *Simulator) History() []StepMetrics { return s.out.history }
 // target, those within their bounds too. Limits follow requests at the
 // app's limit/request ratio unless the container policy says RequestsOnly.
 // The change takes effect from the next Step.
+//
+// The pods are checked one by one: a pod that Admit gave other requests
+// than its peers is resized if its own are out of bounds, and the pods
+// whose requests are within them keep them, as VPA's updater leaves them.
+// Without Admit every pod that is up to date has the template's requests,
+// and the pods are resized together.
 func (s *Simulator) Apply(rec workload.Recommendation) (Actions, error) {
 	var a Actions
 	if err := rec.Validate(); err != nil {
@@ -197,14 +203,85 @@ func (s *Simulator) Apply(rec workload.Recommendation) (Actions, error) {
 	if !ok {
 		return a, nil
 	}
-	req, lim := s.spec.tmplReq, s.spec.tmplLim
-	update := false
-	for _, r := range [...]workload.Resource{workload.CPU, workload.Memory} {
-		update = update || s.spec.policy.Controls(r) && cr.Changes(r, req.Get(r))
+	var podOut bool
+	for i := range s.cluster.pods {
+		if p := &s.cluster.pods[i]; s.upToDate(p) && s.changes(&cr, p.req) {
+			podOut = true
+		}
 	}
+	if !podOut && !s.changes(&cr, s.spec.tmplReq) {
+		return a, nil
+	}
+	req, lim := s.targets(&cr)
+	if req == s.spec.tmplReq && lim == s.spec.tmplLim && !podOut {
+		return a, nil
+	}
+	s.spec.tmplReq, s.spec.tmplLim = req, lim
+	s.spec.gen++
+	a.Vertical = true
+	for i := range s.cluster.pods {
+		if p := &s.cluster.pods[i]; p.gen == s.spec.gen-1 && p.phase != podPending && p.boost == nil && !s.changes(&cr, p.req) {
+			p.gen = s.spec.gen
+		}
+	}
+	return a, nil
+}
+
+// Admit hands a recommendation to the simulated admission controller:
+// the pods created from the next Step on take its container's targets,
+// whatever its bounds, and the pods there keep theirs, as VPA's admission
+// controller gives a new pod the recommender's latest target while its
+// updater resizes a running pod only out of bounds (Apply). Replicas are
+// not its business. It reports whether the new pods' requests changed.
+func (s *Simulator) Admit(rec workload.Recommendation) (bool, error) {
+	if err := rec.Validate(); err != nil {
+		return false, fmt.Errorf("app %q: invalid recommendation: %w", s.app.Name, err)
+	}
+	cr, ok := rec.Container(s.app.Container)
+	if !ok {
+		return false, nil
+	}
+	req, lim := s.targets(&cr)
+	if req == s.spec.tmplReq && lim == s.spec.tmplLim {
+		return false, nil
+	}
+	s.spec.tmplReq, s.spec.tmplLim = req, lim
+	s.spec.gen++
+	// The pods created before keep their requests: they count as up to
+	// date, and only those still Pending, admitted when they are placed,
+	// take the new template (rollout).
+	for i := range s.cluster.pods {
+		if p := &s.cluster.pods[i]; p.phase != podPending && p.gen == s.spec.gen-1 {
+			p.gen = s.spec.gen
+		}
+	}
+	return true, nil
+}
+
+// upToDate reports whether p runs with the current template's generation
+// and no start-up boost: the pod Apply checks on its own account.
+func (s *Simulator) upToDate(p *pod) bool {
+	return p.phase != podPending && p.gen == s.spec.gen && p.boost == nil
+}
+
+// changes reports whether cr changes some controlled resource of req.
+func (s *Simulator) changes(cr *workload.ContainerRecommendation, req workload.Resources) bool {
+	for _, r := range [...]workload.Resource{workload.CPU, workload.Memory} {
+		if s.spec.policy.Controls(r) && cr.Changes(r, req.Get(r)) {
+			return true
+		}
+	}
+	return false
+}
+
+// targets is the template's requests and limits with cr's targets for the
+// controlled resources: limits follow requests at the app's limit/request
+// ratio unless the container policy says RequestsOnly.
+func (s *Simulator) targets(cr *workload.ContainerRecommendation) (req, lim workload.Resources) {
+	req, lim = s.spec.tmplReq, s.spec.tmplLim
 	for _, r := range [...]workload.Resource{workload.CPU, workload.Memory} {
 		target := cr.Target.Get(r)
-		if !update || !s.spec.policy.Controls(r) || !(target > 0) {
+		if !s.spec.policy.Controls(r) || !(target > 0) {
 			continue
 		}
 		req = req.With(r, target)
@@ -214,12 +291,7 @@ func (s *Simulator) Apply(rec workload.Recommendation) (Actions, error) {
 			lim = lim.With(r, target) // the API server rejects limit < request
 		}
 	}
-	if req != s.spec.tmplReq || lim != s.spec.tmplLim {
-		s.spec.tmplReq, s.spec.tmplLim = req, lim
-		s.spec.gen++
-		a.Vertical = true
-	}
-	return a, nil
+	return req, lim
 }
 
 // Step simulates one window and returns its metrics; Observation then holds
