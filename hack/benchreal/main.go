@@ -416,15 +416,7 @@ func (o options) settings() map[string]string {
 }
 
 func (h *harness) write(runs []result.Run) error {
-	f, err := os.Create(filepath.Join(h.o.out, "results.json"))
-	if err != nil {
-		return err
-	}
-	if err := result.WriteRuns(f, h.o.settings(), runs); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeRuns(filepath.Join(h.o.out, "results.json"), h.o.settings(), runs); err != nil {
 		return err
 	}
 	return report(h.o, runs)
@@ -516,12 +508,7 @@ func mergeReport(o options) error {
 		}
 	}
 	settings["merged"] = strings.Join(o.merge, ",")
-	f, err := os.Create(filepath.Join(o.out, "results.json"))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := result.WriteRuns(f, settings, runs); err != nil {
+	if err := writeRuns(filepath.Join(o.out, "results.json"), settings, runs); err != nil {
 		return err
 	}
 	var warnings []string

@@ -55,10 +55,7 @@ func recordedPods(r *result.Run, container string) (workload.PolicyFactory, erro
 			return nil, fmt.Errorf("run %s repetition %d, window %d: %d replicas requesting %g cores and %g bytes: no pods to replay", r.Policy, r.Rep, i, w.Replicas, w.CPURequested, w.MemoryRequested)
 		}
 	}
-	return func(c workload.Constraints) (workload.Policy, error) {
-		if len(c.Containers) != 1 {
-			return nil, fmt.Errorf("recorded pods: want one container policy, have %d", len(c.Containers))
-		}
+	return func(workload.Constraints) (workload.Policy, error) {
 		return &podsPolicy{ws: r.Windows, container: container}, nil
 	}, nil
 }
