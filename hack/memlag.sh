@@ -12,14 +12,17 @@
 # requests that wait for the CPU", says what it showed and why it matters.
 #
 # Root, cgroup v1 (cpu and memory controllers) or v2; loopback only; not in
-# CI. Usage: hack/memlag.sh [--rate 30] [--duration 20s] [--after 15s]
-#   [--quota-millicores 200] [--cpu 12ms] [--memory-per-request 1Mi]
-#   [--base-memory 48Mi] [--port 18480]
+# CI. Usage: hack/memlag.sh [--rate 30] [--duration 20s] [--then-rate 0]
+#   [--then 0s] [--after 15s] [--quota-millicores 200] [--cpu 12ms]
+#   [--memory-per-request 1Mi] [--base-memory 48Mi] [--port 18480]
+# --then-rate and --then add a second phase after the first (the rate a
+# pod keeps once a second replica takes half the load, say). At the end it
+# prints the load generator's 5-s windows: sent, answered, lost, p95.
 
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-rate=30 duration=20s after=15s quota=200 cpu=12ms mem=1Mi base=48Mi port=18480
+rate=30 duration=20s then_rate=0 then=0s after=15s quota=200 cpu=12ms mem=1Mi base=48Mi port=18480
 
 die() {
 	echo "memlag.sh: $*" >&2
@@ -31,6 +34,8 @@ while (($#)); do
 	case "$1" in
 	--rate) rate="$2" ;;
 	--duration) duration="$2" ;;
+	--then-rate) then_rate="$2" ;;
+	--then) then="$2" ;;
 	--after) after="$2" ;;
 	--quota-millicores) quota="$2" ;;
 	--cpu) cpu="$2" ;;
@@ -51,8 +56,12 @@ seconds() { # a Go duration of whole seconds or minutes: 20s, 2m
 }
 load_s="$(seconds "${duration}")" || true
 after_s="$(seconds "${after}")" || true
+then_s="$(seconds "${then}")" || true
 [[ -n "${load_s}" && "${load_s}" -gt 0 && "${load_s}" -le 600 ]] || die "--duration ${duration}: want 1s-10m in whole seconds or minutes"
 [[ -n "${after_s}" && "${after_s}" -le 600 ]] || die "--after ${after}: want 0s-10m in whole seconds or minutes"
+[[ -n "${then_s}" && "${then_s}" -le 600 ]] || die "--then ${then}: want 0s-10m in whole seconds or minutes"
+[[ "${rate}" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--rate ${rate}: want a number of requests/s"
+[[ "${then_rate}" =~ ^[0-9]+([.][0-9]+)?$ ]] || die "--then-rate ${then_rate}: want a number of requests/s"
 [[ "$(id -u)" == 0 ]] || die "needs root (it makes a cgroup)"
 for c in curl go; do
 	command -v "${c}" >/dev/null || die "${c} not found"
@@ -113,18 +122,28 @@ for _ in $(seq 50); do
 done
 curl -fsS --max-time 1 "http://127.0.0.1:${port}/readyz" >/dev/null || die "the app did not get ready: $(tail -3 "${work}/testapp.log")"
 
-printf '0,%s\n%s,0\n' "${rate}" "${load_s}" >"${work}/rates.csv"
+# The rows' times must rise: a second phase of 0s is left out.
+if ((then_s > 0)); then
+	printf '0,%s\n%s,%s\n%s,0\n' "${rate}" "${load_s}" "${then_rate}" "$((load_s + then_s))"
+else
+	printf '0,%s\n%s,0\n' "${rate}" "${load_s}"
+fi >"${work}/rates.csv"
 "${work}/loadgen" --target "http://127.0.0.1:${port}/" --rates "${work}/rates.csv" \
-	--duration "$((load_s + after_s))s" --requests-per-connection 1 --timeout 10s \
-	2>"${work}/loadgen.log" &
+	--duration "$((load_s + then_s + after_s))s" --requests-per-connection 1 --timeout 10s \
+	--window 5s --records "${work}/records.jsonl" 2>"${work}/loadgen.log" &
 load=$!
 pids+=("${load}")
 
-echo "# ${rate}/s for ${duration}, then none for ${after}; quota ${quota}m; ${cpu} CPU, ${mem} a request, ${base} base"
+phases="${rate}/s for ${duration}"
+((then_s == 0)) || phases+=", ${then_rate}/s for ${then}"
+echo "# ${phases}, then none for ${after}; quota ${quota}m; ${cpu} CPU, ${mem} a request, ${base} base"
 echo "# gauges (the app's /metrics) are read first, the cgroup right after; a gauge the app did not answer within 2 s is -"
 printf '%7s %9s %10s %12s %12s\n' seconds in-flight held-MiB working-MiB wait-s
 start="$(date +%s.%N)"
-while kill -0 "${load}" 2>/dev/null; do
+# Until the last phase's end: the load generator stops once its last
+# request is answered or lost, the app may still be serving.
+end="$(awk -v s="${start}" -v d="$((load_s + then_s + after_s))" 'BEGIN { printf "%.3f", s + d }')"
+while kill -0 "${load}" 2>/dev/null || awk -v e="${end}" -v n="$(date +%s.%N)" 'BEGIN { exit !(n < e) }'; do
 	t0="$(date +%s.%N)"
 	m="$(curl -fsS --max-time 2 "http://127.0.0.1:$((port + 1))/metrics" 2>/dev/null || true)"
 	t1="$(date +%s.%N)"
@@ -136,3 +155,21 @@ while kill -0 "${load}" 2>/dev/null; do
 	sleep 0.5
 done
 wait "${load}" || die "the load generator failed: $(tail -3 "${work}/loadgen.log")"
+# The app's own counters against its process's CPU time: what share of
+# the CPU the quota gave went to the requests' work (the rest: the Go
+# runtime, the HTTP server, the kernel), and how many requests it served.
+m="$(curl -fsS --max-time 5 "http://127.0.0.1:$((port + 1))/metrics" 2>/dev/null || true)"
+served="$(awk '$1 ~ /^aware_testapp_requests_total[{]/ { n += $2 } END { printf "%d", n }' <<<"${m}")"
+work_s="$(awk '$1 == "aware_testapp_cpu_seconds_total" { printf "%.2f", $2 }' <<<"${m}")"
+proc_s="$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/${pids[0]}/stat" 2>/dev/null || true)"
+echo "# served ${served:-?} requests; their work ${work_s:-?} s of CPU, the app's process ${proc_s:-?} s"
+echo "# the load generator's windows, by the time a request was sent"
+printf '%7s %7s %7s %7s %9s\n' from sent ok lost p95-s
+while IFS= read -r line; do
+	# One flat JSON object a line; the fields are numbers.
+	for k in start sent ok lost p95; do
+		v="$(grep -o "\"${k}\":[0-9.e+-]*" <<<"${line}" | head -1 | cut -d: -f2)"
+		printf -v "f_${k}" '%s' "${v:--}"
+	done
+	printf '%7s %7s %7s %7s %9s\n' "${f_start}" "${f_sent}" "${f_ok}" "${f_lost}" "${f_p95}"
+done <"${work}/records.jsonl"

@@ -105,6 +105,10 @@ type options struct {
 	simTiming simside.Timing
 	// simVPAAdmission is simTiming's NoVPAAdmission, negated.
 	simVPAAdmission bool
+	// simServesTimedOut is Calibration.ServesTimedOut.
+	simServesTimedOut bool
+	// simHeldMemory is Calibration.HeldMemoryPerRequest in MiB.
+	simHeldMemory float64
 	// simDraws is how many draws of the simulator each run is replayed with.
 	simDraws   int
 	sloMetrics bool
@@ -170,6 +174,8 @@ func main() {
 	flag.IntVar(&o.simTiming.Lag, "sim-lag", 0, "--simulate: apply each replayed decision of the fused default and its variants this many windows later than --sim-act says (simside.Timing.Lag); 0 as the simulator does")
 	flag.DurationVar(&o.simTiming.Step, "sim-step", 0, "--simulate: the simulator's step in the replay, a whole fraction of the runs' window (simside.Timing.Step), whose steps make up each window; 0: the window, as the simulator does. A finer step lets a decision land within a window (--sim-look, --sim-act)")
 	flag.DurationVar(&o.simTiming.Look, "sim-look", 0, "--simulate: how far into each window the replayed fused default decides, a whole number of --sim-step (simside.Timing.Look); on the node, with --load-phase 5s, its recommender looks some 9.5 s in (docs/real-node-rounds.md); 0: at the window's end, as the simulator does")
+	flag.BoolVar(&o.simServesTimedOut, "sim-serves-timed-out", true, "--simulate: the replayed app serves every request it holds to the end, past its client's timeout, sharing the CPU among them (sim.App.ServesTimedOut), as the test app does: in an overload it answers nothing once it holds more than it can answer in time (hack/memlag.sh); false: the fluid backlog, which drops at arrival what it cannot answer in time, as all replays before 2026-12-07")
+	flag.Float64Var(&o.simHeldMemory, "sim-held-memory", 0.36, "--simulate, with --sim-serves-timed-out: MiB of working set each request held in an overload adds (sim.App.HeldMemoryPerRequest); the default is what hack/memlag.sh measured on the test app at 1.8× a 200m quota (561 requests in flight, 0.36 MiB each, docs/real-node-rounds.md, round forty-three); 0: the fitted memory per request")
 	flag.BoolVar(&o.simVPAAdmission, "sim-vpa-admission", true, "--simulate: the replayed VPA's (vpa, hpa+vpa) pods created between its updater's loops take the target of its last loop, as the real admission controller gives a new pod the recommender's latest target, while the running pods keep theirs within bounds (sim.Simulator.Admit); false: they take what its updater last let through, as all replays before 2026-12-06")
 	flag.BoolVar(&o.simTiming.HPAPhases, "sim-hpa-phases", false, "--simulate: replay the real HPA's loop (hpa, hpa+vpa) at a phase of its own within the window, one --sim-step later with each draw in turn (simside.Timing.HPAPhases), rather than at each window's end; the controller-manager's loop runs out of phase with the windows. Needs --sim-step")
 	flag.DurationVar(&o.simTiming.Act, "sim-act", 0, "--simulate: how long after each decision of the replayed fused default the simulated updater applies it, at the next step boundary (simside.Timing.Act); on the node some 14 s; 0: at once, as the simulator does")
@@ -539,6 +545,10 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 	cal.SampledLatency, cal.SampledUsage, cal.UsageResolution = !o.simModelLatency, !o.simModelUsage, o.simUsageResolution
 	cal.Timing = o.simTiming
 	cal.Timing.NoVPAAdmission = !o.simVPAAdmission
+	cal.ServesTimedOut = o.simServesTimedOut
+	if o.simServesTimedOut {
+		cal.HeldMemoryPerRequest = o.simHeldMemory * sim.MiB
+	}
 	if o.simCPURatio {
 		cal.CPUFitted, cal.CPUFitReason = false, "--sim-cpu-ratio"
 	}

@@ -268,6 +268,16 @@ type Calibration struct {
 	// --sim-act); its zero value, the simulator's own, decides at each
 	// window's end and applies the decision from the next window on.
 	Timing Timing `json:"timing,omitzero"`
+	// ServesTimedOut replays the app as one that serves every request it
+	// holds to the end, past its client's timeout, by processor sharing
+	// (sim.App.ServesTimedOut), as the test app does (hack/memlag.sh):
+	// not a fit of the windows but what the app is. Off: the simulator's
+	// fluid backlog, which drops at arrival what it cannot answer in time.
+	ServesTimedOut bool `json:"servesTimedOut,omitempty"`
+	// HeldMemoryPerRequest is the working set a request held in an
+	// overload adds (sim.App.HeldMemoryPerRequest, bytes), as
+	// hack/memlag.sh measured it on the test app; 0: MemoryPerRequest.
+	HeldMemoryPerRequest float64 `json:"heldMemoryPerRequest,omitempty"`
 }
 
 // Calibrate estimates the simulator's app from the real runs: the CPU
@@ -665,13 +675,15 @@ func (c Calibration) App(slo, initialCPU float64) sim.App {
 			}},
 		},
 		Demand: sim.Demand{
-			CPUSeconds:       c.cpu().CPUSeconds,
-			BaseCPU:          c.cpu().BaseCPU,
-			IOWait:           c.Throttling.SimIOWait(),
-			CPUBurst:         c.Throttling.Burst,
-			CPUSecondsCV:     c.Throttling.SimCPUSecondsCV(),
-			BaseMemory:       c.BaseMemory.Value,
-			MemoryPerRequest: c.MemoryPerRequest.Value,
+			CPUSeconds:           c.cpu().CPUSeconds,
+			BaseCPU:              c.cpu().BaseCPU,
+			IOWait:               c.Throttling.SimIOWait(),
+			CPUBurst:             c.Throttling.Burst,
+			CPUSecondsCV:         c.Throttling.SimCPUSecondsCV(),
+			BaseMemory:           c.BaseMemory.Value,
+			MemoryPerRequest:     c.MemoryPerRequest.Value,
+			ServesTimedOut:       c.ServesTimedOut,
+			HeldMemoryPerRequest: c.HeldMemoryPerRequest,
 		},
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aware-k8s/aware/hack/benchreal/result"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // TestReplayLoadStepInTheRateWindow replays the real run that found rule
@@ -132,25 +133,17 @@ func TestReplayHPAAtTheToleranceEdge(t *testing.T) {
 					t.Fatalf("%s: the CPU fit was not taken: %s", file, cal.CPUFitReason)
 				}
 				cal.CPUFitted, cal.SampledUsage, cal.UsageResolution = tc.fitted, tc.usage, tc.resolution
-				for _, real := range f.Runs {
-					if real.Policy != "hpa+vpa" {
-						continue
-					}
+				n, m := countDraws(t, cal, f, "hpa+vpa", draws, func(real result.Run) func(result.Run) bool {
 					vpa := real.AutoscalerAfter + cal.VPAFirstAction.Value
 					if first := firstScaleOut(real); first < 0 || first >= vpa {
 						t.Fatalf("repetition %d: the real HPA scaled out at %.0f s, the VPA acted at %.0f s: not the case this test replays", real.Rep, first, vpa)
 					}
-					for d := range draws {
-						run, err := ReplayDraw(cal, f.Settings, "hpa+vpa", real.Rep, d)
-						if err != nil {
-							t.Fatal(err)
-						}
-						if first := firstScaleOut(run); first >= 0 && first < vpa {
-							early++
-						}
-						total++
+					return func(run result.Run) bool {
+						first := firstScaleOut(run)
+						return first >= 0 && first < vpa
 					}
-				}
+				})
+				early, total = early+n, total+m
 			}
 			share := float64(early) / float64(total)
 			t.Logf("the HPA scaled out before the VPA's first action in %d of %d draws", early, total)
@@ -170,4 +163,90 @@ func firstScaleOut(r result.Run) float64 {
 		}
 	}
 	return -1
+}
+
+// TestReplayHPAKilledInTheOverload replays round forty-three's real HPA
+// runs (committed in docs/results), whose one 200m pod the load step
+// overloaded: on the node it answered almost nothing for a window or two
+// and was OOM-killed 15-45 s after the step in all three. Replayed with the
+// app serving its requests past their timeout (Calibration.ServesTimedOut,
+// each held request 0.36 MiB as hack/memlag.sh measured), the pod is
+// killed within three windows of the step in most draws; replayed with
+// the fluid backlog, which answers at capacity through the overload and
+// holds a fraction of the requests, it never is.
+func TestReplayHPAKilledInTheOverload(t *testing.T) {
+	const draws = 4
+	f := readCommitted(t, "round43/hpa-fused-whatif-reps71-73.json")
+	for _, tc := range []struct {
+		name        string
+		serves      bool
+		least, most float64 // the share of draws killed after the step
+	}{
+		{"fluid backlog", false, 0, 0},
+		{"served past the timeout", true, 0.75, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cal, err := Calibrate(f.Runs, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cal.ServesTimedOut, cal.HeldMemoryPerRequest = tc.serves, 0.36*sim.MiB
+			killed, total := countDraws(t, cal, f, "hpa", draws, func(real result.Run) func(result.Run) bool {
+				step := firstOverload(real)
+				if step < 0 || !killedWithin(real, step, 3) {
+					t.Fatalf("repetition %d: the real pod was not killed within three windows of the step (window %d): not the case this test replays", real.Rep, step)
+				}
+				return func(run result.Run) bool { return killedWithin(run, step, 3) }
+			})
+			share := float64(killed) / float64(total)
+			t.Logf("killed within three windows of the step in %d of %d draws", killed, total)
+			if share < tc.least || share > tc.most {
+				t.Errorf("killed within three windows of the step in %d of %d draws, want a share within [%g, %g]", killed, total, tc.least, tc.most)
+			}
+		})
+	}
+}
+
+// countDraws replays draws draws of each of f's runs of policy and counts
+// those hit says yes to; hit(real), called once per real run, may refuse a
+// run that is not the case its test replays.
+func countDraws(t *testing.T, cal Calibration, f result.File, policy string, draws int, hit func(real result.Run) func(result.Run) bool) (yes, total int) {
+	t.Helper()
+	for _, real := range f.Runs {
+		if real.Policy != policy {
+			continue
+		}
+		ok := hit(real)
+		for d := range draws {
+			run, err := ReplayDraw(cal, f.Settings, policy, real.Rep, d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(run) {
+				yes++
+			}
+			total++
+		}
+	}
+	return yes, total
+}
+
+// firstOverload is the index of the first window that lost requests, or −1.
+func firstOverload(r result.Run) int {
+	for i, w := range r.Windows {
+		if w.Lost > 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// killedWithin says whether a window from step to step+n had an OOM kill.
+func killedWithin(r result.Run, step, n int) bool {
+	for i := step; i <= step+n && i < len(r.Windows); i++ {
+		if r.Windows[i].OOMKills > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -106,6 +106,29 @@ type Demand struct {
 	BaseMemory float64
 	// MemoryPerRequest is the memory each in-flight request holds (bytes).
 	MemoryPerRequest float64
+	// ServesTimedOut models an app that serves every request it holds by
+	// processor sharing, to the end, even after its client has given up,
+	// as the real node's test app (and many servers) do. Once a pod is
+	// overloaded (ρ > ρmax) or still holds such requests, its requests are
+	// followed in one-second cohorts (held.go): every request held gets the
+	// same CPU, so while their number grows hardly any finishes, a request
+	// not answered within the timeout is lost to its client but keeps its
+	// share of the CPU and its memory, and the pod answers nothing until
+	// what it holds has drained. Against the discrete-event reference that
+	// does the same, and against the real app (hack/memlag.sh), the fluid
+	// backlog (false, the default) answers at capacity through an overload
+	// instead (pasttimeout_test.go; docs/real-node-rounds.md, 2026-12-07).
+	// It assumes requests of equal work, as the test app's are: with
+	// varied work, processor sharing lets the short ones through.
+	ServesTimedOut bool
+	// HeldMemoryPerRequest is the working set each request in the held
+	// queue (ServesTimedOut) adds, in bytes; 0: MemoryPerRequest. Under
+	// a tight CPU quota most of the requests a pod holds in an overload
+	// have not yet made their memory resident: the test app's working set
+	// held 0.36 MiB per request in flight after 29 s at 1.8× what a 200m
+	// quota serves, where a request that runs holds 1 MiB (hack/memlag.sh,
+	// docs/real-node-rounds.md, round forty-three).
+	HeldMemoryPerRequest float64
 }
 
 // App is one generated application: a single-container workload whose

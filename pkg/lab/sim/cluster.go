@@ -35,7 +35,8 @@ type pod struct {
 	transition float64
 	req        workload.Resources
 	lim        workload.Resources
-	backlog    float64 // requests queued beyond what the stationary queue holds
+	backlog    float64   // requests queued beyond what the stationary queue holds
+	held       HeldQueue // App.ServesTimedOut's queue: the backlog, by cohort
 	// pressure is the share of the CPU the pod wanted (up to its limit) that
 	// its node did not give it in the window: the simulator's cgroup CPU
 	// pressure (PSI), 0 unless the node is oversubscribed.
@@ -153,6 +154,7 @@ func (s *Simulator) unbind(p *pod, t float64) {
 		p.transition = t
 	}
 	p.phase, p.node, p.backlog = podPending, -1, 0
+	p.held.reset()
 	p.deferral = deferral{}
 }
 
@@ -222,4 +224,10 @@ func (s *Simulator) schedule(t float64) {
 		p.started = t
 		p.readyAt = t + s.startDelay(p)
 	}
+}
+
+// queued is what the pod holds beyond its stationary queue: its backlog,
+// or its held queue's requests, live and lost.
+func (p *pod) queued() float64 {
+	return max(p.backlog, p.held.Len())
 }

@@ -127,6 +127,13 @@ func (p *desPod) pop() {
 // demands on one pod and adds what happened in each window of dt seconds to
 // out (len(out) windows; events after the last window are not simulated).
 func runDES(out []desWindow, arrivals, demands []float64, cpu, timeout, dt float64) {
+	runDESServing(out, arrivals, demands, cpu, timeout, dt, true)
+}
+
+// runDESServing is runDES; with cancel false a request that times out is
+// lost to its client (counted then, at the timeout) but stays in the pod,
+// taking its share of the CPU, until its work is done (App.ServesTimedOut).
+func runDESServing(out []desWindow, arrivals, demands []float64, cpu, timeout, dt float64, cancel bool) {
 	p := desPod{cpu: cpu, finishV: make([]float64, len(arrivals)), state: make([]uint8, len(arrivals))}
 	horizon := float64(len(out)) * dt
 	next := 0
@@ -135,7 +142,8 @@ func runDES(out []desWindow, arrivals, demands []float64, cpu, timeout, dt float
 		for len(p.heap) > 0 && p.state[p.heap[0]] == 2 {
 			p.pop()
 		}
-		for p.oldest < next && p.state[p.oldest] == 2 {
+		// State 3: timed out, still served (cancel false).
+		for p.oldest < next && p.state[p.oldest] >= 2 {
 			p.oldest++
 		}
 		tA, tD, tT := math.Inf(1), math.Inf(1), math.Inf(1)
@@ -144,6 +152,8 @@ func runDES(out []desWindow, arrivals, demands []float64, cpu, timeout, dt float
 		}
 		if p.n > 0 {
 			tD = p.t + (p.finishV[p.heap[0]]-p.v)*float64(p.n)/p.cpu
+		}
+		if p.oldest < next {
 			tT = arrivals[p.oldest] + timeout
 		}
 		tn := min(tA, tD, tT)
@@ -157,15 +167,23 @@ func runDES(out []desWindow, arrivals, demands []float64, cpu, timeout, dt float
 		case tD:
 			i := p.heap[0]
 			p.pop()
+			zombie := p.state[i] == 3
 			p.state[i] = 2
 			p.n--
+			if zombie {
+				continue
+			}
 			lat := tn - arrivals[i]
 			w.Completed++
 			w.sumLat += lat
 			w.lats = append(w.lats, lat)
 		case tT:
-			p.state[p.oldest] = 2
-			p.n--
+			if cancel {
+				p.state[p.oldest] = 2
+				p.n--
+			} else {
+				p.state[p.oldest] = 3
+			}
 			w.TimedOut++
 			w.lats = append(w.lats, timeout)
 		default:

@@ -76,6 +76,13 @@
 //     OOM-killed: its in-flight requests fail and it is Ready again after the
 //     start-up delay (there is no CrashLoopBackOff).
 //
+// With App.ServesTimedOut, a pod that is overloaded (ρ > ρmax), or still
+// holds requests from an overload, is served by a held queue instead of
+// steps 4 and 5's fluid backlog (held.go): its requests in one-second
+// cohorts share the CPU equally, a request not answered within the
+// timeout is lost to its client but served to the end, and the pod is
+// OOM-killed at the second its peak working set passes its limit.
+//
 // Latency percentiles of a window are those of the mixture over pods,
 // weighted by completed requests, with failed and timed-out requests counted
 // at the timeout; so a window where more than 5% of requests fail violates

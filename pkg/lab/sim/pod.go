@@ -30,6 +30,9 @@ type PodInput struct {
 	Arrived float64
 	// Backlog is the fluid backlog B the previous window left.
 	Backlog float64
+	// Held is the pod's held queue, which App.ServesTimedOut serves and
+	// updates in place (nil: the fluid backlog whatever the app).
+	Held *HeldQueue
 	// CPU is the capacity c in cores: the CPU limit, or the pod's share of an
 	// oversubscribed node.
 	CPU float64
@@ -66,6 +69,9 @@ type PodWindow struct {
 	// Backlog is the fluid backlog B' carried into the next window (0 after
 	// an OOM kill).
 	Backlog float64
+	// Zombies are the requests the pod holds at the window's end whose
+	// clients have given up (App.ServesTimedOut; 0 otherwise).
+	Zombies float64
 	// QueueDelay is the backlog's mean delay S·(B+B')/2 and Stationary the
 	// queueing mean S/(1 − min(ρ, ρmax)): a completed request's response
 	// time is IOWait + Own + QueueDelay plus an exponential of mean
@@ -82,8 +88,10 @@ type PodWindow struct {
 	// MeasuredCPU is the CPU usage the pod's metrics show: Usage.CPU, or
 	// with PodInput.MeasuredShare the rate over that part of the window.
 	MeasuredCPU float64
-	// OOMKilled: the peak working set exceeded the memory limit.
+	// OOMKilled: the peak working set exceeded the memory limit, KilledAt
+	// seconds into the window (the window's end, but in the held queue).
 	OOMKilled bool
+	KilledAt  float64
 }
 
 // MeanLatency is the mean response time of the window's completed requests.
@@ -132,6 +140,9 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	own := 0.0
 	if a.CPUBurst {
 		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, serving, cfsNode{in.Cores, in.Background, in.Tick}, rho)
+	}
+	if a.ServesTimedOut && in.Held != nil && (rho > rhoMax || in.Held.Len() > 0) {
+		return a.serveHeld(in, dt, timeout, base, serving, svc)
 	}
 	b0 := in.Backlog
 	// Below ρmax the stationary queue holds the window's Poisson surplus, so
@@ -193,8 +204,58 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 		b1 = 0
 		w.Peak.Memory = in.MemoryLimit
 		w.Usage.Memory = min(w.Usage.Memory, in.MemoryLimit)
-		w.OOMKilled = true
+		w.OOMKilled, w.KilledAt = true, dt
 	}
 	w.Completed, w.TimedOut, w.Backlog = done, drop, b1
+	return w
+}
+
+// serveHeld is ServePod for an App.ServesTimedOut pod that is overloaded or
+// still holds requests: every arrival joins the held queue. Invariant:
+// Completed + TimedOut + Failed + Backlog = Arrived + in.Backlog, Backlog
+// being the live requests held (the zombies were counted timed out).
+func (a *App) serveHeld(in PodInput, dt, timeout, base, serving, svc float64) PodWindow {
+	q := in.Held
+	if in.Backlog > 0 && q.Len() == 0 {
+		// A fluid backlog the pod had before it was overloaded joins as
+		// one cohort, its clients' clocks starting now. (Once the queue
+		// holds requests, in.Backlog is its own live ones.)
+		q.push(cohort{count: in.Backlog, finish: q.v + a.CPUSeconds, born: q.now})
+	}
+	m := a.MemoryPerRequest
+	if a.HeldMemoryPerRequest > 0 {
+		m = a.HeldMemoryPerRequest
+	}
+	// The pod dies once base + m·(n + (1+|z|)·√n) passes its limit
+	// (PeakMemory): x = √n solves m·x² + m·(1+|z|)·x + base − limit = 0.
+	kill := math.Inf(1)
+	if in.MemoryLimit > 0 && m > 0 {
+		b := m * (1 + math.Abs(in.Z))
+		x := (-b + math.Sqrt(b*b+4*m*max(in.MemoryLimit-a.BaseMemory, 0))) / (2 * m)
+		kill = x * x
+	}
+	hw := q.serve(in.Arrived, a.CPUSeconds, serving, dt, timeout, kill)
+	live, lost := q.counts()
+	// The completed requests' mean time in the queue, as a shift and the
+	// service alone: the model's latency is a shifted exponential.
+	w := PodWindow{Stationary: svc}
+	if hw.Completed > 0 {
+		w.QueueDelay = max(hw.Sojourn/hw.Completed-svc, 0)
+	}
+	w.Usage.CPU = min(base+hw.Work/dt, in.CPU)
+	w.MeasuredCPU = w.Usage.CPU
+	w.InFlight = hw.Mean
+	w.Usage.Memory = a.BaseMemory + m*hw.Mean
+	w.Peak = workload.Resources{CPU: w.Usage.CPU, Memory: a.BaseMemory + m*(hw.Peak+(1+math.Abs(in.Z))*math.Sqrt(hw.Peak))}
+	if hw.KilledAt >= 0 {
+		// The kill loses the live requests held and the arrivals after
+		// it; the zombies die too, and were counted lost already.
+		w.Failed, live, lost = live+hw.Unserved, 0, 0
+		q.reset()
+		w.Peak.Memory = in.MemoryLimit
+		w.Usage.Memory = min(w.Usage.Memory, in.MemoryLimit)
+		w.OOMKilled, w.KilledAt = true, hw.KilledAt
+	}
+	w.Completed, w.TimedOut, w.Backlog, w.Zombies = hw.Completed, hw.TimedOut, live, lost
 	return w
 }

@@ -340,7 +340,7 @@ func (s *Simulator) Step() StepMetrics {
 			continue
 		}
 		n := &s.cluster.nodes[p.node]
-		n.demand += min(s.app.BaseCPU+(lam+p.backlog/s.dt)*cpuSec, s.cpuCap(p))
+		n.demand += min(s.app.BaseCPU+(lam+p.queued()/s.dt)*cpuSec, s.cpuCap(p))
 		n.shares += max(p.req.CPU, 1e-6)
 	}
 
@@ -367,14 +367,14 @@ func (s *Simulator) Step() StepMetrics {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
 			// The other tenants use no more than they request, so the app's
 			// pods share what they leave.
-			want := min(s.app.BaseCPU+(lam+p.backlog/s.dt)*cpuSec, c)
+			want := min(s.app.BaseCPU+(lam+p.queued()/s.dt)*cpuSec, c)
 			c = min(c, (nodeCPU-n.others)*max(p.req.CPU, 1e-6)/n.shares)
 			if want > c {
 				p.pressure = 1 - c/want
 			}
 		}
 		w := s.app.ServePod(PodInput{
-			Rate: lam, Arrived: arrived, Backlog: p.backlog,
+			Rate: lam, Arrived: arrived, Backlog: p.backlog, Held: &p.held,
 			CPU: c, Cores: s.cfg.NodeCores, Background: s.cfg.NodeBackground, Tick: s.cfg.NodeTick.Seconds(), MemoryLimit: p.lim.Memory, Z: s.rng.noise.NormFloat64(),
 			SampledUsage: s.cfg.SampledUsage, MeasuredShare: s.rng.measuredShare, ZMeasured: s.rng.measuredDraw(),
 		}, s.dt, s.timeout)
@@ -383,9 +383,11 @@ func (s *Simulator) Step() StepMetrics {
 			// OOM kill at the end of the window: the requests it holds fail.
 			m.Failed += w.Failed
 			p.phase = podStarting
-			p.started = t + s.dt
-			p.transition = t + s.dt
-			p.readyAt = t + s.dt + s.startDelay(p)
+			// At the window's end, or within it in the held queue: a pod
+			// killed early in a window may be Ready for the next.
+			p.started = t + w.KilledAt
+			p.transition = t + w.KilledAt
+			p.readyAt = t + w.KilledAt + s.startDelay(p)
 			m.OOMKills++
 			m.Restarts++
 		}
