@@ -6,7 +6,8 @@ import "math"
 // join, the CPU is shared and ages are checked this often.
 const heldStep = 1.0
 
-// maxCohorts bounds a held queue's cohorts; beyond it the two oldest merge.
+// maxCohorts bounds a held queue's cohorts; beyond it two of the oldest
+// merge (push).
 const maxCohorts = 1024
 
 // cohort is a fluid group of requests that arrived together: count of
@@ -114,7 +115,7 @@ func (q *HeldQueue) serve(arrived, work, c, dt, timeout, kill float64) heldWindo
 			}
 			q.v = f.finish
 			spent, budget = spent+need, budget-need
-			at := q.now + h*spent/(c*h)
+			at := q.now + spent/c // the CPU runs at c throughout
 			if !f.lost && at-f.born <= timeout {
 				w.Completed += f.count
 				w.Sojourn += f.count * max(at-f.born, 0)

@@ -116,7 +116,12 @@ func (w *PodWindow) LatencyCDF(a *App, x float64) float64 {
 // on average, for a standard normal draw z: base + perRequest·(n +
 // (1+|z|)·√n). A pod is OOM-killed exactly when it exceeds the memory limit.
 func (a *App) PeakMemory(n, z float64) float64 {
-	return a.BaseMemory + a.MemoryPerRequest*(n+(1+math.Abs(z))*math.Sqrt(n))
+	return peakMemory(a.BaseMemory, a.MemoryPerRequest, n, z)
+}
+
+// peakMemory is PeakMemory for a memory per request m.
+func peakMemory(base, m, n, z float64) float64 {
+	return base + m*(n+(1+math.Abs(z))*math.Sqrt(n))
 }
 
 // ServePod runs the per-pod model of one window of dt seconds for a Ready
@@ -226,8 +231,8 @@ func (a *App) serveHeld(in PodInput, dt, timeout, base, serving, svc float64) Po
 	if a.HeldMemoryPerRequest > 0 {
 		m = a.HeldMemoryPerRequest
 	}
-	// The pod dies once base + m·(n + (1+|z|)·√n) passes its limit
-	// (PeakMemory): x = √n solves m·x² + m·(1+|z|)·x + base − limit = 0.
+	// The pod dies once peakMemory passes its limit: x = √n solves
+	// m·x² + m·(1+|z|)·x + base − limit = 0.
 	kill := math.Inf(1)
 	if in.MemoryLimit > 0 && m > 0 {
 		b := m * (1 + math.Abs(in.Z))
@@ -246,7 +251,7 @@ func (a *App) serveHeld(in PodInput, dt, timeout, base, serving, svc float64) Po
 	w.MeasuredCPU = w.Usage.CPU
 	w.InFlight = hw.Mean
 	w.Usage.Memory = a.BaseMemory + m*hw.Mean
-	w.Peak = workload.Resources{CPU: w.Usage.CPU, Memory: a.BaseMemory + m*(hw.Peak+(1+math.Abs(in.Z))*math.Sqrt(hw.Peak))}
+	w.Peak = workload.Resources{CPU: w.Usage.CPU, Memory: peakMemory(a.BaseMemory, m, hw.Peak, in.Z)}
 	if hw.KilledAt >= 0 {
 		// The kill loses the live requests held and the arrivals after
 		// it; the zombies die too, and were counted lost already.

@@ -380,7 +380,7 @@ func (s *Simulator) Step() StepMetrics {
 		}, s.dt, s.timeout)
 		p.usage, p.peak = w.Usage, w.Peak
 		if w.OOMKilled {
-			// OOM kill at the end of the window: the requests it holds fail.
+			// OOM kill: the requests it holds fail.
 			m.Failed += w.Failed
 			p.phase = podStarting
 			// At the window's end, or within it in the held queue: a pod
