@@ -88,9 +88,6 @@ type options struct {
 	simModelLatency bool
 	// simModelUsage replays the mean rate's CPU usage, not the arrivals'.
 	simModelUsage bool
-	// simUsageResolution is the period the replay's observed usage is a
-	// rate over.
-	simUsageResolution time.Duration
 	// simCPURatio replays the runs' CPU ratio without idle CPU, not the fit.
 	simCPURatio bool
 	// simCPUCV gives the burst model's requests a varying CPU time.
@@ -101,12 +98,15 @@ type options struct {
 	simTick time.Duration
 	// simMemoryFit is which requests in flight the memory fit reads.
 	simMemoryFit simside.MemoryFit
-	// simTiming is when the replayed fused default decides and acts.
-	simTiming simside.Timing
-	// simVPAAdmission is simTiming's NoVPAAdmission, negated.
+	// simModel is the calibration's ReplayModel as the flags set it:
+	// the fused default's timing (--sim-lag, --sim-step, --sim-look,
+	// --sim-act, --sim-hpa-phases), the usage's resolution, and the app's
+	// and the kubelet's models (--sim-serves-timed-out,
+	// --sim-ready-within-window). Its sampling is simModelLatency's and
+	// simModelUsage's, negated.
+	simModel simside.ReplayModel
+	// simVPAAdmission is simModel.Timing's NoVPAAdmission, negated.
 	simVPAAdmission bool
-	// simServesTimedOut is Calibration.ServesTimedOut.
-	simServesTimedOut bool
 	// simHeldMemory is Calibration.HeldMemoryPerRequest in MiB.
 	simHeldMemory float64
 	// simDraws is how many draws of the simulator each run is replayed with.
@@ -164,21 +164,22 @@ func main() {
 	flag.IntVar(&o.simDraws, "sim-draws", 5, "--simulate: replay every run with this many draws of the simulator's randomness (arrivals, latency samples) and set their mean beside the real run: one draw is one outcome of the simulator, as the real run is one of the node")
 	flag.BoolVar(&o.simModelLatency, "sim-model-latency", false, "--simulate: replay each window's p95 as the model's, the same in every calm window, rather than as a sample of its requests (sim.Config.SampledLatency); to set the two side by side")
 	flag.BoolVar(&o.simModelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
-	flag.DurationVar(&o.simUsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
+	flag.DurationVar(&o.simModel.UsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.simCPUCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
 	flag.DurationVar(&o.simTick, "sim-tick", DefaultSimTick, "--simulate: the simulated node's scheduler tick (sim.Config.NodeTick), at which the kernel finds a CFS quota spent, so that requests run on past it and the overrun comes off the next period's; the default is the bench machines' (CONFIG_HZ=250); 0 enforces the quota to the instant")
 	flag.Func("sim-memory-fit", "--simulate: what the calibration's memory fit regresses the pods' working set on beside their count (simside.MemoryFit): gauge, the app's requests in flight as the testbed's Prometheus scraped its in-flight gauge, over the windows whose pods stayed as they were at any load; little, the requests in flight by Little's law off the p95 over calm windows (the fit before runs recorded the gauge); auto, gauge where at least 10 windows have it, else little (default auto)", func(v string) (err error) {
 		o.simMemoryFit, err = simside.ParseMemoryFit(v)
 		return err
 	})
-	flag.IntVar(&o.simTiming.Lag, "sim-lag", 0, "--simulate: apply each replayed decision of the fused default and its variants this many windows later than --sim-act says (simside.Timing.Lag); 0 as the simulator does")
-	flag.DurationVar(&o.simTiming.Step, "sim-step", 0, "--simulate: the simulator's step in the replay, a whole fraction of the runs' window (simside.Timing.Step), whose steps make up each window; 0: the window, as the simulator does. A finer step lets a decision land within a window (--sim-look, --sim-act)")
-	flag.DurationVar(&o.simTiming.Look, "sim-look", 0, "--simulate: how far into each window the replayed fused default decides, a whole number of --sim-step (simside.Timing.Look); on the node, with --load-phase 5s, its recommender looks some 9.5 s in (docs/real-node-rounds.md); 0: at the window's end, as the simulator does")
-	flag.BoolVar(&o.simServesTimedOut, "sim-serves-timed-out", true, "--simulate: the replayed app serves every request it holds to the end, past its client's timeout, sharing the CPU among them (sim.App.ServesTimedOut), as the test app does: in an overload it answers nothing once it holds more than it can answer in time (hack/memlag.sh); false: the fluid backlog, which drops at arrival what it cannot answer in time, as all replays before 2026-12-07")
+	flag.IntVar(&o.simModel.Timing.Lag, "sim-lag", 0, "--simulate: apply each replayed decision of the fused default and its variants this many windows later than --sim-act says (simside.Timing.Lag); 0 as the simulator does")
+	flag.DurationVar(&o.simModel.Timing.Step, "sim-step", 0, "--simulate: the simulator's step in the replay, a whole fraction of the runs' window (simside.Timing.Step), whose steps make up each window; 0: the window, as the simulator does. A finer step lets a decision land within a window (--sim-look, --sim-act)")
+	flag.DurationVar(&o.simModel.Timing.Look, "sim-look", 0, "--simulate: how far into each window the replayed fused default decides, a whole number of --sim-step (simside.Timing.Look); on the node, with --load-phase 5s, its recommender looks some 9.5 s in (docs/real-node-rounds.md); 0: at the window's end, as the simulator does")
+	flag.BoolVar(&o.simModel.ServesTimedOut, "sim-serves-timed-out", true, "--simulate: the replayed app serves every request it holds to the end, past its client's timeout, sharing the CPU among them (sim.App.ServesTimedOut), as the test app does: in an overload it answers nothing once it holds more than it can answer in time (hack/memlag.sh); false: the fluid backlog, which drops at arrival what it cannot answer in time, as all replays before 2026-12-07")
 	flag.Float64Var(&o.simHeldMemory, "sim-held-memory", 0.36, "--simulate, with --sim-serves-timed-out: MiB of working set each request held in an overload adds (sim.App.HeldMemoryPerRequest); the default is what hack/memlag.sh measured on the test app at 1.8× a 200m quota (561 requests in flight, 0.36 MiB each, docs/real-node-rounds.md, round forty-three); 0: the fitted memory per request")
 	flag.BoolVar(&o.simVPAAdmission, "sim-vpa-admission", true, "--simulate: the replayed VPA's (vpa, hpa+vpa) pods created between its updater's loops take the target of its last loop, as the real admission controller gives a new pod the recommender's latest target, while the running pods keep theirs within bounds (sim.Simulator.Admit); false: they take what its updater last let through, as all replays before 2026-12-06")
-	flag.BoolVar(&o.simTiming.HPAPhases, "sim-hpa-phases", false, "--simulate: replay the real HPA's loop (hpa, hpa+vpa) at a phase of its own within the window, one --sim-step later with each draw in turn (simside.Timing.HPAPhases), rather than at each window's end; the controller-manager's loop runs out of phase with the windows. Needs --sim-step")
-	flag.DurationVar(&o.simTiming.Act, "sim-act", 0, "--simulate: how long after each decision of the replayed fused default the simulated updater applies it, at the next step boundary (simside.Timing.Act); on the node some 14 s; 0: at once, as the simulator does")
+	flag.BoolVar(&o.simModel.ReadyWithinWindow, "sim-ready-within-window", true, "--simulate: a replayed pod serves from the moment it becomes Ready, its start-up delay after it was created or restarted, and counts Ready at the window's end, as the node's do (sim.Config.ReadyWithinWindow); false: it serves from the next window's start, as all replays before 2026-12-07")
+	flag.BoolVar(&o.simModel.Timing.HPAPhases, "sim-hpa-phases", false, "--simulate: replay the real HPA's loop (hpa, hpa+vpa) at a phase of its own within the window, one --sim-step later with each draw in turn (simside.Timing.HPAPhases), rather than at each window's end; the controller-manager's loop runs out of phase with the windows. Needs --sim-step")
+	flag.DurationVar(&o.simModel.Timing.Act, "sim-act", 0, "--simulate: how long after each decision of the replayed fused default the simulated updater applies it, at the next step boundary (simside.Timing.Act); on the node some 14 s; 0: at once, as the simulator does")
 	flag.BoolVar(&o.simBackground, "sim-background", false, "--simulate: replay each run beside its own measured background (the machine's CPU beside the app's pods: simside.RunBackground), which slows the requests that share a core with it (sim.Config.NodeBackground), and fit the burst model so; to set the two side by side")
 	flag.BoolVar(&o.simCPURatio, "sim-cpu-ratio", false, "--simulate: give the simulated app the runs' CPU used over requests answered and no idle CPU, rather than the fit of the pods' idle CPU and each request's (simside.Calibration.CPUFitted); to set the two side by side")
 	flag.Float64Var(&o.simNodeCPU, "sim-node-cpu", simside.DefaultNodeCPU, "--simulate: the simulated node's allocatable CPU (default: 2 cores less the components' requests)")
@@ -237,20 +238,20 @@ func (o options) validate() error {
 	if o.simulate && (o.simTick < 0 || o.simTick > 100*time.Millisecond) {
 		errs = append(errs, fmt.Errorf("--sim-tick %s must be from 0 to the CFS period, 100ms", o.simTick))
 	}
-	if o.simulate && (o.simTiming.Lag < 0 || o.simTiming.Lag > 4) {
-		errs = append(errs, fmt.Errorf("--sim-lag %d must be within [0, 4] windows", o.simTiming.Lag))
+	if o.simulate && (o.simModel.Timing.Lag < 0 || o.simModel.Timing.Lag > 4) {
+		errs = append(errs, fmt.Errorf("--sim-lag %d must be within [0, 4] windows", o.simModel.Timing.Lag))
 	}
-	if o.simulate && (o.simTiming.Step < 0 || o.simTiming.Look < 0 || o.simTiming.Act < 0 || o.simTiming.Act > 2*time.Minute) {
-		errs = append(errs, fmt.Errorf("--sim-step %s, --sim-look %s and --sim-act %s must be >= 0, --sim-act at most 2m", o.simTiming.Step, o.simTiming.Look, o.simTiming.Act))
+	if o.simulate && (o.simModel.Timing.Step < 0 || o.simModel.Timing.Look < 0 || o.simModel.Timing.Act < 0 || o.simModel.Timing.Act > 2*time.Minute) {
+		errs = append(errs, fmt.Errorf("--sim-step %s, --sim-look %s and --sim-act %s must be >= 0, --sim-act at most 2m", o.simModel.Timing.Step, o.simModel.Timing.Look, o.simModel.Timing.Act))
 	}
-	if o.simulate && o.simTiming.HPAPhases && o.simTiming.Step == 0 {
+	if o.simulate && o.simModel.Timing.HPAPhases && o.simModel.Timing.Step == 0 {
 		errs = append(errs, errors.New("--sim-hpa-phases needs a --sim-step finer than the window"))
 	}
-	if o.simulate && o.simTiming.Look > 0 && o.simTiming.Step == 0 {
-		errs = append(errs, fmt.Errorf("--sim-look %s needs a --sim-step that divides both it and the window", o.simTiming.Look))
+	if o.simulate && o.simModel.Timing.Look > 0 && o.simModel.Timing.Step == 0 {
+		errs = append(errs, fmt.Errorf("--sim-look %s needs a --sim-step that divides both it and the window", o.simModel.Timing.Look))
 	}
-	if o.simulate && o.simUsageResolution < 0 {
-		errs = append(errs, fmt.Errorf("--sim-usage-resolution %s must be >= 0", o.simUsageResolution))
+	if o.simulate && o.simModel.UsageResolution < 0 {
+		errs = append(errs, fmt.Errorf("--sim-usage-resolution %s must be >= 0", o.simModel.UsageResolution))
 	}
 	if len(o.merge) > 0 {
 		return errors.Join(errs...)
@@ -542,11 +543,10 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 		return fmt.Errorf("--simulate: %w", err)
 	}
 	cal.Node.Allocatable.CPU, cal.Node.Allocatable.Memory = o.simNodeCPU, o.simNodeMemory*sim.GiB
-	cal.SampledLatency, cal.SampledUsage, cal.UsageResolution = !o.simModelLatency, !o.simModelUsage, o.simUsageResolution
-	cal.Timing = o.simTiming
+	cal.ReplayModel = o.simModel
+	cal.SampledLatency, cal.SampledUsage = !o.simModelLatency, !o.simModelUsage
 	cal.Timing.NoVPAAdmission = !o.simVPAAdmission
-	cal.ServesTimedOut = o.simServesTimedOut
-	if o.simServesTimedOut {
+	if o.simModel.ServesTimedOut {
 		cal.HeldMemoryPerRequest = o.simHeldMemory * sim.MiB
 	}
 	if o.simCPURatio {

@@ -31,33 +31,33 @@ func TestValidateTiming(t *testing.T) {
 		}, ""},
 		{"simulated with no draw", func(o *options) { o.simulate, o.simNodeCPU, o.simNodeMemory = true, 1.3, 23 }, "--sim-draws"},
 		{"simulated with a lag of one window", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simTiming.Lag = true, 1.3, 23, 5, 1
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simModel.Timing.Lag = true, 1.3, 23, 5, 1
 		}, ""},
 		{"simulated with a negative lag", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simTiming.Lag = true, 1.3, 23, 5, -1
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simModel.Timing.Lag = true, 1.3, 23, 5, -1
 		}, "--sim-lag"},
 		{"simulated with a lag of five windows", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simTiming.Lag = true, 1.3, 23, 5, 5
+			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simModel.Timing.Lag = true, 1.3, 23, 5, 5
 		}, "--sim-lag"},
 		{"simulated at the node's timing", func(o *options) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simTiming = simside.Timing{Step: 5 * time.Second, Look: 10 * time.Second, Act: 14 * time.Second}
+			o.simModel.Timing = simside.Timing{Step: 5 * time.Second, Look: 10 * time.Second, Act: 14 * time.Second}
 		}, ""},
 		{"simulated with a look and no step", func(o *options) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simTiming.Look = 10 * time.Second
+			o.simModel.Timing.Look = 10 * time.Second
 		}, "--sim-look"},
 		{"simulated with the HPA's phases and no step", func(o *options) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simTiming.HPAPhases = true
+			o.simModel.Timing.HPAPhases = true
 		}, "--sim-hpa-phases"},
 		{"simulated with a negative step", func(o *options) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simTiming.Step = -time.Second
+			o.simModel.Timing.Step = -time.Second
 		}, "--sim-step"},
 		{"simulated with an act past two minutes", func(o *options) {
 			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simTiming.Act = 3 * time.Minute
+			o.simModel.Timing.Act = 3 * time.Minute
 		}, "--sim-act"},
 		{"what-if without the SLO metrics", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
 	} {

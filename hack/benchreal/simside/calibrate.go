@@ -247,6 +247,15 @@ type Calibration struct {
 	Node SimNode `json:"node"`
 	// Runs is how many runs were read.
 	Runs int `json:"runs"`
+	// ReplayModel is how the replay models what the windows do not fit.
+	ReplayModel
+}
+
+// ReplayModel is how the replay models what the real windows cannot fit:
+// the sampling of each window's measurements, the fused default's timing,
+// and what the app and the kubelet do that a fit of calm windows does not
+// show. Calibrate sets what the real node measured.
+type ReplayModel struct {
 	// SampledLatency replays each window's percentiles as its requests'
 	// sample gives them (sim.Config.SampledLatency). Calibrate sets it: a
 	// real window's p95 is a histogram's of its requests, and varies from
@@ -278,6 +287,11 @@ type Calibration struct {
 	// overload adds (sim.App.HeldMemoryPerRequest, bytes), as
 	// hack/memlag.sh measured it on the test app; 0: MemoryPerRequest.
 	HeldMemoryPerRequest float64 `json:"heldMemoryPerRequest,omitempty"`
+	// ReadyWithinWindow lets a replayed pod serve from the moment it
+	// becomes Ready (sim.Config.ReadyWithinWindow), as the node's do: a new
+	// or restarted pod's start-up (StartupSeconds) then costs its own
+	// seconds, not a whole window.
+	ReadyWithinWindow bool `json:"readyWithinWindow,omitempty"`
 }
 
 // Calibrate estimates the simulator's app from the real runs: the CPU
@@ -289,7 +303,7 @@ type Calibration struct {
 // wrapping ErrThinData, when the runs cannot support one of the figures
 // the simulator needs; only the throttling shape may stay unresolved.
 func Calibrate(runs []result.Run, o Options) (Calibration, error) {
-	c := Calibration{Node: SimNode{Allocatable: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, Cores: DefaultNodeCores}, Runs: len(runs), SampledLatency: true, SampledUsage: true, UsageResolution: DefaultUsageResolution}
+	c := Calibration{Node: SimNode{Allocatable: workload.Resources{CPU: DefaultNodeCPU, Memory: DefaultNodeMemory}, Cores: DefaultNodeCores}, Runs: len(runs), ReplayModel: ReplayModel{SampledLatency: true, SampledUsage: true, UsageResolution: DefaultUsageResolution}}
 	if len(runs) == 0 {
 		return c, fmt.Errorf("%w: no runs", ErrThinData)
 	}
@@ -778,6 +792,19 @@ func (c Calibration) Write(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(&b, "  %-26s %s\n", "CPU usage", usage)
+	overload := "a fluid backlog, dropping at arrival what it cannot answer within the timeout"
+	if c.ServesTimedOut {
+		overload = "every request held served to the end, past its client's timeout (sim.App.ServesTimedOut)"
+		if c.HeldMemoryPerRequest > 0 {
+			overload += fmt.Sprintf(", %.3g MiB each (sim.App.HeldMemoryPerRequest)", c.HeldMemoryPerRequest/sim.MiB)
+		}
+	}
+	fmt.Fprintf(&b, "  %-26s %s\n", "overload", overload)
+	ready := "from the next window's start"
+	if c.ReadyWithinWindow {
+		ready = "from its start-up delay on, within the window (sim.Config.ReadyWithinWindow)"
+	}
+	fmt.Fprintf(&b, "  %-26s %s\n", "a new pod serves", ready)
 	fmt.Fprintf(&b, "  %-26s %.3g cores, %.3g GiB allocatable (one node) on %g cores\n", "simulated node", c.Node.Allocatable.CPU, c.Node.Allocatable.Memory/sim.GiB, c.Node.Cores)
 	if mb := c.Node.MeasuredBackground; mb.N > 0 {
 		how := "not simulated (--sim-background simulates it)"

@@ -241,6 +241,7 @@ func replay(cal Calibration, settings map[string]string, policyName string, rep,
 	cfg.Step, cfg.Nodes, cfg.NodeCapacity, cfg.NodeCores, cfg.NodeBackground, cfg.NodeTick = step, 1, cal.Node.Allocatable, cal.Node.Cores, cal.Node.Background, cal.Node.Tick
 	cfg.Resize, cfg.Timeout = sim.ResizeInPlace, tr.Timeout
 	cfg.SampledLatency, cfg.SampledUsage, cfg.UsageResolution = cal.SampledLatency, cal.SampledUsage, cal.UsageResolution
+	cfg.ReadyWithinWindow = cal.ReadyWithinWindow
 	if tr.AppMetrics {
 		cfg.RateWindow = tr.RateWindow
 	}

@@ -113,6 +113,16 @@ type Config struct {
 	// cost and the evaluator's StepMetrics keep the window's usage. 0, or
 	// not shorter than Step: the observation's usage is the window's.
 	UsageResolution time.Duration
+	// ReadyWithinWindow lets a pod serve from the moment it becomes Ready
+	// (its start-up delay after it was scheduled) rather than from the next
+	// window's start: in the window it becomes Ready, the arrivals after
+	// that moment are shared with it (offers), and a policy's observation
+	// at the window's end counts it Ready, as a kubelet's would. A pod
+	// OOM-killed and Ready again within one window serves from the next.
+	// Off: every pod is Ready from a window's start, as before (the demo,
+	// the evidence, training), so a start-up delay shorter than Step costs
+	// a whole window.
+	ReadyWithinWindow bool
 	// KeepHistory keeps every StepMetrics in memory (History).
 	KeepHistory bool
 }

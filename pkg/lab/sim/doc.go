@@ -83,6 +83,11 @@
 // timeout is lost to its client but served to the end, and the pod is
 // OOM-killed at the second its peak working set passes its limit.
 //
+// With Config.ReadyWithinWindow, a pod that becomes Ready within a window
+// serves from that moment: each moment's arrivals are shared evenly among
+// the pods Ready at it (ready.go), and the observation at the window's end
+// counts the pod Ready. Off, a pod serves from the next window's start.
+//
 // Latency percentiles of a window are those of the mixture over pods,
 // weighted by completed requests, with failed and timed-out requests counted
 // at the timeout; so a window where more than 5% of requests fail violates

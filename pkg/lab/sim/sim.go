@@ -58,6 +58,10 @@ type Simulator struct {
 	cluster cluster
 	lat     windowLatency
 	out     observed
+	// offered is each pod's part of the window (offers), by pod index;
+	// joining the pods that become Ready within it. Scratch, reused.
+	offered []offer
+	joining []int
 }
 
 // streams are the simulator's random streams, all derived from the seed.
@@ -303,13 +307,10 @@ func (s *Simulator) Step() StepMetrics {
 	s.reconcileReplicas(t)
 	s.schedule(t)
 
+	s.readyBy(t)
 	var ready int
 	for i := range s.cluster.pods {
-		p := &s.cluster.pods[i]
-		if p.phase == podStarting && p.readyAt <= t+1e-9 {
-			p.phase, p.transition = podRunning, p.readyAt
-		}
-		if p.phase == podRunning {
+		if s.cluster.pods[i].phase == podRunning {
 			ready++
 		}
 	}
@@ -317,14 +318,12 @@ func (s *Simulator) Step() StepMetrics {
 
 	m.Rate = s.trace.Rate(s.step)
 	m.Arrivals = poisson(s.rng.arrivals, m.Rate*s.dt)
-	// Each Ready pod is offered an even share of the window's rate (the
+	// Each serving pod is offered its share of the window's rate (the
 	// queue's state follows it) and of its realised arrivals (the counts).
-	var lam, arrived float64
-	if ready == 0 {
+	if unserved := s.offers(t, ready, m.Rate, m.Arrivals); unserved == 1 {
 		m.Failed += m.Arrivals
-	} else {
-		lam = m.Rate / float64(ready)
-		arrived = m.Arrivals / float64(ready)
+	} else if unserved > 0 {
+		m.Failed += m.Arrivals * unserved
 	}
 	cpuSec := s.app.CPUSeconds
 	for i := range s.cluster.nodes {
@@ -335,26 +334,33 @@ func (s *Simulator) Step() StepMetrics {
 		n.demand, n.shares = n.others, 0
 	}
 	for i := range s.cluster.pods {
-		p := &s.cluster.pods[i]
-		if p.phase != podRunning {
+		p, o := &s.cluster.pods[i], s.offered[i]
+		if !(o.dt > 0) {
 			continue
 		}
 		n := &s.cluster.nodes[p.node]
-		n.demand += min(s.app.BaseCPU+(lam+p.queued()/s.dt)*cpuSec, s.cpuCap(p))
-		n.shares += max(p.req.CPU, 1e-6)
+		if o.dt == s.dt {
+			n.demand += min(s.app.BaseCPU+(o.rate+p.queued()/s.dt)*cpuSec, s.cpuCap(p))
+			n.shares += max(p.req.CPU, 1e-6)
+			continue
+		}
+		// Ready within the window: it wants CPU for that part of it.
+		f := o.dt / s.dt
+		n.demand += f * min(s.app.BaseCPU+(o.rate+p.queued()/o.dt)*cpuSec, s.cpuCap(p))
+		n.shares += f * max(p.req.CPU, 1e-6)
 	}
 
 	s.lat.ngroups, s.lat.effective = 0, 0
 	var latSum float64
 	nodeCPU := s.cfg.NodeCapacity.CPU
 	for i := range s.cluster.pods {
-		p := &s.cluster.pods[i]
+		p, o := &s.cluster.pods[i], s.offered[i]
 		p.usage, p.peak, p.pressure = workload.Resources{}, workload.Resources{}, 0
-		switch p.phase {
-		case podPending:
+		switch {
+		case p.phase == podPending:
 			m.Pending++
 			continue
-		case podStarting:
+		case p.phase == podStarting && !(o.dt > 0):
 			p.usage.Memory = s.app.BaseMemory
 			p.peak.Memory = s.app.BaseMemory
 			m.Allocated = m.Allocated.Add(p.req)
@@ -367,17 +373,33 @@ func (s *Simulator) Step() StepMetrics {
 			// CFS shares: an oversubscribed node divides its CPU by requests.
 			// The other tenants use no more than they request, so the app's
 			// pods share what they leave.
-			want := min(s.app.BaseCPU+(lam+p.queued()/s.dt)*cpuSec, c)
+			want := min(s.app.BaseCPU+(o.rate+p.queued()/o.dt)*cpuSec, c)
 			c = min(c, (nodeCPU-n.others)*max(p.req.CPU, 1e-6)/n.shares)
 			if want > c {
 				p.pressure = 1 - c/want
 			}
 		}
 		w := s.app.ServePod(PodInput{
-			Rate: lam, Arrived: arrived, Backlog: p.backlog, Held: &p.held,
+			Rate: o.rate, Arrived: o.arrived, Backlog: p.backlog, Held: &p.held,
 			CPU: c, Cores: s.cfg.NodeCores, Background: s.cfg.NodeBackground, Tick: s.cfg.NodeTick.Seconds(), MemoryLimit: p.lim.Memory, Z: s.rng.noise.NormFloat64(),
 			SampledUsage: s.cfg.SampledUsage, MeasuredShare: s.rng.measuredShare, ZMeasured: s.rng.measuredDraw(),
-		}, s.dt, s.timeout)
+		}, o.dt, s.timeout)
+		// from is when the pod began serving: the window's start, or its
+		// readyAt within it (Config.ReadyWithinWindow).
+		from, busy := t, w.Usage.CPU/c
+		if o.dt < s.dt {
+			from = t + s.dt - o.dt
+			// Over the window it idled at its base memory until then, and
+			// its metrics' rate covers the part it served.
+			f := o.dt / s.dt
+			w.Usage = workload.Resources{CPU: f * w.Usage.CPU, Memory: f*w.Usage.Memory + (1-f)*s.app.BaseMemory}
+			w.InFlight *= f
+			res := s.dt
+			if r := s.cfg.UsageResolution.Seconds(); r > 0 && r < s.dt {
+				res = r
+			}
+			w.MeasuredCPU *= min(1, o.dt/res)
+		}
 		p.usage, p.peak = w.Usage, w.Peak
 		if w.OOMKilled {
 			// OOM kill: the requests it holds fail.
@@ -385,9 +407,9 @@ func (s *Simulator) Step() StepMetrics {
 			p.phase = podStarting
 			// At the window's end, or within it in the held queue: a pod
 			// killed early in a window may be Ready for the next.
-			p.started = t + w.KilledAt
-			p.transition = t + w.KilledAt
-			p.readyAt = t + w.KilledAt + s.startDelay(p)
+			p.started = from + w.KilledAt
+			p.transition = from + w.KilledAt
+			p.readyAt = from + w.KilledAt + s.startDelay(p)
 			m.OOMKills++
 			m.Restarts++
 		}
@@ -401,7 +423,7 @@ func (s *Simulator) Step() StepMetrics {
 		latSum += done * (shift + stat)
 		s.lat.addGroup(shift, stat, done)
 		if c > 0 {
-			s.lat.effective += effectiveSamples(done, p.usage.CPU/c)
+			s.lat.effective += effectiveSamples(done, busy)
 		}
 		// From here on the pod's usage is what its metrics show; the
 		// window's went into the cost above.
@@ -417,6 +439,9 @@ func (s *Simulator) Step() StepMetrics {
 	}
 	m.Latency = latencyAt(s.lat.groups[:s.lat.ngroups], m.Failed+m.TimedOut, s.timeout, s.lat.levels, workload.AllPercentiles)
 	m.Replicas = s.spec.desired
+	if s.cfg.ReadyWithinWindow {
+		s.readyBy(t + s.dt)
+	}
 	s.observe(t+s.dt, &m)
 	s.step++
 	s.out.last = m

@@ -161,16 +161,20 @@ func TestStartupDelay(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		delay      time.Duration
-		wantWindow int // first window, after scaling, in which the pod is Ready
+		within     bool // Config.ReadyWithinWindow
+		wantWindow int  // first window, after scaling, at whose end the pod is Ready
 	}{
-		{"none", 0, 0},
-		{"one window", 15 * time.Second, 1},
-		{"rounds up", 40 * time.Second, 3},
+		{"none", 0, false, 0},
+		{"one window", 15 * time.Second, false, 1},
+		{"rounds up", 40 * time.Second, false, 3},
+		{"within: none", 0, true, 0},
+		{"within: one window", 15 * time.Second, true, 0},
+		{"within: 40s", 40 * time.Second, true, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			app := testApp(0.01, 0, 1)
 			app.StartupDelay = tc.delay
-			s := newSim(t, Config{}, app, steadyTrace(t, 10, 50), 1)
+			s := newSim(t, Config{ReadyWithinWindow: tc.within}, app, steadyTrace(t, 10, 50), 1)
 			warm(t, s)
 			if _, err := s.Apply(workload.Recommendation{Replicas: 2}); err != nil {
 				t.Fatal(err)

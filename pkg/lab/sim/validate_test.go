@@ -204,47 +204,61 @@ func TestValidateStartupDelay(t *testing.T) {
 
 // TestValidateLittle: in every window without an OOM kill, the requests in
 // flight (read back from the working set) equal throughput times mean
-// response time, through overload, backlog, throttling and scaling.
+// response time, through overload, backlog, throttling and scaling; with
+// Config.ReadyWithinWindow too, the new pods serving part of a window.
 func TestValidateLittle(t *testing.T) {
-	for _, kind := range TraceKinds() {
-		t.Run(string(kind), func(t *testing.T) {
-			app := testApp(0.05, 0.03, 2)
-			app.Limits.CPU = 0.5
-			app.Requests.CPU = 0.5
-			tr, err := GenerateTrace(kind, TraceOptions{Mean: 18, Steps: 400, Step: 15 * time.Second, Seed: 5})
-			if err != nil {
+	for _, within := range []bool{false, true} {
+		for _, kind := range TraceKinds() {
+			name := string(kind)
+			if within {
+				name += "/ready within the window"
+			}
+			t.Run(name, func(t *testing.T) {
+				validateLittle(t, kind, within)
+			})
+		}
+	}
+}
+
+func validateLittle(t *testing.T, kind TraceKind, within bool) {
+	app := testApp(0.05, 0.03, 2)
+	app.Limits.CPU = 0.5
+	app.Requests.CPU = 0.5
+	if within {
+		app.StartupDelay = 20 * time.Second // Ready 5 s into a window
+	}
+	tr, err := GenerateTrace(kind, TraceOptions{Mean: 18, Steps: 400, Step: 15 * time.Second, Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSim(t, Config{ReadyWithinWindow: within}, app, &tr, 5)
+	var checked, backlogged int
+	for i := range 400 {
+		if i%50 == 25 { // scale now and then, so pods start and stop
+			if _, err := s.Apply(workload.Recommendation{Replicas: int32(1 + i%3)}); err != nil {
 				t.Fatal(err)
 			}
-			s := newSim(t, Config{}, app, &tr, 5)
-			var checked, backlogged int
-			for i := range 400 {
-				if i%50 == 25 { // scale now and then, so pods start and stop
-					if _, err := s.Apply(workload.Recommendation{Replicas: int32(1 + i%3)}); err != nil {
-						t.Fatal(err)
-					}
-				}
-				m := s.Step()
-				if m.OOMKills > 0 {
-					continue
-				}
-				pods := float64(m.Ready + m.Replicas - m.Ready - m.Pending) // pods with a working set
-				inflight := (m.Used.Memory - pods*app.BaseMemory) / app.MemoryPerRequest
-				want := m.Completed / 15 * m.MeanLatency
-				if math.Abs(inflight-want) > 1e-6*math.Max(1, want) {
-					t.Fatalf("window %d: %g in flight, throughput × latency = %g (%+v)", i, inflight, want, m)
-				}
-				checked++
-				if m.MeanLatency > 0.05/(1-rhoMax) {
-					backlogged++
-				}
-			}
-			if checked < 300 {
-				t.Errorf("only %d windows checked", checked)
-			}
-			if kind == FlashCrowd && backlogged == 0 {
-				t.Error("the flash crowd never overloaded the pods: the test does not reach the backlog")
-			}
-		})
+		}
+		m := s.Step()
+		if m.OOMKills > 0 {
+			continue
+		}
+		pods := float64(m.Ready + m.Replicas - m.Ready - m.Pending) // pods with a working set
+		inflight := (m.Used.Memory - pods*app.BaseMemory) / app.MemoryPerRequest
+		want := m.Completed / 15 * m.MeanLatency
+		if math.Abs(inflight-want) > 1e-6*math.Max(1, want) {
+			t.Fatalf("window %d: %g in flight, throughput × latency = %g (%+v)", i, inflight, want, m)
+		}
+		checked++
+		if m.MeanLatency > 0.05/(1-rhoMax) {
+			backlogged++
+		}
+	}
+	if checked < 300 {
+		t.Errorf("only %d windows checked", checked)
+	}
+	if kind == FlashCrowd && backlogged == 0 {
+		t.Error("the flash crowd never overloaded the pods: the test does not reach the backlog")
 	}
 }
 
