@@ -33,15 +33,15 @@ const (
 // cache (--agent-cache/KEY, agent.CacheKey), copied into the node's
 // directory for the container to read.
 func (h *harness) ensembleMembers(ctx context.Context) (string, error) {
-	commit, err := gitOut(ctx, h.o.repo, append([]string{"log", "-1", "--format=%H", "--"}, agent.TrainingPaths...)...)
+	commit, err := gitOut(ctx, h.o.bin.repo, append([]string{"log", "-1", "--format=%H", "--"}, agent.TrainingPaths...)...)
 	if err != nil {
 		return "", err
 	}
-	diff, err := gitOut(ctx, h.o.repo, append([]string{"diff", "HEAD", "--"}, agent.TrainingPaths...)...)
+	diff, err := gitOut(ctx, h.o.bin.repo, append([]string{"diff", "HEAD", "--"}, agent.TrainingPaths...)...)
 	if err != nil {
 		return "", err
 	}
-	cache := filepath.Join(h.o.agentCache, agent.CacheKey(strings.TrimSpace(commit), diff))
+	cache := filepath.Join(h.o.bin.agentCache, agent.CacheKey(strings.TrimSpace(commit), diff))
 	var missing []uint64
 	for _, s := range agent.Seeds {
 		if _, err := os.Stat(filepath.Join(cache, fmt.Sprintf("seed%d.ckpt", s))); err != nil {
@@ -49,7 +49,7 @@ func (h *harness) ensembleMembers(ctx context.Context) (string, error) {
 		}
 	}
 	if len(missing) > 0 {
-		if h.o.rlAgentBin == "" {
+		if h.o.bin.rlAgent == "" {
 			return "", fmt.Errorf("the ensemble's members are not in %s and --rl-agent is not set to train them", cache)
 		}
 		if err := os.MkdirAll(cache, 0o755); err != nil {
@@ -58,7 +58,7 @@ func (h *harness) ensembleMembers(ctx context.Context) (string, error) {
 		for _, s := range missing {
 			ckpt := filepath.Join(cache, fmt.Sprintf("seed%d.ckpt", s))
 			start := time.Now()
-			cmd := exec.CommandContext(ctx, h.o.rlAgentBin, agent.TrainArgs(s, ckpt)...)
+			cmd := exec.CommandContext(ctx, h.o.bin.rlAgent, agent.TrainArgs(s, ckpt)...)
 			log, err := os.Create(filepath.Join(h.logDir, fmt.Sprintf("train-seed%d.log", s)))
 			if err != nil {
 				return "", err

@@ -58,7 +58,7 @@ func (h *harness) setupSLOMetrics(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	var extra []string
-	if h.o.whatif {
+	if h.o.mpa.whatif {
 		// Without the cAdvisor job the runs still measure what they
 		// measure; only their what-ifs fail (and say so).
 		if job, err := h.cadvisorScrape(ctx); err != nil {
@@ -179,8 +179,8 @@ func recommenderArgs(o *unstructured.Unstructured, edit func([]string) []string)
 // promWindow is the range of rate() in the harness's queries: the
 // recommender's, so that the harness asks what the recommender asks.
 func (o options) promWindow() string {
-	if o.prometheusWindow != "" {
-		return o.prometheusWindow
+	if o.mpa.prometheusWindow != "" {
+		return o.mpa.prometheusWindow
 	}
 	return slo.DefaultWindow
 }

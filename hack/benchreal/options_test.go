@@ -11,55 +11,55 @@ import (
 )
 
 func TestValidateTiming(t *testing.T) {
-	base := options{policies: []string{"fused"}, repeat: 1, duration: 8 * time.Minute, loadgenBin: "loadgen"}
+	base := options{policies: []string{"fused"}, repeat: 1, duration: 8 * time.Minute, bin: binOptions{loadgen: "loadgen"}}
 	for _, tc := range []struct {
 		name    string
 		edit    func(*options)
 		wantErr string
 	}{
 		{"defaults", func(*options) {}, ""},
-		{"autoscaler after 45s", func(o *options) { o.autoscalerAfter = 45 * time.Second }, ""},
-		{"autoscaler after a negative time", func(o *options) { o.autoscalerAfter = -time.Second }, "--autoscaler-after"},
-		{"autoscaler after the load", func(o *options) { o.autoscalerAfter = 8 * time.Minute }, "--autoscaler-after"},
-		{"load phase", func(o *options) { o.loadPhase = 500 * time.Millisecond }, ""},
-		{"load phase past a loop", func(o *options) { o.loadPhase = 15 * time.Second }, "--load-phase"},
-		{"load phase and a late autoscaler", func(o *options) { o.loadPhase, o.autoscalerAfter = time.Second, 45*time.Second }, ""},
-		{"what-if", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", true }, ""},
-		{"what-if without the recommender", func(o *options) { o.whatif, o.sloMetrics = true, true }, "--whatif needs"},
+		{"autoscaler after 45s", func(o *options) { o.mpa.autoscalerAfter = 45 * time.Second }, ""},
+		{"autoscaler after a negative time", func(o *options) { o.mpa.autoscalerAfter = -time.Second }, "--autoscaler-after"},
+		{"autoscaler after the load", func(o *options) { o.mpa.autoscalerAfter = 8 * time.Minute }, "--autoscaler-after"},
+		{"load phase", func(o *options) { o.mpa.loadPhase = 500 * time.Millisecond }, ""},
+		{"load phase past a loop", func(o *options) { o.mpa.loadPhase = 15 * time.Second }, "--load-phase"},
+		{"load phase and a late autoscaler", func(o *options) { o.mpa.loadPhase, o.mpa.autoscalerAfter = time.Second, 45*time.Second }, ""},
+		{"what-if", func(o *options) { o.mpa.whatif, o.bin.recommender, o.mpa.sloMetrics = true, "bin/recommender", true }, ""},
+		{"what-if without the recommender", func(o *options) { o.mpa.whatif, o.mpa.sloMetrics = true, true }, "--whatif needs"},
 		{"simulated with five draws", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
 		}, ""},
-		{"simulated with no draw", func(o *options) { o.simulate, o.simNodeCPU, o.simNodeMemory = true, 1.3, 23 }, "--sim-draws"},
+		{"simulated with no draw", func(o *options) { o.simulate, o.sim.nodeCPU, o.sim.nodeMemory = true, 1.3, 23 }, "--sim-draws"},
 		{"simulated with a lag of one window", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simModel.Timing.Lag = true, 1.3, 23, 5, 1
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws, o.sim.model.Timing.Lag = true, 1.3, 23, 5, 1
 		}, ""},
 		{"simulated with a negative lag", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simModel.Timing.Lag = true, 1.3, 23, 5, -1
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws, o.sim.model.Timing.Lag = true, 1.3, 23, 5, -1
 		}, "--sim-lag"},
 		{"simulated with a lag of five windows", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws, o.simModel.Timing.Lag = true, 1.3, 23, 5, 5
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws, o.sim.model.Timing.Lag = true, 1.3, 23, 5, 5
 		}, "--sim-lag"},
 		{"simulated at the node's timing", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simModel.Timing = simside.Timing{Step: 5 * time.Second, Look: 10 * time.Second, Act: 14 * time.Second}
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.model.Timing = simside.Timing{Step: 5 * time.Second, Look: 10 * time.Second, Act: 14 * time.Second}
 		}, ""},
 		{"simulated with a look and no step", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simModel.Timing.Look = 10 * time.Second
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.model.Timing.Look = 10 * time.Second
 		}, "--sim-look"},
 		{"simulated with the HPA's phases and no step", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simModel.Timing.HPAPhases = true
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.model.Timing.HPAPhases = true
 		}, "--sim-hpa-phases"},
 		{"simulated with a negative step", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simModel.Timing.Step = -time.Second
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.model.Timing.Step = -time.Second
 		}, "--sim-step"},
 		{"simulated with an act past two minutes", func(o *options) {
-			o.simulate, o.simNodeCPU, o.simNodeMemory, o.simDraws = true, 1.3, 23, 5
-			o.simModel.Timing.Act = 3 * time.Minute
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.model.Timing.Act = 3 * time.Minute
 		}, "--sim-act"},
-		{"what-if without the SLO metrics", func(o *options) { o.whatif, o.recommenderBin, o.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
+		{"what-if without the SLO metrics", func(o *options) { o.mpa.whatif, o.bin.recommender, o.mpa.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := base

@@ -58,7 +58,7 @@ func namespace(policy string, rep int) string {
 func (h *harness) trial(ctx context.Context, policy string, rep, order int) (result.Run, error) {
 	ns := namespace(policy, rep)
 	r := result.Run{Policy: policy, Rep: rep, Order: order, SLO: h.o.slo.Seconds(), Window: h.o.window.Seconds()}
-	if h.o.fitToNodes && hasMPA(policy) {
+	if h.o.mpa.fitToNodes && hasMPA(policy) {
 		// Another policy than the same one without the fit: it is
 		// reported, paired and merged under its own name.
 		r.Policy += simside.FitSuffix
@@ -85,7 +85,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		}
 	}
 	objects := h.appManifest(ns)
-	if h.o.autoscalerAfter <= 0 {
+	if h.o.mpa.autoscalerAfter <= 0 {
 		objects += h.autoscalerManifest(ns, policy)
 	}
 	if _, err := in.Kubectl(ctx, strings.NewReader(objects), "apply", "-f", "-"); err != nil {
@@ -101,26 +101,26 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		return r, err
 	}
 	var queriesBefore map[string]float64
-	checkRecommender := h.o.sloMetrics && hasMPA(policy)
+	checkRecommender := h.o.mpa.sloMetrics && hasMPA(policy)
 	if checkRecommender {
 		queriesBefore = h.recommenderQueries(ctx)
 	}
-	if h.o.loadPhase > 0 && hasMPA(policy) {
-		if err := h.afterLoop(ctx, h.o.loadPhase); err != nil {
+	if h.o.mpa.loadPhase > 0 && hasMPA(policy) {
+		if err := h.afterLoop(ctx, h.o.mpa.loadPhase); err != nil {
 			return r, err
 		}
-		r.LoadPhase = h.o.loadPhase.Seconds()
+		r.LoadPhase = h.o.mpa.loadPhase.Seconds()
 	}
 	cpuBefore := readCPU(h.tb.Dir, h.vpaPIDs)
 	start := time.Now()
 	r.Start = start.UTC().Format(time.RFC3339)
 	records := filepath.Join(h.o.out, fmt.Sprintf("loadgen-%s-%d.jsonl", policySlug(policy), rep))
-	lg := exec.Command(h.o.loadgenBin,
-		"--target", fmt.Sprintf("http://127.0.0.1:%d/", h.o.appPort),
+	lg := exec.Command(h.o.bin.loadgen,
+		"--target", fmt.Sprintf("http://127.0.0.1:%d/", h.o.app.port),
 		"--trace", h.o.trace, "--mean", fmt.Sprint(h.o.mean), "--trace-step", h.o.window.String(),
 		"--seed", fmt.Sprint(h.o.seed+uint64(rep)), "--duration", h.o.duration.String(),
 		"--window", h.o.window.String(), "--timeout", "10s", "--records", records,
-		"--requests-per-connection", fmt.Sprint(h.o.perConnection))
+		"--requests-per-connection", fmt.Sprint(h.o.app.perConnection))
 	logFile, err := os.Create(filepath.Join(h.logDir, fmt.Sprintf("loadgen-%d.log", order)))
 	if err != nil {
 		return r, err
@@ -134,13 +134,13 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	late := make(chan error, 1)
 	lateCtx, cancelLate := context.WithCancel(ctx)
 	defer cancelLate()
-	if h.o.autoscalerAfter > 0 {
-		r.AutoscalerAfter = h.o.autoscalerAfter.Seconds()
+	if h.o.mpa.autoscalerAfter > 0 {
+		r.AutoscalerAfter = h.o.mpa.autoscalerAfter.Seconds()
 		go func() {
 			select {
 			case <-lateCtx.Done():
 				late <- lateCtx.Err()
-			case <-time.After(h.o.autoscalerAfter):
+			case <-time.After(h.o.mpa.autoscalerAfter):
 				_, err := in.Kubectl(lateCtx, strings.NewReader(h.autoscalerManifest(ns, policy)), "apply", "-f", "-")
 				late <- err
 			}
@@ -149,8 +149,8 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		late <- nil
 	}
 	s := newSampler(h.tb, ns, "testapp", start, h.o.window)
-	s.policy, s.sloMetrics, s.promWindow = policy, h.o.sloMetrics, h.o.promWindow()
-	s.autoscalerAfter = h.o.autoscalerAfter
+	s.policy, s.sloMetrics, s.promWindow = policy, h.o.mpa.sloMetrics, h.o.promWindow()
+	s.autoscalerAfter = h.o.mpa.autoscalerAfter
 	if hasMPA(policy) {
 		s.mpas = h.mpas
 	}
@@ -192,7 +192,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 	}
 	r.Windows = s.windows(recs)
 	r.StartupSeconds = s.startups()
-	if h.o.sloMetrics {
+	if h.o.mpa.sloMetrics {
 		r.SLOMetrics = true
 		looks := make([]slo.Look, len(r.Windows))
 		for i, w := range r.Windows {
@@ -216,7 +216,7 @@ func (h *harness) trial(ctx context.Context, policy string, rep, order int) (res
 		r.Decisions = decisions
 	}
 	r.Events = events
-	if h.o.whatif && slices.Contains(whatifPolicies, policy) {
+	if h.o.mpa.whatif && slices.Contains(whatifPolicies, policy) {
 		// A failed what-if leaves the run without it: the run's
 		// measurements stand.
 		if r.WhatIf, err = h.whatIf(ctx, ns, policy, rep, start); err != nil {
@@ -325,14 +325,14 @@ func readRecords(path string) ([]loadgen.Record, error) {
 // limits with requests).
 func (h *harness) appManifest(ns string) string {
 	app := nodeinstall.TestApp{
-		Namespace: ns, Env: h.env, Port: h.o.appPort,
-		Args: []string{"--cpu=" + h.o.cpu.String(), "--memory-per-request=" + h.o.memPerRequest, "--base-memory=" + h.o.baseMemory,
-			"--startup-delay=" + h.o.startupDelay.String(), "--shutdown-timeout=10s"},
-		CPU: h.o.initialCPU, CPULimit: h.o.initialCPU, Memory: "96Mi", MemoryLimit: "256Mi",
+		Namespace: ns, Env: h.env, Port: h.o.app.port,
+		Args: []string{"--cpu=" + h.o.app.cpu.String(), "--memory-per-request=" + h.o.app.memPerRequest, "--base-memory=" + h.o.app.baseMemory,
+			"--startup-delay=" + h.o.app.startupDelay.String(), "--shutdown-timeout=10s"},
+		CPU: h.o.app.initialCPU, CPULimit: h.o.app.initialCPU, Memory: "96Mi", MemoryLimit: "256Mi",
 	}
 	// Every policy's app exports its metrics the same way, so the runs
 	// differ only in the autoscaler.
-	if h.o.sloMetrics {
+	if h.o.mpa.sloMetrics {
 		app.FileSD = h.fileSDDir()
 	}
 	return app.Manifest()
@@ -379,7 +379,7 @@ spec:
 		fmt.Fprintf(&b, vpa, ns)
 	case hasMPA(policy):
 		m := nodeinstall.MPASpec{Namespace: ns, MinReplicas: 1, MaxReplicas: 8}
-		if h.o.sloMetrics {
+		if h.o.mpa.sloMetrics {
 			m.SLOMetric, m.SLOTarget = testapp.RequestDurationMetric, h.o.slo
 		}
 		if agent.Is(policy) {

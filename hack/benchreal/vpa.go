@@ -26,7 +26,7 @@ import (
 func (h *harness) startVPA(ctx context.Context) (func(), error) {
 	in := &nodeinstall.Installer{TB: h.tb, Env: h.env}
 	for _, f := range []string{"vpa-v1-crd-gen.yaml", "vpa-rbac.yaml"} {
-		if _, err := in.Kubectl(ctx, nil, "apply", "--server-side", "--field-manager=aware-bench-real", "-f", filepath.Join(h.o.vpaDir, "deploy", f)); err != nil {
+		if _, err := in.Kubectl(ctx, nil, "apply", "--server-side", "--field-manager=aware-bench-real", "-f", filepath.Join(h.o.bin.vpaDir, "deploy", f)); err != nil {
 			return nil, err
 		}
 	}
@@ -78,7 +78,7 @@ func (h *harness) startVPA(ctx context.Context) (func(), error) {
 			args = append(args, fmt.Sprintf("--port=%d", webhookPort), "--client-ca-file="+h.tb.CAFile,
 				"--tls-cert-file="+cert, "--tls-private-key="+key, "--register-webhook=false")
 		}
-		cmd := exec.Command(filepath.Join(h.o.vpaBin, c), args...)
+		cmd := exec.Command(filepath.Join(h.o.bin.vpa, c), args...)
 		logFile, err := os.Create(filepath.Join(h.logDir, sa+".log"))
 		if err != nil {
 			stop()

@@ -105,7 +105,7 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		"--in-flight-query", InFlightQuery}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, h.o.recommenderBin, args...)
+	cmd := exec.CommandContext(cctx, h.o.bin.recommender, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
