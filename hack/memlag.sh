@@ -166,9 +166,10 @@ echo "# served ${served:-?} requests; their work ${work_s:-?} s of CPU, the app'
 echo "# the load generator's windows, by the time a request was sent"
 printf '%7s %7s %7s %7s %9s\n' from sent ok lost p95-s
 while IFS= read -r line; do
-	# One flat JSON object a line; the fields are numbers.
+	# One flat JSON object a line; the fields are numbers. A window with no
+	# request answered has no p95 (printed -).
 	for k in start sent ok lost p95; do
-		v="$(grep -o "\"${k}\":[0-9.e+-]*" <<<"${line}" | head -1 | cut -d: -f2)"
+		v="$(grep -o "\"${k}\":[0-9.e+-]*" <<<"${line}" | head -1 | cut -d: -f2 || true)"
 		printf -v "f_${k}" '%s' "${v:--}"
 	done
 	printf '%7s %7s %7s %7s %9s\n' "${f_start}" "${f_sent}" "${f_ok}" "${f_lost}" "${f_p95}"
