@@ -135,7 +135,8 @@ lint: ## Run go vet, the pinned staticcheck (e2e files included), make chart and
 	go vet -tags chart ./deploy/helm/
 	go vet -tags benchvpa ./hack/benchvpa/...
 	go vet -tags benchwhatif ./recommender/app/
-	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags 'e2e soak' ./e2e/ && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/... && "$$TOOLS_BIN/staticcheck" -tags benchwhatif ./recommender/app/
+	go vet -tags benchreal ./hack/benchreal/
+	source hack/tools.sh && aware::tools::build && "$$TOOLS_BIN/staticcheck" $$(go list ./... | grep -v '/pkg/generated/') && "$$TOOLS_BIN/staticcheck" -tags e2e ./e2e/... && "$$TOOLS_BIN/staticcheck" -tags 'e2e soak' ./e2e/ && "$$TOOLS_BIN/staticcheck" -tags e2enode ./e2e/node/ && "$$TOOLS_BIN/staticcheck" -tags benchvpa ./hack/benchvpa/... && "$$TOOLS_BIN/staticcheck" -tags benchwhatif ./recommender/app/ && "$$TOOLS_BIN/staticcheck" -tags benchreal ./hack/benchreal/
 	$(MAKE) chart
 	$(MAKE) rules
 

@@ -91,8 +91,13 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		// InPlaceOrRecreate), and the rate and p95 over its
 		// recommender's --prometheus-window.
 		"--resize", "InPlace", "--rate-window", h.o.promWindow(),
-		// The node's cores, which the burst latency model runs on.
+		// The node's cores, which the burst latency model runs on, and
+		// the replay's model of the node and the test app (--sim-tick,
+		// the load generator's timeout, an app that serves its requests
+		// past it).
 		"--node-cpu", fmt.Sprint(simside.DefaultNodeCores),
+		"--node-tick", h.o.sim.tick.String(),
+		"--client-timeout", simside.LoadGenTimeout.String(), "--serves-timed-out",
 		// The pod's cgroup holds the pause container and the page cache
 		// too: its working set moves more than the app's (31% RMS in the
 		// first run, against the default bound of 25%).

@@ -104,6 +104,20 @@ type WhatifReplay struct {
 	// SampledLatency replays each step's percentiles as its requests'
 	// sample gives them (sim.Config.SampledLatency).
 	SampledLatency bool
+	// ClientTimeout is when the workloads' clients give a request up
+	// (sim.Config.Timeout): a request answered later is lost.
+	ClientTimeout time.Duration
+	// ReadyWithinWindow lets a new pod serve from the moment it is Ready,
+	// within its step (sim.Config.ReadyWithinWindow); false: from the
+	// next step.
+	ReadyWithinWindow bool
+}
+
+// cluster is the replay's simulated cluster.
+func (o *WhatifOptions) cluster() sim.Config {
+	return sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow, SampledLatency: o.Replay.SampledLatency,
+		Timeout: o.Replay.ClientTimeout, ReadyWithinWindow: o.Replay.ReadyWithinWindow,
+		NodeCores: o.Fit.NodeCPU, NodeTick: o.Fit.NodeTick}
 }
 
 // resize is the replay's resize mode (Resize, or what MPAUpdateMode implies).
@@ -120,6 +134,11 @@ func (o *WhatifOptions) resize() sim.ResizeMode {
 
 // NewWhatifOptions returns the defaults: the last 7 days at one minute.
 func NewWhatifOptions() *WhatifOptions {
+	fit := whatif.DefaultFitOptions()
+	// CONFIG_HZ=250, the kernel's default and the real node's: with it
+	// the replay of what ran comes nearer the recorded SLO-violating steps
+	// (docs/whatif.md, "The cluster replayed as bench-real replays it").
+	fit.NodeTick = 4 * time.Millisecond
 	return &WhatifOptions{
 		Kube:              apiclient.Options{QPS: 20, Burst: 40},
 		PrometheusTimeout: 30 * time.Second,
@@ -143,8 +162,12 @@ func NewWhatifOptions() *WhatifOptions {
 			Policies: whatif.Policies()[1:], // what actually ran is always replayed, first
 			// The recommender's own default --prometheus-window.
 			RateWindow: NewOptions().PrometheusWindow,
+			// The simulator's own.
+			ClientTimeout: sim.DefaultConfig().Timeout,
+			// What a kubelet does: a pod takes traffic once Ready.
+			ReadyWithinWindow: true,
 		},
-		Fit:           whatif.DefaultFitOptions(),
+		Fit:           fit,
 		MPAUpdateMode: string(v1alpha1.UpdateModeOff),
 	}
 }
@@ -173,7 +196,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Period, "period", o.Period, "How far back to read, ending at --end.")
 	fs.StringVar(&o.End, "end", o.End, "When the period ends, as an RFC 3339 time (e.g. 2026-11-30T01:00:00Z); empty: now.")
 	fs.DurationVar(&o.Step, "step", o.Step, "Resolution of the history, and the replay's decision interval.")
-	fs.StringVar(&o.From, "from", o.From, "A whatif.json written before: fit and replay its histories again with this command's --fit-*, --node-cpu, --startup-delay, --policies, --seeds, --resize, --rate-window and --sampled-latency, reading neither Prometheus nor the cluster (no MPA manifest is written).")
+	fs.StringVar(&o.From, "from", o.From, "A whatif.json written before: fit and replay its histories again with this command's --fit-*, --node-cpu, --node-tick, --serves-timed-out, --startup-delay, --policies, --seeds, --resize, --rate-window, --sampled-latency, --client-timeout and --ready-within-window, reading neither Prometheus nor the cluster (no MPA manifest is written).")
 	fs.StringVarP(&o.Output, "output", "o", o.Output, "Directory receiving whatif.json, a plot (plot-<namespace>-<deployment>.svg) and an MPA manifest (mpa-<namespace>-<deployment>.yaml) per replayed workload.")
 	fs.StringVar(&o.MPAUpdateMode, "mpa-update-mode", o.MPAUpdateMode, "updateMode of the MPA manifests written: Off (recommend only; the default, to watch before AWARE acts), Initial, Recreate, InPlaceOrRecreate, InPlace or Auto.")
 	fs.BoolVar(&o.Progress, "progress", o.Progress, "Draw a progress bar of the range queries and the replay on stderr even when it is not a terminal (on a terminal it is always drawn).")
@@ -181,6 +204,10 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Replay.Policies, "policies", o.Replay.Policies, "Policies to replay against what actually ran: hpa, vpa, hpa+vpa, fused, and variants of the fused default as fused:SPEC, SPEC one of "+fusion.VariantHelp+".")
 	fs.StringVar(&o.Replay.Resize, "resize", o.Replay.Resize, "How the replay's vertical changes reach running pods: InPlace (resized without a restart, as the updater's InPlace and InPlaceOrRecreate modes do) or Restart (evicted and recreated, as Recreate and Auto do). Empty: as --mpa-update-mode implies (Restart for Recreate and Auto, InPlace otherwise).")
 	fs.BoolVar(&o.Replay.SampledLatency, "sampled-latency", o.Replay.SampledLatency, "Replay each step's latency percentiles as a sample of its requests gives them, varying from step to step around the model's as a histogram's do (docs/simulator.md); off: the model's, the same in every calm step.")
+	fs.DurationVar(&o.Replay.ClientTimeout, "client-timeout", o.Replay.ClientTimeout, "When the workloads' clients give a request up: a request the replay answers later is lost (and, with --serves-timed-out, still served).")
+	fs.BoolVar(&o.Replay.ReadyWithinWindow, "ready-within-window", o.Replay.ReadyWithinWindow, "A replayed pod serves from the moment it is Ready, within its step, as a real one does; off: from the next step.")
+	fs.DurationVar(&o.Fit.NodeTick, "node-tick", o.Fit.NodeTick, "The nodes' scheduler tick (1/CONFIG_HZ: 4ms at 250 Hz, 1ms at 1000 Hz), at which the kernel finds a CFS quota spent: the burst latency model runs a request on to the tick and takes the overrun off the next period. 0: the quota is enforced to the instant.")
+	fs.BoolVar(&o.Fit.ServesTimedOut, "serves-timed-out", o.Fit.ServesTimedOut, "Replay the apps as servers that serve every request they hold to the end, past its client's timeout, sharing the CPU among them, so that an overloaded pod answers nothing in time (as a Go HTTP handler that does not watch its request's context); off: a request that cannot be answered in time is dropped as it arrives and the pod answers at capacity.")
 	fs.DurationVar(&o.Replay.RateWindow, "rate-window", o.Replay.RateWindow, "The recommender's --prometheus-window: the replayed policies see the request rate and the p95 over it, as the recommender reads them; 0 or not longer than --step: each step's own.")
 	fs.IntVar(&o.Fit.MinPoints, "fit-min-points", o.Fit.MinPoints, "Fewest usable steps a workload's fit accepts.")
 	fs.Float64Var(&o.Fit.MinCPUR2, "fit-min-cpu-r2", o.Fit.MinCPUR2, "Least share of the CPU's variance the request rate must explain, or the workload is not predicted.")
@@ -251,6 +278,13 @@ func (o *WhatifOptions) Validate() error {
 	}
 	if o.Replay.Seeds < 2 {
 		errs = append(errs, fmt.Errorf("--seeds %d: at least 2, for the paired comparison's interval", o.Replay.Seeds))
+	}
+	if o.Replay.ClientTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--client-timeout %s must be positive", o.Replay.ClientTimeout))
+	}
+	// The kernel's CFS period, 100 ms: a tick longer than it is no tick.
+	if o.Fit.NodeTick < 0 || o.Fit.NodeTick > 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--node-tick %s: want 0 to the CFS period of 100ms", o.Fit.NodeTick))
 	}
 	switch sim.ResizeMode(o.Replay.Resize) {
 	case "", sim.ResizeInPlace, sim.ResizeRestart:
@@ -392,7 +426,7 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	o.Fit.LatencyWindow = o.PrometheusWindow
 	ro := whatif.ReplayOptions{
 		Seeds: o.Replay.Seeds, Policies: o.Replay.Policies, Plot: true,
-		Config: sim.Config{Resize: o.resize(), RateWindow: o.Replay.RateWindow, SampledLatency: o.Replay.SampledLatency, NodeCores: o.Fit.NodeCPU},
+		Config: o.cluster(),
 	}
 	var res *whatif.Result
 	var err error

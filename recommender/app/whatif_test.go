@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
@@ -318,6 +319,9 @@ func TestWhatifValidate(t *testing.T) {
 		{"NaN idle share", func(o *WhatifOptions) { o.Fit.MaxIdleShare = math.NaN() }, "--fit-max-idle-share"},
 		{"no node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = 0 }, "--node-cpu"},
 		{"infinite node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = math.Inf(1) }, "--node-cpu"},
+		{"no client timeout", func(o *WhatifOptions) { o.Replay.ClientTimeout = 0 }, "--client-timeout 0s must be positive"},
+		{"negative node tick", func(o *WhatifOptions) { o.Fit.NodeTick = -time.Millisecond }, "--node-tick -1ms"},
+		{"node tick past the CFS period", func(o *WhatifOptions) { o.Fit.NodeTick = 101 * time.Millisecond }, "--node-tick 101ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := ok()
@@ -503,5 +507,29 @@ func TestWhatifResize(t *testing.T) {
 				t.Fatalf("resize %q with update mode %s: %s, want %s", tc.resize, tc.mode, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWhatifCluster: the replay's cluster flags reach the simulated
+// cluster; by default it has the simulator's client timeout, a kubelet's
+// readiness and CONFIG_HZ=250's tick.
+func TestWhatifCluster(t *testing.T) {
+	o := NewWhatifOptions()
+	fs := pflag.NewFlagSet("whatif", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	def := o.cluster()
+	if def.Timeout != sim.DefaultConfig().Timeout || !def.ReadyWithinWindow || def.NodeTick != 4*time.Millisecond || o.Fit.ServesTimedOut {
+		t.Fatalf("defaults %+v, serves timed out %v", def, o.Fit.ServesTimedOut)
+	}
+	if err := fs.Parse([]string{"--client-timeout", "10s", "--ready-within-window=false", "--node-tick", "1ms", "--serves-timed-out", "--node-cpu", "2", "--resize", "InPlace", "--rate-window", "30s", "--sampled-latency"}); err != nil {
+		t.Fatal(err)
+	}
+	want := sim.Config{Resize: sim.ResizeInPlace, RateWindow: 30 * time.Second, SampledLatency: true,
+		Timeout: 10 * time.Second, NodeCores: 2, NodeTick: time.Millisecond}
+	if got := o.cluster(); got != want {
+		t.Fatalf("cluster %+v, want %+v", got, want)
+	}
+	if !o.Fit.ServesTimedOut || o.Fit.NodeTick != time.Millisecond {
+		t.Fatalf("fit options %+v", o.Fit)
 	}
 }

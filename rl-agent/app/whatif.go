@@ -17,7 +17,6 @@ import (
 
 	"github.com/aware-k8s/aware/pkg/lab/demo"
 	"github.com/aware-k8s/aware/pkg/lab/progress"
-	"github.com/aware-k8s/aware/pkg/lab/sim"
 	"github.com/aware-k8s/aware/pkg/lab/whatif"
 )
 
@@ -123,7 +122,7 @@ func runWhatifReplay(cmd *cobra.Command, o *whatifReplayOptions) error {
 	}
 	ro := whatif.ReplayOptions{
 		Seeds: prev.Seeds, Seed: prev.Seed, Policies: prev.Policies, Extra: agents, Plot: true, Workers: o.workers,
-		Config: sim.Config{Resize: prev.Resize, RateWindow: prev.RateWindow, SampledLatency: prev.SampledLatency, NodeCores: prev.FitOptions.NodeCPU},
+		Config: prev.Cluster(),
 	}
 	if !o.noProgress {
 		ro.Progress = progress.NewBar(stderr)

@@ -41,6 +41,19 @@ type FitOptions struct {
 	MinStartupPods int
 	// NodeCPU is the CPU a pod without a CPU limit may use (the node's).
 	NodeCPU float64
+	// NodeTick is the nodes' scheduler tick (sim.Config.NodeTick: 4 ms
+	// at CONFIG_HZ=250), at which the kernel finds a CFS quota spent; the
+	// burst latency model runs a request past its quota to the next tick
+	// and takes the overrun off the next period. 0 (a whatif.json written
+	// before it): the quota is enforced to the instant.
+	NodeTick time.Duration
+	// ServesTimedOut replays the app as one that serves every request it
+	// holds to the end, past its client's timeout (sim.App.ServesTimedOut):
+	// overloaded, it shares its CPU among all of them and answers nothing
+	// in time, as a Go HTTP server whose handlers do not watch their
+	// request's context does. False: requests that cannot be answered in
+	// time are dropped as they arrive, and the pod answers at capacity.
+	ServesTimedOut bool
 	// LatencyModel is the simulator's latency model the app is replayed
 	// with: LatencyFluid (a request shares the pod's CPU limit: an
 	// exponential of mean S/(1−ρ)), LatencyBurst (sim.App.CPUBurst: it
@@ -397,6 +410,7 @@ func (f *Fit) app(s *Series, cpuSeconds, base, perReq float64, o FitOptions) (si
 			BaseCPU:          f.Idle.baseCPU(),
 			BaseMemory:       base,
 			MemoryPerRequest: perReq,
+			ServesTimedOut:   o.ServesTimedOut,
 		},
 	}
 	if len(limCPU) > 0 {
@@ -466,7 +480,7 @@ func chooseLatency(s *Series, app sim.App, o FitOptions) LatencyFit {
 		model := func(b bool) float64 {
 			a := app
 			a.CPUBurst = b
-			w := a.ServePod(sim.PodInput{Rate: lambda, Arrived: lambda * dt, CPU: limit, Cores: o.NodeCPU}, dt, math.Inf(1))
+			w := a.ServePod(sim.PodInput{Rate: lambda, Arrived: lambda * dt, CPU: limit, Cores: o.NodeCPU, Tick: o.NodeTick.Seconds()}, dt, math.Inf(1))
 			return a.IOWait + w.Own + w.QueueDelay + w.Stationary*math.Log(20)
 		}
 		fluid = append(fluid, math.Abs(math.Log(p95/model(false))))

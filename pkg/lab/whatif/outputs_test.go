@@ -8,11 +8,14 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aware-k8s/aware/pkg/core/hpa"
 	"github.com/aware-k8s/aware/pkg/lab/eval"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 func TestValuesJSON(t *testing.T) {
@@ -109,15 +112,7 @@ func TestReplayOutputs(t *testing.T) {
 	}
 
 	t.Run("read back", func(t *testing.T) {
-		r, err := os.Open(files[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer r.Close()
-		back, err := ReadResult(r)
-		if err != nil {
-			t.Fatal(err)
-		}
+		back := readBack(t, files[0])
 		ws, err := back.Refit()
 		if err != nil {
 			t.Fatal(err)
@@ -150,4 +145,75 @@ func TestReplayOutputs(t *testing.T) {
 	if _, err := ReadResult(strings.NewReader("{")); err == nil {
 		t.Error("a truncated result was read")
 	}
+}
+
+// TestResultCluster: a result keeps the cluster its replay ran on, client
+// timeout, readiness within the step and node tick included, so that a
+// command replaying its file (rl-agent whatif-replay) replays alike.
+func TestResultCluster(t *testing.T) {
+	s := record(t, truthApp("ns/a"), 240, 3)
+	fo := DefaultFitOptions()
+	fo.MinPoints, fo.NodeCPU, fo.NodeTick, fo.ServesTimedOut = 20, 2, 4*time.Millisecond, true
+	f, err := FitApp(s, fo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sim.Config{Resize: sim.ResizeInPlace, RateWindow: 2 * time.Minute, SampledLatency: true,
+		Timeout: 10 * time.Second, ReadyWithinWindow: true, NodeCores: 2, NodeTick: 4 * time.Millisecond}
+	res, err := Replay(context.Background(), []Workload{{Series: s, Fit: f}}, ReplayOptions{Seeds: 2, Policies: []string{PolicyHPA}, Config: want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.FitOptions = fo // as the commands do
+	files, err := res.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := readBack(t, files[0])
+	if got := back.Cluster(); got != want {
+		t.Fatalf("cluster read back %+v, want %+v", got, want)
+	}
+	ws, err := back.Refit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ws[0].Fit.App.ServesTimedOut {
+		t.Error("the refit app does not serve past its clients' timeout")
+	}
+	again, err := Replay(context.Background(), ws, ReplayOptions{Seeds: back.Seeds, Seed: back.Seed, Policies: back.Policies, Config: back.Cluster()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range again.Report.Summaries {
+		if s.Cost != res.Report.Summaries[i].Cost || s.SLOViolations != res.Report.Summaries[i].SLOViolations {
+			t.Errorf("%s: cost %g, %d violations; first replay %g, %d", s.Policy, s.Cost, s.SLOViolations,
+				res.Report.Summaries[i].Cost, res.Report.Summaries[i].SLOViolations)
+		}
+	}
+	// And a cluster of defaults is not that one: the settings reach the
+	// simulator (the client timeout and the tick move the p95's verdicts
+	// or the lost requests of some run).
+	plain, err := Replay(context.Background(), ws, ReplayOptions{Seeds: back.Seeds, Seed: back.Seed, Policies: back.Policies,
+		Config: sim.Config{Resize: sim.ResizeInPlace, RateWindow: 2 * time.Minute, SampledLatency: true, NodeCores: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reflect.DeepEqual(plain.Report.Summaries, res.Report.Summaries) {
+		t.Error("the replay on the default cluster is the same as on the one asked for")
+	}
+}
+
+// readBack reads the whatif.json at path.
+func readBack(t *testing.T, path string) *Result {
+	t.Helper()
+	r, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	back, err := ReadResult(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return back
 }

@@ -169,6 +169,12 @@ type Result struct {
 	RateWindow time.Duration  `json:"rateWindow,omitempty"`
 	// SampledLatency is the cluster's Config.SampledLatency.
 	SampledLatency bool `json:"sampledLatency,omitempty"`
+	// Timeout and ReadyWithinWindow are the cluster's Config.Timeout (its
+	// clients' timeout) and Config.ReadyWithinWindow; a result written
+	// before they were kept has neither (30 s, and pods Ready from the
+	// next step).
+	Timeout           time.Duration `json:"timeout,omitempty"`
+	ReadyWithinWindow bool          `json:"readyWithinWindow,omitempty"`
 	// History holds every workload's series, refused ones included.
 	History     []*Series         `json:"history,omitempty"`
 	Fits        []Fit             `json:"fits"`
@@ -178,6 +184,15 @@ type Result struct {
 	// Plots are the series Plot keeps, one per replayed workload; not
 	// written to JSON (a week at one minute is 10,080 points a policy).
 	Plots []Plot `json:"-"`
+}
+
+// Cluster is the simulated cluster r's replay ran on, for replaying its
+// histories again alike (ReplayOptions.Config): its Nodes are set per
+// workload by the replay.
+func (r *Result) Cluster() sim.Config {
+	return sim.Config{Resize: r.Resize, RateWindow: r.RateWindow, SampledLatency: r.SampledLatency,
+		Timeout: r.Timeout, ReadyWithinWindow: r.ReadyWithinWindow,
+		NodeCores: r.FitOptions.NodeCPU, NodeTick: r.FitOptions.NodeTick}
 }
 
 // Replay replays the policies on every workload whose fit did not refuse,
@@ -352,6 +367,7 @@ func (r *Replayer) Result() (*Result, error) {
 	r.mu.Lock()
 	res := &Result{Seeds: r.o.Seeds, Seed: r.o.Seed, Policies: r.names}
 	res.Resize, res.RateWindow, res.SampledLatency = r.cfg.Resize, r.cfg.RateWindow, r.cfg.SampledLatency
+	res.Timeout, res.ReadyWithinWindow = r.cfg.Timeout, r.cfg.ReadyWithinWindow
 	keys := slices.Sorted(maps.Keys(r.workloads))
 	for _, i := range keys {
 		w := r.workloads[i]

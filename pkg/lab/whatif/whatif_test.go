@@ -48,11 +48,16 @@ func record(t testing.TB, app sim.App, steps int, seed uint64) *Series {
 // own gauge would count them when gauge is set.
 func recordWith(t testing.TB, app sim.App, steps int, seed uint64, gauge bool) *Series {
 	t.Helper()
+	return recordOn(t, sim.DefaultConfig(), app, steps, seed, gauge)
+}
+
+// recordOn is recordWith on the cluster cfg (its Step is the tests').
+func recordOn(t testing.TB, cfg sim.Config, app sim.App, steps int, seed uint64, gauge bool) *Series {
+	t.Helper()
 	tr, err := sim.GenerateTrace(sim.Diurnal, sim.TraceOptions{Mean: app.BaseRate, Steps: steps, Step: step, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := sim.DefaultConfig()
 	cfg.Step = step
 	s, err := sim.New(cfg, app, &tr, seed)
 	if err != nil {
@@ -645,5 +650,43 @@ func TestSlopeInterval(t *testing.T) {
 		if lo, hi := r.SlopeInterval(); lo != 3 || hi != 3 {
 			t.Errorf("%s: interval [%g, %g], want the slope alone", name, lo, hi)
 		}
+	}
+}
+
+// TestFitNodeTick: the latency model is chosen with the nodes' scheduler
+// tick (FitOptions.NodeTick), which moves the burst model's p95 at a small
+// CPU quota; the app is replayed as one that serves past its clients'
+// timeout when FitOptions.ServesTimedOut says so.
+func TestFitNodeTick(t *testing.T) {
+	app := truthApp("shop/small")
+	app.CPUBurst = true
+	// Ten 12-ms requests a second on each 200m pod: ρ = 0.6, where the
+	// quota shapes the p95 and the tick moves it.
+	app.Requests.CPU, app.Limits.CPU, app.Demand.CPUSeconds = 0.2, 0.2, 0.012
+	cfg := sim.DefaultConfig()
+	cfg.NodeCores, cfg.NodeTick = 2, 4*time.Millisecond
+	s := recordOn(t, cfg, app, 240, 5, false)
+	fit := func(tick time.Duration, served bool) Fit {
+		t.Helper()
+		o := DefaultFitOptions()
+		o.NodeCPU, o.NodeTick, o.ServesTimedOut = 2, tick, served
+		f, err := FitApp(s, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Latency.Model != LatencyBurst || f.Latency.Steps < MinLatencySteps {
+			t.Fatalf("tick %v: latency %+v, want burst on %d calm steps or more", tick, f.Latency, MinLatencySteps)
+		}
+		if f.App.ServesTimedOut != served {
+			t.Fatalf("app serves timed out %v, want %v", f.App.ServesTimedOut, served)
+		}
+		return f
+	}
+	right, none := fit(4*time.Millisecond, true), fit(0, false)
+	// The CPU fit's slope is not exact (here 0.053 with the recorded
+	// tick), so neither error is 0; the tick the history was recorded with
+	// must explain its p95 better (0.099 without it).
+	if !(right.Latency.BurstError < 0.08 && none.Latency.BurstError > 1.5*right.Latency.BurstError) {
+		t.Fatalf("burst model's error: %.3f with the recorded tick, %.3f without", right.Latency.BurstError, none.Latency.BurstError)
 	}
 }
