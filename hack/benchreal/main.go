@@ -167,6 +167,8 @@ type simOptions struct {
 	vpaAdmission bool
 	// heldMemory is Calibration.HeldMemoryPerRequest in MiB.
 	heldMemory float64
+	// heldQuantum is Calibration.HeldQuantum, as a duration of CPU time.
+	heldQuantum time.Duration
 	// draws is how many draws of the simulator each run is replayed with.
 	draws int
 }
@@ -216,6 +218,7 @@ func main() {
 	flag.DurationVar(&o.sim.model.Timing.Step, "sim-step", 0, "--simulate: the simulator's step in the replay, a whole fraction of the runs' window (simside.Timing.Step), whose steps make up each window; 0: the window, as the simulator does. A finer step lets a decision land within a window (--sim-look, --sim-act)")
 	flag.DurationVar(&o.sim.model.Timing.Look, "sim-look", 0, "--simulate: how far into each window the replayed fused default decides, a whole number of --sim-step (simside.Timing.Look); on the node, with --load-phase 5s, its recommender looks some 9.5 s in (docs/real-node-rounds.md); 0: at the window's end, as the simulator does")
 	flag.BoolVar(&o.sim.model.ServesTimedOut, "sim-serves-timed-out", true, "--simulate: the replayed app serves every request it holds to the end, past its client's timeout, sharing the CPU among them (sim.App.ServesTimedOut), as the test app does: in an overload it answers nothing once it holds more than it can answer in time (hack/memlag.sh); false: the fluid backlog, which drops at arrival what it cannot answer in time, as all replays before 2026-12-07")
+	flag.DurationVar(&o.sim.heldQuantum, "sim-held-quantum", 0, "--simulate, with --sim-serves-timed-out: the requests held in an overload are served in turns of this much CPU time each, in arrival order (sim.App.HeldQuantum), as Go's run queues give the test app's requests turns of a few milliseconds (docs/real-node-rounds.md, 2026-12-07); 0: an equal share of the CPU (processor sharing)")
 	flag.Float64Var(&o.sim.heldMemory, "sim-held-memory", 0.36, "--simulate, with --sim-serves-timed-out: MiB of working set each request held in an overload adds (sim.App.HeldMemoryPerRequest); the default is what hack/memlag.sh measured on the test app at 1.8× a 200m quota (561 requests in flight, 0.36 MiB each, docs/real-node-rounds.md, round forty-three); 0: the fitted memory per request")
 	flag.BoolVar(&o.sim.vpaAdmission, "sim-vpa-admission", true, "--simulate: the replayed VPA's (vpa, hpa+vpa) pods created between its updater's loops take the target of its last loop, as the real admission controller gives a new pod the recommender's latest target, while the running pods keep theirs within bounds (sim.Simulator.Admit); false: they take what its updater last let through, as all replays before 2026-12-06")
 	flag.BoolVar(&o.sim.model.ReadyWithinWindow, "sim-ready-within-window", true, "--simulate: a replayed pod serves from the moment it becomes Ready, its start-up delay after it was created or restarted, and counts Ready at the window's end, as the node's do (sim.Config.ReadyWithinWindow); false: it serves from the next window's start, as all replays before 2026-12-07")
@@ -275,6 +278,12 @@ func (o options) validate() error {
 	}
 	if o.simulate && (o.sim.draws < 1 || o.sim.draws > 100) {
 		errs = append(errs, fmt.Errorf("--sim-draws %d must be within [1, 100]", o.sim.draws))
+	}
+	if o.simulate && o.sim.heldQuantum < 0 {
+		errs = append(errs, fmt.Errorf("--sim-held-quantum %s must be >= 0", o.sim.heldQuantum))
+	}
+	if o.simulate && o.sim.heldQuantum > 0 && !o.sim.model.ServesTimedOut {
+		errs = append(errs, errors.New("--sim-held-quantum orders the held queue of --sim-serves-timed-out, which is off"))
 	}
 	if o.simulate && (o.sim.tick < 0 || o.sim.tick > 100*time.Millisecond) {
 		errs = append(errs, fmt.Errorf("--sim-tick %s must be from 0 to the CFS period, 100ms", o.sim.tick))
@@ -588,7 +597,7 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 	cal.SampledLatency, cal.SampledUsage = !o.sim.modelLatency, !o.sim.modelUsage
 	cal.Timing.NoVPAAdmission = !o.sim.vpaAdmission
 	if o.sim.model.ServesTimedOut {
-		cal.HeldMemoryPerRequest = o.sim.heldMemory * sim.MiB
+		cal.HeldMemoryPerRequest, cal.HeldQuantum = o.sim.heldMemory*sim.MiB, o.sim.heldQuantum.Seconds()
 	}
 	if o.sim.cpuRatio {
 		cal.CPUFitted, cal.CPUFitReason = false, "--sim-cpu-ratio"

@@ -59,6 +59,18 @@ func TestValidateTiming(t *testing.T) {
 			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
 			o.sim.model.Timing.Act = 3 * time.Minute
 		}, "--sim-act"},
+		{"simulated in turns of 5 ms", func(o *options) {
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.model.ServesTimedOut, o.sim.heldQuantum = true, 5*time.Millisecond
+		}, ""},
+		{"simulated in negative turns", func(o *options) {
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.model.ServesTimedOut, o.sim.heldQuantum = true, -time.Millisecond
+		}, "--sim-held-quantum -1ms must be >= 0"},
+		{"simulated in turns without the held queue", func(o *options) {
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.heldQuantum = 5 * time.Millisecond
+		}, "--sim-held-quantum orders"},
 		{"what-if without the SLO metrics", func(o *options) { o.mpa.whatif, o.bin.recommender, o.mpa.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -287,6 +287,10 @@ type ReplayModel struct {
 	// overload adds (sim.App.HeldMemoryPerRequest, bytes), as
 	// hack/memlag.sh measured it on the test app; 0: MemoryPerRequest.
 	HeldMemoryPerRequest float64 `json:"heldMemoryPerRequest,omitempty"`
+	// HeldQuantum serves the requests held in an overload in turns of this
+	// many CPU-seconds each, in arrival order (sim.App.HeldQuantum), as
+	// Go's run queues do the test app's; 0: by processor sharing.
+	HeldQuantum float64 `json:"heldQuantum,omitempty"`
 	// ReadyWithinWindow lets a replayed pod serve from the moment it
 	// becomes Ready (sim.Config.ReadyWithinWindow), as the node's do: a new
 	// or restarted pod's start-up (StartupSeconds) then costs its own
@@ -698,6 +702,7 @@ func (c Calibration) App(slo, initialCPU float64) sim.App {
 			MemoryPerRequest:     c.MemoryPerRequest.Value,
 			ServesTimedOut:       c.ServesTimedOut,
 			HeldMemoryPerRequest: c.HeldMemoryPerRequest,
+			HeldQuantum:          c.HeldQuantum,
 		},
 	}
 }
@@ -797,6 +802,11 @@ func (c Calibration) Write(w io.Writer) error {
 		overload = "every request held served to the end, past its client's timeout (sim.App.ServesTimedOut)"
 		if c.HeldMemoryPerRequest > 0 {
 			overload += fmt.Sprintf(", %.3g MiB each (sim.App.HeldMemoryPerRequest)", c.HeldMemoryPerRequest/sim.MiB)
+		}
+		if c.HeldQuantum > 0 {
+			overload += fmt.Sprintf(", in turns of %v of CPU each (sim.App.HeldQuantum)", time.Duration(c.HeldQuantum*float64(time.Second)))
+		} else {
+			overload += ", sharing the CPU equally"
 		}
 	}
 	fmt.Fprintf(&b, "  %-26s %s\n", "overload", overload)

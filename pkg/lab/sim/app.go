@@ -129,6 +129,15 @@ type Demand struct {
 	// quota serves, where a request that runs holds 1 MiB (hack/memlag.sh,
 	// docs/real-node-rounds.md, round forty-three).
 	HeldMemoryPerRequest float64
+	// HeldQuantum, in CPU-seconds, serves the held queue (ServesTimedOut)
+	// in turns instead of by processor sharing: each request held runs for
+	// the quantum in its turn, in arrival order, then waits for the
+	// others' turns (round robin). 0, the default, is the equal share; a
+	// quantum of the whole request is first come, first served. The real
+	// test app gives its requests turns of a few milliseconds (Go's run
+	// queues), and so answers in an overload's first seconds half as many
+	// again as an equal share does (docs/real-node-rounds.md, 2026-12-07).
+	HeldQuantum float64
 }
 
 // App is one generated application: a single-container workload whose
@@ -167,8 +176,14 @@ func (a *App) Validate() error {
 		return fmt.Errorf("app %q: container name is empty", a.Name)
 	case !(a.CPUSeconds > 0):
 		return fmt.Errorf("app %q: cpuSeconds must be > 0, got %g", a.Name, a.CPUSeconds)
-	case a.IOWait < 0 || a.BaseCPU < 0 || a.BaseMemory < 0 || a.MemoryPerRequest < 0 || a.BaseRate < 0 || a.SLO < 0:
+	case a.IOWait < 0 || a.BaseCPU < 0 || a.BaseMemory < 0 || a.MemoryPerRequest < 0 || a.BaseRate < 0 || a.SLO < 0 || a.HeldMemoryPerRequest < 0:
 		return fmt.Errorf("app %q: negative parameter", a.Name)
+	case !(a.HeldQuantum >= 0) || math.IsInf(a.HeldQuantum, 0):
+		return fmt.Errorf("app %q: heldQuantum must be a finite number of CPU-seconds >= 0, got %g", a.Name, a.HeldQuantum)
+	case a.HeldQuantum > 0 && a.HeldQuantum < a.CPUSeconds/64:
+		// Turns that fine are processor sharing, at the cost of a turn
+		// per cohort and 64 per request.
+		return fmt.Errorf("app %q: heldQuantum %g is under a 64th of a request's %g CPU-seconds: use 0, processor sharing", a.Name, a.HeldQuantum, a.CPUSeconds)
 	case a.StartupDelay < 0:
 		return fmt.Errorf("app %q: negative start-up delay", a.Name)
 	case !(a.CPUSecondsCV >= 0 && a.CPUSecondsCV <= maxCPUSecondsCV):

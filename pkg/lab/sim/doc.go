@@ -79,9 +79,11 @@
 // With App.ServesTimedOut, a pod that is overloaded (ρ > ρmax), or still
 // holds requests from an overload, is served by a held queue instead of
 // steps 4 and 5's fluid backlog (held.go): its requests in one-second
-// cohorts share the CPU equally, a request not answered within the
-// timeout is lost to its client but served to the end, and the pod is
-// OOM-killed at the second its peak working set passes its limit.
+// cohorts share the CPU equally (or, with App.HeldQuantum, take turns
+// around a ring, as Go's run queues give a server's requests), a request
+// not answered within the timeout is lost to its client but served to the
+// end, and the pod is OOM-killed at the second its peak working set passes
+// its limit.
 //
 // With Config.ReadyWithinWindow, a pod that becomes Ready within a window
 // serves from that moment: each moment's arrivals are shared evenly among

@@ -239,7 +239,7 @@ func (a *App) serveHeld(in PodInput, dt, timeout, base, serving, svc float64) Po
 		x := (-b + math.Sqrt(b*b+4*m*max(in.MemoryLimit-a.BaseMemory, 0))) / (2 * m)
 		kill = x * x
 	}
-	hw := q.serve(in.Arrived, a.CPUSeconds, serving, dt, timeout, kill)
+	hw := q.serve(in.Arrived, a.CPUSeconds, serving, dt, timeout, kill, a.HeldQuantum)
 	live, lost := q.counts()
 	// The completed requests' mean time in the queue, as a shift and the
 	// service alone: the model's latency is a shifted exponential.
