@@ -8,7 +8,9 @@
 # above what the quota serves, and prints twice a second the app's
 # in-flight gauge, its held-memory gauge (the memory its requests have made
 # resident) and the cgroup's working set (usage less inactive file pages,
-# as the kubelet counts it). docs/real-node-rounds.md, "The memory of
+# as the kubelet counts it), with what the working set is made of: the
+# cgroup's anonymous and kernel memory, and the Go runtime's heap and
+# stacks (the requests' own memory is anonymous, outside the Go heap). docs/real-node-rounds.md, "The memory of
 # requests that wait for the CPU", says what it showed and why it matters.
 #
 # Root, cgroup v1 (cpu and memory controllers) or v2; loopback only; not in
@@ -138,7 +140,7 @@ phases="${rate}/s for ${duration}"
 ((then_s == 0)) || phases+=", ${then_rate}/s for ${then}"
 echo "# ${phases}, then none for ${after}; quota ${quota}m; ${cpu} CPU, ${mem} a request, ${base} base"
 echo "# gauges (the app's /metrics) are read first, the cgroup right after; a gauge the app did not answer within 2 s is -"
-printf '%7s %9s %10s %12s %12s\n' seconds in-flight held-MiB working-MiB wait-s
+printf '%7s %9s %10s %12s %8s %8s %8s %8s %6s\n' seconds in-flight held-MiB working-MiB anon-MiB kmem-MiB goheap gostack wait-s
 start="$(date +%s.%N)"
 # Until the last phase's end: the load generator stops once its last
 # request is answered or lost, the app may still be serving.
@@ -150,8 +152,19 @@ while kill -0 "${load}" 2>/dev/null || awk -v e="${end}" -v n="$(date +%s.%N)" '
 	inflight="$(awk '$1 == "aware_testapp_requests_in_flight" { print $2 }' <<<"${m}")"
 	held="$(awk '$1 == "aware_testapp_memory_held_bytes" { printf "%.1f", $2 / 1048576 }' <<<"${m}")"
 	ws="$(awk -v u="$(cat "${cg_mem}/${usage_file}")" -v k="${inactive}" '$1 == k { printf "%.1f", (u - $2) / 1048576 }' "${cg_mem}/memory.stat")"
-	printf '%7.1f %9s %10s %12s %12.1f\n' "$(awk -v a="${t1}" -v b="${start}" 'BEGIN { print a - b }')" \
-		"${inflight:--}" "${held:--}" "${ws}" "$(awk -v a="${t1}" -v b="${t0}" 'BEGIN { print a - b }')"
+	# What the working set is made of: anonymous memory (the requests'
+	# mappings, the Go heap and stacks), the kernel's (v1's kmem; v2's
+	# kernel, sock), and the Go runtime's own heap and stacks.
+	anon="$(awk '$1 == "total_rss" || $1 == "anon" { printf "%.1f", $2 / 1048576; exit }' "${cg_mem}/memory.stat")"
+	if [[ -f "${cg_mem}/memory.kmem.usage_in_bytes" ]]; then
+		kmem="$(awk '{ printf "%.1f", $1 / 1048576 }' "${cg_mem}/memory.kmem.usage_in_bytes")"
+	else
+		kmem="$(awk '$1 == "kernel" || $1 == "sock" { n += $2 } END { printf "%.1f", n / 1048576 }' "${cg_mem}/memory.stat")"
+	fi
+	goheap="$(awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.1f", $2 / 1048576 }' <<<"${m}")"
+	gostack="$(awk '$1 == "go_memstats_stack_inuse_bytes" { printf "%.1f", $2 / 1048576 }' <<<"${m}")"
+	printf '%7.1f %9s %10s %12s %8s %8s %8s %8s %6.1f\n' "$(awk -v a="${t1}" -v b="${start}" 'BEGIN { print a - b }')" \
+		"${inflight:--}" "${held:--}" "${ws}" "${anon:--}" "${kmem:--}" "${goheap:--}" "${gostack:--}" "$(awk -v a="${t1}" -v b="${t0}" 'BEGIN { print a - b }')"
 	sleep 0.5
 done
 wait "${load}" || die "the load generator failed: $(tail -3 "${work}/loadgen.log")"
