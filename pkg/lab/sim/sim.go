@@ -320,9 +320,7 @@ func (s *Simulator) Step() StepMetrics {
 	m.Arrivals = poisson(s.rng.arrivals, m.Rate*s.dt)
 	// Each serving pod is offered its share of the window's rate (the
 	// queue's state follows it) and of its realised arrivals (the counts).
-	if unserved := s.offers(t, ready, m.Rate, m.Arrivals); unserved == 1 {
-		m.Failed += m.Arrivals
-	} else if unserved > 0 {
+	if unserved := s.offers(t, ready, m.Rate, m.Arrivals); unserved > 0 {
 		m.Failed += m.Arrivals * unserved
 	}
 	cpuSec := s.app.CPUSeconds
@@ -339,12 +337,8 @@ func (s *Simulator) Step() StepMetrics {
 			continue
 		}
 		n := &s.cluster.nodes[p.node]
-		if o.dt == s.dt {
-			n.demand += min(s.app.BaseCPU+(o.rate+p.queued()/s.dt)*cpuSec, s.cpuCap(p))
-			n.shares += max(p.req.CPU, 1e-6)
-			continue
-		}
-		// Ready within the window: it wants CPU for that part of it.
+		// A pod Ready within the window wants CPU for that part of it (f
+		// is 1 for a pod that serves the whole window).
 		f := o.dt / s.dt
 		n.demand += f * min(s.app.BaseCPU+(o.rate+p.queued()/o.dt)*cpuSec, s.cpuCap(p))
 		n.shares += f * max(p.req.CPU, 1e-6)
