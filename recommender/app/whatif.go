@@ -215,6 +215,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
 	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
 	fs.Float64Var(&o.Fit.NodeCPU, "node-cpu", o.Fit.NodeCPU, "Cores of the workloads' nodes: the CPU a pod without a CPU limit may use, and how many cores a pod's requests run on at once in the burst latency model.")
+	fs.Float64Var(&o.Fit.CPUFitMaxLoad, "fit-cpu-max-load", o.Fit.CPUFitMaxLoad, "Fit CPU per request on the steady steps only: the pods' CPU below this share of their limit in the step and the one before, the replicas unchanged (a pod at its limit queues work its usage does not show; after it, it works the queue off). 1 or more: on every step. With fewer than --fit-min-points steady steps, every step.")
 	fs.StringVar(&o.Fit.Idle, "fit-idle", o.Fit.Idle, "Whether the replay's pods use the CPU line's intercept as idle CPU, on top of their requests' work (the intercept over the mean replicas, per pod): auto (when it is not negative and at most --fit-max-idle-share of the pods' mean CPU), on (whenever it is not negative) or off. The fit line says what was replayed.")
 	fs.Float64Var(&o.Fit.MaxIdleShare, "fit-max-idle-share", o.Fit.MaxIdleShare, "Largest idle CPU per pod, as a share of the pods' mean CPU, that --fit-idle auto replays.")
 	fs.StringVar(&o.Fit.LatencyModel, "fit-latency", o.Fit.LatencyModel, "Latency model of the replay: fluid (a request shares the pod's CPU limit), burst (it runs at one core while the CFS quota lasts, as requests of nearly constant CPU time do), or auto: the one whose p95 is nearer the recorded p95 over the calm steps (fluid without a recorded p95).")
@@ -247,6 +248,9 @@ func (o *WhatifOptions) Validate() error {
 	}
 	if !(o.Fit.MaxMemoryResidual > 0) || math.IsInf(o.Fit.MaxMemoryResidual, 0) {
 		errs = append(errs, fmt.Errorf("--fit-max-memory-residual %g must be a finite share > 0", o.Fit.MaxMemoryResidual))
+	}
+	if !(o.Fit.CPUFitMaxLoad > 0) || math.IsInf(o.Fit.CPUFitMaxLoad, 0) {
+		errs = append(errs, fmt.Errorf("--fit-cpu-max-load %g must be a finite share > 0", o.Fit.CPUFitMaxLoad))
 	}
 	if _, err := o.endTime(time.Time{}); err != nil {
 		errs = append(errs, err)

@@ -307,6 +307,8 @@ func TestWhatifValidate(t *testing.T) {
 		{"no concurrency", func(o *WhatifOptions) { o.PrometheusConcurrency = 0 }, "--prometheus-concurrency"},
 		{"no memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = 0 }, "--fit-max-memory-residual"},
 		{"NaN memory residual", func(o *WhatifOptions) { o.Fit.MaxMemoryResidual = math.NaN() }, "--fit-max-memory-residual"},
+		{"no CPU fit load", func(o *WhatifOptions) { o.Fit.CPUFitMaxLoad = 0 }, "--fit-cpu-max-load"},
+		{"infinite CPU fit load", func(o *WhatifOptions) { o.Fit.CPUFitMaxLoad = math.Inf(1) }, "--fit-cpu-max-load"},
 		{"end not a time", func(o *WhatifOptions) { o.End = "yesterday" }, "--end"},
 		{"end without zone", func(o *WhatifOptions) { o.End = "2026-11-30T01:00:00" }, "RFC 3339"},
 		{"unknown resize", func(o *WhatifOptions) { o.Replay.Resize = "inplace" }, "--resize"},

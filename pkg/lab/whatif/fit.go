@@ -83,6 +83,15 @@ type FitOptions struct {
 	// MaxIdleShare is the largest idle CPU per pod, as a share of the
 	// pods' mean CPU, that IdleAuto replays (0: DefaultMaxIdleShare).
 	MaxIdleShare float64
+	// CPUFitMaxLoad bounds the steps the CPU line is fitted on to steady
+	// ones (steadySteps): the pods' CPU below this share of their limit in
+	// the step and the one before, and the replicas those of the step
+	// before. At its limit a pod's usage is capped while its requests
+	// queue, and after it the pod works off the queue; a new pod starts.
+	// Those steps' CPU is not their rate's work. 0 (a whatif.json written
+	// before it, which Result.Refit must fit as then) or 1 and more: every
+	// usable step.
+	CPUFitMaxLoad float64
 }
 
 // Latency models of FitOptions.LatencyModel.
@@ -98,7 +107,7 @@ const (
 // DefaultFitOptions: a day of one-minute steps is plenty; an hour is the
 // least accepted.
 func DefaultFitOptions() FitOptions {
-	return FitOptions{MinPoints: 60, MinCPUR2: 0.5, MaxMemoryResidual: 0.25, StartupDelay: 30 * time.Second, MinStartupPods: 3, NodeCPU: 16, LatencyModel: LatencyAuto, Idle: IdleOff, MaxIdleShare: DefaultMaxIdleShare}
+	return FitOptions{MinPoints: 60, MinCPUR2: 0.5, MaxMemoryResidual: 0.25, StartupDelay: 30 * time.Second, MinStartupPods: 3, NodeCPU: 16, LatencyModel: LatencyAuto, Idle: IdleOff, MaxIdleShare: DefaultMaxIdleShare, CPUFitMaxLoad: DefaultCPUFitMaxLoad}
 }
 
 func (o FitOptions) withDefaults() FitOptions {
@@ -126,6 +135,10 @@ func (o FitOptions) withDefaults() FitOptions {
 	}
 	return o
 }
+
+// DefaultCPUFitMaxLoad is FitOptions.CPUFitMaxLoad's default: the load
+// the latency model's calm steps stay below too.
+const DefaultCPUFitMaxLoad = 0.9
 
 // Regression is a least-squares line y = Intercept + Slope·x and how well
 // it fits.
@@ -204,8 +217,10 @@ type Fit struct {
 	Workload string `json:"workload"`
 	// CPU regresses the total CPU (cores, per-pod CPU × replicas) on the
 	// request rate: its slope is the CPU seconds per request, its
-	// intercept the CPU the pods use idle.
-	CPU Regression `json:"cpu"`
+	// intercept the CPU the pods use idle. CPUSteps says which steps it
+	// was fitted on: CPUStepsSteady, or CPUStepsAll.
+	CPU      Regression `json:"cpu"`
+	CPUSteps string     `json:"cpuSteps,omitempty"`
 	// Idle is that intercept per pod, and whether the app replays it as
 	// its pods' idle CPU (sim.Demand.BaseCPU).
 	Idle IdleFit `json:"idle"`
@@ -235,6 +250,44 @@ const (
 	// InFlightLittle: Little's law on the simulator's response time.
 	InFlightLittle = "little"
 )
+
+// The steps of the CPU line (Fit.CPUSteps).
+const (
+	// CPUStepsSteady: the steady steps only (steadySteps).
+	CPUStepsSteady = "steady"
+	// CPUStepsAll: every usable step, because FitOptions.CPUFitMaxLoad is
+	// 0 or at least 1, or fewer than FitOptions.MinPoints steps were
+	// steady, or their line failed the fit's checks (slope, R²).
+	CPUStepsAll = "all"
+)
+
+// steadySteps are the usable steps idx (positions k into idx) whose CPU is
+// their rate's work: the pods' CPU was below o.CPUFitMaxLoad of their
+// limit in the step and the step before, and the replicas were the step
+// before's. Excluded: a pod at its limit, whose usage is capped while its
+// requests queue (on the real node's HPA histories, 2-4 steps of 30 at
+// the load step, which moved the slope by up to 21%); the step after it,
+// when the pod works the queue off; and a step whose replicas changed,
+// with a new pod's start-up.
+func steadySteps(s *Series, idx []int, o FitOptions) []int {
+	load := func(i int) float64 {
+		limit := at(s.LimitCPU, i)
+		if !ok(limit) || limit <= 0 {
+			limit = o.NodeCPU
+		}
+		return s.CPU[i] / limit
+	}
+	var steady []int
+	for k, i := range idx {
+		if i == 0 || !ok(s.CPU[i-1], s.Replicas[i-1]) || s.Replicas[i-1] != s.Replicas[i] {
+			continue
+		}
+		if load(i) < o.CPUFitMaxLoad && load(i-1) < o.CPUFitMaxLoad {
+			steady = append(steady, k)
+		}
+	}
+	return steady
+}
 
 // measuredInFlight pairs the per-pod requests in flight the history
 // recorded with the working set, at the usable steps idx that have both.
@@ -296,7 +349,20 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	if len(idx) < o.MinPoints {
 		return refuse(ErrTooThin, "%d usable steps (rate, CPU, memory and replicas all present), need %d", len(idx), o.MinPoints)
 	}
+	// The steady steps when there are enough of them and their line
+	// passes the checks below; else every usable step, as it would have
+	// before (a rate that moved only in its overloads says too little in
+	// its steady steps).
+	f.CPUSteps = CPUStepsAll
+	cpuReps := reps
 	cpu, varied := regress(rate, total)
+	if o.CPUFitMaxLoad > 0 && o.CPUFitMaxLoad < 1 {
+		if steady := steadySteps(s, idx, o); len(steady) >= o.MinPoints {
+			if c, v := regress(pick(rate, steady), pick(total, steady)); v && c.Slope > 0 && c.R2 >= o.MinCPUR2 {
+				f.CPUSteps, cpu, cpuReps = CPUStepsSteady, c, pick(reps, steady)
+			}
+		}
+	}
 	f.CPU = cpu
 	if !varied {
 		return refuse(ErrTooThin, "the request rate never varied over %d steps, so CPU per request cannot be told from idle CPU", len(idx))
@@ -308,7 +374,7 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 		return refuse(ErrPoorFit, "the request rate explains %.0f%% of the CPU's variance, need %.0f%% (is the rate query the workload's?)", 100*cpu.R2, 100*o.MinCPUR2)
 	}
 	cpuSeconds := cpu.Slope
-	f.Idle = fitIdle(cpu, reps, o)
+	f.Idle = fitIdle(cpu, cpuReps, o)
 	// The pods serve requests with their limit less their idle CPU, as
 	// the simulator's do (sim.Demand.ServingCPU).
 	demand := sim.Demand{BaseCPU: f.Idle.baseCPU()}
@@ -359,6 +425,15 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	app.CPUBurst = f.Latency.Model == LatencyBurst
 	f.App = app
 	return f, nil
+}
+
+// pick is xs at the positions ks.
+func pick(xs []float64, ks []int) []float64 {
+	out := make([]float64, len(ks))
+	for j, k := range ks {
+		out[j] = xs[k]
+	}
+	return out
 }
 
 // median is the median of the finite, non-negative values of xs: a

@@ -427,6 +427,14 @@ func inFlightSource(s string) string {
 	return "requests in flight by Little's law"
 }
 
+// cpuSteps says which steps the CPU line was fitted on.
+func cpuSteps(f Fit) string {
+	if f.CPUSteps == CPUStepsSteady {
+		return fmt.Sprintf("%d steady steps", f.CPU.Points)
+	}
+	return fmt.Sprintf("all %d steps", f.CPU.Points)
+}
+
 // WriteText prints the fits, the self-consistency check and the demo's
 // table and paired comparison against what actually ran.
 func (r *Result) WriteText(w io.Writer) error {
@@ -435,8 +443,8 @@ func (r *Result) WriteText(w io.Writer) error {
 			fmt.Fprintf(w, "%s: not predicted: %s\n", f.Workload, f.Refused)
 			continue
 		}
-		fmt.Fprintf(w, "%s: fit %.4g CPU seconds per request (R² %.2f, residual %.3g cores), %s, memory %.0f MiB + %.2f MiB per request in flight (%s; R² %.2f, residual %.1f%% of mean), start-up %gs (%s)\n",
-			f.Workload, f.CPU.Slope, f.CPU.R2, f.CPU.RMSResidual, f.Idle, f.App.BaseMemory/(1<<20), f.App.MemoryPerRequest/(1<<20),
+		fmt.Fprintf(w, "%s: fit %.4g CPU seconds per request (%s; R² %.2f, residual %.3g cores), %s, memory %.0f MiB + %.2f MiB per request in flight (%s; R² %.2f, residual %.1f%% of mean), start-up %gs (%s)\n",
+			f.Workload, f.CPU.Slope, cpuSteps(f), f.CPU.R2, f.CPU.RMSResidual, f.Idle, f.App.BaseMemory/(1<<20), f.App.MemoryPerRequest/(1<<20),
 			inFlightSource(f.MemoryInFlight), f.Memory.R2, 100*f.Memory.RMSResidual/f.Memory.MeanY, f.StartupDelaySeconds, measured(f.StartupMeasured))
 		if l := f.Latency; l.Steps >= MinLatencySteps {
 			fmt.Fprintf(w, "%s: latency model %s (median |ln(recorded/model p95)| over %d calm steps: fluid %.2f, burst %.2f)\n", f.Workload, l.Model, l.Steps, l.FluidError, l.BurstError)
