@@ -140,7 +140,9 @@ phases="${rate}/s for ${duration}"
 ((then_s == 0)) || phases+=", ${then_rate}/s for ${then}"
 echo "# ${phases}, then none for ${after}; quota ${quota}m; ${cpu} CPU, ${mem} a request, ${base} base"
 echo "# gauges (the app's /metrics) are read first, the cgroup right after; a gauge the app did not answer within 2 s is -"
-printf '%7s %9s %10s %12s %8s %8s %8s %8s %6s\n' seconds in-flight held-MiB working-MiB anon-MiB kmem-MiB goheap gostack wait-s
+echo "# user-s, sys-s: the app's process CPU time so far (user, kernel); faults: its minor page faults so far, in thousands; threads: its OS threads"
+printf '%7s %9s %10s %12s %8s %8s %8s %8s %7s %7s %7s %7s %6s\n' seconds in-flight held-MiB working-MiB anon-MiB kmem-MiB goheap gostack user-s sys-s faults threads wait-s
+clk_tck="$(getconf CLK_TCK)"
 start="$(date +%s.%N)"
 # Until the last phase's end: the load generator stops once its last
 # request is answered or lost, the app may still be serving.
@@ -163,8 +165,12 @@ while kill -0 "${load}" 2>/dev/null || awk -v e="${end}" -v n="$(date +%s.%N)" '
 	fi
 	goheap="$(awk '$1 == "go_memstats_heap_inuse_bytes" { printf "%.1f", $2 / 1048576 }' <<<"${m}")"
 	gostack="$(awk '$1 == "go_memstats_stack_inuse_bytes" { printf "%.1f", $2 / 1048576 }' <<<"${m}")"
-	printf '%7.1f %9s %10s %12s %8s %8s %8s %8s %6.1f\n' "$(awk -v a="${t1}" -v b="${start}" 'BEGIN { print a - b }')" \
-		"${inflight:--}" "${held:--}" "${ws}" "${anon:--}" "${kmem:--}" "${goheap:--}" "${gostack:--}" "$(awk -v a="${t1}" -v b="${t0}" 'BEGIN { print a - b }')"
+	# Where the process's CPU goes: user time (the requests' work, the Go
+	# runtime) against kernel time (page faults, syscalls), and how many
+	# pages it has faulted in (a request's pages are touched in Hold).
+	read -r user sys faults threads < <(awk -v hz="${clk_tck}" '{ printf "%.2f %.2f %.1f %d\n", $14 / hz, $15 / hz, $10 / 1000, $20 }' "/proc/${pids[0]}/stat" 2>/dev/null || echo "- - - -")
+	printf '%7.1f %9s %10s %12s %8s %8s %8s %8s %7s %7s %7s %7s %6.1f\n' "$(awk -v a="${t1}" -v b="${start}" 'BEGIN { print a - b }')" \
+		"${inflight:--}" "${held:--}" "${ws}" "${anon:--}" "${kmem:--}" "${goheap:--}" "${gostack:--}" "${user}" "${sys}" "${faults}" "${threads}" "$(awk -v a="${t1}" -v b="${t0}" 'BEGIN { print a - b }')"
 	sleep 0.5
 done
 wait "${load}" || die "the load generator failed: $(tail -3 "${work}/loadgen.log")"

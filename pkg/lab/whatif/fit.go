@@ -266,7 +266,7 @@ const (
 // limit in the step and the step before, and the replicas were the step
 // before's. Excluded: a pod at its limit, whose usage is capped while its
 // requests queue (on the real node's HPA histories, 2-4 steps of 30 at
-// the load step, which moved the slope by up to 21%); the step after it,
+// the load step, which moved the slope by −6% to +23%); the step after it,
 // when the pod works the queue off; and a step whose replicas changed,
 // with a new pod's start-up.
 func steadySteps(s *Series, idx []int, o FitOptions) []int {
