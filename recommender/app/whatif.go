@@ -111,6 +111,9 @@ type WhatifReplay struct {
 	// within its step (sim.Config.ReadyWithinWindow); false: from the
 	// next step.
 	ReadyWithinWindow bool
+	// InstallAfter replays the policies as if installed this long after
+	// the period begins (whatif.ReplayOptions.InstallAfter).
+	InstallAfter time.Duration
 }
 
 // cluster is the replay's simulated cluster.
@@ -205,6 +208,7 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Replay.Resize, "resize", o.Replay.Resize, "How the replay's vertical changes reach running pods: InPlace (resized without a restart, as the updater's InPlace and InPlaceOrRecreate modes do) or Restart (evicted and recreated, as Recreate and Auto do). Empty: as --mpa-update-mode implies (Restart for Recreate and Auto, InPlace otherwise).")
 	fs.BoolVar(&o.Replay.SampledLatency, "sampled-latency", o.Replay.SampledLatency, "Replay each step's latency percentiles as a sample of its requests gives them, varying from step to step around the model's as a histogram's do (docs/simulator.md); off: the model's, the same in every calm step.")
 	fs.DurationVar(&o.Replay.ClientTimeout, "client-timeout", o.Replay.ClientTimeout, "When the workloads' clients give a request up: a request the replay answers later is lost (and, with --serves-timed-out, still served).")
+	fs.DurationVar(&o.Replay.InstallAfter, "install-after", o.Replay.InstallAfter, "Replay every policy but what ran as if installed this long after the period begins: until its first look past it the pods are what ran, then it decides from there, as an autoscaler created on a running workload. 0: every policy decides from the start.")
 	fs.BoolVar(&o.Replay.ReadyWithinWindow, "ready-within-window", o.Replay.ReadyWithinWindow, "A replayed pod serves from the moment it is Ready, within its step, as a real one does; off: from the next step.")
 	fs.DurationVar(&o.Fit.NodeTick, "node-tick", o.Fit.NodeTick, "The nodes' scheduler tick (1/CONFIG_HZ: 4ms at 250 Hz, 1ms at 1000 Hz), at which the kernel finds a CFS quota spent: the burst latency model runs a request on to the tick and takes the overrun off the next period. 0: the quota is enforced to the instant.")
 	fs.BoolVar(&o.Fit.ServesTimedOut, "serves-timed-out", o.Fit.ServesTimedOut, "Replay the apps as servers that serve every request they hold to the end, past its client's timeout, sharing the CPU among them, so that an overloaded pod answers nothing in time (as a Go HTTP handler that does not watch its request's context); off: a request that cannot be answered in time is dropped as it arrives and the pod answers at capacity.")
@@ -215,8 +219,9 @@ func (o *WhatifOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Fit.StartupDelay, "startup-delay", o.Fit.StartupDelay, "Pods' start-up delay in the replay when kube-state-metrics reports it for fewer than --fit-min-startup-pods pods; otherwise the median of theirs.")
 	fs.IntVar(&o.Fit.MinStartupPods, "fit-min-startup-pods", o.Fit.MinStartupPods, "Fewest pods with a measured start-up delay for the median to be used.")
 	fs.Float64Var(&o.Fit.NodeCPU, "node-cpu", o.Fit.NodeCPU, "Cores of the workloads' nodes: the CPU a pod without a CPU limit may use, and how many cores a pod's requests run on at once in the burst latency model.")
-	fs.Float64Var(&o.Fit.CPUFitMaxLoad, "fit-cpu-max-load", o.Fit.CPUFitMaxLoad, "Fit CPU per request on the steady steps only: the pods' CPU below this share of their limit in the step and the one before, the replicas unchanged (a pod at its limit queues work its usage does not show; after it, it works the queue off). 1 or more: on every step. With fewer than --fit-min-points steady steps, every step.")
+	fs.Float64Var(&o.Fit.CPUFitMaxLoad, "fit-cpu-max-load", o.Fit.CPUFitMaxLoad, "Fit CPU per request on the steady steps only: the pods' CPU below this share of their limit in the step and the one before, the replicas unchanged (a pod at its limit queues work its usage does not show; after it, it works the queue off). 1 or more: on every step. With fewer than --fit-min-points steady steps, or a steady line whose slope is not positive or whose R² is under --fit-min-cpu-r2, every step.")
 	fs.StringVar(&o.Fit.Idle, "fit-idle", o.Fit.Idle, "Whether the replay's pods use the CPU line's intercept as idle CPU, on top of their requests' work (the intercept over the mean replicas, per pod): auto (when it is not negative and at most --fit-max-idle-share of the pods' mean CPU), on (whenever it is not negative) or off. The fit line says what was replayed.")
+	fs.Float64Var(&o.Fit.IdleCPU, "fit-idle-cpu", o.Fit.IdleCPU, "The pods' idle CPU per pod in cores, where it is known (a pod's usage without traffic): CPU per request is fitted on the CPU less this per replica, and the replay's pods use it idle, whatever --fit-idle says. A history whose replicas followed its rate (an HPA's) cannot tell the two apart, and the fit line says so. 0: --fit-idle decides.")
 	fs.Float64Var(&o.Fit.MaxIdleShare, "fit-max-idle-share", o.Fit.MaxIdleShare, "Largest idle CPU per pod, as a share of the pods' mean CPU, that --fit-idle auto replays.")
 	fs.StringVar(&o.Fit.LatencyModel, "fit-latency", o.Fit.LatencyModel, "Latency model of the replay: fluid (a request shares the pod's CPU limit), burst (it runs at one core while the CFS quota lasts, as requests of nearly constant CPU time do), or auto: the one whose p95 is nearer the recorded p95 over the calm steps (fluid without a recorded p95).")
 }
@@ -305,8 +310,14 @@ func (o *WhatifOptions) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--fit-idle %q: want auto, on or off", o.Fit.Idle))
 	}
+	if !(o.Fit.IdleCPU >= 0 && o.Fit.IdleCPU < o.Fit.NodeCPU) {
+		errs = append(errs, fmt.Errorf("--fit-idle-cpu %g: want cores per pod in [0, --node-cpu %g)", o.Fit.IdleCPU, o.Fit.NodeCPU))
+	}
 	if !(o.Fit.MaxIdleShare > 0 && o.Fit.MaxIdleShare <= 1) {
 		errs = append(errs, fmt.Errorf("--fit-max-idle-share %g: want a share of the pods' CPU in (0, 1]", o.Fit.MaxIdleShare))
+	}
+	if o.Replay.InstallAfter < 0 {
+		errs = append(errs, fmt.Errorf("--install-after %s must not be negative", o.Replay.InstallAfter))
 	}
 	if o.Replay.RateWindow < 0 {
 		errs = append(errs, fmt.Errorf("--rate-window %s must not be negative", o.Replay.RateWindow))
@@ -430,7 +441,7 @@ func runWhatif(ctx context.Context, o *WhatifOptions, lister workloadLister, now
 	o.Fit.LatencyWindow = o.PrometheusWindow
 	ro := whatif.ReplayOptions{
 		Seeds: o.Replay.Seeds, Policies: o.Replay.Policies, Plot: true,
-		Config: o.cluster(),
+		Config: o.cluster(), InstallAfter: o.Replay.InstallAfter,
 	}
 	var res *whatif.Result
 	var err error

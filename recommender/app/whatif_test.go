@@ -182,6 +182,7 @@ func TestRunWhatif(t *testing.T) {
 	again := NewWhatifOptions()
 	again.From, again.Output = filepath.Join(o.Output, "whatif.json"), filepath.Join(t.TempDir(), "again")
 	again.Replay.Seeds, again.Replay.Policies, again.Replay.Resize = 2, []string{whatif.PolicyFused}, "Restart"
+	again.Replay.InstallAfter = time.Hour
 	if err := again.Validate(); err != nil {
 		t.Fatalf("--from without --prometheus-address: %v", err)
 	}
@@ -200,8 +201,11 @@ func TestRunWhatif(t *testing.T) {
 	if err := json.Unmarshal(b, &res2); err != nil {
 		t.Fatal(err)
 	}
-	if res2.Resize != sim.ResizeRestart || len(res2.History) != 2 || res2.Fits[0].CPU.Slope != res.Fits[0].CPU.Slope {
-		t.Errorf("--from: resize %q, %d histories, fit %g (first %g)", res2.Resize, len(res2.History), res2.Fits[0].CPU.Slope, res.Fits[0].CPU.Slope)
+	if res2.Resize != sim.ResizeRestart || len(res2.History) != 2 || res2.Fits[0].CPU.Slope != res.Fits[0].CPU.Slope || res2.InstallAfter != time.Hour {
+		t.Errorf("--from: resize %q, %d histories, fit %g (first %g), installed after %s", res2.Resize, len(res2.History), res2.Fits[0].CPU.Slope, res.Fits[0].CPU.Slope, res2.InstallAfter)
+	}
+	if !strings.Contains(out.String(), "replayed as installed 1h0m0s after the period began") {
+		t.Errorf("--from: the output does not say the policies were installed later:\n%s", out.String())
 	}
 	// The idle CPU is off by default, and the fit line says so.
 	if f := res2.Fits[0]; f.Idle.Replayed || f.Idle.Mode != whatif.IdleOff || !strings.Contains(out.String(), "not replayed (--fit-idle off)") {
@@ -313,12 +317,16 @@ func TestWhatifValidate(t *testing.T) {
 		{"end without zone", func(o *WhatifOptions) { o.End = "2026-11-30T01:00:00" }, "RFC 3339"},
 		{"unknown resize", func(o *WhatifOptions) { o.Replay.Resize = "inplace" }, "--resize"},
 		{"negative rate window", func(o *WhatifOptions) { o.Replay.RateWindow = -time.Second }, "--rate-window"},
+		{"negative install", func(o *WhatifOptions) { o.Replay.InstallAfter = -time.Second }, "--install-after -1s must not be negative"},
 		{"unknown latency model", func(o *WhatifOptions) { o.Fit.LatencyModel = "exponential" }, "--fit-latency"},
 		{"unknown idle mode", func(o *WhatifOptions) { o.Fit.Idle = "yes" }, `--fit-idle "yes": want auto, on or off`},
 		{"no idle mode", func(o *WhatifOptions) { o.Fit.Idle = "" }, "--fit-idle"},
 		{"no idle share", func(o *WhatifOptions) { o.Fit.MaxIdleShare = 0 }, "--fit-max-idle-share 0"},
 		{"idle share above the CPU", func(o *WhatifOptions) { o.Fit.MaxIdleShare = 1.5 }, "--fit-max-idle-share 1.5"},
 		{"NaN idle share", func(o *WhatifOptions) { o.Fit.MaxIdleShare = math.NaN() }, "--fit-max-idle-share"},
+		{"negative idle CPU", func(o *WhatifOptions) { o.Fit.IdleCPU = -0.01 }, "--fit-idle-cpu -0.01"},
+		{"NaN idle CPU", func(o *WhatifOptions) { o.Fit.IdleCPU = math.NaN() }, "--fit-idle-cpu NaN"},
+		{"idle CPU of the whole node", func(o *WhatifOptions) { o.Fit.IdleCPU, o.Fit.NodeCPU = 2, 2 }, "--fit-idle-cpu 2: want cores per pod in [0, --node-cpu 2)"},
 		{"no node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = 0 }, "--node-cpu"},
 		{"infinite node cores", func(o *WhatifOptions) { o.Fit.NodeCPU = math.Inf(1) }, "--node-cpu"},
 		{"no client timeout", func(o *WhatifOptions) { o.Replay.ClientTimeout = 0 }, "--client-timeout 0s must be positive"},
@@ -368,7 +376,7 @@ func TestWhatifCommand(t *testing.T) {
 	if code := cli.RunWithArgs(cmd, []string{"whatif", "--help"}, &stderr); code != 0 {
 		t.Fatalf("help exit %d: %s", code, stderr.String())
 	}
-	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query", "--progress", "--mpa-update-mode string", "--fit-idle string"} {
+	for _, flag := range []string{"--period duration", "--step duration", "--output", "--kubeconfig", "--selector", "--mpa", "--deployment", "--rate-query", "--progress", "--mpa-update-mode string", "--fit-idle string", "--fit-idle-cpu float", "--install-after duration"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("help lacks %q", flag)
 		}

@@ -122,7 +122,7 @@ func runWhatifReplay(cmd *cobra.Command, o *whatifReplayOptions) error {
 	}
 	ro := whatif.ReplayOptions{
 		Seeds: prev.Seeds, Seed: prev.Seed, Policies: prev.Policies, Extra: agents, Plot: true, Workers: o.workers,
-		Config: prev.Cluster(),
+		Config: prev.Cluster(), InstallAfter: prev.InstallAfter,
 	}
 	if !o.noProgress {
 		ro.Progress = progress.NewBar(stderr)

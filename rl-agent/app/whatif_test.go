@@ -38,7 +38,8 @@ func whatifResult(t *testing.T, dir string) string {
 	}
 	res, err := whatif.Replay(context.Background(), []whatif.Workload{{Series: s, Fit: f}}, whatif.ReplayOptions{
 		Seeds: 2, Policies: []string{whatif.PolicyHPA, whatif.PolicyFused},
-		Config: sim.Config{Resize: sim.ResizeInPlace, RateWindow: 3 * time.Minute, SampledLatency: true},
+		Config:       sim.Config{Resize: sim.ResizeInPlace, RateWindow: 3 * time.Minute, SampledLatency: true},
+		InstallAfter: 10 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -107,8 +108,8 @@ func TestWhatifReplay(t *testing.T) {
 	if res.Seeds != 2 || len(res.History) != 1 || !math.IsNaN(res.History[0].Rate[30]) {
 		t.Errorf("replayed with %d seeds, history %d", res.Seeds, len(res.History))
 	}
-	if res.Resize != sim.ResizeInPlace || res.RateWindow != 3*time.Minute || !res.SampledLatency {
-		t.Errorf("replayed on a cluster resizing %q with a %s rate window, sampled latency %v; the recommender's was InPlace, 3m, sampled", res.Resize, res.RateWindow, res.SampledLatency)
+	if res.Resize != sim.ResizeInPlace || res.RateWindow != 3*time.Minute || !res.SampledLatency || res.InstallAfter != 10*time.Minute {
+		t.Errorf("replayed on a cluster resizing %q with a %s rate window, sampled latency %v, installed after %s; the recommender's was InPlace, 3m, sampled, 10m", res.Resize, res.RateWindow, res.SampledLatency, res.InstallAfter)
 	}
 	svg, err := os.ReadFile(filepath.Join(out, whatif.PlotFile("shop/web")))
 	if err != nil || !strings.Contains(string(svg), ">aware (2 of 2 agree)<") {

@@ -83,6 +83,13 @@ type FitOptions struct {
 	// MaxIdleShare is the largest idle CPU per pod, as a share of the
 	// pods' mean CPU, that IdleAuto replays (0: DefaultMaxIdleShare).
 	MaxIdleShare float64
+	// IdleCPU is the pods' idle CPU per pod (cores) known from elsewhere,
+	// for example a pod's usage without traffic: the CPU line is fitted on
+	// the total CPU less IdleCPU × replicas, and the replay's pods use it
+	// idle, whatever Idle says. A history whose replicas followed its rate
+	// (an HPA's) cannot tell the two apart itself (fitIdle). 0 (and a
+	// whatif.json written before it): Idle decides.
+	IdleCPU float64
 	// CPUFitMaxLoad bounds the steps the CPU line is fitted on to steady
 	// ones (steadySteps): the pods' CPU below this share of their limit in
 	// the step and the one before, and the replicas those of the step
@@ -342,7 +349,8 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 			continue
 		}
 		rate = append(rate, r)
-		total = append(total, c*n)
+		// With a known idle CPU the line is the requests' work alone.
+		total = append(total, c*n-o.IdleCPU*n)
 		reps = append(reps, n)
 		idx = append(idx, i)
 	}
@@ -354,15 +362,19 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	// before (a rate that moved only in its overloads says too little in
 	// its steady steps).
 	f.CPUSteps = CPUStepsAll
-	cpuReps := reps
+	cpuIdx := make([]int, len(idx)) // positions into idx the line was fitted on
+	for k := range cpuIdx {
+		cpuIdx[k] = k
+	}
 	cpu, varied := regress(rate, total)
 	if o.CPUFitMaxLoad > 0 && o.CPUFitMaxLoad < 1 {
 		if steady := steadySteps(s, idx, o); len(steady) >= o.MinPoints {
 			if c, v := regress(pick(rate, steady), pick(total, steady)); v && c.Slope > 0 && c.R2 >= o.MinCPUR2 {
-				f.CPUSteps, cpu, cpuReps = CPUStepsSteady, c, pick(reps, steady)
+				f.CPUSteps, cpu, cpuIdx = CPUStepsSteady, c, steady
 			}
 		}
 	}
+	cpuReps := pick(reps, cpuIdx)
 	f.CPU = cpu
 	if !varied {
 		return refuse(ErrTooThin, "the request rate never varied over %d steps, so CPU per request cannot be told from idle CPU", len(idx))
@@ -375,6 +387,7 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	}
 	cpuSeconds := cpu.Slope
 	f.Idle = fitIdle(cpu, cpuReps, o)
+	f.Idle.ReplicasRateCorr = correlation(pick(reps, cpuIdx), pick(rate, cpuIdx))
 	// The pods serve requests with their limit less their idle CPU, as
 	// the simulator's do (sim.Demand.ServingCPU).
 	demand := sim.Demand{BaseCPU: f.Idle.baseCPU()}

@@ -3,6 +3,8 @@ package whatif
 import (
 	"fmt"
 	"math"
+
+	"github.com/aware-k8s/aware/pkg/rl/stats"
 )
 
 // Idle modes of FitOptions.Idle: whether the CPU line's intercept is
@@ -17,6 +19,14 @@ const (
 	// IdleOff never replays it: the app's pods use CPU only for their
 	// requests, as before the simulator had an idle CPU.
 	IdleOff = "off"
+	// IdleGiven is the mode a fit reports when FitOptions.IdleCPU gave
+	// the idle CPU; it is not a value of the --fit-idle flag.
+	IdleGiven = "given"
+	// MaxReplicasRateCorr is the correlation of the fitted steps' replicas
+	// and rate from which the fit line says the history cannot tell the
+	// pods' idle CPU from their requests' (a variance inflation of 5 or
+	// more for a fit of both).
+	MaxReplicasRateCorr = 0.9
 	// DefaultMaxIdleShare bounds IdleAuto's idle CPU per pod at half of
 	// the pods' mean CPU: beyond it the line says the pods mostly idle, so
 	// the intercept carries more of the CPU than the rate explains, and a
@@ -38,6 +48,16 @@ type IdleFit struct {
 	// Reason says why.
 	Replayed bool   `json:"replayed"`
 	Reason   string `json:"reason,omitempty"`
+	// ReplicasRateCorr is the correlation of the replicas and the rate
+	// over the fitted steps. Where the replicas followed the rate, as an
+	// HPA's do, total CPU = idle·replicas + S·rate is near a line in the
+	// rate alone, and the CPU line's slope is S plus the idle CPU over the
+	// pods' load: the history cannot tell them apart, and a policy that
+	// loads its pods otherwise is predicted with the wrong CPU (dearer
+	// for fewer, busier pods). On the real node's fourteen HPA histories
+	// it is 0.85–1.00, and a fit of both gives −194 to +234 millicores a
+	// pod (docs/whatif.md).
+	ReplicasRateCorr float64 `json:"replicasRateCorr,omitempty"`
 }
 
 // fitIdle turns the CPU line's intercept into an idle CPU per pod and
@@ -51,6 +71,9 @@ type IdleFit struct {
 // means), whereas the intercept taken whole as each pod's idle CPU would
 // count it once per pod (on the real node's histories, 1.7–1.9 pods on
 // average, nearly twice).
+//
+// With o.IdleCPU the line was fitted on the requests' work alone, and the
+// idle CPU is o.IdleCPU, replayed.
 func fitIdle(cpu Regression, replicas []float64, o FitOptions) IdleFit {
 	idle := IdleFit{Mode: o.Idle}
 	if idle.Mode == "" {
@@ -65,6 +88,13 @@ func fitIdle(cpu Regression, replicas []float64, o FitOptions) IdleFit {
 		return idle
 	}
 	n /= float64(len(replicas))
+	if o.IdleCPU > 0 {
+		idle.Mode, idle.PerPod, idle.Replayed = IdleGiven, o.IdleCPU, true
+		if pod := cpu.MeanY/n + o.IdleCPU; pod > 0 {
+			idle.Share = idle.PerPod / pod
+		}
+		return idle
+	}
 	idle.PerPod = cpu.Intercept / n
 	if pod := cpu.MeanY / n; pod > 0 {
 		idle.Share = idle.PerPod / pod
@@ -96,8 +126,30 @@ func (i IdleFit) baseCPU() float64 {
 
 // String is the fit line's account of the idle CPU.
 func (i IdleFit) String() string {
-	if i.Replayed {
-		return fmt.Sprintf("idle %.1f millicores per pod (%.0f%% of its CPU), replayed", 1e3*i.PerPod, 100*i.Share)
+	switch {
+	case i.Mode == IdleGiven:
+		return fmt.Sprintf("idle %.1f millicores per pod (%.0f%% of its CPU), given by --fit-idle-cpu, replayed", 1e3*i.PerPod, 100*i.Share)
+	case i.Replayed:
+		return fmt.Sprintf("idle %.1f millicores per pod (%.0f%% of its CPU), replayed%s", 1e3*i.PerPod, 100*i.Share, i.confounded())
 	}
-	return fmt.Sprintf("idle %.1f millicores per pod, not replayed (%s)", 1e3*i.PerPod, i.Reason)
+	return fmt.Sprintf("idle %.1f millicores per pod, not replayed (%s)%s", 1e3*i.PerPod, i.Reason, i.confounded())
+}
+
+// confounded warns when the replicas followed the rate, so that the line
+// could not tell the idle CPU from the requests'.
+func (i IdleFit) confounded() string {
+	if !(math.Abs(i.ReplicasRateCorr) >= MaxReplicasRateCorr) {
+		return ""
+	}
+	return fmt.Sprintf("; the replicas followed the rate (correlation %.2f), so the CPU per request holds the pods' idle CPU at this history's load per pod, and pods loaded otherwise are predicted with the wrong CPU: give --fit-idle-cpu where it is known", i.ReplicasRateCorr)
+}
+
+// correlation is Pearson's r of x and y (finite, as the fit's steps are);
+// 0 when either has no spread.
+func correlation(x, y []float64) float64 {
+	r, err := stats.Pearson(x, y)
+	if err != nil || math.IsNaN(r) {
+		return 0
+	}
+	return r
 }

@@ -150,6 +150,11 @@ type ReplayOptions struct {
 	// the table counts: it costs memory (a week at one minute is 10,080
 	// points per policy and workload), not another replay.
 	Plot bool
+	// InstallAfter replays every policy but what ran (Extra's too) as if
+	// installed this long after the history begins: until its first look
+	// past it the pods are what ran, and from there the policy decides,
+	// with no memory of the looks before (installed). 0: from the start.
+	InstallAfter time.Duration
 }
 
 // Result is a replay's outcome.
@@ -175,6 +180,8 @@ type Result struct {
 	// next step).
 	Timeout           time.Duration `json:"timeout,omitempty"`
 	ReadyWithinWindow bool          `json:"readyWithinWindow,omitempty"`
+	// InstallAfter is ReplayOptions.InstallAfter.
+	InstallAfter time.Duration `json:"installAfter,omitempty"`
 	// History holds every workload's series, refused ones included.
 	History     []*Series         `json:"history,omitempty"`
 	Fits        []Fit             `json:"fits"`
@@ -277,6 +284,14 @@ func NewReplayer(ctx context.Context, o ReplayOptions) (*Replayer, error) {
 		r.cs = append(r.cs, c)
 	}
 	r.cs = append(r.cs, o.Extra...)
+	if o.InstallAfter < 0 {
+		return nil, fmt.Errorf("whatif: install after %s: must not be negative", o.InstallAfter)
+	}
+	if o.InstallAfter > 0 {
+		for i := 1; i < len(r.cs); i++ { // r.cs[0] is what ran
+			r.cs[i] = installAfter(r.cs[i], o.InstallAfter, r.history)
+		}
+	}
 	return r, nil
 }
 
@@ -368,6 +383,7 @@ func (r *Replayer) Result() (*Result, error) {
 	res := &Result{Seeds: r.o.Seeds, Seed: r.o.Seed, Policies: r.names}
 	res.Resize, res.RateWindow, res.SampledLatency = r.cfg.Resize, r.cfg.RateWindow, r.cfg.SampledLatency
 	res.Timeout, res.ReadyWithinWindow = r.cfg.Timeout, r.cfg.ReadyWithinWindow
+	res.InstallAfter = r.o.InstallAfter
 	keys := slices.Sorted(maps.Keys(r.workloads))
 	for _, i := range keys {
 		w := r.workloads[i]
@@ -459,6 +475,9 @@ func (r *Result) WriteText(w io.Writer) error {
 		return nil
 	}
 	fmt.Fprintln(w)
+	if r.InstallAfter > 0 {
+		fmt.Fprintf(w, "Every policy but what ran replayed as installed %s after the period began (--install-after): until its first look past it, the pods are what ran.\n", r.InstallAfter)
+	}
 	if err := r.Report.WriteTable(w); err != nil {
 		return err
 	}

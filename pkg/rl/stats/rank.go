@@ -56,6 +56,21 @@ func Spearman(x, y []float64) (float64, error) {
 	return pearson(Ranks(x), Ranks(y)), nil
 }
 
+// Pearson returns the (linear) correlation of paired samples. It is NaN
+// when either sample has no spread or there are fewer than two pairs; an
+// error when the lengths differ or a value is not finite.
+func Pearson(x, y []float64) (float64, error) {
+	if len(x) != len(y) {
+		return 0, fmt.Errorf("%w: %d and %d", ErrLength, len(x), len(y))
+	}
+	for i := range x {
+		if !finite(x[i]) || !finite(y[i]) {
+			return 0, fmt.Errorf("stats: pair %d is (%g, %g)", i, x[i], y[i])
+		}
+	}
+	return pearson(x, y), nil
+}
+
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
 // pearson is the correlation of x and y, NaN without spread.

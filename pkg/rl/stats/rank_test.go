@@ -60,6 +60,40 @@ func TestSpearman(t *testing.T) {
 	}
 }
 
+func TestPearson(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		x, y    []float64
+		want    float64 // NaN: undefined
+		wantErr string
+	}{
+		{name: "linear", x: []float64{1, 2, 3, 4}, y: []float64{3, 5, 7, 9}, want: 1},
+		// Monotone but not linear: below Spearman's 1.
+		{name: "monotone, not linear", x: []float64{1, 2, 3, 4}, y: []float64{1, 8, 27, 1000}, want: 0.78799},
+		{name: "two swaps", x: []float64{1, 2, 3, 4}, y: []float64{2, 1, 4, 3}, want: 0.6},
+		{name: "no spread", x: []float64{1, 2, 3}, y: []float64{7, 7, 7}, want: math.NaN()},
+		{name: "one pair", x: []float64{1}, y: []float64{2}, want: math.NaN()},
+		{name: "lengths differ", x: []float64{1, 2}, y: []float64{1}, wantErr: "differ in length"},
+		{name: "NaN value", x: []float64{1, 2}, y: []float64{math.NaN(), 2}, wantErr: "pair 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Pearson(tc.x, tc.y)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.IsNaN(tc.want) != math.IsNaN(got) || (!math.IsNaN(got) && math.Abs(got-tc.want) > 1e-4) {
+				t.Errorf("r = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // similarities returns the n×n matrix f(i, j).
 func similarities(n int, f func(i, j int) float64) [][]float64 {
 	m := make([][]float64, n)
