@@ -93,7 +93,7 @@ func (h *harness) whatIf(ctx context.Context, ns, policy string, rep int, start 
 		"--resize", "InPlace", "--rate-window", h.o.promWindow(),
 		// As the real runs' autoscalers, created after the load began:
 		// a replayed one acting from the start scaled out a minute
-		// early and predicted the fused default 10% dear on average
+		// early and predicted the fused default 8% dear on average
 		// (docs/whatif.md, "Installed when the real one was").
 		"--install-after", h.o.mpa.autoscalerAfter.String(),
 		// The node's cores, which the burst latency model runs on, and

@@ -55,7 +55,7 @@ type IdleFit struct {
 	// pods' load: the history cannot tell them apart, and a policy that
 	// loads its pods otherwise is predicted with the wrong CPU (dearer
 	// for fewer, busier pods). On the real node's fourteen HPA histories
-	// it is 0.85–1.00, and a fit of both gives −194 to +234 millicores a
+	// it is 0.85–1.00, and a fit of both gives −193 to +234 millicores a
 	// pod (docs/whatif.md).
 	ReplicasRateCorr float64 `json:"replicasRateCorr,omitempty"`
 }
