@@ -87,8 +87,10 @@ type FitOptions struct {
 	// for example a pod's usage without traffic: the CPU line is fitted on
 	// the total CPU less IdleCPU × replicas, and the replay's pods use it
 	// idle, whatever Idle says. A history whose replicas followed its rate
-	// (an HPA's) cannot tell the two apart itself (fitIdle). 0 (and a
-	// whatif.json written before it): Idle decides.
+	// (an HPA's) cannot tell the two apart itself (fitIdle). Given from
+	// bench-real's calibration it brought the slope to the calibration's
+	// but the prediction no nearer (docs/whatif.md), so it is not the
+	// default. 0 (and a whatif.json written before it): Idle decides.
 	IdleCPU float64
 	// CPUFitMaxLoad bounds the steps the CPU line is fitted on to steady
 	// ones (steadySteps): the pods' CPU below this share of their limit in
@@ -387,7 +389,7 @@ func FitApp(s *Series, o FitOptions) (Fit, error) {
 	}
 	cpuSeconds := cpu.Slope
 	f.Idle = fitIdle(cpu, cpuReps, o)
-	f.Idle.ReplicasRateCorr = correlation(pick(reps, cpuIdx), pick(rate, cpuIdx))
+	f.Idle.ReplicasRateCorr = correlation(cpuReps, pick(rate, cpuIdx))
 	// The pods serve requests with their limit less their idle CPU, as
 	// the simulator's do (sim.Demand.ServingCPU).
 	demand := sim.Demand{BaseCPU: f.Idle.baseCPU()}

@@ -141,7 +141,7 @@ func (i IdleFit) confounded() string {
 	if !(math.Abs(i.ReplicasRateCorr) >= MaxReplicasRateCorr) {
 		return ""
 	}
-	return fmt.Sprintf("; the replicas followed the rate (correlation %.2f), so the CPU per request holds the pods' idle CPU at this history's load per pod, and pods loaded otherwise are predicted with the wrong CPU: give --fit-idle-cpu where it is known", i.ReplicasRateCorr)
+	return fmt.Sprintf("; the replicas followed the rate (correlation %.2f), so the CPU per request holds the pods' idle CPU at this history's load per pod (--fit-idle-cpu takes a known idle CPU)", i.ReplicasRateCorr)
 }
 
 // correlation is Pearson's r of x and y (finite, as the fit's steps are);
