@@ -169,6 +169,11 @@ type simOptions struct {
 	heldMemory float64
 	// heldQuantum is Calibration.HeldQuantum, as a duration of CPU time.
 	heldQuantum time.Duration
+	// idlePeriod is Options.IdlePeriod: the pods' idle CPU as a burst
+	// this often.
+	idlePeriod time.Duration
+	// idleBurst is Options.IdleBurst.
+	idleBurst time.Duration
 	// draws is how many draws of the simulator each run is replayed with.
 	draws int
 }
@@ -209,6 +214,8 @@ func main() {
 	flag.BoolVar(&o.sim.modelUsage, "sim-model-usage", false, "--simulate: replay each pod's CPU usage as the mean rate's, the same in every calm window, rather than as the work of the window's arrivals (sim.Config.SampledUsage); to set the two side by side")
 	flag.DurationVar(&o.sim.model.UsageResolution, "sim-usage-resolution", simside.DefaultUsageResolution, "--simulate: the period the policies' observed CPU usage is a rate over in the replay, as the testbed's metrics-server's --metric-resolution gives it (sim.Config.UsageResolution); 0: each window's own usage")
 	flag.BoolVar(&o.sim.cpuCV, "sim-cpu-cv", false, "--simulate: give the burst model's requests the CPU time's coefficient of variation whose p95 is nearest the real windows' (simside.Throttling.BurstCV), rather than a constant CPU time; to set the two side by side")
+	flag.DurationVar(&o.sim.idlePeriod, "sim-idle-period", 0, "--simulate: the replayed pods' idle CPU comes as one burst this often, which spends the pod's CFS quota as the requests do (sim.Demand.IdlePeriod; the test app's exec readiness probe starts a process in its cgroup every 2s), in the burst model's fit as in the replay; 0 spreads it evenly over time, the limit less it serving the requests")
+	flag.DurationVar(&o.sim.idleBurst, "sim-idle-burst", 0, "--simulate, with --sim-idle-period: each burst's CPU time (sim.Demand.IdleBurst; an exec probe of the test app took 9ms in its container's cgroup, 2026-12-07), the rest of the idle CPU spread evenly; 0: all of it in the bursts")
 	flag.DurationVar(&o.sim.tick, "sim-tick", DefaultSimTick, "--simulate: the simulated node's scheduler tick (sim.Config.NodeTick), at which the kernel finds a CFS quota spent, so that requests run on past it and the overrun comes off the next period's; the default is the bench machines' (CONFIG_HZ=250); 0 enforces the quota to the instant")
 	flag.Func("sim-memory-fit", "--simulate: what the calibration's memory fit regresses the pods' working set on beside their count (simside.MemoryFit): gauge, the app's requests in flight as the testbed's Prometheus scraped its in-flight gauge, over the windows whose pods stayed as they were at any load; little, the requests in flight by Little's law off the p95 over calm windows (the fit before runs recorded the gauge); auto, gauge where at least 10 windows have it, else little (default auto)", func(v string) (err error) {
 		o.sim.memoryFit, err = simside.ParseMemoryFit(v)
@@ -284,6 +291,12 @@ func (o options) validate() error {
 	}
 	if o.simulate && o.sim.heldQuantum > 0 && !o.sim.model.ServesTimedOut {
 		errs = append(errs, errors.New("--sim-held-quantum orders the held queue of --sim-serves-timed-out, which is off"))
+	}
+	if o.simulate && o.sim.idlePeriod != 0 && o.sim.idlePeriod < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--sim-idle-period %s must be 0 (spread evenly) or at least the CFS period, 100ms", o.sim.idlePeriod))
+	}
+	if o.simulate && (o.sim.idleBurst < 0 || o.sim.idleBurst > 0 && o.sim.idlePeriod == 0) {
+		errs = append(errs, fmt.Errorf("--sim-idle-burst %s must be >= 0, and set only with --sim-idle-period", o.sim.idleBurst))
 	}
 	if o.simulate && (o.sim.tick < 0 || o.sim.tick > 100*time.Millisecond) {
 		errs = append(errs, fmt.Errorf("--sim-tick %s must be from 0 to the CFS period, 100ms", o.sim.tick))
@@ -582,18 +595,18 @@ func mergeReport(o options) error {
 	return simulate(o, runs, sets, settings)
 }
 
-// simulate sets the simulator beside the real runs (simside): it
-// calibrates the simulator's app from them, replays each run's policy and
-// repetition on its trace, prints the calibration, the side-by-side table
-// and the simulated runs' own table, and writes simulated.json,
-// side-by-side.txt and one SVG per policy (its first repetition).
-func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
-	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.sim.cpuCV, Background: o.sim.background, Tick: o.sim.tick, MemoryFit: o.sim.memoryFit})
+// calibrate is --simulate's calibration from the runs, with the replay
+// model the flags choose.
+func calibrate(o options, runs []result.Run) (simside.Calibration, error) {
+	cal, err := simside.Calibrate(runs, simside.Options{TryCPUTimeCVs: true, VaryCPUTime: o.sim.cpuCV, Background: o.sim.background, Tick: o.sim.tick, IdlePeriod: o.sim.idlePeriod, IdleBurst: o.sim.idleBurst, MemoryFit: o.sim.memoryFit})
 	if err != nil {
-		return fmt.Errorf("--simulate: %w", err)
+		return cal, fmt.Errorf("--simulate: %w", err)
 	}
 	cal.Node.Allocatable.CPU, cal.Node.Allocatable.Memory = o.sim.nodeCPU, o.sim.nodeMemory*sim.GiB
+	// The replay model is the flags'; the idle period, which the fit took
+	// too, is one of them.
 	cal.ReplayModel = o.sim.model
+	cal.IdlePeriod, cal.IdleBurst = o.sim.idlePeriod.Seconds(), o.sim.idleBurst.Seconds()
 	cal.SampledLatency, cal.SampledUsage = !o.sim.modelLatency, !o.sim.modelUsage
 	cal.Timing.NoVPAAdmission = !o.sim.vpaAdmission
 	if o.sim.model.ServesTimedOut {
@@ -601,6 +614,19 @@ func simulate(o options, runs []result.Run, sets []map[string]string, settings m
 	}
 	if o.sim.cpuRatio {
 		cal.CPUFitted, cal.CPUFitReason = false, "--sim-cpu-ratio"
+	}
+	return cal, nil
+}
+
+// simulate sets the simulator beside the real runs (simside): it
+// calibrates the simulator's app from them, replays each run's policy and
+// repetition on its trace, prints the calibration, the side-by-side table
+// and the simulated runs' own table, and writes simulated.json,
+// side-by-side.txt and one SVG per policy (its first repetition).
+func simulate(o options, runs []result.Run, sets []map[string]string, settings map[string]string) error {
+	cal, err := calibrate(o, runs)
+	if err != nil {
+		return err
 	}
 	// The agent policies have no simulated counterpart here (the
 	// simulator's agents are evaluated by rl-agent eval and the demo).

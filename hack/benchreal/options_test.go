@@ -71,6 +71,18 @@ func TestValidateTiming(t *testing.T) {
 			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
 			o.sim.heldQuantum = 5 * time.Millisecond
 		}, "--sim-held-quantum orders"},
+		{"simulated with the idle CPU every 2s", func(o *options) {
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.idlePeriod = 2 * time.Second
+		}, ""},
+		{"simulated with the idle CPU every 50ms", func(o *options) {
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.idlePeriod = 50 * time.Millisecond
+		}, "--sim-idle-period 50ms must be 0"},
+		{"simulated with 9-ms bursts without their period", func(o *options) {
+			o.simulate, o.sim.nodeCPU, o.sim.nodeMemory, o.sim.draws = true, 1.3, 23, 5
+			o.sim.idleBurst = 9 * time.Millisecond
+		}, "--sim-idle-burst 9ms must be >= 0, and set only with --sim-idle-period"},
 		{"what-if without the SLO metrics", func(o *options) { o.mpa.whatif, o.bin.recommender, o.mpa.sloMetrics = true, "bin/recommender", false }, "--whatif needs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/aware-k8s/aware/e2e/loadgen"
 	"github.com/aware-k8s/aware/hack/benchreal/simside"
+	"github.com/aware-k8s/aware/pkg/lab/sim"
 )
 
 // background is the running hogs of one background load.
@@ -325,9 +326,9 @@ func measure(ctx context.Context, o options, root string, v2 bool, i int, c cell
 func (r *result) setModels(cores float64, tick time.Duration) {
 	r.Cores, r.ModelTick = cores, tick
 	node := simside.QuotaNode{Cores: cores, Tick: tick}
-	r.ModelP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, node)
+	r.ModelP95 = simside.QuotaP95(sim.Demand{CPUSeconds: math.Max(r.CPU.PerRequest, 1e-4)}, 0, r.Limit, r.Rate, node)
 	node.Background = r.Background
-	r.ModelBackgroundP95 = simside.QuotaP95(math.Max(r.CPU.PerRequest, 1e-4), 0, r.Limit, r.Rate, node)
+	r.ModelBackgroundP95 = simside.QuotaP95(sim.Demand{CPUSeconds: math.Max(r.CPU.PerRequest, 1e-4)}, 0, r.Limit, r.Rate, node)
 }
 
 // measuredWindows reads the load generator's records after the first

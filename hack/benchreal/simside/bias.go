@@ -131,7 +131,7 @@ func machineContention(runs []result.Run, cpu sim.Demand, cv float64, node SimNo
 			if w.Ready != 1 || (perPod >= SmallPodCPU) != large || !(w.P95 > 0) {
 				continue
 			}
-			m := QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(perPod), w.Expected/(w.End-w.Start), node.Quota(bg))
+			m := QuotaP95(cpu, cv, perPod, w.Expected/(w.End-w.Start), node.Quota(bg))
 			errs = append(errs, math.Log(w.P95/m))
 		}
 		if len(errs) < MinContentionWindows {

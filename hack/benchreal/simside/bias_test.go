@@ -19,7 +19,7 @@ func TestMachineContention(t *testing.T) {
 	run := func(machine, podCPU float64) result.Run {
 		r := result.Run{CPU: result.CPUShare{Machine: machine * wall, Wall: wall}, CPUSecondsPerRequest: cpu.CPUSeconds}
 		rate := rate * podCPU / 0.7 // the same load on the limit
-		m := QuotaP95(cpu.CPUSeconds, 0, cpu.ServingCPU(podCPU), rate, QuotaNode{Cores: cores})
+		m := QuotaP95(cpu, 0, podCPU, rate, QuotaNode{Cores: cores})
 		for i := range 12 {
 			r.Windows = append(r.Windows, result.Window{
 				Start: float64(15 * i), End: float64(15 * (i + 1)), Expected: 15 * rate,

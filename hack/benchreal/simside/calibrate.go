@@ -181,6 +181,14 @@ type Options struct {
 	// the burst model's fit as in the replay; 0 enforces the quota to the
 	// instant.
 	Tick time.Duration
+	// IdlePeriod replays the pods' idle CPU as a burst every IdlePeriod
+	// (sim.Demand.IdlePeriod: the test app's exec readiness probe runs
+	// every 2 s in its cgroup), in the burst model's fit as in the
+	// replay; 0 spreads it evenly.
+	IdlePeriod time.Duration
+	// IdleBurst is each burst's CPU time (sim.Demand.IdleBurst), the rest
+	// of the idle CPU spread evenly; 0: all of it in the bursts.
+	IdleBurst time.Duration
 	// MemoryFit is which requests in flight the memory fit regresses the
 	// pods' memory on (MemoryFitAuto, MemoryFitGauge, MemoryFitLittle).
 	MemoryFit MemoryFit
@@ -296,6 +304,10 @@ type ReplayModel struct {
 	// or restarted pod's start-up (StartupSeconds) then costs its own
 	// seconds, not a whole window.
 	ReadyWithinWindow bool `json:"readyWithinWindow,omitempty"`
+	// IdlePeriod is Options.IdlePeriod in seconds (sim.Demand.IdlePeriod).
+	IdlePeriod float64 `json:"idlePeriod,omitempty"`
+	// IdleBurst is Options.IdleBurst in CPU-seconds (sim.Demand.IdleBurst).
+	IdleBurst float64 `json:"idleBurst,omitempty"`
 }
 
 // Calibrate estimates the simulator's app from the real runs: the CPU
@@ -349,6 +361,7 @@ func Calibrate(runs []result.Run, o Options) (Calibration, error) {
 		c.Node.Background = c.Node.MeasuredBackground.Value
 	}
 	c.Node.Tick = o.Tick
+	c.IdlePeriod, c.IdleBurst = o.IdlePeriod.Seconds(), o.IdleBurst.Seconds()
 	c.Throttling = fitThrottling(runs, c.cpu(), c.Node, o)
 	if err := c.fitMemory(runs, o.MemoryFit); err != nil {
 		return c, err
@@ -435,7 +448,7 @@ func calmWindows(runs []result.Run, cpu sim.Demand) (ws []result.Window, xs []fl
 // the fit's where it resolved, else the runs' ratio without idle CPU.
 func (c Calibration) cpu() sim.Demand {
 	if c.CPUFitted {
-		return sim.Demand{CPUSeconds: c.CPUPerRequest.Value, BaseCPU: c.BaseCPU.Value}
+		return sim.Demand{CPUSeconds: c.CPUPerRequest.Value, BaseCPU: c.BaseCPU.Value, IdlePeriod: c.IdlePeriod, IdleBurst: c.IdleBurst}
 	}
 	return sim.Demand{CPUSeconds: c.CPUSecondsPerRequest.Value}
 }
@@ -631,7 +644,7 @@ func (t *Throttling) fitBurst(ws []result.Window, bgs []float64, cpu sim.Demand,
 	for i, cv := range cvs {
 		model := make([]float64, len(used))
 		for j, w := range used {
-			model[j] = QuotaP95(cpu.CPUSeconds, cv, cpu.ServingCPU(w.CPURequested/float64(w.Ready)), w.Expected/(w.End-w.Start)/float64(w.Ready), node.Quota(bg[j]))
+			model[j] = QuotaP95(cpu, cv, w.CPURequested/float64(w.Ready), w.Expected/(w.End-w.Start)/float64(w.Ready), node.Quota(bg[j]))
 		}
 		e := logErr(model, 0)
 		t.BurstErrors = append(t.BurstErrors, e)
@@ -661,10 +674,11 @@ type QuotaNode struct {
 
 // QuotaP95 is the simulator's CFS quota model's p95 (sim.App.CPUBurst,
 // without I/O wait) for one pod of CPU limit limit at rate requests/s of
-// cpuSeconds each on average (with a coefficient of variation cv), on
-// node, in its stationary state.
-func QuotaP95(cpuSeconds, cv, limit, rate float64, node QuotaNode) float64 {
-	a := sim.App{Demand: sim.Demand{CPUSeconds: cpuSeconds, CPUSecondsCV: cv, CPUBurst: true}}
+// cpu's CPUSeconds each on average (with a coefficient of variation cv),
+// its idle CPU (BaseCPU, as IdlePeriod gives it) taking its part of the
+// limit, on node, in its stationary state.
+func QuotaP95(cpu sim.Demand, cv, limit, rate float64, node QuotaNode) float64 {
+	a := sim.App{Demand: sim.Demand{CPUSeconds: cpu.CPUSeconds, BaseCPU: cpu.BaseCPU, IdlePeriod: cpu.IdlePeriod, IdleBurst: cpu.IdleBurst, CPUSecondsCV: cv, CPUBurst: true}}
 	w := a.ServePod(sim.PodInput{Rate: rate, Arrived: rate, CPU: limit, Cores: node.Cores, Background: node.Background, Tick: node.Tick.Seconds()}, 1, math.Inf(1))
 	return w.Own + w.QueueDelay + w.Stationary*math.Log(20)
 }
@@ -695,6 +709,8 @@ func (c Calibration) App(slo, initialCPU float64) sim.App {
 		Demand: sim.Demand{
 			CPUSeconds:           c.cpu().CPUSeconds,
 			BaseCPU:              c.cpu().BaseCPU,
+			IdlePeriod:           c.cpu().IdlePeriod,
+			IdleBurst:            c.cpu().IdleBurst,
 			IOWait:               c.Throttling.SimIOWait(),
 			CPUBurst:             c.Throttling.Burst,
 			CPUSecondsCV:         c.Throttling.SimCPUSecondsCV(),
@@ -825,6 +841,17 @@ func (c Calibration) Write(w io.Writer) error {
 	}
 	if c.Node.Tick > 0 {
 		fmt.Fprintf(&b, "  %-26s %v: the kernel finds a CFS quota spent at its next tick, and the overrun comes off the next period's (sim.Config.NodeTick)\n", "node's scheduler tick", c.Node.Tick)
+	}
+	if c.IdlePeriod > 0 {
+		how := "not replayed: the CPU fit did not resolve an idle CPU"
+		if d := c.cpu(); d.BaseCPU > 0 {
+			burst := d.BaseCPU * c.IdlePeriod
+			if c.IdleBurst > 0 {
+				burst = min(burst, c.IdleBurst)
+			}
+			how = fmt.Sprintf("one burst of %.3g ms of CPU every %v, which spends the pod's CFS quota as its requests do (sim.Demand.IdlePeriod), the rest (%.3g millicores) spread evenly", 1e3*burst, time.Duration(c.IdlePeriod*float64(time.Second)), 1e3*(d.BaseCPU-burst/c.IdlePeriod))
+		}
+		fmt.Fprintf(&b, "  %-26s %s\n", "pods' idle CPU", how)
 	}
 	if t := c.Timing.String(); t != "" {
 		fmt.Fprintf(&b, "  %-26s %s\n", "decision timing", t)

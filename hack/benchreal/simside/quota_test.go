@@ -91,7 +91,7 @@ func TestQuotaModelAgainstRealNode(t *testing.T) {
 		checked++
 		slices.Sort(v)
 		real := (v[(len(v)-1)/2] + v[len(v)/2]) / 2
-		model := w + QuotaP95(cpu, 0, k.limit, k.rate, QuotaNode{Cores: DefaultNodeCores})
+		model := w + QuotaP95(sim.Demand{CPUSeconds: cpu}, 0, k.limit, k.rate, QuotaNode{Cores: DefaultNodeCores})
 		t.Logf("%4.0fm at %2.0f requests/s: %3d windows, real p95 %6.1f ms, model %6.1f ms (×%.2f)", k.limit*1e3, k.rate, len(v), real*1e3, model*1e3, real/model)
 		if r := real / model; r < 0.75 || r > 1.25 {
 			t.Errorf("%.0fm at %.0f requests/s: real median p95 %.1f ms is %.2f× the model's %.1f ms, want within [0.75, 1.25]", k.limit*1e3, k.rate, real*1e3, r, model*1e3)

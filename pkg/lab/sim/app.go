@@ -102,6 +102,21 @@ type Demand struct {
 	// rest. The real node's test app uses 15–17 millicores per pod so
 	// (docs/real-node.md); 0, the default, leaves the model as before.
 	BaseCPU float64
+	// IdlePeriod, with CPUBurst, gives BaseCPU as one job of
+	// BaseCPU·IdlePeriod CPU-seconds every IdlePeriod seconds, which
+	// spends the pod's CFS quota as its requests do: an exec readiness
+	// probe starts a process in the pod's cgroup every period, and at a
+	// small quota its burst holds the requests up for a CFS period or more
+	// (docs/real-node-rounds.md). 0, the default: BaseCPU spread evenly,
+	// the limit less it serving the requests (ServingCPU). At least the
+	// CFS period (0.1 s) when set.
+	IdlePeriod float64
+	// IdleBurst, with IdlePeriod, is each burst's CPU-seconds, at most
+	// BaseCPU·IdlePeriod, the rest of BaseCPU spread evenly (an exec
+	// probe's process takes 9 ms of CPU in its container's cgroup on the
+	// machine of 2026-12-07, where the pods idle at 12–31 millicores);
+	// 0: all of BaseCPU comes in the bursts.
+	IdleBurst float64
 	// BaseMemory is the working set of an idle pod (bytes).
 	BaseMemory float64
 	// MemoryPerRequest is the memory each in-flight request holds (bytes).
@@ -178,6 +193,10 @@ func (a *App) Validate() error {
 		return fmt.Errorf("app %q: cpuSeconds must be > 0, got %g", a.Name, a.CPUSeconds)
 	case a.IOWait < 0 || a.BaseCPU < 0 || a.BaseMemory < 0 || a.MemoryPerRequest < 0 || a.BaseRate < 0 || a.SLO < 0 || a.HeldMemoryPerRequest < 0:
 		return fmt.Errorf("app %q: negative parameter", a.Name)
+	case !(a.IdlePeriod == 0 || a.IdlePeriod >= cfsPeriod) || math.IsInf(a.IdlePeriod, 0):
+		return fmt.Errorf("app %q: idlePeriod must be 0 (idle CPU spread evenly) or a finite number of seconds >= the CFS period of %gs, got %g", a.Name, cfsPeriod, a.IdlePeriod)
+	case !(a.IdleBurst >= 0) || math.IsInf(a.IdleBurst, 0):
+		return fmt.Errorf("app %q: idleBurst must be a finite number of CPU-seconds >= 0, got %g", a.Name, a.IdleBurst)
 	case !(a.HeldQuantum >= 0) || math.IsInf(a.HeldQuantum, 0):
 		return fmt.Errorf("app %q: heldQuantum must be a finite number of CPU-seconds >= 0, got %g", a.Name, a.HeldQuantum)
 	case a.HeldQuantum > 0 && a.HeldQuantum < a.CPUSeconds/64:

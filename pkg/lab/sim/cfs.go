@@ -48,10 +48,26 @@ const maxCPUSecondsCV = 2.0
 // seconds (Config.NodeTick), 0 for a quota enforced to the instant.
 type cfsNode struct{ cores, background, tick float64 }
 
+// cfsIdle is a pod's idle CPU as the CFS quota model takes it: burst
+// CPU-seconds of work, one job at a time at one core, every period
+// seconds (an exec readiness probe's process, a scrape), which spends the
+// pod's quota as its requests do. The zero value is idle CPU spread
+// evenly: the model's limit is then the requests' alone (ServingCPU).
+type cfsIdle struct{ burst, period float64 }
+
+// share is the cores the bursts take on average.
+func (i cfsIdle) share() float64 {
+	if !(i.period > 0) {
+		return 0
+	}
+	return i.burst / i.period
+}
+
 // cfsKey identifies one grid point.
 type cfsKey struct {
 	cpuSec, cv, limit float64
 	node              cfsNode
+	idle              cfsIdle
 	rho               int // grid index: ρ = rho·cfsGrid
 }
 
@@ -88,16 +104,18 @@ var cfsTable = struct {
 // a shifted exponential: a request takes shift plus an exponential of mean
 // mean, which gives the simulated queue's p50 and p95. Requests take
 // cpuSec of CPU on average, with a coefficient of variation cv, on node.
-func cfsLatency(cpuSec, cv, limit float64, node cfsNode, rho float64) (shift, mean float64) {
+// With idle bursts, limit is the pod's whole quota and rho the requests'
+// utilisation of what the bursts leave of it (limit − idle.share()).
+func cfsLatency(cpuSec, cv, limit float64, node cfsNode, idle cfsIdle, rho float64) (shift, mean float64) {
 	if node.cores <= 0 || math.IsInf(node.cores, 1) {
 		node.cores = math.Inf(1)
 	}
 	x := math.Min(math.Max(rho, 0), rhoMax) / cfsGrid
 	i := int(x)
-	lo := cfsAt(cfsKey{cpuSec, cv, limit, node, i})
+	lo := cfsAt(cfsKey{cpuSec, cv, limit, node, idle, i})
 	p := lo
 	if f := x - float64(i); f > 0 {
-		hi := cfsAt(cfsKey{cpuSec, cv, limit, node, i + 1})
+		hi := cfsAt(cfsKey{cpuSec, cv, limit, node, idle, i + 1})
 		p = cfsPoint{lo.p50 + f*(hi.p50-lo.p50), lo.p95 + f*(hi.p95-lo.p95)}
 	}
 	// p95 = shift + mean·ln 20 and p50 = shift + mean·ln 2.
@@ -119,7 +137,7 @@ func cfsAt(k cfsKey) cfsPoint {
 	// Computed outside the lock: two simulators may compute the same point
 	// at once, and get the same answer.
 	rho := math.Min(float64(k.rho)*cfsGrid, rhoMax)
-	lats := cfsQueue(k.cpuSec, k.cv, k.limit, k.node, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
+	lats := cfsQueue(k.cpuSec, k.cv, k.limit, k.node, k.idle, math.Max(rho, cfsGrid/4), cfsRequests, cfsWarmup)
 	p = cfsPoint{quantileOf(lats, 0.5), quantileOf(lats, 0.95)}
 	cfsTable.Lock()
 	cfsTable.points[k] = p
@@ -147,10 +165,17 @@ func cfsAt(k cfsKey) cfsPoint {
 // 0 the quota is enforced to the instant, and the model is the one
 // without the tick to the bit.
 //
+// With idle bursts (idle.period > 0) the pod's idle work joins the
+// requests as a job of idle.burst CPU-seconds every idle.period seconds,
+// each at a phase within its CFS period drawn from a stream of its own
+// (the kubelet's probe timer does not keep step with the period's), and
+// the requests arrive at rate rho·(limit − idle.share())/cpuSec. The
+// jobs' response times are not returned.
+//
 // It returns n response times, of the requests completed once warm had
 // arrived.
-func cfsQueue(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm int) []float64 {
-	lats, _ := cfsSimulate(cpuSec, cv, limit, node, rho, n, warm)
+func cfsQueue(cpuSec, cv, limit float64, node cfsNode, idle cfsIdle, rho float64, n, warm int) []float64 {
+	lats, _ := cfsSimulate(cpuSec, cv, limit, node, idle, rho, n, warm)
 	return lats
 }
 
@@ -160,15 +185,24 @@ func cfsQueue(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm int)
 type cfsUse struct{ used, elapsed float64 }
 
 // cfsSimulate is cfsQueue, and the CPU its requests took.
-func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm int) ([]float64, cfsUse) {
+func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, idle cfsIdle, rho float64, n, warm int) ([]float64, cfsUse) {
 	const eps = 1e-12
 	var use cfsUse
-	lambda := rho * limit / cpuSec
+	lambda := rho * (limit - idle.share()) / cpuSec
 	full := limit * cfsPeriod
 	slow := backgroundSpeed(node.background, node.cores)
 	rng := rand.New(rand.NewPCG(1, 7))
-	type req struct{ arrived, left float64 }
+	// A job of the pod's idle work is a req with idle set.
+	type req struct {
+		arrived, left float64
+		idle          bool
+	}
 	var in []req
+	// nextIdle is the next idle job's time (+Inf without them).
+	nextIdle, phases := math.Inf(1), rand.New(rand.NewPCG(3, 11))
+	if idle.period > 0 && idle.burst > 0 {
+		nextIdle = phases.Float64() * cfsPeriod
+	}
 	lats := make([]float64, 0, n)
 	t, quota, refill := 0.0, full, cfsPeriod
 	// overrun is the tick until which the requests running when the
@@ -181,9 +215,9 @@ func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm i
 		running := quota > eps || t < overrun
 		if len(in) == 0 || !running {
 			// Nothing runs until the next arrival or refill.
-			t = math.Min(next, refill)
+			t = min(next, nextIdle, refill)
 			if len(in) == 0 {
-				t = next
+				t = min(next, nextIdle)
 			}
 		} else {
 			// slow is 1 without a background, and the model is the one
@@ -197,7 +231,7 @@ func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm i
 			if quota <= eps {
 				budget = overrun - t
 			}
-			dt := min(least/speed, budget, next-t, refill-t)
+			dt := min(least/speed, budget, next-t, nextIdle-t, refill-t)
 			dt = math.Max(dt, 0)
 			quota -= speed * float64(len(in)) * dt
 			use.used += speed * float64(len(in)) * dt
@@ -210,7 +244,7 @@ func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm i
 			for _, r := range in {
 				if r.left -= speed * dt; r.left > eps {
 					kept = append(kept, r)
-				} else if arrivals > warm {
+				} else if arrivals > warm && !r.idle {
 					lats = append(lats, t-r.arrived)
 				}
 			}
@@ -233,13 +267,19 @@ func cfsSimulate(cpuSec, cv, limit float64, node cfsNode, rho float64, n, warm i
 				quota = full
 			}
 		}
+		for nextIdle <= t {
+			in = append(in, req{nextIdle, idle.burst, true})
+			// The next job is a period on, at a phase of its own within
+			// its CFS period.
+			nextIdle += idle.period - math.Mod(nextIdle, cfsPeriod) + phases.Float64()*cfsPeriod
+		}
 		for next <= t {
 			work := cpuSec
 			if cv > 0 {
 				k := 1 / (cv * cv)
 				work = cpuSec * gammaDraw(rng, k) / k
 			}
-			in = append(in, req{next, work})
+			in = append(in, req{arrived: next, left: work})
 			arrivals++
 			next += rng.ExpFloat64() / lambda
 		}

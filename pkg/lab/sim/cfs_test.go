@@ -157,7 +157,7 @@ func TestCFSBurstServePod(t *testing.T) {
 // takes its CPU time, and cores ≤ 0 mean one per request.
 func TestCFSLatency(t *testing.T) {
 	p95 := func(limit, cores, rho float64) float64 {
-		shift, mean := cfsLatency(0.0114, 0, limit, cfsNode{cores: cores}, rho)
+		shift, mean := cfsLatency(0.0114, 0, limit, cfsNode{cores: cores}, cfsIdle{}, rho)
 		return shift + mean*p95Factor
 	}
 	first := p95(0.2, 2, 0.57)
@@ -195,7 +195,7 @@ func TestCFSLatency(t *testing.T) {
 func TestCFSVariableWork(t *testing.T) {
 	const cpuSec = 0.0114
 	quantiles := func(cv, limit, rho float64) (p50, p95 float64) {
-		lats := cfsQueue(cpuSec, cv, limit, cfsNode{cores: math.Inf(1)}, rho, 100000, 2000)
+		lats := cfsQueue(cpuSec, cv, limit, cfsNode{cores: math.Inf(1)}, cfsIdle{}, rho, 100000, 2000)
 		return quantileOf(lats, 0.5), quantileOf(lats, 0.95)
 	}
 	for _, tc := range []struct {
@@ -263,7 +263,7 @@ func BenchmarkCFSPoint(b *testing.B) {
 func TestCFSBackground(t *testing.T) {
 	const cpuSec = 0.0114
 	quantiles := func(limit, cores, background, rho float64) (p50, p95 float64) {
-		lats := cfsQueue(cpuSec, 0, limit, cfsNode{cores: cores, background: background}, rho, 100000, 2000)
+		lats := cfsQueue(cpuSec, 0, limit, cfsNode{cores: cores, background: background}, cfsIdle{}, rho, 100000, 2000)
 		return quantileOf(lats, 0.5), quantileOf(lats, 0.95)
 	}
 	for _, tc := range []struct {
@@ -323,7 +323,7 @@ func TestCFSTick(t *testing.T) {
 		// left fit in what remains of the tick): 60%.
 		const cpuSec = 0.022
 		fast := func(node cfsNode) float64 {
-			lats := cfsQueue(cpuSec, 0, 0.2, node, 1e-3, 20000, 100)
+			lats := cfsQueue(cpuSec, 0, 0.2, node, cfsIdle{}, 1e-3, 20000, 100)
 			n := 0
 			for _, l := range lats {
 				// A microsecond: the clock is at some 10^6 s by the end.
@@ -354,7 +354,7 @@ func TestCFSTick(t *testing.T) {
 			{"0.05 core, 10ms: a tick over the quota", 0.012, 0.05, 0.01},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				_, use := cfsSimulate(tc.cpuSec, 0, tc.limit, cfsNode{cores: 2, tick: tc.tick}, 1.5, 3000, 100)
+				_, use := cfsSimulate(tc.cpuSec, 0, tc.limit, cfsNode{cores: 2, tick: tc.tick}, cfsIdle{}, 1.5, 3000, 100)
 				if got := use.used / use.elapsed; math.Abs(got/tc.limit-1) > 0.01 {
 					t.Errorf("took %.4f cores under a %.2f-core limit", got, tc.limit)
 				}
@@ -367,7 +367,7 @@ func TestCFSTick(t *testing.T) {
 		// waits of the requests that nearly fit off it. Where the quota
 		// never binds, the tick changes nothing.
 		p95 := func(limit, rho, tk float64) float64 {
-			return quantileOf(cfsQueue(0.01566, 0, limit, cfsNode{cores: 2, tick: tk}, rho, 100000, 2000), 0.95)
+			return quantileOf(cfsQueue(0.01566, 0, limit, cfsNode{cores: 2, tick: tk}, cfsIdle{}, rho, 100000, 2000), 0.95)
 		}
 		exact, ticked := p95(0.2, 0.46, 0), p95(0.2, 0.46, tick)
 		if r := ticked / exact; !(r > 0.8 && r < 0.95) {

@@ -17,6 +17,23 @@ func (d Demand) ServingCPU(limit float64) float64 {
 	return max(limit-min(d.BaseCPU, limit), minServingShare*limit)
 }
 
+// idleBursts is the pod's idle CPU as the CFS quota model takes it at
+// CPU limit limit: the bursts every IdlePeriod (IdleBurst each, or all of
+// BaseCPU) and the quota they and the requests share, the limit less the
+// idle CPU spread evenly. Without IdlePeriod, or where the bursts would
+// leave the requests no more than minServingShare of the limit, all of
+// the idle CPU is spread evenly: the zero cfsIdle and ServingCPU.
+func (d Demand) idleBursts(limit float64) (cfsIdle, float64) {
+	if !(d.IdlePeriod > 0) || !(d.BaseCPU > 0) || d.BaseCPU >= (1-minServingShare)*limit {
+		return cfsIdle{}, d.ServingCPU(limit)
+	}
+	burst := d.BaseCPU * d.IdlePeriod
+	if d.IdleBurst > 0 {
+		burst = min(d.IdleBurst, burst)
+	}
+	return cfsIdle{burst: burst, period: d.IdlePeriod}, limit - (d.BaseCPU - burst/d.IdlePeriod)
+}
+
 // PodInput is what one window offers one Ready pod of the model.
 type PodInput struct {
 	// Rate is the pod's Poisson arrival rate λi (requests/s), the mean the
@@ -144,7 +161,11 @@ func (a *App) ServePod(in PodInput, dt, timeout float64) PodWindow {
 	stat := svc / (1 - min(rho, rhoMax))
 	own := 0.0
 	if a.CPUBurst {
-		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, serving, cfsNode{in.Cores, in.Background, in.Tick}, rho)
+		// With idle bursts the queue spends the quota the idle CPU spread
+		// evenly leaves, the bursts' and the requests'; all spread
+		// evenly, the requests have the rest.
+		idle, q := a.idleBursts(in.CPU)
+		own, stat = cfsLatency(cpuSec, a.CPUSecondsCV, q, cfsNode{in.Cores, in.Background, in.Tick}, idle, rho)
 	}
 	if a.ServesTimedOut && in.Held != nil && (rho > rhoMax || in.Held.Len() > 0) {
 		return a.serveHeld(in, dt, timeout, base, serving, svc)
