@@ -845,10 +845,7 @@ func (c Calibration) Write(w io.Writer) error {
 	if c.IdlePeriod > 0 {
 		how := "not replayed: the CPU fit did not resolve an idle CPU"
 		if d := c.cpu(); d.BaseCPU > 0 {
-			burst := d.BaseCPU * c.IdlePeriod
-			if c.IdleBurst > 0 {
-				burst = min(burst, c.IdleBurst)
-			}
+			burst := d.IdleBurstCPU()
 			how = fmt.Sprintf("one burst of %.3g ms of CPU every %v, which spends the pod's CFS quota as its requests do (sim.Demand.IdlePeriod), the rest (%.3g millicores) spread evenly", 1e3*burst, time.Duration(c.IdlePeriod*float64(time.Second)), 1e3*(d.BaseCPU-burst/c.IdlePeriod))
 		}
 		fmt.Fprintf(&b, "  %-26s %s\n", "pods' idle CPU", how)

@@ -104,10 +104,11 @@ type Demand struct {
 	BaseCPU float64
 	// IdlePeriod, with CPUBurst, gives BaseCPU as one job of
 	// BaseCPU·IdlePeriod CPU-seconds every IdlePeriod seconds, which
-	// spends the pod's CFS quota as its requests do: an exec readiness
-	// probe starts a process in the pod's cgroup every period, and at a
-	// small quota its burst holds the requests up for a CFS period or more
-	// (docs/real-node-rounds.md). 0, the default: BaseCPU spread evenly,
+	// spends the pod's CFS quota as its requests do, as an exec readiness
+	// probe's process does in the pod's cgroup; a burst larger than a CFS
+	// period's quota holds the requests up for whole periods (the test
+	// app's probe, measured on the node, is 10–11 ms every 2 s and too
+	// small to: docs/real-node-rounds.md). 0, the default: BaseCPU spread evenly,
 	// the limit less it serving the requests (ServingCPU). At least the
 	// CFS period (0.1 s) when set.
 	IdlePeriod float64

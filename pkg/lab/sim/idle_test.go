@@ -83,46 +83,27 @@ func TestCFSIdleBursts(t *testing.T) {
 	})
 }
 
-func TestIdlePeriodValidate(t *testing.T) {
+func TestIdleValidate(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		period float64
-		want   string // "" valid
+		name          string
+		period, burst float64
+		want          string // "" valid
 	}{
-		{"spread evenly", 0, ""},
-		{"every 2 s", 2, ""},
-		{"every CFS period", cfsPeriod, ""},
-		{"under a CFS period", 0.05, "idlePeriod must be"},
-		{"negative", -1, "idlePeriod must be"},
-		{"NaN", math.NaN(), "idlePeriod must be"},
-		{"infinite", math.Inf(1), "idlePeriod must be"},
+		{"spread evenly", 0, 0, ""},
+		{"every 2 s", 2, 0, ""},
+		{"every CFS period", cfsPeriod, 0, ""},
+		{"under a CFS period", 0.05, 0, "idlePeriod must be"},
+		{"negative period", -1, 0, "idlePeriod must be"},
+		{"NaN period", math.NaN(), 0, "idlePeriod must be"},
+		{"infinite period", math.Inf(1), 0, "idlePeriod must be"},
+		{"an exec probe's burst", 2, 0.009, ""},
+		{"negative burst", 2, -0.001, "idleBurst must be"},
+		{"NaN burst", 2, math.NaN(), "idleBurst must be"},
+		{"infinite burst", 2, math.Inf(1), "idleBurst must be"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := desApp(0.012, 1)
-			a.IdlePeriod = tc.period
-			err := a.Validate()
-			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
-				t.Fatalf("err %v, want %q", err, tc.want)
-			}
-		})
-	}
-}
-
-func TestIdleBurstValidate(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		burst float64
-		want  string // "" valid
-	}{
-		{"all of the idle CPU", 0, ""},
-		{"an exec probe's", 0.009, ""},
-		{"negative", -0.001, "idleBurst must be"},
-		{"NaN", math.NaN(), "idleBurst must be"},
-		{"infinite", math.Inf(1), "idleBurst must be"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a := desApp(0.012, 1)
-			a.IdlePeriod, a.IdleBurst = 2, tc.burst
+			a.IdlePeriod, a.IdleBurst = tc.period, tc.burst
 			err := a.Validate()
 			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 				t.Fatalf("err %v, want %q", err, tc.want)

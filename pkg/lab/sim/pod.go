@@ -17,19 +17,30 @@ func (d Demand) ServingCPU(limit float64) float64 {
 	return max(limit-min(d.BaseCPU, limit), minServingShare*limit)
 }
 
-// idleBursts is the pod's idle CPU as the CFS quota model takes it at
-// CPU limit limit: the bursts every IdlePeriod (IdleBurst each, or all of
-// BaseCPU) and the quota they and the requests share, the limit less the
-// idle CPU spread evenly. Without IdlePeriod, or where the bursts would
-// leave the requests no more than minServingShare of the limit, all of
-// the idle CPU is spread evenly: the zero cfsIdle and ServingCPU.
-func (d Demand) idleBursts(limit float64) (cfsIdle, float64) {
-	if !(d.IdlePeriod > 0) || !(d.BaseCPU > 0) || d.BaseCPU >= (1-minServingShare)*limit {
-		return cfsIdle{}, d.ServingCPU(limit)
+// IdleBurstCPU is the CPU-seconds of each of the pod's idle bursts:
+// IdleBurst where it is set (at most BaseCPU·IdlePeriod), else all of
+// BaseCPU·IdlePeriod; 0 without IdlePeriod.
+func (d Demand) IdleBurstCPU() float64 {
+	if !(d.IdlePeriod > 0) || !(d.BaseCPU > 0) {
+		return 0
 	}
 	burst := d.BaseCPU * d.IdlePeriod
 	if d.IdleBurst > 0 {
 		burst = min(d.IdleBurst, burst)
+	}
+	return burst
+}
+
+// idleBursts is the pod's idle CPU as the CFS quota model takes it at
+// CPU limit limit: the bursts every IdlePeriod (IdleBurstCPU each) and
+// the quota they and the requests share, the limit less the idle CPU
+// spread evenly. Without IdlePeriod, or where the bursts would leave the
+// requests no more than minServingShare of the limit, all of the idle
+// CPU is spread evenly: the zero cfsIdle and ServingCPU.
+func (d Demand) idleBursts(limit float64) (cfsIdle, float64) {
+	burst := d.IdleBurstCPU()
+	if burst == 0 || d.BaseCPU >= (1-minServingShare)*limit {
+		return cfsIdle{}, d.ServingCPU(limit)
 	}
 	return cfsIdle{burst: burst, period: d.IdlePeriod}, limit - (d.BaseCPU - burst/d.IdlePeriod)
 }
